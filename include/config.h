@@ -1,0 +1,71 @@
+/*
+ * Configuration: the command line and the optional config file (-c) folded into one
+ * struct that is read-only once the server runs. Every error names its origin:
+ * "FILE:LINE: message" for the file, "option --x: message" for flags.
+ */
+#ifndef UNFS_CONFIG_H
+#define UNFS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_MAX_BRANCHES 128
+#define CONFIG_ERRLEN 512
+
+enum squash_mode { SQUASH_ROOT = 0, SQUASH_NONE, SQUASH_ALL };
+
+/* exports(5) words that apply to one export. */
+struct export_opts {
+	bool eo_ro;              /* "ro"; default rw */
+	enum squash_mode eo_squash;
+	uint32_t eo_anonuid;     /* default 65534 */
+	uint32_t eo_anongid;     /* default 65534 */
+	bool eo_secure;          /* default true: client source port must be < 1024 */
+};
+
+struct export_conf {
+	char *ec_name;           /* mount path as clients name it, e.g. "/union" */
+	char **ec_branches;      /* absolute paths, top-down: [0] is the writable upper */
+	int ec_nbranches;
+	struct export_opts ec_opts;
+};
+
+enum portmap_mode { PORTMAP_AUTO = 0, PORTMAP_RPCBIND, PORTMAP_BUILTIN, PORTMAP_OFF };
+
+struct config {
+	bool cf_foreground;      /* -f */
+	char *cf_listen;         /* NULL: all addresses */
+	int cf_port;             /* NFS port, default 2049; 0 picks a free one */
+	int cf_mount_port;       /* default 20048; 0 picks a free one */
+	int cf_portmap_port;     /* built-in portmapper port, default 111 */
+	char *cf_state_dir;      /* default /var/lib/unionnfsd */
+	enum portmap_mode cf_portmap;
+	int cf_workers;          /* file system worker threads, default 8 */
+	uint32_t cf_max_record;  /* largest accepted RPC record, default 1 MiB + 4 KiB */
+	struct export_conf *cf_exports;
+	int cf_nexports;
+};
+
+/* Sets every default. */
+void config_init(struct config *cf);
+
+/*
+ * Parses argv (including any -c FILE, read at the point it appears) into cf, which must
+ * have been config_init()ed. Returns 0, or -1 with a one-line message in err.
+ * On "--help" returns 1 with the usage text in err.
+ */
+int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_t errlen);
+
+/* Reads a config file into cf. Returns 0, or -1 with "FILE:LINE: message" in err. */
+int config_parse_file(struct config *cf, const char *path, char *err, size_t errlen);
+
+/* Applies comma-separated exports(5) words to opts. Returns 0, or -1 naming the bad word. */
+int config_parse_export_opts(struct export_opts *opts, const char *words, char *err, size_t errlen);
+
+/* Checks the whole config (at least one export, no duplicate names, ...). */
+int config_validate(const struct config *cf, char *err, size_t errlen);
+
+void config_free(struct config *cf);
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * The network side: one libev loop owns every socket. TCP connections reassemble
+ * record-marked records (bounded in size); UDP datagrams are records. Each complete record
+ * goes to a small pool of worker threads (rpc_serve); replies come back to the loop through
+ * an ev_async and are written without ever blocking it.
+ */
+#ifndef UNFS_NET_H
+#define UNFS_NET_H
+
+#include <stdint.h>
+
+struct ev_loop;
+struct net_server;
+
+struct net_opts {
+	const char *no_listen;   /* NULL: all addresses (IPv6 any with v4 mapped, else IPv4 any) */
+	int no_workers;
+	uint32_t no_max_record;
+};
+
+int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct net_server **out);
+
+/*
+ * Listens on TCP and UDP port (0 picks a free port, the same one for both protocols).
+ * Every listener serves every registered program. Returns the bound port, or -errno with
+ * a message in err naming the port and the cause.
+ */
+int net_listen(struct net_server *srv, int port, char *err, size_t errlen);
+
+/* Stops accepting, lets in-flight replies be sent (bounded wait), closes everything. */
+void net_server_shutdown(struct net_server *srv);
+void net_server_free(struct net_server *srv);
+
+#endif

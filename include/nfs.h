@@ -1,0 +1,38 @@
+/*
+ * The protocol handlers: NFS v3 (program 100003) and MOUNT v1/v3 (program 100005).
+ * They turn RPC arguments into union calls and union results into replies; this is the
+ * only place that knows nfsstat3 and mountstat3.
+ */
+#ifndef UNFS_NFS_H
+#define UNFS_NFS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "rpc.h"
+#include "union.h"
+
+#define NFS_WRITE_VERF_LEN 8
+
+struct mount_entry;
+
+/* Everything the handlers share; built by main, handed to rpc_dispatch_init as ctx. */
+struct nfs_server {
+	const struct config *ns_cfg;
+	struct union_export **ns_exports;      /* [i] serves ns_cfg->cf_exports[i] */
+	int ns_nexports;
+	uint8_t ns_write_verf[NFS_WRITE_VERF_LEN]; /* new on every start */
+	uint8_t ns_handle_key[STORE_KEY_LEN];
+	pthread_mutex_t ns_mounts_lock;        /* guards ns_mounts (MOUNT DUMP/UMNT) */
+	struct mount_entry *ns_mounts;
+};
+
+extern const struct rpc_program nfs3_program;
+extern const struct rpc_program mount_program;
+
+/* Sets up locks and a fresh write verifier; exports must be filled in by the caller. */
+void nfs_server_init(struct nfs_server *ns, const struct config *cf);
+void nfs_server_destroy(struct nfs_server *ns);
+
+#endif

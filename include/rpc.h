@@ -1,0 +1,110 @@
+/*
+ * The contract between the transport (src/net, src/rpc) and the protocol handlers
+ * (src/nfs): ONC RPC calls (RFC 5531) decoded from a record, dispatched through a static
+ * table of programs, answered with XDR-encoded replies.
+ *
+ * Handlers run on worker threads. A handler fills its result struct and returns an
+ * rpc_outcome; the dispatcher encodes the reply. Memory a result points to must come
+ * from rpc_alloc() (freed after the reply is encoded): results are never xdr_free()d.
+ * Decoded arguments belong to the dispatcher, which frees them after the handler.
+ */
+#ifndef UNFS_RPC_H
+#define UNFS_RPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <rpc/rpc.h>
+
+#define RPC_MAX_GROUPS 16
+#define RPC_MAX_MACHINE 255
+
+struct rpc_cred {
+	uint32_t rc_flavor;      /* AUTH_NONE or AUTH_SYS */
+	uint32_t rc_uid;         /* AUTH_NONE: 65534 */
+	uint32_t rc_gid;
+	uint32_t rc_ngroups;
+	uint32_t rc_groups[RPC_MAX_GROUPS];
+	char rc_machine[RPC_MAX_MACHINE + 1];
+};
+
+struct rpc_arena;
+
+/* One call being served. Read-only for handlers except through rpc_alloc(). */
+struct rpc_req {
+	uint32_t rq_xid;
+	uint32_t rq_prog;
+	uint32_t rq_vers;
+	uint32_t rq_proc;
+	struct rpc_cred rq_cred;
+	struct sockaddr_storage rq_peer;  /* the client */
+	socklen_t rq_peerlen;
+	int rq_protocol;                  /* IPPROTO_TCP or IPPROTO_UDP */
+	void *rq_ctx;                     /* the context given to rpc_dispatch_init */
+	struct rpc_arena *rq_arena;
+};
+
+/* Zeroed memory that lives until the reply is encoded. Never returns NULL (aborts on OOM). */
+void *rpc_alloc(struct rpc_req *rq, size_t size);
+
+enum rpc_outcome {
+	RPC_OUT_REPLY = 0,       /* encode the result (accept_stat SUCCESS) */
+	RPC_OUT_GARBAGE_ARGS,    /* arguments were semantically unusable */
+	RPC_OUT_SYSTEM_ERR,
+	RPC_OUT_AUTH_TOOWEAK,    /* denied: e.g. a "secure" export and a source port >= 1024 */
+	RPC_OUT_DROP,            /* send nothing */
+};
+
+typedef enum rpc_outcome (*rpc_handler_fn)(struct rpc_req *rq, void *args, void *res);
+
+struct rpc_proc {
+	const char *rp_name;
+	xdrproc_t rp_xdr_args;
+	size_t rp_args_size;
+	xdrproc_t rp_xdr_res;
+	size_t rp_res_size;
+	rpc_handler_fn rp_fn;
+};
+
+struct rpc_program {
+	uint32_t rg_prog;
+	uint32_t rg_vers_min;
+	uint32_t rg_vers_max;
+	/* procs[vers - rg_vers_min][proc]; a NULL rp_fn means PROC_UNAVAIL */
+	const struct rpc_proc *const *rg_procs;
+	const uint32_t *rg_nprocs;  /* per version */
+};
+
+/* Parsed call header. Parsing never allocates; hostile input gives a clean error. */
+struct rpc_call {
+	uint32_t rc_xid;
+	uint32_t rc_prog;
+	uint32_t rc_vers;
+	uint32_t rc_proc;
+	struct rpc_cred rc_cred;
+	size_t rc_args_off;      /* offset of the procedure arguments in the record */
+};
+
+enum rpc_parse {
+	RPC_PARSE_OK = 0,
+	RPC_PARSE_DROP,          /* not a call, or too short to answer: drop silently */
+	RPC_PARSE_RPC_MISMATCH,  /* rpcvers != 2: reply MSG_DENIED RPC_MISMATCH */
+	RPC_PARSE_BADCRED,       /* malformed credentials: MSG_DENIED AUTH_BADCRED */
+	RPC_PARSE_REJECTEDCRED,  /* unsupported flavor: MSG_DENIED AUTH_REJECTEDCRED */
+};
+
+enum rpc_parse rpc_parse_call(const void *rec, size_t len, struct rpc_call *call);
+
+/* Registers the programs served and the context handed to their handlers. Call once. */
+void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms, void *ctx);
+
+/*
+ * Serves one complete record (worker thread): parses, dispatches, encodes. Returns a
+ * malloc()ed reply of *outlen bytes, with 4 bytes reserved at the front for a TCP record
+ * mark (filled in for TCP, skipped for UDP), or NULL when nothing is to be sent.
+ */
+void *rpc_serve(const void *rec, size_t len, const struct sockaddr *peer, socklen_t peerlen,
+		int protocol, size_t *outlen);
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * The persistent inode map (LMDB, in the state directory). It gives every object of an
+ * export's union view a union inode number that never changes and is never reused,
+ * and remembers where that object lives: its union parent and name, and the branch and
+ * real inode number of the copy that currently represents it.
+ *
+ * Tables (all keys big-endian so LMDB orders them numerically):
+ *   inodes:  (export, ino)                  -> struct store_inode
+ *   names:   (export, parent ino, name)     -> ino
+ *   reals:   (export, branch, real ino)     -> ino     (lower hard links share one ino)
+ *   meta:    schema version, handle key, next ino per export, export bindings
+ *
+ * Errors are negative errno values: -ENOENT when a key is absent, -EIO for LMDB
+ * failures (logged), -ENOSPC when the map is full. <lmdb.h> is included nowhere else.
+ * All functions are thread-safe; a transaction belongs to one thread at a time.
+ */
+#ifndef UNFS_STORE_H
+#define UNFS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_ROOT_INO 1
+#define STORE_NAME_MAX 255
+#define STORE_KEY_LEN 16
+
+struct store;
+struct store_txn;
+
+struct store_inode {
+	uint64_t si_ino;
+	uint64_t si_parent;      /* union parent ino; the root is its own parent */
+	uint32_t si_gen;         /* generation, carried in handles */
+	uint8_t si_type;         /* S_IFMT >> 12 of the object */
+	uint8_t si_branch;       /* index of the branch holding the copy we serve */
+	uint64_t si_real_ino;    /* st_ino of that copy on its branch */
+	char si_name[STORE_NAME_MAX + 1]; /* name in si_parent; "" for the root */
+};
+
+/* Identity of one branch, recorded when an export is first bound. */
+struct store_branch_id {
+	const char *sb_path;     /* canonical absolute path */
+	uint64_t sb_root_ino;    /* st_ino of the branch root directory */
+};
+
+/*
+ * Opens (creating if needed, mode 0700) the state directory and the map in it, and takes
+ * an exclusive lock on it (flock on DIR/lock). On failure returns -errno and writes a
+ * message naming the cause and the fix into err, e.g. "state directory /x is in use by
+ * another unionnfsd (pid 123); stop it or use --state".
+ */
+int store_open(const char *dir, struct store **out, char *err, size_t errlen);
+void store_close(struct store *st);
+
+/* The secret key for handle MACs, created randomly on first open and kept in meta. */
+void store_handle_key(const struct store *st, uint8_t key[STORE_KEY_LEN]);
+
+/*
+ * Binds an export name to its branch stack. The first time, it records the stack and
+ * creates the root inode (ino 1, type directory, branch 0, real ino of branch 0's root).
+ * Later, it checks the stack is the same (count, paths, root inos) and otherwise fails
+ * with -EINVAL and a message listing both stacks and the fix. Returns the export id
+ * (1..65535, stable across restarts) in *export_id.
+ */
+int store_bind_export(struct store *st, const char *name, const struct store_branch_id *branches,
+		      int nbranches, uint16_t *export_id, char *err, size_t errlen);
+
+int store_begin(struct store *st, bool write, struct store_txn **out);
+/* Commits a write transaction (durably) or ends a read one. Frees txn either way. */
+int store_commit(struct store_txn *txn);
+void store_abort(struct store_txn *txn);
+
+int store_get(struct store_txn *txn, uint16_t exp, uint64_t ino, struct store_inode *out);
+int store_find_name(struct store_txn *txn, uint16_t exp, uint64_t parent, const char *name, uint64_t *ino);
+int store_find_real(struct store_txn *txn, uint16_t exp, uint8_t branch, uint64_t real_ino, uint64_t *ino);
+
+/*
+ * Creates a record with a fresh ino (write txn). Fills rec->si_ino and si_gen, and adds the
+ * names and reals index entries. An existing names entry for (parent, name) is replaced.
+ */
+int store_insert(struct store_txn *txn, uint16_t exp, struct store_inode *rec);
+
+/*
+ * Rewrites a record (write txn) and moves its index entries: the names entry of the old
+ * (parent, name) and the reals entry of the old (branch, real ino) are removed if they
+ * point at this ino, and the new ones are added.
+ */
+int store_update(struct store_txn *txn, uint16_t exp, const struct store_inode *rec);
+
+/* Adds a names entry only (a hard link's second name). */
+int store_add_name(struct store_txn *txn, uint16_t exp, uint64_t parent, const char *name, uint64_t ino);
+/* Removes a names entry only. */
+int store_del_name(struct store_txn *txn, uint16_t exp, uint64_t parent, const char *name);
+
+/*
+ * Removes a record with its own names entry (si_parent, si_name) and reals entry (write txn).
+ * A names entry of another alias may remain: readers always check the record it names.
+ */
+int store_delete(struct store_txn *txn, uint16_t exp, uint64_t ino);
+
+/* Number of inode records of an export (for status and tests). */
+int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count);
+
+#endif

@@ -1,0 +1,153 @@
+/*
+ * The union view of one export: a stack of branch directories, [0] the writable upper
+ * (unless the export is read-only), the rest read-only lowers, looked up top-down.
+ * It speaks union inode numbers (from the store) and negative errno values, never NFS.
+ *
+ * Every path is resolved component by component from a branch root directory fd with
+ * O_NOFOLLOW; the server never follows a symlink and never leaves a branch.
+ *
+ * Attributes come back as struct stat with st_ino replaced by the union inode number
+ * and st_dev by the export's fsid, so callers never see a real inode number.
+ *
+ * Callers run on worker threads with the client's fsuid/fsgid/groups already applied
+ * (see cred.h), so the branch file systems enforce permissions.
+ */
+#ifndef UNFS_UNION_H
+#define UNFS_UNION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "config.h"
+#include "store.h"
+
+struct union_export;
+
+/* What SETATTR (and CREATE/MKDIR attributes) asks to change. */
+enum {
+	USET_MODE = 1 << 0,
+	USET_UID = 1 << 1,
+	USET_GID = 1 << 2,
+	USET_SIZE = 1 << 3,
+	USET_ATIME = 1 << 4,     /* to ua_atime; tv_nsec UTIME_NOW for server time */
+	USET_MTIME = 1 << 5,
+};
+
+struct union_setattr {
+	unsigned ua_mask;
+	mode_t ua_mode;
+	uid_t ua_uid;
+	gid_t ua_gid;
+	uint64_t ua_size;
+	struct timespec ua_atime;
+	struct timespec ua_mtime;
+};
+
+enum union_create_how { UNION_UNCHECKED = 0, UNION_GUARDED = 1, UNION_EXCLUSIVE = 2 };
+enum union_stable { UNION_UNSTABLE = 0, UNION_DATA_SYNC = 1, UNION_FILE_SYNC = 2 };
+
+/*
+ * Opens the branch roots (each must be an existing directory), binds the export in the
+ * store (refusing a stack the map was not built for) and returns the union. On failure
+ * returns -errno with a message naming the cause and the fix in err.
+ */
+int union_open(const struct export_conf *ec, struct store *st, struct union_export **out,
+	       char *err, size_t errlen);
+void union_close(struct union_export *ux);
+
+uint16_t union_export_id(const struct union_export *ux);
+uint64_t union_fsid(const struct union_export *ux);
+bool union_read_only(const struct union_export *ux);
+
+/* Attributes of an object. -ESTALE when the ino no longer names anything. */
+int union_getattr(struct union_export *ux, uint64_t ino, struct stat *st);
+
+/* Looks name up in directory dir ("." and ".." included; ".." of the root is the root). */
+int union_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
+		 struct stat *st);
+
+/*
+ * Changes attributes. pre (may be NULL) receives the attributes just before the change,
+ * post those just after. If guard_ctime is not NULL and differs from the object's ctime,
+ * fails with -EAGAIN (NFS3ERR_NOT_SYNC) without changing anything.
+ */
+int union_setattr(struct union_export *ux, uint64_t ino, const struct union_setattr *sa,
+		  const struct timespec *guard_ctime, struct stat *pre, struct stat *post);
+
+int union_readlink(struct union_export *ux, uint64_t ino, char *buf, size_t bufsize,
+		   size_t *len, struct stat *post);
+
+/* Reads up to count bytes at off into buf. */
+int union_read(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count, void *buf,
+	       uint32_t *nread, bool *eof, struct stat *post);
+
+/* Writes; *committed receives how stable the data is now (never less than stable). */
+int union_write(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count,
+		const void *buf, enum union_stable stable, uint32_t *nwritten,
+		enum union_stable *committed, struct stat *pre, struct stat *post);
+
+/* Makes all written data and metadata of the object durable (fsync). */
+int union_commit(struct union_export *ux, uint64_t ino, struct stat *pre, struct stat *post);
+
+/*
+ * Creates a regular file. EXCLUSIVE keeps verf in the file's times so a retransmitted
+ * create with the same verifier succeeds and returns the same file (RFC 1813 3.3.8);
+ * sa is ignored for EXCLUSIVE. dirpre/dirpost: the directory's attributes around it.
+ */
+int union_create(struct union_export *ux, uint64_t dir, const char *name,
+		 enum union_create_how how, const struct union_setattr *sa, const uint8_t verf[8],
+		 uint64_t *ino, struct stat *st, struct stat *dirpre, struct stat *dirpost);
+int union_mkdir(struct union_export *ux, uint64_t dir, const char *name,
+		const struct union_setattr *sa, uint64_t *ino, struct stat *st,
+		struct stat *dirpre, struct stat *dirpost);
+int union_symlink(struct union_export *ux, uint64_t dir, const char *name, const char *target,
+		  const struct union_setattr *sa, uint64_t *ino, struct stat *st,
+		  struct stat *dirpre, struct stat *dirpost);
+/* type is S_IFCHR, S_IFBLK, S_IFIFO or S_IFSOCK. */
+int union_mknod(struct union_export *ux, uint64_t dir, const char *name, mode_t type,
+		dev_t rdev, const struct union_setattr *sa, uint64_t *ino, struct stat *st,
+		struct stat *dirpre, struct stat *dirpost);
+
+int union_remove(struct union_export *ux, uint64_t dir, const char *name,
+		 struct stat *dirpre, struct stat *dirpost);
+int union_rmdir(struct union_export *ux, uint64_t dir, const char *name,
+		struct stat *dirpre, struct stat *dirpost);
+int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname,
+		 uint64_t todir, const char *toname, struct stat *frompre, struct stat *frompost,
+		 struct stat *topre, struct stat *topost);
+/* Links object ino as name in dir; the new name has the same union ino. */
+int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *name,
+	       struct stat *post, struct stat *dirpre, struct stat *dirpost);
+
+/*
+ * One directory entry of a listing. Cookies are stable across independent calls and
+ * server restarts: "." is 1, ".." is 2, every other name a 63-bit hash of the name (>= 3),
+ * and entries come in cookie order, so a listing resumes after any cookie even when
+ * entries were added or removed in between.
+ */
+struct union_dirent {
+	const char *ud_name;
+	uint64_t ud_ino;
+	uint64_t ud_cookie;
+	mode_t ud_type;          /* S_IFMT bits */
+	const struct stat *ud_st;/* full attributes when the listing asked for them, else NULL */
+};
+
+/* Return 0 to continue, 1 to stop (the reply is full; the entry was not used). */
+typedef int (*union_dirent_fn)(void *ctx, const struct union_dirent *de);
+
+/*
+ * Lists dir from the first entry whose cookie is greater than cookie, calling fn for each.
+ * With_attrs fills ud_st. *eof says the listing reached the end. The merged listing is
+ * cached per directory, so listing N entries over many calls costs O(N) in total.
+ */
+int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool with_attrs,
+		  union_dirent_fn fn, void *ctx, bool *eof);
+
+/* File system statistics of the upper branch (of the first branch if read-only). */
+int union_statfs(struct union_export *ux, uint64_t ino, struct statvfs *sv);
+
+#endif
