@@ -1,0 +1,790 @@
+/*
+ * Configuration: flags and config file lines go through the same setters, so a
+ * directive in the file and the flag of the same name behave identically and give the
+ * same message; only the prefix differs ("option --port: " versus "FILE:LINE: ").
+ * Settings apply in the order they are read, so a later one wins; exports accumulate.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CONFIG_DEFAULT_STATE "/var/lib/unionnfsd"
+#define CONFIG_DEFAULT_PORT 2049
+#define CONFIG_DEFAULT_MOUNT_PORT 20048
+#define CONFIG_DEFAULT_PORTMAP_PORT 111
+#define CONFIG_DEFAULT_WORKERS 8
+#define CONFIG_DEFAULT_MAX_RECORD (1024 * 1024 + 4096)
+#define CONFIG_MIN_MAX_RECORD 8192
+#define CONFIG_MAX_MAX_RECORD (64 * 1024 * 1024)
+#define CONFIG_MAX_WORKERS 256
+#define CONFIG_NAME_MAX 1024     /* MNTPATHLEN: the longest path MOUNT carries */
+#define CONFIG_ANON_ID 65534
+
+#define EXPORT_OPTS_EXPECTED \
+	"expected ro, rw, root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, " \
+	"secure, insecure"
+
+static const char config_usage[] =
+	"usage: unionnfsd [-f] [-c FILE] [--listen ADDR] [--port N] [--mount-port N] [--state DIR]\n"
+	"                 [--portmap auto|rpcbind|builtin|off] [-e NAME=BRANCH[:BRANCH...] [-o OPTS]]...\n"
+	"                 [--workers N] [--max-record BYTES] [--portmap-port N] [--help]\n"
+	"\n"
+	"  -f                  stay in the foreground and log to stderr (default: daemon, syslog)\n"
+	"  -c FILE             read settings from FILE at this point; later settings win\n"
+	"  -e NAME=BRANCHES    export the ':'-separated absolute BRANCHES, top first (the first\n"
+	"                      is the writable upper), under the mount path NAME, e.g.\n"
+	"                      -e /union=/srv/upper:/srv/base\n"
+	"  -o OPTS             exports(5) options for the preceding -e, comma-separated:\n"
+	"                      rw (default) | ro, root_squash (default) | no_root_squash |\n"
+	"                      all_squash, anonuid=N, anongid=N, secure (default) | insecure\n"
+	"  --listen ADDR       numeric IPv4 or IPv6 address to listen on (default: all)\n"
+	"  --port N            NFS port, TCP and UDP (default 2049; 0 picks a free port)\n"
+	"  --mount-port N      MOUNT port, TCP and UDP (default 20048; 0 picks a free port)\n"
+	"  --state DIR         state directory holding the inode map (default /var/lib/unionnfsd)\n"
+	"  --portmap MODE      auto (default): rpcbind if it runs, else built-in, else warn;\n"
+	"                      rpcbind | builtin | off\n"
+	"  --portmap-port N    port of the built-in portmapper (default 111)\n"
+	"  --workers N         file system worker threads (default 8)\n"
+	"  --max-record BYTES  largest RPC record accepted (default 1052672)\n"
+	"  -h, --help          show this text\n";
+
+void config_init(struct config *cf)
+{
+	memset(cf, 0, sizeof(*cf));
+	cf->cf_foreground = false;
+	cf->cf_listen = NULL;
+	cf->cf_port = CONFIG_DEFAULT_PORT;
+	cf->cf_mount_port = CONFIG_DEFAULT_MOUNT_PORT;
+	cf->cf_portmap_port = CONFIG_DEFAULT_PORTMAP_PORT;
+	/* NULL here is reported by config_validate: config_init has no way to fail. */
+	cf->cf_state_dir = strdup(CONFIG_DEFAULT_STATE);
+	cf->cf_portmap = PORTMAP_AUTO;
+	cf->cf_workers = CONFIG_DEFAULT_WORKERS;
+	cf->cf_max_record = CONFIG_DEFAULT_MAX_RECORD;
+	cf->cf_exports = NULL;
+	cf->cf_nexports = 0;
+}
+
+static void config_export_free(struct export_conf *ec)
+{
+	int i;
+
+	free(ec->ec_name);
+	for (i = 0; i < ec->ec_nbranches; i++)
+		free(ec->ec_branches[i]);
+	free(ec->ec_branches);
+	memset(ec, 0, sizeof(*ec));
+}
+
+void config_free(struct config *cf)
+{
+	int i;
+
+	for (i = 0; i < cf->cf_nexports; i++)
+		config_export_free(&cf->cf_exports[i]);
+	free(cf->cf_exports);
+	free(cf->cf_listen);
+	free(cf->cf_state_dir);
+	memset(cf, 0, sizeof(*cf));
+}
+
+static void config_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void config_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Puts prefix in front of the message already in err (truncating the tail if needed). */
+static void config_err_prefix(char *err, size_t errlen, const char *prefix)
+{
+	size_t plen, mlen;
+
+	if (!err || errlen == 0)
+		return;
+	plen = strlen(prefix);
+	if (plen >= errlen - 1) {
+		snprintf(err, errlen, "%s", prefix);
+		return;
+	}
+	mlen = strnlen(err, errlen - 1);
+	if (plen + mlen > errlen - 1)
+		mlen = errlen - 1 - plen;
+	memmove(err + plen, err, mlen);
+	memcpy(err, prefix, plen);
+	err[plen + mlen] = '\0';
+}
+
+/* Decimal only: no sign, no spaces, no 0x, so "-1" and " 5" are rejected, not wrapped. */
+static int config_parse_uint(const char *s, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!s || !*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		if (v > (max - (uint64_t)(*s - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static int config_parse_range(const char *value, uint64_t min, uint64_t max, uint64_t *out,
+			      char *err, size_t errlen)
+{
+	if (config_parse_uint(value, max, out) < 0 || *out < min) {
+		config_err(err, errlen, "'%s' is not a number in %llu..%llu", value,
+			   (unsigned long long)min, (unsigned long long)max);
+		return -1;
+	}
+	return 0;
+}
+
+static int config_set_string(char **field, const char *value, char *err, size_t errlen)
+{
+	char *copy = strdup(value);
+
+	if (!copy) {
+		config_err(err, errlen, "out of memory");
+		return -1;
+	}
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+int config_parse_export_opts(struct export_opts *opts, const char *words, char *err,
+			     size_t errlen)
+{
+	struct export_opts o = *opts;
+	const char *p = words, *end;
+	char word[64];
+	size_t len;
+	uint64_t id;
+	int rc = -1;
+
+	if (!words || !*words) {
+		config_err(err, errlen, "no export options given (" EXPORT_OPTS_EXPECTED ")");
+		goto out;
+	}
+	for (;;) {
+		end = strchr(p, ',');
+		len = end ? (size_t)(end - p) : strlen(p);
+		if (len == 0) {
+			config_err(err, errlen, "empty export option in '%s' (" EXPORT_OPTS_EXPECTED ")",
+				   words);
+			goto out;
+		}
+		if (len >= sizeof(word)) {
+			config_err(err, errlen, "unknown export option '%.*s' (" EXPORT_OPTS_EXPECTED ")",
+				   (int)len, p);
+			goto out;
+		}
+		memcpy(word, p, len);
+		word[len] = '\0';
+		if (!strcmp(word, "rw")) {
+			o.eo_ro = false;
+		} else if (!strcmp(word, "ro")) {
+			o.eo_ro = true;
+		} else if (!strcmp(word, "root_squash")) {
+			o.eo_squash = SQUASH_ROOT;
+		} else if (!strcmp(word, "no_root_squash")) {
+			o.eo_squash = SQUASH_NONE;
+		} else if (!strcmp(word, "all_squash")) {
+			o.eo_squash = SQUASH_ALL;
+		} else if (!strcmp(word, "secure")) {
+			o.eo_secure = true;
+		} else if (!strcmp(word, "insecure")) {
+			o.eo_secure = false;
+		} else if (!strncmp(word, "anonuid=", 8) || !strncmp(word, "anongid=", 8)) {
+			/* (uint32_t)-1 means "no id" to the kernel, so it cannot be an identity. */
+			if (config_parse_uint(word + 8, UINT32_MAX - 1, &id) < 0) {
+				config_err(err, errlen,
+					   "export option '%s': '%s' is not an id in 0..%u", word,
+					   word + 8, UINT32_MAX - 1);
+				goto out;
+			}
+			if (word[4] == 'u')
+				o.eo_anonuid = (uint32_t)id;
+			else
+				o.eo_anongid = (uint32_t)id;
+		} else {
+			config_err(err, errlen, "unknown export option '%s' (" EXPORT_OPTS_EXPECTED ")",
+				   word);
+			goto out;
+		}
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	*opts = o;
+	rc = 0;
+out:
+	return rc;
+}
+
+/*
+ * Canonical export name: collapses repeated slashes and drops a trailing one, so
+ * "/union/" and "//union" are the export "/union" that MOUNT requests are matched against.
+ */
+static char *config_export_name(const char *name, char *err, size_t errlen)
+{
+	char *out = NULL, *q;
+	const char *p, *comp;
+	size_t clen;
+
+	if (name[0] != '/') {
+		config_err(err, errlen, "export name '%s' must start with '/', e.g. /union", name);
+		goto fail;
+	}
+	if (strlen(name) > CONFIG_NAME_MAX) {
+		config_err(err, errlen, "export name is longer than %d bytes; use a shorter one",
+			   CONFIG_NAME_MAX);
+		goto fail;
+	}
+	out = malloc(strlen(name) + 1);
+	if (!out) {
+		config_err(err, errlen, "out of memory");
+		goto fail;
+	}
+	q = out;
+	for (p = name; *p;) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		comp = p;
+		while (*p && *p != '/')
+			p++;
+		clen = (size_t)(p - comp);
+		if ((clen == 1 && comp[0] == '.') || (clen == 2 && comp[0] == '.' && comp[1] == '.')) {
+			config_err(err, errlen,
+				   "export name '%s' contains '.' or '..'; give a plain path like /union",
+				   name);
+			goto fail;
+		}
+		*q++ = '/';
+		memcpy(q, comp, clen);
+		q += clen;
+	}
+	if (q == out)
+		*q++ = '/';
+	*q = '\0';
+	return out;
+fail:
+	free(out);
+	return NULL;
+}
+
+/* Adds an export from its name and ':'-separated branch list; opts start at the defaults. */
+static int config_add_export(struct config *cf, const char *name, const char *branches,
+			     char *err, size_t errlen)
+{
+	struct export_conf ec, *grown;
+	const char *p, *end;
+	size_t len;
+	int i, n = 1, rc = -1;
+
+	memset(&ec, 0, sizeof(ec));
+	ec.ec_opts.eo_ro = false;
+	ec.ec_opts.eo_squash = SQUASH_ROOT;
+	ec.ec_opts.eo_anonuid = CONFIG_ANON_ID;
+	ec.ec_opts.eo_anongid = CONFIG_ANON_ID;
+	ec.ec_opts.eo_secure = true;
+
+	ec.ec_name = config_export_name(name, err, errlen);
+	if (!ec.ec_name)
+		goto out;
+	for (i = 0; i < cf->cf_nexports; i++) {
+		if (!strcmp(cf->cf_exports[i].ec_name, ec.ec_name)) {
+			config_err(err, errlen,
+				   "export %s is given twice; give each export a different name",
+				   ec.ec_name);
+			goto out;
+		}
+	}
+	if (!*branches) {
+		config_err(err, errlen, "export %s has no branches; give at least one directory",
+			   ec.ec_name);
+		goto out;
+	}
+	for (p = branches; *p; p++)
+		if (*p == ':')
+			n++;
+	if (n > CONFIG_MAX_BRANCHES) {
+		config_err(err, errlen, "export %s has %d branches; at most %d are supported",
+			   ec.ec_name, n, CONFIG_MAX_BRANCHES);
+		goto out;
+	}
+	ec.ec_branches = calloc((size_t)n, sizeof(*ec.ec_branches));
+	if (!ec.ec_branches) {
+		config_err(err, errlen, "out of memory");
+		goto out;
+	}
+	for (p = branches;; p = end + 1) {
+		end = strchr(p, ':');
+		len = end ? (size_t)(end - p) : strlen(p);
+		if (len == 0) {
+			config_err(err, errlen,
+				   "export %s: empty branch path in '%s'; separate branches with one ':'",
+				   ec.ec_name, branches);
+			goto out;
+		}
+		if (p[0] != '/') {
+			config_err(err, errlen,
+				   "export %s: branch '%.*s' is not an absolute path; give the full path, e.g. /srv/upper",
+				   ec.ec_name, (int)len, p);
+			goto out;
+		}
+		if (len >= PATH_MAX) {
+			config_err(err, errlen, "export %s: a branch path is longer than %d bytes",
+				   ec.ec_name, PATH_MAX - 1);
+			goto out;
+		}
+		/* A trailing slash would make "/a/" and "/a" look like two branches. */
+		while (len > 1 && p[len - 1] == '/')
+			len--;
+		ec.ec_branches[ec.ec_nbranches] = strndup(p, len);
+		if (!ec.ec_branches[ec.ec_nbranches]) {
+			config_err(err, errlen, "out of memory");
+			goto out;
+		}
+		ec.ec_nbranches++;
+		for (i = 0; i < ec.ec_nbranches - 1; i++) {
+			if (!strcmp(ec.ec_branches[i], ec.ec_branches[ec.ec_nbranches - 1])) {
+				config_err(err, errlen,
+					   "export %s: branch %s is listed twice; list each directory once",
+					   ec.ec_name, ec.ec_branches[i]);
+				goto out;
+			}
+		}
+		if (!end)
+			break;
+	}
+	if (cf->cf_nexports >= 65535) {
+		config_err(err, errlen, "too many exports (at most 65535)");
+		goto out;
+	}
+	grown = realloc(cf->cf_exports, (size_t)(cf->cf_nexports + 1) * sizeof(*grown));
+	if (!grown) {
+		config_err(err, errlen, "out of memory");
+		goto out;
+	}
+	cf->cf_exports = grown;
+	cf->cf_exports[cf->cf_nexports++] = ec;
+	memset(&ec, 0, sizeof(ec));
+	rc = 0;
+out:
+	config_export_free(&ec);
+	return rc;
+}
+
+/* "-e NAME=BRANCHES": the name ends at the first '='. */
+static int config_add_export_spec(struct config *cf, const char *spec, char *err, size_t errlen)
+{
+	const char *eq = strchr(spec, '=');
+	char *name;
+	int rc;
+
+	if (!eq) {
+		config_err(err, errlen,
+			   "'%s' is not NAME=BRANCH[:BRANCH...]; e.g. -e /union=/srv/upper:/srv/base",
+			   spec);
+		return -1;
+	}
+	name = strndup(spec, (size_t)(eq - spec));
+	if (!name) {
+		config_err(err, errlen, "out of memory");
+		return -1;
+	}
+	rc = config_add_export(cf, name, eq + 1, err, errlen);
+	free(name);
+	return rc;
+}
+
+enum config_key {
+	KEY_LISTEN,
+	KEY_PORT,
+	KEY_MOUNT_PORT,
+	KEY_PORTMAP_PORT,
+	KEY_STATE,
+	KEY_PORTMAP,
+	KEY_WORKERS,
+	KEY_MAX_RECORD,
+};
+
+/* Scalar settings: the flag --NAME and the config file directive NAME. */
+static const struct {
+	const char *ck_name;
+	enum config_key ck_key;
+} config_keys[] = {
+	{ "listen", KEY_LISTEN },
+	{ "port", KEY_PORT },
+	{ "mount-port", KEY_MOUNT_PORT },
+	{ "portmap-port", KEY_PORTMAP_PORT },
+	{ "state", KEY_STATE },
+	{ "portmap", KEY_PORTMAP },
+	{ "workers", KEY_WORKERS },
+	{ "max-record", KEY_MAX_RECORD },
+};
+
+static int config_find_key(const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(config_keys) / sizeof(config_keys[0]); i++)
+		if (strlen(config_keys[i].ck_name) == len && !strncmp(config_keys[i].ck_name, name, len))
+			return (int)i;
+	return -1;
+}
+
+static int config_set(struct config *cf, enum config_key key, const char *value, char *err,
+		      size_t errlen)
+{
+	unsigned char addr[sizeof(struct in6_addr)];
+	uint64_t v;
+
+	switch (key) {
+	case KEY_LISTEN:
+		if (inet_pton(AF_INET, value, addr) != 1 && inet_pton(AF_INET6, value, addr) != 1) {
+			config_err(err, errlen,
+				   "'%s' is not a numeric IPv4 or IPv6 address, e.g. 0.0.0.0 or ::1", value);
+			return -1;
+		}
+		return config_set_string(&cf->cf_listen, value, err, errlen);
+	case KEY_PORT:
+	case KEY_MOUNT_PORT:
+	case KEY_PORTMAP_PORT:
+		if (config_parse_range(value, 0, 65535, &v, err, errlen) < 0)
+			return -1;
+		if (key == KEY_PORT)
+			cf->cf_port = (int)v;
+		else if (key == KEY_MOUNT_PORT)
+			cf->cf_mount_port = (int)v;
+		else
+			cf->cf_portmap_port = (int)v;
+		return 0;
+	case KEY_STATE:
+		if (value[0] != '/') {
+			config_err(err, errlen,
+				   "'%s' is not an absolute path; give the full path, e.g. /var/lib/unionnfsd",
+				   value);
+			return -1;
+		}
+		return config_set_string(&cf->cf_state_dir, value, err, errlen);
+	case KEY_PORTMAP:
+		if (!strcmp(value, "auto")) {
+			cf->cf_portmap = PORTMAP_AUTO;
+		} else if (!strcmp(value, "rpcbind")) {
+			cf->cf_portmap = PORTMAP_RPCBIND;
+		} else if (!strcmp(value, "builtin")) {
+			cf->cf_portmap = PORTMAP_BUILTIN;
+		} else if (!strcmp(value, "off")) {
+			cf->cf_portmap = PORTMAP_OFF;
+		} else {
+			config_err(err, errlen,
+				   "unknown portmap mode '%s' (expected auto, rpcbind, builtin or off)", value);
+			return -1;
+		}
+		return 0;
+	case KEY_WORKERS:
+		if (config_parse_range(value, 1, CONFIG_MAX_WORKERS, &v, err, errlen) < 0)
+			return -1;
+		cf->cf_workers = (int)v;
+		return 0;
+	case KEY_MAX_RECORD:
+		if (config_parse_range(value, CONFIG_MIN_MAX_RECORD, CONFIG_MAX_MAX_RECORD, &v, err,
+				       errlen) < 0)
+			return -1;
+		cf->cf_max_record = (uint32_t)v;
+		return 0;
+	}
+	config_err(err, errlen, "internal error: unknown setting");
+	return -1;
+}
+
+/* Splits line into whitespace-separated words in place; '#' at a word's start ends the line. */
+static int config_split(char *line, char **words, int max)
+{
+	int n = 0;
+	char *p = line;
+
+	for (;;) {
+		while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n' || *p == '\f' || *p == '\v')
+			p++;
+		if (!*p || *p == '#')
+			break;
+		if (n == max)
+			return max + 1;
+		words[n++] = p;
+		while (*p && *p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '\f' &&
+		       *p != '\v')
+			p++;
+		if (*p)
+			*p++ = '\0';
+	}
+	return n;
+}
+
+#define CONFIG_FILE_KEYS \
+	"listen, port, mount-port, portmap-port, state, portmap, workers, max-record, export, foreground"
+
+static int config_file_line(struct config *cf, char *line, char *err, size_t errlen)
+{
+	char *w[5];
+	int n, k;
+
+	n = config_split(line, w, 4);
+	if (n == 0)
+		return 0;
+	if (!strcmp(w[0], "export")) {
+		if (n < 3 || n > 4) {
+			config_err(err, errlen,
+				   "export takes NAME BRANCH[:BRANCH...] [OPTIONS], e.g. export /union /srv/upper:/srv/base rw");
+			return -1;
+		}
+		if (config_add_export(cf, w[1], w[2], err, errlen) < 0)
+			return -1;
+		if (n == 4 && config_parse_export_opts(&cf->cf_exports[cf->cf_nexports - 1].ec_opts,
+						       w[3], err, errlen) < 0)
+			return -1;
+		return 0;
+	}
+	if (!strcmp(w[0], "foreground")) {
+		if (n == 1 || (n == 2 && !strcmp(w[1], "yes"))) {
+			cf->cf_foreground = true;
+		} else if (n == 2 && !strcmp(w[1], "no")) {
+			cf->cf_foreground = false;
+		} else {
+			config_err(err, errlen, "foreground takes no value, yes or no");
+			return -1;
+		}
+		return 0;
+	}
+	k = config_find_key(w[0], strlen(w[0]));
+	if (k < 0) {
+		config_err(err, errlen, "unknown option '%s' (expected " CONFIG_FILE_KEYS ")", w[0]);
+		return -1;
+	}
+	if (n != 2) {
+		config_err(err, errlen, "%s takes exactly one value", w[0]);
+		return -1;
+	}
+	if (config_set(cf, config_keys[k].ck_key, w[1], err, errlen) < 0) {
+		char prefix[32];
+
+		snprintf(prefix, sizeof(prefix), "%s: ", w[0]);
+		config_err_prefix(err, errlen, prefix);
+		return -1;
+	}
+	return 0;
+}
+
+int config_parse_file(struct config *cf, const char *path, char *err, size_t errlen)
+{
+	FILE *f;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	unsigned long lineno = 0;
+	char prefix[PATH_MAX + 32];
+	int rc = -1;
+
+	f = fopen(path, "re");
+	if (!f) {
+		config_err(err, errlen, "cannot read config file %s: %s; check the path given to -c",
+			   path, strerror(errno));
+		return -1;
+	}
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		lineno++;
+		snprintf(prefix, sizeof(prefix), "%s:%lu: ", path, lineno);
+		if ((size_t)len != strlen(line)) {
+			config_err(err, errlen, "%sNUL byte in line; the config file must be text",
+				   prefix);
+			goto out;
+		}
+		if (config_file_line(cf, line, err, errlen) < 0) {
+			config_err_prefix(err, errlen, prefix);
+			goto out;
+		}
+	}
+	if (ferror(f)) {
+		config_err(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+/*
+ * Gets an option's value: "--port=5" carries it inline, "--port 5" in the next argument.
+ * Returns NULL (with a message) when it is missing.
+ */
+static const char *config_arg_value(int argc, char **argv, int *i, const char *inl,
+				    const char *opt, char *err, size_t errlen)
+{
+	if (inl)
+		return inl;
+	if (*i + 1 >= argc) {
+		config_err(err, errlen, "option %s needs a value; see unionnfsd --help", opt);
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_t errlen)
+{
+	const char *arg, *val, *eq;
+	char optname[48];
+	int i, k, last_e = -1;
+	size_t nlen;
+
+	for (i = 1; i < argc; i++) {
+		arg = argv[i];
+		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+			config_err(err, errlen, "%s", config_usage);
+			return 1;
+		}
+		if (!strcmp(arg, "-f")) {
+			cf->cf_foreground = true;
+		} else if (!strcmp(arg, "-c")) {
+			if (!(val = config_arg_value(argc, argv, &i, NULL, "-c", err, errlen)))
+				return -1;
+			if (config_parse_file(cf, val, err, errlen) < 0)
+				return -1;
+			/* An -o after the file would be ambiguous: the last -e, or the file's export? */
+			last_e = -1;
+		} else if (!strcmp(arg, "-e")) {
+			if (!(val = config_arg_value(argc, argv, &i, NULL, "-e", err, errlen)))
+				return -1;
+			if (config_add_export_spec(cf, val, err, errlen) < 0) {
+				config_err_prefix(err, errlen, "option -e: ");
+				return -1;
+			}
+			last_e = cf->cf_nexports - 1;
+		} else if (!strcmp(arg, "-o")) {
+			if (!(val = config_arg_value(argc, argv, &i, NULL, "-o", err, errlen)))
+				return -1;
+			if (last_e < 0) {
+				config_err(err, errlen,
+					   "option -o: '%s' must follow the -e it applies to, e.g. -e /union=/srv/upper -o %s",
+					   val, val);
+				return -1;
+			}
+			if (config_parse_export_opts(&cf->cf_exports[last_e].ec_opts, val, err,
+						     errlen) < 0) {
+				config_err_prefix(err, errlen, "option -o: ");
+				return -1;
+			}
+		} else if (arg[0] == '-' && arg[1] == '-' && arg[2]) {
+			eq = strchr(arg + 2, '=');
+			nlen = eq ? (size_t)(eq - (arg + 2)) : strlen(arg + 2);
+			k = config_find_key(arg + 2, nlen);
+			if (k < 0) {
+				config_err(err, errlen, "unknown option '%.*s'; see unionnfsd --help",
+					   (int)(nlen + 2 < 200 ? nlen + 2 : 200), arg);
+				return -1;
+			}
+			snprintf(optname, sizeof(optname), "--%s", config_keys[k].ck_name);
+			if (!(val = config_arg_value(argc, argv, &i, eq ? eq + 1 : NULL, optname, err,
+						     errlen)))
+				return -1;
+			if (config_set(cf, config_keys[k].ck_key, val, err, errlen) < 0) {
+				char prefix[64];
+
+				snprintf(prefix, sizeof(prefix), "option %s: ", optname);
+				config_err_prefix(err, errlen, prefix);
+				return -1;
+			}
+		} else if (arg[0] == '-') {
+			config_err(err, errlen, "unknown option '%.200s'; see unionnfsd --help", arg);
+			return -1;
+		} else {
+			config_err(err, errlen,
+				   "unexpected argument '%.200s'; exports are given as -e NAME=BRANCH[:BRANCH...]",
+				   arg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int config_validate(const struct config *cf, char *err, size_t errlen)
+{
+	int i, j;
+
+	if (!cf->cf_state_dir) {
+		config_err(err, errlen, "out of memory");
+		return -1;
+	}
+	if (cf->cf_nexports == 0) {
+		config_err(err, errlen,
+			   "nothing to export; give -e NAME=BRANCH[:BRANCH...] (e.g. -e /union=/srv/upper:/srv/base) or an export line in the config file");
+		return -1;
+	}
+	for (i = 0; i < cf->cf_nexports; i++) {
+		const struct export_conf *ec = &cf->cf_exports[i];
+
+		if (!ec->ec_name || ec->ec_name[0] != '/') {
+			config_err(err, errlen, "export name '%s' must start with '/'",
+				   ec->ec_name ? ec->ec_name : "");
+			return -1;
+		}
+		if (ec->ec_nbranches < 1 || ec->ec_nbranches > CONFIG_MAX_BRANCHES) {
+			config_err(err, errlen, "export %s has %d branches; give 1 to %d", ec->ec_name,
+				   ec->ec_nbranches, CONFIG_MAX_BRANCHES);
+			return -1;
+		}
+		for (j = 0; j < ec->ec_nbranches; j++) {
+			if (!ec->ec_branches[j] || ec->ec_branches[j][0] != '/') {
+				config_err(err, errlen, "export %s: branch '%s' is not an absolute path",
+					   ec->ec_name, ec->ec_branches[j] ? ec->ec_branches[j] : "");
+				return -1;
+			}
+		}
+		for (j = 0; j < i; j++) {
+			if (!strcmp(cf->cf_exports[j].ec_name, ec->ec_name)) {
+				config_err(err, errlen,
+					   "export %s is given twice; give each export a different name",
+					   ec->ec_name);
+				return -1;
+			}
+		}
+	}
+	if (cf->cf_port < 0 || cf->cf_port > 65535 || cf->cf_mount_port < 0 ||
+	    cf->cf_mount_port > 65535 || cf->cf_portmap_port < 0 || cf->cf_portmap_port > 65535) {
+		config_err(err, errlen, "a port is outside 0..65535");
+		return -1;
+	}
+	if (cf->cf_workers < 1 || cf->cf_workers > CONFIG_MAX_WORKERS) {
+		config_err(err, errlen, "workers must be 1..%d", CONFIG_MAX_WORKERS);
+		return -1;
+	}
+	if (cf->cf_max_record < CONFIG_MIN_MAX_RECORD || cf->cf_max_record > CONFIG_MAX_MAX_RECORD) {
+		config_err(err, errlen, "max-record must be %d..%d", CONFIG_MIN_MAX_RECORD,
+			   CONFIG_MAX_MAX_RECORD);
+		return -1;
+	}
+	return 0;
+}
