@@ -43,10 +43,17 @@ struct rpc_req {
 	int rq_protocol;                  /* IPPROTO_TCP or IPPROTO_UDP */
 	void *rq_ctx;                     /* the context given to rpc_dispatch_init */
 	struct rpc_arena *rq_arena;
+	struct sockaddr_storage rq_local; /* our address as the client sees it (rq_locallen 0: unknown) */
+	socklen_t rq_locallen;
 };
 
 /* Zeroed memory that lives until the reply is encoded. Never returns NULL (aborts on OOM). */
 void *rpc_alloc(struct rpc_req *rq, size_t size);
+/*
+ * Frees everything rpc_alloc() gave out for rq (rq_arena NULL is fine). The dispatcher
+ * calls it after encoding; tests that call handlers directly with a zeroed rpc_req use it.
+ */
+void rpc_alloc_free(struct rpc_req *rq);
 
 enum rpc_outcome {
 	RPC_OUT_REPLY = 0,       /* encode the result (accept_stat SUCCESS) */
@@ -106,5 +113,9 @@ void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms,
  */
 void *rpc_serve(const void *rec, size_t len, const struct sockaddr *peer, socklen_t peerlen,
 		int protocol, size_t *outlen);
+
+/* rpc_serve() that also tells handlers the local address the call arrived at (may be NULL). */
+void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, socklen_t peerlen,
+		   const struct sockaddr *local, socklen_t locallen, int protocol, size_t *outlen);
 
 #endif
