@@ -1,0 +1,628 @@
+/* Unit tests for src/config.c: flags, config files, export options and their messages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+
+struct fixture {
+	struct config cf;
+	char err[CONFIG_ERRLEN];
+	char path[64];           /* a temporary config file, "" when none */
+};
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+
+	assert_non_null(fx);
+	config_init(&fx->cf);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+
+	config_free(&fx->cf);
+	if (fx->path[0])
+		unlink(fx->path);
+	free(fx);
+	return 0;
+}
+
+/* Parses a NULL-terminated list of arguments (argv[0] is added). */
+#define PARSE(fx, ...) parse_list((fx), (const char *[]){ "unionnfsd", __VA_ARGS__, NULL })
+
+static int parse_list(struct fixture *fx, const char **args)
+{
+	int argc = 0;
+
+	while (args[argc])
+		argc++;
+	fx->err[0] = '\0';
+	return config_parse_args(&fx->cf, argc, (char **)args, fx->err, sizeof(fx->err));
+}
+
+/* Writes text to a fresh temporary file and remembers its path for teardown. */
+static const char *write_file(struct fixture *fx, const char *text)
+{
+	int fd;
+	size_t len = strlen(text);
+
+	strcpy(fx->path, "/tmp/test_config_XXXXXX");
+	fd = mkstemp(fx->path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	return fx->path;
+}
+
+static void test_defaults(void **state)
+{
+	struct fixture *fx = *state;
+	struct config *cf = &fx->cf;
+
+	assert_false(cf->cf_foreground);
+	assert_null(cf->cf_listen);
+	assert_int_equal(cf->cf_port, 2049);
+	assert_int_equal(cf->cf_mount_port, 20048);
+	assert_int_equal(cf->cf_portmap_port, 111);
+	assert_string_equal(cf->cf_state_dir, "/var/lib/unionnfsd");
+	assert_int_equal(cf->cf_portmap, PORTMAP_AUTO);
+	assert_int_equal(cf->cf_workers, 8);
+	assert_int_equal(cf->cf_max_record, 1052672);
+	assert_int_equal(cf->cf_nexports, 0);
+	assert_int_equal(PARSE(fx, "-e", "/u=/a"), 0);
+	assert_int_equal(config_validate(cf, fx->err, sizeof(fx->err)), 0);
+}
+
+static void test_every_flag(void **state)
+{
+	struct fixture *fx = *state;
+	struct config *cf = &fx->cf;
+
+	assert_int_equal(PARSE(fx, "-f", "--listen", "127.0.0.1", "--port", "0", "--mount-port",
+			       "65535", "--state", "/tmp/st", "--portmap", "off", "--workers", "3",
+			       "--max-record", "65536", "--portmap-port", "1111", "-e",
+			       "/union=/srv/upper:/srv/base", "-o", "insecure"),
+			 0);
+	assert_true(cf->cf_foreground);
+	assert_string_equal(cf->cf_listen, "127.0.0.1");
+	assert_int_equal(cf->cf_port, 0);
+	assert_int_equal(cf->cf_mount_port, 65535);
+	assert_string_equal(cf->cf_state_dir, "/tmp/st");
+	assert_int_equal(cf->cf_portmap, PORTMAP_OFF);
+	assert_int_equal(cf->cf_workers, 3);
+	assert_int_equal(cf->cf_max_record, 65536);
+	assert_int_equal(cf->cf_portmap_port, 1111);
+	assert_int_equal(cf->cf_nexports, 1);
+	assert_string_equal(cf->cf_exports[0].ec_name, "/union");
+	assert_int_equal(cf->cf_exports[0].ec_nbranches, 2);
+	assert_string_equal(cf->cf_exports[0].ec_branches[0], "/srv/upper");
+	assert_string_equal(cf->cf_exports[0].ec_branches[1], "/srv/base");
+	assert_false(cf->cf_exports[0].ec_opts.eo_secure);
+	assert_int_equal(config_validate(cf, fx->err, sizeof(fx->err)), 0);
+}
+
+static void test_inline_values_and_ipv6(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "--port=1234", "--listen=::1", "--mount-port=0"), 0);
+	assert_int_equal(fx->cf.cf_port, 1234);
+	assert_int_equal(fx->cf.cf_mount_port, 0);
+	assert_string_equal(fx->cf.cf_listen, "::1");
+}
+
+static void test_portmap_modes(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "--portmap", "rpcbind"), 0);
+	assert_int_equal(fx->cf.cf_portmap, PORTMAP_RPCBIND);
+	assert_int_equal(PARSE(fx, "--portmap", "builtin"), 0);
+	assert_int_equal(fx->cf.cf_portmap, PORTMAP_BUILTIN);
+	assert_int_equal(PARSE(fx, "--portmap", "auto"), 0);
+	assert_int_equal(fx->cf.cf_portmap, PORTMAP_AUTO);
+	assert_int_equal(PARSE(fx, "--portmap", "off"), 0);
+	assert_int_equal(fx->cf.cf_portmap, PORTMAP_OFF);
+	assert_int_equal(PARSE(fx, "--portmap", "maybe"), -1);
+	assert_string_equal(fx->err, "option --portmap: unknown portmap mode 'maybe' "
+				     "(expected auto, rpcbind, builtin or off)");
+}
+
+static void test_bad_numbers(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "--port", "65536"), -1);
+	assert_string_equal(fx->err, "option --port: '65536' is not a number in 0..65535");
+	assert_int_equal(PARSE(fx, "--port", "-1"), -1);
+	assert_string_equal(fx->err, "option --port: '-1' is not a number in 0..65535");
+	assert_int_equal(PARSE(fx, "--mount-port", "20x"), -1);
+	assert_string_equal(fx->err, "option --mount-port: '20x' is not a number in 0..65535");
+	assert_int_equal(PARSE(fx, "--port", ""), -1);
+	assert_int_equal(PARSE(fx, "--port", "99999999999999999999999"), -1);
+	assert_int_equal(PARSE(fx, "--workers", "0"), -1);
+	assert_string_equal(fx->err, "option --workers: '0' is not a number in 1..256");
+	assert_int_equal(PARSE(fx, "--max-record", "100"), -1);
+	assert_string_equal(fx->err, "option --max-record: '100' is not a number in 8192..67108864");
+	/* Failed settings leave the old values. */
+	assert_int_equal(fx->cf.cf_port, 2049);
+	assert_int_equal(fx->cf.cf_workers, 8);
+}
+
+static void test_bad_strings(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "--listen", "localhost"), -1);
+	assert_string_equal(fx->err, "option --listen: 'localhost' is not a numeric IPv4 or IPv6 "
+				     "address, e.g. 0.0.0.0 or ::1");
+	assert_int_equal(PARSE(fx, "--state", "st"), -1);
+	assert_string_equal(fx->err, "option --state: 'st' is not an absolute path; give the full "
+				     "path, e.g. /var/lib/unionnfsd");
+}
+
+static void test_unknown_and_missing(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "--prot", "1"), -1);
+	assert_string_equal(fx->err, "unknown option '--prot'; see unionnfsd --help");
+	assert_int_equal(PARSE(fx, "-x"), -1);
+	assert_string_equal(fx->err, "unknown option '-x'; see unionnfsd --help");
+	assert_int_equal(PARSE(fx, "--port"), -1);
+	assert_string_equal(fx->err, "option --port needs a value; see unionnfsd --help");
+	assert_int_equal(PARSE(fx, "-e"), -1);
+	assert_string_equal(fx->err, "option -e needs a value; see unionnfsd --help");
+	assert_int_equal(PARSE(fx, "stray"), -1);
+	assert_string_equal(fx->err, "unexpected argument 'stray'; exports are given as "
+				     "-e NAME=BRANCH[:BRANCH...]");
+}
+
+static void test_help(void **state)
+{
+	struct fixture *fx = *state;
+	char big[4096];
+	const char *args[] = { "unionnfsd", "-f", "--help", NULL };
+
+	assert_int_equal(config_parse_args(&fx->cf, 3, (char **)args, big, sizeof(big)), 1);
+	assert_non_null(strstr(big, "usage: unionnfsd"));
+	assert_non_null(strstr(big, "--mount-port"));
+	assert_non_null(strstr(big, "no_root_squash"));
+	assert_int_equal(PARSE(fx, "-h"), 1);
+}
+
+static void test_export_defaults(void **state)
+{
+	struct fixture *fx = *state;
+	struct export_opts *o;
+
+	assert_int_equal(PARSE(fx, "-e", "/single=/srv/one"), 0);
+	o = &fx->cf.cf_exports[0].ec_opts;
+	assert_false(o->eo_ro);
+	assert_int_equal(o->eo_squash, SQUASH_ROOT);
+	assert_int_equal(o->eo_anonuid, 65534);
+	assert_int_equal(o->eo_anongid, 65534);
+	assert_true(o->eo_secure);
+	assert_int_equal(fx->cf.cf_exports[0].ec_nbranches, 1);
+}
+
+static void test_each_export_option(void **state)
+{
+	struct fixture *fx = *state;
+	struct export_opts o;
+	char *err = fx->err;
+	size_t n = sizeof(fx->err);
+
+	memset(&o, 0, sizeof(o));
+	o.eo_secure = true;
+	assert_int_equal(config_parse_export_opts(&o, "ro", err, n), 0);
+	assert_true(o.eo_ro);
+	assert_int_equal(config_parse_export_opts(&o, "rw", err, n), 0);
+	assert_false(o.eo_ro);
+	assert_int_equal(config_parse_export_opts(&o, "no_root_squash", err, n), 0);
+	assert_int_equal(o.eo_squash, SQUASH_NONE);
+	assert_int_equal(config_parse_export_opts(&o, "all_squash", err, n), 0);
+	assert_int_equal(o.eo_squash, SQUASH_ALL);
+	assert_int_equal(config_parse_export_opts(&o, "root_squash", err, n), 0);
+	assert_int_equal(o.eo_squash, SQUASH_ROOT);
+	assert_int_equal(config_parse_export_opts(&o, "insecure", err, n), 0);
+	assert_false(o.eo_secure);
+	assert_int_equal(config_parse_export_opts(&o, "secure", err, n), 0);
+	assert_true(o.eo_secure);
+	assert_int_equal(config_parse_export_opts(&o, "anonuid=1000,anongid=0", err, n), 0);
+	assert_int_equal(o.eo_anonuid, 1000);
+	assert_int_equal(o.eo_anongid, 0);
+	assert_int_equal(config_parse_export_opts(&o, "anonuid=4294967294", err, n), 0);
+	assert_int_equal(o.eo_anonuid, 4294967294u);
+	assert_int_equal(config_parse_export_opts(&o, "ro,no_root_squash,insecure", err, n), 0);
+	assert_true(o.eo_ro);
+	assert_int_equal(o.eo_squash, SQUASH_NONE);
+	assert_false(o.eo_secure);
+}
+
+static void test_bad_export_options(void **state)
+{
+	struct fixture *fx = *state;
+	struct export_opts o, before;
+	char *err = fx->err;
+	size_t n = sizeof(fx->err);
+
+	memset(&o, 0, sizeof(o));
+	before = o;
+	assert_int_equal(config_parse_export_opts(&o, "ro,rww", err, n), -1);
+	assert_string_equal(err, "unknown export option 'rww' (expected ro, rw, root_squash, "
+				 "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure)");
+	/* All or nothing: the good "ro" before the bad word did not stick. */
+	assert_memory_equal(&o, &before, sizeof(o));
+	assert_int_equal(config_parse_export_opts(&o, "ro,,rw", err, n), -1);
+	assert_non_null(strstr(err, "empty export option in 'ro,,rw'"));
+	assert_int_equal(config_parse_export_opts(&o, "", err, n), -1);
+	assert_int_equal(config_parse_export_opts(&o, "anonuid=-1", err, n), -1);
+	assert_string_equal(err, "export option 'anonuid=-1': '-1' is not an id in 0..4294967294");
+	assert_int_equal(config_parse_export_opts(&o, "anongid=4294967295", err, n), -1);
+	assert_int_equal(config_parse_export_opts(&o, "anonuid=", err, n), -1);
+	assert_int_equal(config_parse_export_opts(&o, "anonuid", err, n), -1);
+	assert_int_equal(config_parse_export_opts(&o, "RO", err, n), -1);
+	assert_int_equal(config_parse_export_opts(
+				 &o, "a_very_long_export_option_word_that_is_longer_than_sixty_four_bytes_xx",
+				 err, n),
+			 -1);
+	assert_non_null(strstr(err, "unknown export option 'a_very_long"));
+}
+
+static void test_o_flag(void **state)
+{
+	struct fixture *fx = *state;
+	struct config *cf = &fx->cf;
+
+	assert_int_equal(PARSE(fx, "-e", "/a=/x", "-o", "ro", "-e", "/b=/y", "-f", "-o",
+			       "all_squash,anonuid=7", "-o", "insecure"),
+			 0);
+	assert_int_equal(cf->cf_nexports, 2);
+	assert_true(cf->cf_exports[0].ec_opts.eo_ro);
+	assert_int_equal(cf->cf_exports[0].ec_opts.eo_squash, SQUASH_ROOT);
+	assert_true(cf->cf_exports[0].ec_opts.eo_secure);
+	assert_false(cf->cf_exports[1].ec_opts.eo_ro);
+	assert_int_equal(cf->cf_exports[1].ec_opts.eo_squash, SQUASH_ALL);
+	assert_int_equal(cf->cf_exports[1].ec_opts.eo_anonuid, 7);
+	assert_false(cf->cf_exports[1].ec_opts.eo_secure);
+}
+
+static void test_o_bad_word(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "-e", "/a=/x", "-o", "rww"), -1);
+	assert_string_equal(fx->err, "option -o: unknown export option 'rww' (expected ro, rw, "
+				     "root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, "
+				     "secure, insecure)");
+}
+
+static void test_o_without_e(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "-o", "ro"), -1);
+	assert_string_equal(fx->err, "option -o: 'ro' must follow the -e it applies to, "
+				     "e.g. -e /union=/srv/upper -o ro");
+	assert_int_equal(PARSE(fx, "-o"), -1);
+	assert_string_equal(fx->err, "option -o needs a value; see unionnfsd --help");
+}
+
+static void test_export_spec_errors(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "-e", "/union"), -1);
+	assert_string_equal(fx->err, "option -e: '/union' is not NAME=BRANCH[:BRANCH...]; "
+				     "e.g. -e /union=/srv/upper:/srv/base");
+	assert_int_equal(PARSE(fx, "-e", "union=/a"), -1);
+	assert_string_equal(fx->err, "option -e: export name 'union' must start with '/', e.g. /union");
+	assert_int_equal(PARSE(fx, "-e", "/union="), -1);
+	assert_string_equal(fx->err, "option -e: export /union has no branches; give at least one "
+				     "directory");
+	assert_int_equal(PARSE(fx, "-e", "/union=/a::/b"), -1);
+	assert_string_equal(fx->err, "option -e: export /union: empty branch path in '/a::/b'; "
+				     "separate branches with one ':'");
+	assert_int_equal(PARSE(fx, "-e", "/union=/a:/b/"), 0);
+	assert_int_equal(PARSE(fx, "-e", "/u2=/a:/a/"), -1);
+	assert_string_equal(fx->err, "option -e: export /u2: branch /a is listed twice; list each "
+				     "directory once");
+	assert_int_equal(PARSE(fx, "-e", "/x/../y=/a"), -1);
+	assert_non_null(strstr(fx->err, "contains '.' or '..'"));
+	assert_int_equal(fx->cf.cf_nexports, 1);
+}
+
+static void test_relative_branch(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "-e", "/union=/srv/upper:srv/base"), -1);
+	assert_string_equal(fx->err, "option -e: export /union: branch 'srv/base' is not an absolute "
+				     "path; give the full path, e.g. /srv/upper");
+	assert_int_equal(fx->cf.cf_nexports, 0);
+}
+
+static void test_branch_count(void **state)
+{
+	struct fixture *fx = *state;
+	char spec[8 + 129 * 8];
+	char *p;
+	int i;
+
+	p = spec + sprintf(spec, "/u=");
+	for (i = 0; i < 128; i++)
+		p += sprintf(p, "%s/b%d", i ? ":" : "", i);
+	assert_int_equal(PARSE(fx, "-e", spec), 0);
+	assert_int_equal(fx->cf.cf_exports[0].ec_nbranches, 128);
+	assert_string_equal(fx->cf.cf_exports[0].ec_branches[127], "/b127");
+
+	spec[1] = 'v';
+	sprintf(p, ":/b128");
+	assert_int_equal(PARSE(fx, "-e", spec), -1);
+	assert_string_equal(fx->err, "option -e: export /v has 129 branches; at most 128 are "
+				     "supported");
+	assert_int_equal(fx->cf.cf_nexports, 1);
+}
+
+static void test_names_canonical_and_unique(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "-e", "//union//=/a/"), 0);
+	assert_string_equal(fx->cf.cf_exports[0].ec_name, "/union");
+	assert_string_equal(fx->cf.cf_exports[0].ec_branches[0], "/a");
+	assert_int_equal(PARSE(fx, "-e", "/union/=/b"), -1);
+	assert_string_equal(fx->err, "option -e: export /union is given twice; give each export a "
+				     "different name");
+	assert_int_equal(PARSE(fx, "-e", "/=/"), 0);
+	assert_string_equal(fx->cf.cf_exports[1].ec_name, "/");
+	assert_string_equal(fx->cf.cf_exports[1].ec_branches[0], "/");
+	assert_int_equal(PARSE(fx, "-e", "/a=b=/c"), -1);    /* the name ends at the first '=' */
+}
+
+static void test_validate(void **state)
+{
+	struct fixture *fx = *state;
+	struct export_conf *ec;
+
+	assert_int_equal(config_validate(&fx->cf, fx->err, sizeof(fx->err)), -1);
+	assert_string_equal(fx->err, "nothing to export; give -e NAME=BRANCH[:BRANCH...] (e.g. -e "
+				     "/union=/srv/upper:/srv/base) or an export line in the config file");
+	assert_int_equal(PARSE(fx, "-e", "/a=/x", "-e", "/b=/y"), 0);
+	assert_int_equal(config_validate(&fx->cf, fx->err, sizeof(fx->err)), 0);
+	/* A struct built by hand (not through the parser) is still checked. */
+	ec = &fx->cf.cf_exports[1];
+	ec->ec_name[1] = 'a';
+	assert_int_equal(config_validate(&fx->cf, fx->err, sizeof(fx->err)), -1);
+	assert_string_equal(fx->err, "export /a is given twice; give each export a different name");
+}
+
+static void test_file_good(void **state)
+{
+	struct fixture *fx = *state;
+	struct config *cf = &fx->cf;
+	const char *path = write_file(fx,
+				      "# unionnfsd test config\n"
+				      "\n"
+				      "listen 0.0.0.0\n"
+				      "port 2050   # trailing comment\n"
+				      "\tmount-port\t20049\r\n"
+				      "state /var/lib/unionnfsd-test\n"
+				      "portmap builtin\n"
+				      "portmap-port 1111\n"
+				      "workers 4\n"
+				      "max-record 1052672\n"
+				      "foreground\n"
+				      "export /union /srv/upper:/srv/base rw,no_root_squash,insecure\n"
+				      "export /ro /srv/base ro,all_squash,anonuid=1,anongid=2\n"
+				      "export /plain /srv/plain\n"
+				      "   # indented comment");
+
+	assert_int_equal(config_parse_file(cf, path, fx->err, sizeof(fx->err)), 0);
+	assert_string_equal(cf->cf_listen, "0.0.0.0");
+	assert_int_equal(cf->cf_port, 2050);
+	assert_int_equal(cf->cf_mount_port, 20049);
+	assert_string_equal(cf->cf_state_dir, "/var/lib/unionnfsd-test");
+	assert_int_equal(cf->cf_portmap, PORTMAP_BUILTIN);
+	assert_int_equal(cf->cf_portmap_port, 1111);
+	assert_int_equal(cf->cf_workers, 4);
+	assert_int_equal(cf->cf_max_record, 1052672);
+	assert_true(cf->cf_foreground);
+	assert_int_equal(cf->cf_nexports, 3);
+	assert_string_equal(cf->cf_exports[0].ec_name, "/union");
+	assert_int_equal(cf->cf_exports[0].ec_nbranches, 2);
+	assert_string_equal(cf->cf_exports[0].ec_branches[1], "/srv/base");
+	assert_int_equal(cf->cf_exports[0].ec_opts.eo_squash, SQUASH_NONE);
+	assert_false(cf->cf_exports[0].ec_opts.eo_secure);
+	assert_false(cf->cf_exports[0].ec_opts.eo_ro);
+	assert_true(cf->cf_exports[1].ec_opts.eo_ro);
+	assert_int_equal(cf->cf_exports[1].ec_opts.eo_squash, SQUASH_ALL);
+	assert_int_equal(cf->cf_exports[1].ec_opts.eo_anonuid, 1);
+	assert_int_equal(cf->cf_exports[1].ec_opts.eo_anongid, 2);
+	assert_true(cf->cf_exports[2].ec_opts.eo_secure);
+	assert_int_equal(config_validate(cf, fx->err, sizeof(fx->err)), 0);
+}
+
+/* Parses text as a config file and checks the error is exactly "PATH:" + expect. */
+static void expect_file_error(struct fixture *fx, const char *text, const char *expect)
+{
+	char want[CONFIG_ERRLEN];
+	const char *path;
+
+	config_free(&fx->cf);
+	config_init(&fx->cf);
+	if (fx->path[0])
+		unlink(fx->path);
+	path = write_file(fx, text);
+	snprintf(want, sizeof(want), "%s:%s", path, expect);
+	assert_int_equal(config_parse_file(&fx->cf, path, fx->err, sizeof(fx->err)), -1);
+	assert_string_equal(fx->err, want);
+}
+
+static void test_file_bad_lines(void **state)
+{
+	struct fixture *fx = *state;
+
+	expect_file_error(fx, "port 2049\n\nrww 1\n",
+			  "3: unknown option 'rww' (expected listen, port, mount-port, portmap-port, "
+			  "state, portmap, workers, max-record, export, foreground)");
+	expect_file_error(fx, "export /union /srv/upper rww\n",
+			  "1: unknown export option 'rww' (expected ro, rw, root_squash, "
+			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure)");
+	expect_file_error(fx, "# c\nport 70000\n", "2: port: '70000' is not a number in 0..65535");
+	expect_file_error(fx, "port\n", "1: port takes exactly one value");
+	expect_file_error(fx, "port 1 2\n", "1: port takes exactly one value");
+	expect_file_error(fx, "export /union\n",
+			  "1: export takes NAME BRANCH[:BRANCH...] [OPTIONS], e.g. export /union "
+			  "/srv/upper:/srv/base rw");
+	expect_file_error(fx, "export /u /a ro extra\n",
+			  "1: export takes NAME BRANCH[:BRANCH...] [OPTIONS], e.g. export /union "
+			  "/srv/upper:/srv/base rw");
+	expect_file_error(fx, "export /u a/b\n",
+			  "1: export /u: branch 'a/b' is not an absolute path; give the full path, "
+			  "e.g. /srv/upper");
+	expect_file_error(fx, "export /u /a\nexport /u /b\n",
+			  "2: export /u is given twice; give each export a different name");
+	expect_file_error(fx, "portmap sometimes\n",
+			  "1: portmap: unknown portmap mode 'sometimes' (expected auto, rpcbind, "
+			  "builtin or off)");
+	expect_file_error(fx, "state relative/dir\n",
+			  "1: state: 'relative/dir' is not an absolute path; give the full path, e.g. "
+			  "/var/lib/unionnfsd");
+	expect_file_error(fx, "foreground maybe\n", "1: foreground takes no value, yes or no");
+	expect_file_error(fx, "listen\t0.0.0.0\nlisten host\n",
+			  "2: listen: 'host' is not a numeric IPv4 or IPv6 address, e.g. 0.0.0.0 or ::1");
+}
+
+static void test_file_nul_byte(void **state)
+{
+	struct fixture *fx = *state;
+	char want[CONFIG_ERRLEN];
+	int fd;
+
+	strcpy(fx->path, "/tmp/test_config_XXXXXX");
+	fd = mkstemp(fx->path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "port 1\nport\0 2\n", 15), 15);
+	close(fd);
+	snprintf(want, sizeof(want), "%s:2: NUL byte in line; the config file must be text", fx->path);
+	assert_int_equal(config_parse_file(&fx->cf, fx->path, fx->err, sizeof(fx->err)), -1);
+	assert_string_equal(fx->err, want);
+}
+
+static void test_file_missing(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(PARSE(fx, "-c", "/nonexistent/unionnfsd.conf"), -1);
+	assert_string_equal(fx->err, "cannot read config file /nonexistent/unionnfsd.conf: No such "
+				     "file or directory; check the path given to -c");
+	assert_int_equal(PARSE(fx, "-c"), -1);
+	assert_string_equal(fx->err, "option -c needs a value; see unionnfsd --help");
+}
+
+static void test_mix_file_and_flags(void **state)
+{
+	struct fixture *fx = *state;
+	struct config *cf = &fx->cf;
+	const char *path = write_file(fx, "port 3000\n"
+					  "mount-port 3001\n"
+					  "workers 2\n"
+					  "export /file /srv/f insecure\n");
+
+	/* Flags before -c are overridden by the file, flags after it override the file. */
+	assert_int_equal(PARSE(fx, "--port", "1000", "--workers", "5", "-e", "/first=/srv/a", "-o",
+			       "ro", "-c", path, "--mount-port", "4001", "-e", "/last=/srv/b"),
+			 0);
+	assert_int_equal(cf->cf_port, 3000);
+	assert_int_equal(cf->cf_mount_port, 4001);
+	assert_int_equal(cf->cf_workers, 2);
+	assert_int_equal(cf->cf_nexports, 3);
+	assert_string_equal(cf->cf_exports[0].ec_name, "/first");
+	assert_true(cf->cf_exports[0].ec_opts.eo_ro);
+	assert_string_equal(cf->cf_exports[1].ec_name, "/file");
+	assert_false(cf->cf_exports[1].ec_opts.eo_secure);
+	assert_string_equal(cf->cf_exports[2].ec_name, "/last");
+	assert_int_equal(config_validate(cf, fx->err, sizeof(fx->err)), 0);
+}
+
+static void test_o_after_c(void **state)
+{
+	struct fixture *fx = *state;
+	const char *path = write_file(fx, "export /file /srv/f\n");
+
+	assert_int_equal(PARSE(fx, "-e", "/a=/x", "-c", path, "-o", "ro"), -1);
+	assert_string_equal(fx->err, "option -o: 'ro' must follow the -e it applies to, e.g. "
+				     "-e /union=/srv/upper -o ro");
+}
+
+static void test_file_error_via_flag(void **state)
+{
+	struct fixture *fx = *state;
+	const char *path = write_file(fx, "workers 1\nexport /u /a bogus\n");
+	char want[CONFIG_ERRLEN];
+
+	snprintf(want, sizeof(want), "%s:2: unknown export option 'bogus' (expected ro, rw, "
+				     "root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, "
+				     "secure, insecure)", path);
+	assert_int_equal(PARSE(fx, "-c", path), -1);
+	assert_string_equal(fx->err, want);
+}
+
+static void test_small_error_buffer(void **state)
+{
+	struct fixture *fx = *state;
+	char small[16];
+	const char *args[] = { "unionnfsd", "-e", "/a=/x", "-o", "nonsense", NULL };
+
+	assert_int_equal(config_parse_args(&fx->cf, 5, (char **)args, small, sizeof(small)), -1);
+	assert_string_equal(small, "option -o: unkn");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_every_flag, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inline_values_and_ipv6, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_portmap_modes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_numbers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_strings, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_and_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_help, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_export_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_each_export_option, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_export_options, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_o_flag, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_o_bad_word, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_o_without_e, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_export_spec_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_relative_branch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_branch_count, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_names_canonical_and_unique, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_validate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_good, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_bad_lines, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_nul_byte, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mix_file_and_flags, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_o_after_c, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_error_via_flag, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_small_error_buffer, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
