@@ -1,0 +1,538 @@
+/*
+ * unionnfsd: the wiring. Parses the configuration, checks the branches, daemonizes
+ * (unless -f), opens the inode map and the exports, starts the listeners and the
+ * portmapper side, then runs the event loop until SIGTERM or SIGINT.
+ *
+ * Start-up errors exit 2 with one line on stderr. As a daemon the parent waits on a pipe
+ * until the child has finished starting, so "unionnfsd ... && mount ..." is race-free and
+ * a failure (a locked state directory, a busy port) still reaches the terminal.
+ */
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "net.h"
+#include "nfs.h"
+#include "portmap.h"
+#include "rpc.h"
+#include "store.h"
+#include "union.h"
+
+#define MAIN_EXIT_OK 0
+#define MAIN_EXIT_START 2
+#define MAIN_ERRLEN 1024
+#define MAIN_REPORT_LEN 4096
+#define MAIN_MAX_MAPS 16
+#define PMAP_PROG 100000u
+#define PMAP_VERS 2u
+
+struct main_ctx {
+	struct config mc_cfg;
+	struct store *mc_store;
+	struct union_export **mc_exports;   /* [i] serves mc_cfg.cf_exports[i]; owned here */
+	struct nfs_server mc_nfs;
+	bool mc_nfs_ready;
+	struct ev_loop *mc_loop;
+	struct net_server *mc_net;
+	int mc_ports[3];                    /* bound ports, so one port is listened on once */
+	int mc_nports;
+	int mc_nfs_port;
+	int mc_mount_port;
+	struct portmap_mapping mc_maps[MAIN_MAX_MAPS];
+	int mc_nmaps;                       /* NFS and MOUNT: what rpcbind gets */
+	bool mc_registered;                 /* with the system rpcbind: undo on exit */
+	ev_signal mc_sigterm;
+	ev_signal mc_sigint;
+	ev_signal mc_sighup;
+	bool mc_signals;
+	char mc_report[MAIN_REPORT_LEN];    /* start-up lines for the waiting parent */
+	size_t mc_report_len;
+};
+
+/* A start-up line the user must see: stderr in the foreground, else via the parent. */
+static void main_report(struct main_ctx *mc, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void main_report(struct main_ctx *mc, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (mc->mc_cfg.cf_foreground) {
+		fprintf(stderr, "%s\n", line);
+		fflush(stderr);
+		return;
+	}
+	n = snprintf(mc->mc_report + mc->mc_report_len, sizeof(mc->mc_report) - mc->mc_report_len,
+		     "%s\n", line);
+	if (n > 0)
+		mc->mc_report_len += (size_t)n;
+	if (mc->mc_report_len >= sizeof(mc->mc_report))
+		mc->mc_report_len = sizeof(mc->mc_report) - 1;
+}
+
+/* A warning goes to the log and, as a daemon, also to the terminal that started us. */
+static void main_warn(struct main_ctx *mc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void main_warn(struct main_ctx *mc, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_warn("%s", line);
+	if (!mc->mc_cfg.cf_foreground)
+		main_report(mc, "unionnfsd: warning: %s", line);
+}
+
+/*
+ * Every branch must be an existing directory before anything touches the state
+ * directory: a typo in -e must not leave a fresh, empty inode map behind.
+ */
+static int main_check_branches(const struct config *cf, char *err, size_t errlen)
+{
+	struct stat st;
+	int i, j;
+
+	for (i = 0; i < cf->cf_nexports; i++) {
+		const struct export_conf *ec = &cf->cf_exports[i];
+
+		for (j = 0; j < ec->ec_nbranches; j++) {
+			const char *b = ec->ec_branches[j];
+
+			if (stat(b, &st) < 0) {
+				snprintf(err, errlen,
+					 "export %s: branch %s: %s; create the directory (mkdir -p %s) or fix the export's branch list",
+					 ec->ec_name, b, strerror(errno), b);
+				return -1;
+			}
+			if (!S_ISDIR(st.st_mode)) {
+				snprintf(err, errlen,
+					 "export %s: branch %s is not a directory; every branch must be a directory",
+					 ec->ec_name, b);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Listens on port unless an earlier listener already has it; returns the bound port. */
+static int main_listen(struct main_ctx *mc, int port, char *err, size_t errlen)
+{
+	int i, bound;
+
+	if (port != 0)
+		for (i = 0; i < mc->mc_nports; i++)
+			if (mc->mc_ports[i] == port)
+				return port;
+	bound = net_listen(mc->mc_net, port, err, errlen);
+	if (bound < 0)
+		return bound;
+	if (mc->mc_nports < (int)(sizeof(mc->mc_ports) / sizeof(mc->mc_ports[0])))
+		mc->mc_ports[mc->mc_nports++] = bound;
+	return bound;
+}
+
+static void main_add_map(struct main_ctx *mc, uint32_t prog, uint32_t vers, int port)
+{
+	static const uint32_t prots[] = { IPPROTO_TCP, IPPROTO_UDP };
+	size_t i;
+
+	for (i = 0; i < sizeof(prots) / sizeof(prots[0]); i++) {
+		if (mc->mc_nmaps >= MAIN_MAX_MAPS)
+			return;
+		mc->mc_maps[mc->mc_nmaps++] = (struct portmap_mapping){
+			.pm_prog = prog, .pm_vers = vers, .pm_prot = prots[i], .pm_port = (uint32_t)port,
+		};
+	}
+}
+
+/* The versions come from the program tables, so what we advertise is what we serve. */
+static void main_build_maps(struct main_ctx *mc)
+{
+	uint32_t v;
+
+	mc->mc_nmaps = 0;
+	for (v = nfs3_program.rg_vers_min; v <= nfs3_program.rg_vers_max; v++)
+		main_add_map(mc, nfs3_program.rg_prog, v, mc->mc_nfs_port);
+	for (v = mount_program.rg_vers_min; v <= mount_program.rg_vers_max; v++)
+		main_add_map(mc, mount_program.rg_prog, v, mc->mc_mount_port);
+}
+
+static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
+{
+	struct portmap_mapping all[MAIN_MAX_MAPS + 2];
+	int port, n;
+
+	port = main_listen(mc, mc->mc_cfg.cf_portmap_port, err, errlen);
+	if (port < 0)
+		return port;
+	n = mc->mc_nmaps;
+	memcpy(all, mc->mc_maps, (size_t)n * sizeof(all[0]));
+	all[n++] = (struct portmap_mapping){ PMAP_PROG, PMAP_VERS, IPPROTO_TCP, (uint32_t)port };
+	all[n++] = (struct portmap_mapping){ PMAP_PROG, PMAP_VERS, IPPROTO_UDP, (uint32_t)port };
+	portmap_builtin_set(all, n);
+	log_info("built-in portmapper on port %d", port);
+	return 0;
+}
+
+static int main_portmap(struct main_ctx *mc, char *err, size_t errlen)
+{
+	const struct config *cf = &mc->mc_cfg;
+	char lerr[MAIN_ERRLEN];
+	int rc;
+
+	main_build_maps(mc);
+	/* Harmless in every mode: portmapper calls that reach our own ports get true answers. */
+	portmap_builtin_set(mc->mc_maps, mc->mc_nmaps);
+	switch (cf->cf_portmap) {
+	case PORTMAP_OFF:
+		return 0;
+	case PORTMAP_RPCBIND:
+		rc = portmap_register(mc->mc_maps, mc->mc_nmaps);
+		if (rc < 0) {
+			snprintf(err, errlen,
+				 "cannot register with rpcbind on 127.0.0.1:111 (%s); start it (systemctl start rpcbind) or use --portmap builtin or --portmap off",
+				 strerror(-rc));
+			return rc;
+		}
+		mc->mc_registered = true;
+		log_info("registered with rpcbind");
+		return 0;
+	case PORTMAP_BUILTIN:
+		rc = main_portmap_builtin(mc, lerr, sizeof(lerr));
+		if (rc < 0) {
+			snprintf(err, errlen,
+				 "built-in portmapper: %s; stop the program using it (rpcbind?), run as root, or use --portmap rpcbind or --portmap off",
+				 lerr);
+			return rc;
+		}
+		return 0;
+	case PORTMAP_AUTO:
+		if (portmap_rpcbind_running()) {
+			rc = portmap_register(mc->mc_maps, mc->mc_nmaps);
+			if (rc == 0) {
+				mc->mc_registered = true;
+				log_info("registered with rpcbind");
+				return 0;
+			}
+			main_warn(mc,
+				  "rpcbind runs but registering with it failed (%s); clients must mount with -o port=%d,mountport=%d (or run as root)",
+				  strerror(-rc), mc->mc_nfs_port, mc->mc_mount_port);
+			return 0;
+		}
+		if (main_portmap_builtin(mc, lerr, sizeof(lerr)) == 0)
+			return 0;
+		main_warn(mc,
+			  "no portmapper: rpcbind is not running and %s; clients must mount with -o port=%d,mountport=%d (or start rpcbind, or run as root)",
+			  lerr, mc->mc_nfs_port, mc->mc_mount_port);
+		return 0;
+	}
+	return 0;
+}
+
+static void main_on_stop(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)revents;
+	log_info("signal %d: shutting down", w->signum);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void main_on_hup(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+	log_info("SIGHUP: reload not supported yet; restart unionnfsd to apply a new configuration");
+}
+
+/* Undoes whatever start-up got to, in reverse order. Safe on a half-built context. */
+static void main_teardown(struct main_ctx *mc)
+{
+	int i;
+
+	if (mc->mc_net) {
+		net_server_shutdown(mc->mc_net);
+		net_server_free(mc->mc_net);
+		mc->mc_net = NULL;
+	}
+	if (mc->mc_registered) {
+		portmap_unregister(mc->mc_maps, mc->mc_nmaps);
+		mc->mc_registered = false;
+	}
+	if (mc->mc_signals) {
+		ev_signal_stop(mc->mc_loop, &mc->mc_sigterm);
+		ev_signal_stop(mc->mc_loop, &mc->mc_sigint);
+		ev_signal_stop(mc->mc_loop, &mc->mc_sighup);
+		mc->mc_signals = false;
+	}
+	if (mc->mc_exports) {
+		for (i = 0; i < mc->mc_cfg.cf_nexports; i++)
+			if (mc->mc_exports[i])
+				union_close(mc->mc_exports[i]);
+		free(mc->mc_exports);
+		mc->mc_exports = NULL;
+	}
+	if (mc->mc_store) {
+		store_close(mc->mc_store);
+		mc->mc_store = NULL;
+	}
+	if (mc->mc_nfs_ready) {
+		nfs_server_destroy(&mc->mc_nfs);
+		mc->mc_nfs_ready = false;
+	}
+	if (mc->mc_loop) {
+		ev_loop_destroy(mc->mc_loop);
+		mc->mc_loop = NULL;
+	}
+}
+
+/* Everything from opening the store to serving. Returns 0, or -1 with a message in err. */
+static int main_start(struct main_ctx *mc, char *err, size_t errlen)
+{
+	static const struct rpc_program *const programs[] = {
+		&nfs3_program, &mount_program, &portmap_program,
+	};
+	struct config *cf = &mc->mc_cfg;
+	struct net_opts no;
+	char lerr[MAIN_ERRLEN];
+	int i, rc;
+
+	rc = store_open(cf->cf_state_dir, &mc->mc_store, lerr, sizeof(lerr));
+	if (rc < 0) {
+		snprintf(err, errlen, "%s", lerr);
+		return -1;
+	}
+	mc->mc_exports = calloc((size_t)cf->cf_nexports, sizeof(*mc->mc_exports));
+	if (!mc->mc_exports) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < cf->cf_nexports; i++) {
+		rc = union_open(&cf->cf_exports[i], mc->mc_store, &mc->mc_exports[i], lerr,
+				sizeof(lerr));
+		if (rc < 0) {
+			mc->mc_exports[i] = NULL;
+			snprintf(err, errlen, "export %s: %s", cf->cf_exports[i].ec_name, lerr);
+			return -1;
+		}
+	}
+
+	nfs_server_init(&mc->mc_nfs, cf);
+	mc->mc_nfs_ready = true;
+	mc->mc_nfs.ns_exports = mc->mc_exports;
+	mc->mc_nfs.ns_nexports = cf->cf_nexports;
+	store_handle_key(mc->mc_store, mc->mc_nfs.ns_handle_key);
+	rpc_dispatch_init(programs, (int)(sizeof(programs) / sizeof(programs[0])), &mc->mc_nfs);
+
+	mc->mc_loop = ev_default_loop(EVFLAG_AUTO);
+	if (!mc->mc_loop) {
+		snprintf(err, errlen, "cannot create the event loop (libev); check the LIBEV_FLAGS environment variable");
+		return -1;
+	}
+	/* Before any worker thread exists, so no thread can take these signals' default action. */
+	ev_signal_init(&mc->mc_sigterm, main_on_stop, SIGTERM);
+	ev_signal_init(&mc->mc_sigint, main_on_stop, SIGINT);
+	ev_signal_init(&mc->mc_sighup, main_on_hup, SIGHUP);
+	ev_signal_start(mc->mc_loop, &mc->mc_sigterm);
+	ev_signal_start(mc->mc_loop, &mc->mc_sigint);
+	ev_signal_start(mc->mc_loop, &mc->mc_sighup);
+	mc->mc_signals = true;
+
+	no = (struct net_opts){
+		.no_listen = cf->cf_listen,
+		.no_workers = cf->cf_workers,
+		.no_max_record = cf->cf_max_record,
+	};
+	rc = net_server_create(mc->mc_loop, &no, &mc->mc_net);
+	if (rc < 0) {
+		mc->mc_net = NULL;
+		snprintf(err, errlen, "cannot start the network server: %s", strerror(-rc));
+		return -1;
+	}
+	rc = main_listen(mc, cf->cf_port, lerr, sizeof(lerr));
+	if (rc < 0) {
+		snprintf(err, errlen, "nfs: %s", lerr);
+		return -1;
+	}
+	mc->mc_nfs_port = rc;
+	/* Both 0 means "any free port": one listener serves both programs then. */
+	if (cf->cf_mount_port == cf->cf_port)
+		rc = mc->mc_nfs_port;
+	else
+		rc = main_listen(mc, cf->cf_mount_port, lerr, sizeof(lerr));
+	if (rc < 0) {
+		snprintf(err, errlen, "mount: %s", lerr);
+		return -1;
+	}
+	mc->mc_mount_port = rc;
+	main_report(mc, "nfs port %d", mc->mc_nfs_port);
+	main_report(mc, "mount port %d", mc->mc_mount_port);
+
+	if (main_portmap(mc, err, errlen) < 0)
+		return -1;
+	for (i = 0; i < cf->cf_nexports; i++)
+		log_info("serving %s (%d branch%s, %s)", cf->cf_exports[i].ec_name,
+			 cf->cf_exports[i].ec_nbranches,
+			 cf->cf_exports[i].ec_nbranches == 1 ? "" : "es",
+			 cf->cf_exports[i].ec_opts.eo_ro ? "ro" : "rw");
+	return 0;
+}
+
+/* The parent side of daemonizing: relays the child's start-up result, then exits. */
+static int main_parent_wait(int fd)
+{
+	char buf[MAIN_REPORT_LEN + MAIN_ERRLEN + 8];
+	size_t have = 0;
+	ssize_t n;
+
+	while (have < sizeof(buf) - 1) {
+		n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	buf[have] = '\0';
+	close(fd);
+	if (have == 0) {
+		fprintf(stderr, "unionnfsd: the server died during start-up; run it with -f to see why\n");
+		return MAIN_EXIT_START;
+	}
+	fputs(buf + 1, stderr);
+	return buf[0] == '0' ? MAIN_EXIT_OK : MAIN_EXIT_START;
+}
+
+static void main_child_tell(int fd, char status, const char *text)
+{
+	size_t len = strlen(text), off = 0;
+	ssize_t n;
+
+	if (write(fd, &status, 1) != 1)
+		return;
+	while (off < len) {
+		n = write(fd, text + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		off += (size_t)n;
+	}
+}
+
+/* Detaches stdio from the terminal once nothing more will be said there. */
+static void main_detach_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	dup2(fd, STDIN_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDERR_FILENO);
+	if (fd > STDERR_FILENO)
+		close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	static struct main_ctx mc;
+	char err[MAIN_REPORT_LEN];
+	char msg[MAIN_REPORT_LEN + 32];
+	int pipefd[2] = { -1, -1 };
+	int rc, status = MAIN_EXIT_START;
+	pid_t pid;
+
+	config_init(&mc.mc_cfg);
+	rc = config_parse_args(&mc.mc_cfg, argc, argv, err, sizeof(err));
+	if (rc == 1) {
+		fputs(err, stdout);
+		config_free(&mc.mc_cfg);
+		return MAIN_EXIT_OK;
+	}
+	if (rc < 0 || config_validate(&mc.mc_cfg, err, sizeof(err)) < 0 ||
+	    main_check_branches(&mc.mc_cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "unionnfsd: %s\n", err);
+		config_free(&mc.mc_cfg);
+		return MAIN_EXIT_START;
+	}
+
+	if (!mc.mc_cfg.cf_foreground) {
+		if (pipe2(pipefd, O_CLOEXEC) < 0) {
+			fprintf(stderr, "unionnfsd: cannot create a pipe: %s\n", strerror(errno));
+			goto out;
+		}
+		fflush(NULL);
+		pid = fork();
+		if (pid < 0) {
+			fprintf(stderr, "unionnfsd: cannot fork: %s; run with -f\n", strerror(errno));
+			close(pipefd[0]);
+			close(pipefd[1]);
+			goto out;
+		}
+		if (pid > 0) {
+			close(pipefd[1]);
+			status = main_parent_wait(pipefd[0]);
+			goto out;
+		}
+		close(pipefd[0]);
+		setsid();
+		if (chdir("/") < 0) {
+			/* Nothing below uses relative paths; the cwd only pins a mount. */
+		}
+	}
+
+	log_init(mc.mc_cfg.cf_foreground, "unionnfsd");
+	signal(SIGPIPE, SIG_IGN);
+	/* NFS clients send the exact mode they want; our own umask must not trim it. */
+	umask(0);
+
+	if (main_start(&mc, err, sizeof(err)) < 0) {
+		snprintf(msg, sizeof(msg), "unionnfsd: %s\n", err);
+		if (mc.mc_cfg.cf_foreground) {
+			fputs(msg, stderr);
+		} else {
+			log_err("%s", err);
+			main_child_tell(pipefd[1], '2', msg);
+			close(pipefd[1]);
+		}
+		main_teardown(&mc);
+		goto out;
+	}
+	if (!mc.mc_cfg.cf_foreground) {
+		mc.mc_report[mc.mc_report_len] = '\0';
+		main_child_tell(pipefd[1], '0', mc.mc_report);
+		close(pipefd[1]);
+		main_detach_stdio();
+	}
+	log_info("ready");
+
+	ev_run(mc.mc_loop, 0);
+
+	main_teardown(&mc);
+	log_info("stopped");
+	status = MAIN_EXIT_OK;
+out:
+	config_free(&mc.mc_cfg);
+	return status;
+}
