@@ -1,0 +1,1195 @@
+/*
+ * The persistent inode map on LMDB (see include/store.h for the tables).
+ *
+ * Records are variable-length and numbers inside values are LEB128 varints, so that a
+ * typical inode with its two index entries costs on the order of a hundred bytes on
+ * disk; a server exporting millions of files keeps its map small and in page cache.
+ *
+ * On-disk formats (schema 1):
+ *   inodes value:  parent(varint) gen(be32) type(u8) branch(u8) real ino(varint)
+ *                  name length(u8) name
+ *   names, reals value: ino(varint)
+ *   meta "schema": be32; "handle-key": 16 bytes; "next-export": be16;
+ *        "next-ino/" be16 export: be64;
+ *        "export/" name: id(be16) nbranches(u8) then per branch root ino(be64)
+ *                        path length(be16) path
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <lmdb.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "store.h"
+
+#define STORE_SCHEMA 1
+/* LMDB files are sparse and grow as written, so a large map costs only address space. */
+#define STORE_MAPSIZE (sizeof(size_t) > 4 ? (size_t)16 << 30 : (size_t)1 << 30)
+#define STORE_MAXREADERS 512
+#define STORE_MAXDBS 8
+#define STORE_MAX_EXPORTS 65535
+#define STORE_MAX_BRANCHES 255           /* si_branch is one byte */
+#define STORE_EXPORT_NAME_MAX 400        /* meta keys must stay under LMDB's 511-byte limit */
+
+#define META_SCHEMA "schema"
+#define META_KEY "handle-key"
+#define META_NEXT_EXPORT "next-export"
+#define META_NEXT_INO "next-ino/"
+#define META_EXPORT "export/"
+
+#define INO_KEY_LEN 10                   /* export(2) ino(8) */
+#define REAL_KEY_LEN 11                  /* export(2) branch(1) real ino(8) */
+#define NAME_KEY_MAX (10 + STORE_NAME_MAX) /* export(2) parent(8) name */
+#define VARINT_MAX 10
+#define REC_MAX (VARINT_MAX + 4 + 1 + 1 + VARINT_MAX + 1 + STORE_NAME_MAX)
+#define NEXT_INO_KEY_LEN (sizeof(META_NEXT_INO) - 1 + 2)
+
+struct store {
+	MDB_env *st_env;
+	MDB_dbi st_inodes;
+	MDB_dbi st_names;
+	MDB_dbi st_reals;
+	MDB_dbi st_meta;
+	int st_lockfd;
+	uint8_t st_key[STORE_KEY_LEN];
+	char *st_dir;
+};
+
+struct store_txn {
+	struct store *tx_store;
+	MDB_txn *tx_txn;
+	bool tx_write;
+};
+
+/* ---- byte order and varints ---- */
+
+static void be16_put(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void be32_put(uint8_t *p, uint32_t v)
+{
+	for (int i = 3; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static void be64_put(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static uint16_t be16_get(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t be32_get(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 0; i < 4; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t be64_get(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static size_t varint_put(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/* Returns 0, or -1 when the bytes are truncated or encode more than 64 bits. */
+static int varint_get(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = 0;
+
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		if (p == end)
+			return -1;
+		uint8_t b = *p++;
+		if (shift == 63 && b > 1)
+			return -1;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*pp = p;
+			*out = v;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* An index value is exactly one varint. */
+static int ino_value_get(const MDB_val *val, uint64_t *ino)
+{
+	const uint8_t *p = val->mv_data;
+	const uint8_t *end = p + val->mv_size;
+
+	if (varint_get(&p, end, ino) < 0 || p != end)
+		return -1;
+	return 0;
+}
+
+/* ---- keys and records ---- */
+
+static MDB_val ino_key(uint8_t *buf, uint16_t exp, uint64_t ino)
+{
+	be16_put(buf, exp);
+	be64_put(buf + 2, ino);
+	return (MDB_val){ .mv_size = INO_KEY_LEN, .mv_data = buf };
+}
+
+static MDB_val real_key(uint8_t *buf, uint16_t exp, uint8_t branch, uint64_t real_ino)
+{
+	be16_put(buf, exp);
+	buf[2] = branch;
+	be64_put(buf + 3, real_ino);
+	return (MDB_val){ .mv_size = REAL_KEY_LEN, .mv_data = buf };
+}
+
+static MDB_val name_key(uint8_t *buf, uint16_t exp, uint64_t parent, const char *name, size_t len)
+{
+	be16_put(buf, exp);
+	be64_put(buf + 2, parent);
+	memcpy(buf + 10, name, len);
+	return (MDB_val){ .mv_size = 10 + len, .mv_data = buf };
+}
+
+static MDB_val next_ino_key(uint8_t *buf, uint16_t exp)
+{
+	memcpy(buf, META_NEXT_INO, sizeof(META_NEXT_INO) - 1);
+	be16_put(buf + sizeof(META_NEXT_INO) - 1, exp);
+	return (MDB_val){ .mv_size = NEXT_INO_KEY_LEN, .mv_data = buf };
+}
+
+static MDB_val str_key(const char *s)
+{
+	return (MDB_val){ .mv_size = strlen(s), .mv_data = (void *)s };
+}
+
+static size_t rec_encode(const struct store_inode *r, size_t namelen, uint8_t *buf)
+{
+	size_t n = varint_put(buf, r->si_parent);
+
+	be32_put(buf + n, r->si_gen);
+	n += 4;
+	buf[n++] = r->si_type;
+	buf[n++] = r->si_branch;
+	n += varint_put(buf + n, r->si_real_ino);
+	buf[n++] = (uint8_t)namelen;
+	memcpy(buf + n, r->si_name, namelen);
+	return n + namelen;
+}
+
+/* Returns 0, or -1 when the value is not a well-formed record. */
+static int rec_decode(const MDB_val *val, uint64_t ino, struct store_inode *out)
+{
+	const uint8_t *p = val->mv_data;
+	const uint8_t *end = p + val->mv_size;
+	uint64_t parent, real_ino;
+
+	if (varint_get(&p, end, &parent) < 0 || end - p < 6)
+		return -1;
+	out->si_gen = be32_get(p);
+	out->si_type = p[4];
+	out->si_branch = p[5];
+	p += 6;
+	if (varint_get(&p, end, &real_ino) < 0 || p == end)
+		return -1;
+	size_t namelen = *p++;
+	if ((size_t)(end - p) != namelen || memchr(p, '\0', namelen))
+		return -1;
+	memcpy(out->si_name, p, namelen);
+	out->si_name[namelen] = '\0';
+	out->si_ino = ino;
+	out->si_parent = parent;
+	out->si_real_ino = real_ino;
+	return 0;
+}
+
+/* ---- errors ---- */
+
+static void err_set(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void err_set(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Translates an LMDB or system error from a data operation; MDB_NOTFOUND is not logged. */
+static int store_errno(const struct store *st, int rc, const char *what)
+{
+	switch (rc) {
+	case 0:
+		return 0;
+	case MDB_NOTFOUND:
+		return -ENOENT;
+	case MDB_MAP_FULL:
+		log_err("inode map in %s is full (%zu bytes) during %s; remove unused exports from it "
+			"or start with an empty --state directory", st->st_dir, (size_t)STORE_MAPSIZE, what);
+		return -ENOSPC;
+	case ENOSPC:
+	case EDQUOT:
+		log_err("inode map in %s: %s failed: %s; free space on that file system",
+			st->st_dir, what, mdb_strerror(rc));
+		return -ENOSPC;
+	default:
+		log_err("inode map in %s: %s failed: %s; check the state directory's file system",
+			st->st_dir, what, mdb_strerror(rc));
+		return -EIO;
+	}
+}
+
+static int store_corrupt(const struct store *st, const char *what, uint16_t exp, uint64_t id)
+{
+	log_err("inode map in %s: malformed %s (export %u, %" PRIu64 "); restore the state "
+		"directory from a backup or start with an empty one", st->st_dir, what, exp, id);
+	return -EIO;
+}
+
+static int store_need_write(const struct store_txn *txn, const char *what)
+{
+	if (txn->tx_write)
+		return 0;
+	log_err("inode map: %s needs a write transaction (internal error)", what);
+	return -EINVAL;
+}
+
+/* Length of a name, or -ENAMETOOLONG. bufsize bounds the read for fixed arrays. */
+static int store_name_len(const char *name, size_t bufsize, size_t *len)
+{
+	size_t n = strnlen(name, bufsize);
+
+	if (n > STORE_NAME_MAX)
+		return -ENAMETOOLONG;
+	*len = n;
+	return 0;
+}
+
+/* ---- opening ---- */
+
+static int store_make_dir(const char *dir, char *err, size_t errlen)
+{
+	struct stat sb;
+	int e;
+
+	if (mkdir(dir, 0700) == 0)
+		return 0;
+	e = errno;
+	if (e == EEXIST) {
+		if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+			return 0;
+		err_set(err, errlen, "state directory %s exists but is not a directory; remove it or "
+			"choose another --state", dir);
+		return -ENOTDIR;
+	}
+	if (e == ENOENT)
+		err_set(err, errlen, "cannot create state directory %s: its parent directory does not "
+			"exist; create the parent or choose another --state", dir);
+	else
+		err_set(err, errlen, "cannot create state directory %s: %s; fix its permissions or "
+			"choose another --state", dir, strerror(e));
+	return -e;
+}
+
+/* Takes the instance lock and records our pid in it; returns the fd or -errno. */
+static int store_lock(const char *dir, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	char buf[32];
+	ssize_t n;
+	int fd = -1, rc;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/lock", dir) >= sizeof(path)) {
+		err_set(err, errlen, "state directory path %s is too long; choose a shorter --state", dir);
+		rc = -ENAMETOOLONG;
+		goto out;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		err_set(err, errlen, "cannot open lock file %s: %s; fix the state directory's "
+			"permissions or choose another --state", path, strerror(-rc));
+		goto out;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		rc = -errno;
+		if (rc == -EWOULDBLOCK) {
+			n = pread(fd, buf, sizeof(buf) - 1, 0);
+			buf[n > 0 ? n : 0] = '\0';
+			buf[strcspn(buf, "\n")] = '\0';
+			err_set(err, errlen, "state directory %s is in use by another unionnfsd (pid %s); "
+				"stop it or choose another --state", dir, buf[0] ? buf : "unknown");
+		} else {
+			err_set(err, errlen, "cannot lock %s: %s; use a state directory on a local file "
+				"system (--state)", path, strerror(-rc));
+		}
+		goto out;
+	}
+	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+		rc = -errno;
+		err_set(err, errlen, "cannot write lock file %s: %s; free space or fix permissions in "
+			"the state directory", path, strerror(-rc));
+		goto out;
+	}
+	rc = fd;
+	fd = -1;
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int store_open_env(struct store *st, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	int rc, dead;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/inodes.mdb", st->st_dir) >= sizeof(path)) {
+		err_set(err, errlen, "state directory path %s is too long; choose a shorter --state",
+			st->st_dir);
+		return -ENAMETOOLONG;
+	}
+	rc = mdb_env_create(&st->st_env);
+	if (rc == 0)
+		rc = mdb_env_set_maxreaders(st->st_env, STORE_MAXREADERS);
+	if (rc == 0)
+		rc = mdb_env_set_maxdbs(st->st_env, STORE_MAXDBS);
+	if (rc == 0)
+		rc = mdb_env_set_mapsize(st->st_env, STORE_MAPSIZE);
+	if (rc == 0)
+		rc = mdb_env_open(st->st_env, path, MDB_NOSUBDIR | MDB_NOTLS, 0600);
+	if (rc == 0)
+		rc = mdb_reader_check(st->st_env, &dead);
+	if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED) {
+		err_set(err, errlen, "%s is not a usable inode map (%s); move it away and start with an "
+			"empty --state directory (clients will have to remount)", path, mdb_strerror(rc));
+		return -EINVAL;
+	}
+	if (rc != 0) {
+		err_set(err, errlen, "cannot open inode map %s: %s; fix the state directory's "
+			"permissions or free space, or choose another --state", path, mdb_strerror(rc));
+		return rc > 0 ? -rc : -EIO;
+	}
+	return 0;
+}
+
+/* Opens the tables and checks (or, in a new map, writes) the schema version and key. */
+static int store_init_tables(struct store *st, char *err, size_t errlen)
+{
+	MDB_txn *txn = NULL;
+	MDB_val key, val;
+	MDB_stat ms;
+	uint8_t buf[4];
+	int rc;
+
+	rc = mdb_txn_begin(st->st_env, NULL, 0, &txn);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "inodes", MDB_CREATE, &st->st_inodes);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "names", MDB_CREATE, &st->st_names);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "reals", MDB_CREATE, &st->st_reals);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &st->st_meta);
+	if (rc != 0)
+		goto lmdb_fail;
+
+	key = str_key(META_SCHEMA);
+	rc = mdb_get(txn, st->st_meta, &key, &val);
+	if (rc == MDB_NOTFOUND) {
+		rc = mdb_stat(txn, st->st_inodes, &ms);
+		if (rc != 0)
+			goto lmdb_fail;
+		if (ms.ms_entries != 0) {
+			err_set(err, errlen, "inode map in %s has records but no schema version; it is "
+				"damaged: start with an empty --state directory", st->st_dir);
+			rc = -EINVAL;
+			goto out;
+		}
+		be32_put(buf, STORE_SCHEMA);
+		val = (MDB_val){ .mv_size = 4, .mv_data = buf };
+		rc = mdb_put(txn, st->st_meta, &key, &val, 0);
+		if (rc != 0)
+			goto lmdb_fail;
+		randombytes_buf(st->st_key, sizeof(st->st_key));
+		key = str_key(META_KEY);
+		val = (MDB_val){ .mv_size = sizeof(st->st_key), .mv_data = st->st_key };
+		rc = mdb_put(txn, st->st_meta, &key, &val, 0);
+		if (rc != 0)
+			goto lmdb_fail;
+	} else if (rc != 0) {
+		goto lmdb_fail;
+	} else if (val.mv_size != 4 || be32_get(val.mv_data) != STORE_SCHEMA) {
+		err_set(err, errlen, "inode map in %s has schema version %" PRIu32 " but this "
+			"unionnfsd understands version %d; run a matching unionnfsd or start with an "
+			"empty --state directory", st->st_dir,
+			val.mv_size == 4 ? be32_get(val.mv_data) : 0, STORE_SCHEMA);
+		rc = -EPROTONOSUPPORT;
+		goto out;
+	} else {
+		key = str_key(META_KEY);
+		rc = mdb_get(txn, st->st_meta, &key, &val);
+		if (rc != 0 || val.mv_size != sizeof(st->st_key)) {
+			err_set(err, errlen, "inode map in %s has no valid handle key; it is damaged: "
+				"start with an empty --state directory", st->st_dir);
+			rc = -EINVAL;
+			goto out;
+		}
+		memcpy(st->st_key, val.mv_data, sizeof(st->st_key));
+	}
+	rc = mdb_txn_commit(txn);
+	txn = NULL;
+	if (rc != 0)
+		goto lmdb_fail;
+	goto out;
+
+lmdb_fail:
+	err_set(err, errlen, "cannot initialise the inode map in %s: %s; free space or fix "
+		"permissions there, or choose another --state", st->st_dir, mdb_strerror(rc));
+	rc = rc > 0 ? -rc : -EIO;
+out:
+	if (txn)
+		mdb_txn_abort(txn);
+	return rc;
+}
+
+int store_open(const char *dir, struct store **out, char *err, size_t errlen)
+{
+	struct store *st = NULL;
+	int rc;
+
+	*out = NULL;
+	if (sodium_init() < 0) {
+		err_set(err, errlen, "libsodium failed to initialise; check that /dev/urandom is "
+			"readable");
+		rc = -EIO;
+		goto out;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st || !(st->st_dir = strdup(dir))) {
+		err_set(err, errlen, "out of memory opening state directory %s; free memory", dir);
+		rc = -ENOMEM;
+		goto out;
+	}
+	st->st_lockfd = -1;
+	rc = store_make_dir(dir, err, errlen);
+	if (rc < 0)
+		goto out;
+	rc = store_lock(dir, err, errlen);
+	if (rc < 0)
+		goto out;
+	st->st_lockfd = rc;
+	rc = store_open_env(st, err, errlen);
+	if (rc < 0)
+		goto out;
+	rc = store_init_tables(st, err, errlen);
+	if (rc < 0)
+		goto out;
+	*out = st;
+	st = NULL;
+out:
+	store_close(st);
+	return rc < 0 ? rc : 0;
+}
+
+void store_close(struct store *st)
+{
+	if (!st)
+		return;
+	if (st->st_env)
+		mdb_env_close(st->st_env);
+	if (st->st_lockfd >= 0) {
+		/* An empty lock file tells a reader that nobody holds the directory. */
+		if (ftruncate(st->st_lockfd, 0) < 0)
+			log_warn("cannot clear lock file in %s: %s", st->st_dir, strerror(errno));
+		close(st->st_lockfd);
+	}
+	sodium_memzero(st->st_key, sizeof(st->st_key));
+	free(st->st_dir);
+	free(st);
+}
+
+void store_handle_key(const struct store *st, uint8_t key[STORE_KEY_LEN])
+{
+	memcpy(key, st->st_key, STORE_KEY_LEN);
+}
+
+/* ---- transactions ---- */
+
+int store_begin(struct store *st, bool write, struct store_txn **out)
+{
+	struct store_txn *txn;
+	int rc;
+
+	*out = NULL;
+	txn = malloc(sizeof(*txn));
+	if (!txn)
+		return -ENOMEM;
+	rc = mdb_txn_begin(st->st_env, NULL, write ? 0 : MDB_RDONLY, &txn->tx_txn);
+	if (rc != 0) {
+		free(txn);
+		return store_errno(st, rc, "begin transaction");
+	}
+	txn->tx_store = st;
+	txn->tx_write = write;
+	*out = txn;
+	return 0;
+}
+
+int store_commit(struct store_txn *txn)
+{
+	int rc = 0;
+
+	if (txn->tx_write)
+		rc = store_errno(txn->tx_store, mdb_txn_commit(txn->tx_txn), "commit");
+	else
+		mdb_txn_abort(txn->tx_txn);
+	free(txn);
+	return rc;
+}
+
+void store_abort(struct store_txn *txn)
+{
+	if (!txn)
+		return;
+	mdb_txn_abort(txn->tx_txn);
+	free(txn);
+}
+
+/* ---- export bindings ---- */
+
+/* Walks one branch entry of a binding value; returns 0 or -1 when malformed. */
+static int binding_next(const uint8_t **pp, const uint8_t *end, const char **path,
+			size_t *len, uint64_t *root_ino)
+{
+	const uint8_t *p = *pp;
+
+	if (end - p < 10)
+		return -1;
+	*root_ino = be64_get(p);
+	*len = be16_get(p + 8);
+	p += 10;
+	if ((size_t)(end - p) < *len || *len == 0)
+		return -1;
+	*path = (const char *)p;
+	*pp = p + *len;
+	return 0;
+}
+
+/* Validates a stored binding and returns its branch count, or -1. */
+static int binding_check(const MDB_val *val)
+{
+	const uint8_t *p = val->mv_data;
+	const uint8_t *end = p + val->mv_size;
+	const char *path;
+	size_t len;
+	uint64_t ino;
+	int n;
+
+	if (val->mv_size < 3 || be16_get(p) == 0)
+		return -1;
+	n = p[2];
+	p += 3;
+	for (int i = 0; i < n; i++)
+		if (binding_next(&p, end, &path, &len, &ino) < 0)
+			return -1;
+	return p == end && n > 0 ? n : -1;
+}
+
+/* Joins the branch paths of a stored binding with ':' into a new string. */
+static char *binding_stored_paths(const MDB_val *val)
+{
+	const uint8_t *p = (const uint8_t *)val->mv_data + 3;
+	const uint8_t *end = (const uint8_t *)val->mv_data + val->mv_size;
+	int n = ((const uint8_t *)val->mv_data)[2];
+	char *s = malloc(val->mv_size + 1);
+	size_t off = 0, len;
+	const char *path;
+	uint64_t ino;
+
+	if (!s)
+		return NULL;
+	for (int i = 0; i < n && binding_next(&p, end, &path, &len, &ino) == 0; i++) {
+		if (i)
+			s[off++] = ':';
+		memcpy(s + off, path, len);
+		off += len;
+	}
+	s[off] = '\0';
+	return s;
+}
+
+static char *binding_given_paths(const struct store_branch_id *br, int n)
+{
+	size_t total = 1;
+	char *s;
+
+	for (int i = 0; i < n; i++)
+		total += strlen(br[i].sb_path) + 1;
+	s = malloc(total);
+	if (!s)
+		return NULL;
+	s[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (i)
+			strcat(s, ":");
+		strcat(s, br[i].sb_path);
+	}
+	return s;
+}
+
+/*
+ * Compares a stored binding with the given stack; returns 0 when equal, otherwise -EINVAL
+ * with the message in err.
+ */
+static int binding_compare(const struct store *st, const char *name, const MDB_val *val,
+			   const struct store_branch_id *br, int n, char *err, size_t errlen)
+{
+	const uint8_t *p = (const uint8_t *)val->mv_data + 3;
+	const uint8_t *end = (const uint8_t *)val->mv_data + val->mv_size;
+	int stored_n = ((const uint8_t *)val->mv_data)[2];
+	int ino_diff = -1;
+	uint64_t stored_root = 0;
+	bool paths_diff = stored_n != n;
+	char *was = NULL, *now = NULL;
+	const char *path;
+	size_t len;
+	uint64_t root;
+
+	for (int i = 0; i < n && !paths_diff; i++) {
+		binding_next(&p, end, &path, &len, &root);
+		if (len != strlen(br[i].sb_path) || memcmp(path, br[i].sb_path, len) != 0)
+			paths_diff = true;
+		else if (root != br[i].sb_root_ino && ino_diff < 0) {
+			ino_diff = i;
+			stored_root = root;
+		}
+	}
+	if (!paths_diff && ino_diff < 0)
+		return 0;
+	was = binding_stored_paths(val);
+	now = binding_given_paths(br, n);
+	if (paths_diff)
+		err_set(err, errlen, "export %s: the inode map in %s was built for branches %s but is "
+			"now given %s; restore the original branches or start with an empty --state "
+			"directory", name, st->st_dir, was ? was : "?", now ? now : "?");
+	else
+		err_set(err, errlen, "export %s: the inode map in %s was built for branches %s, but "
+			"branch %s is now a different directory (root inode %" PRIu64 ", was %" PRIu64
+			"); restore the original directory or start with an empty --state directory",
+			name, st->st_dir, was ? was : "?", br[ino_diff].sb_path,
+			br[ino_diff].sb_root_ino, stored_root);
+	free(was);
+	free(now);
+	return -EINVAL;
+}
+
+static int binding_validate(const char *name, const struct store_branch_id *br, int n,
+			    size_t *vallen, char *err, size_t errlen)
+{
+	size_t total = 3;
+
+	if (!name || !*name || strlen(name) > STORE_EXPORT_NAME_MAX) {
+		err_set(err, errlen, "export name \"%.64s\" must be 1 to %d bytes long; choose "
+			"another export path", name ? name : "", STORE_EXPORT_NAME_MAX);
+		return -EINVAL;
+	}
+	if (n < 1 || n > STORE_MAX_BRANCHES) {
+		err_set(err, errlen, "export %s has %d branches but must have 1 to %d; give a "
+			"shorter branch list", name, n, STORE_MAX_BRANCHES);
+		return -EINVAL;
+	}
+	for (int i = 0; i < n; i++) {
+		size_t len = br[i].sb_path ? strlen(br[i].sb_path) : 0;
+		if (len == 0 || len > PATH_MAX) {
+			err_set(err, errlen, "export %s: branch %d has an empty or overlong path; give "
+				"an absolute directory path", name, i + 1);
+			return -EINVAL;
+		}
+		total += 10 + len;
+	}
+	*vallen = total;
+	return 0;
+}
+
+static void binding_encode(uint8_t *buf, uint16_t id, const struct store_branch_id *br, int n)
+{
+	size_t off = 3;
+
+	be16_put(buf, id);
+	buf[2] = (uint8_t)n;
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(br[i].sb_path);
+		be64_put(buf + off, br[i].sb_root_ino);
+		be16_put(buf + off + 8, (uint16_t)len);
+		memcpy(buf + off + 10, br[i].sb_path, len);
+		off += 10 + len;
+	}
+}
+
+/* Creates a binding, its root record and its ino counter in a write txn. */
+static int binding_create(struct store *st, MDB_txn *txn, MDB_val *key, uint8_t *buf,
+			  size_t buflen, const struct store_branch_id *br, int n, uint16_t *id,
+			  char *err, size_t errlen)
+{
+	uint8_t nbuf[2], ikey[NEXT_INO_KEY_LEN], kbuf[REAL_KEY_LEN], vbuf[REC_MAX], inobuf[8];
+	struct store_inode root = { 0 };
+	MDB_val k, v;
+	uint32_t next = 1;
+	int rc;
+
+	k = str_key(META_NEXT_EXPORT);
+	rc = mdb_get(txn, st->st_meta, &k, &v);
+	if (rc == 0 && v.mv_size == 2)
+		next = be16_get(v.mv_data);
+	else if (rc == 0 && v.mv_size == 4)
+		next = be32_get(v.mv_data);
+	else if (rc != MDB_NOTFOUND)
+		goto fail;
+	if (next == 0 || next > STORE_MAX_EXPORTS) {
+		err_set(err, errlen, "inode map in %s already holds %d exports; start with an empty "
+			"--state directory", st->st_dir, STORE_MAX_EXPORTS);
+		return -ENOSPC;
+	}
+	*id = (uint16_t)next;
+	/* After 65535 the counter is stored wide, so it reads as exhausted rather than 0. */
+	if (next < STORE_MAX_EXPORTS) {
+		be16_put(nbuf, (uint16_t)(next + 1));
+		v = (MDB_val){ .mv_size = 2, .mv_data = nbuf };
+	} else {
+		be32_put(vbuf, next + 1);
+		v = (MDB_val){ .mv_size = 4, .mv_data = vbuf };
+	}
+	rc = mdb_put(txn, st->st_meta, &k, &v, 0);
+	if (rc != 0)
+		goto fail;
+
+	binding_encode(buf, *id, br, n);
+	v = (MDB_val){ .mv_size = buflen, .mv_data = buf };
+	rc = mdb_put(txn, st->st_meta, key, &v, 0);
+	if (rc != 0)
+		goto fail;
+
+	root.si_parent = STORE_ROOT_INO;
+	root.si_gen = randombytes_uniform(UINT32_MAX) + 1;
+	root.si_type = S_IFDIR >> 12;
+	root.si_branch = 0;
+	root.si_real_ino = br[0].sb_root_ino;
+	k = ino_key(kbuf, *id, STORE_ROOT_INO);
+	v = (MDB_val){ .mv_size = rec_encode(&root, 0, vbuf), .mv_data = vbuf };
+	rc = mdb_put(txn, st->st_inodes, &k, &v, 0);
+	if (rc != 0)
+		goto fail;
+	k = real_key(kbuf, *id, 0, br[0].sb_root_ino);
+	v = (MDB_val){ .mv_size = varint_put(vbuf, STORE_ROOT_INO), .mv_data = vbuf };
+	rc = mdb_put(txn, st->st_reals, &k, &v, 0);
+	if (rc != 0)
+		goto fail;
+	k = next_ino_key(ikey, *id);
+	be64_put(inobuf, STORE_ROOT_INO + 1);
+	v = (MDB_val){ .mv_size = 8, .mv_data = inobuf };
+	rc = mdb_put(txn, st->st_meta, &k, &v, 0);
+	if (rc != 0)
+		goto fail;
+	return 0;
+fail:
+	err_set(err, errlen, "cannot record export in the inode map in %s: %s; free space or "
+		"fix permissions there", st->st_dir, mdb_strerror(rc));
+	return rc == MDB_MAP_FULL || rc == ENOSPC ? -ENOSPC : -EIO;
+}
+
+int store_bind_export(struct store *st, const char *name, const struct store_branch_id *branches,
+		      int nbranches, uint16_t *export_id, char *err, size_t errlen)
+{
+	uint8_t *keybuf = NULL, *buf = NULL;
+	MDB_txn *txn = NULL;
+	MDB_val key, val;
+	size_t vallen, namelen;
+	uint16_t id = 0;
+	int rc;
+
+	rc = binding_validate(name, branches, nbranches, &vallen, err, errlen);
+	if (rc < 0)
+		goto out;
+	namelen = strlen(name);
+	keybuf = malloc(sizeof(META_EXPORT) - 1 + namelen);
+	buf = malloc(vallen);
+	if (!keybuf || !buf) {
+		err_set(err, errlen, "out of memory binding export %s; free memory", name);
+		rc = -ENOMEM;
+		goto out;
+	}
+	memcpy(keybuf, META_EXPORT, sizeof(META_EXPORT) - 1);
+	memcpy(keybuf + sizeof(META_EXPORT) - 1, name, namelen);
+	key = (MDB_val){ .mv_size = sizeof(META_EXPORT) - 1 + namelen, .mv_data = keybuf };
+
+	rc = mdb_txn_begin(st->st_env, NULL, 0, &txn);
+	if (rc == 0)
+		rc = mdb_get(txn, st->st_meta, &key, &val);
+	if (rc == 0) {
+		if (binding_check(&val) < 0) {
+			err_set(err, errlen, "export %s: its record in the inode map in %s is damaged; "
+				"start with an empty --state directory", name, st->st_dir);
+			rc = -EIO;
+			goto out;
+		}
+		rc = binding_compare(st, name, &val, branches, nbranches, err, errlen);
+		if (rc == 0)
+			id = be16_get(val.mv_data);
+		goto out;
+	}
+	if (rc != MDB_NOTFOUND) {
+		err_set(err, errlen, "cannot read the inode map in %s: %s; check the state "
+			"directory's file system", st->st_dir, mdb_strerror(rc));
+		rc = rc == MDB_MAP_FULL ? -ENOSPC : -EIO;
+		goto out;
+	}
+	rc = binding_create(st, txn, &key, buf, vallen, branches, nbranches, &id, err, errlen);
+	if (rc < 0)
+		goto out;
+	rc = mdb_txn_commit(txn);
+	txn = NULL;
+	if (rc != 0) {
+		err_set(err, errlen, "cannot save export %s in the inode map in %s: %s; free space "
+			"or fix permissions there", name, st->st_dir, mdb_strerror(rc));
+		rc = rc == MDB_MAP_FULL || rc == ENOSPC ? -ENOSPC : -EIO;
+	}
+out:
+	if (txn)
+		mdb_txn_abort(txn);
+	if (rc == 0)
+		*export_id = id;
+	free(keybuf);
+	free(buf);
+	return rc;
+}
+
+/* ---- lookups ---- */
+
+int store_get(struct store_txn *txn, uint16_t exp, uint64_t ino, struct store_inode *out)
+{
+	struct store *st = txn->tx_store;
+	uint8_t kbuf[INO_KEY_LEN];
+	MDB_val key = ino_key(kbuf, exp, ino), val;
+	int rc;
+
+	rc = mdb_get(txn->tx_txn, st->st_inodes, &key, &val);
+	if (rc != 0)
+		return store_errno(st, rc, "inode lookup");
+	if (rec_decode(&val, ino, out) < 0)
+		return store_corrupt(st, "inode record", exp, ino);
+	return 0;
+}
+
+/* Looks up an index entry whose value is an ino. */
+static int index_get(struct store_txn *txn, MDB_dbi dbi, MDB_val *key, uint64_t *ino,
+		     const char *what, uint16_t exp)
+{
+	struct store *st = txn->tx_store;
+	MDB_val val;
+	int rc;
+
+	rc = mdb_get(txn->tx_txn, dbi, key, &val);
+	if (rc != 0)
+		return store_errno(st, rc, what);
+	if (ino_value_get(&val, ino) < 0)
+		return store_corrupt(st, what, exp, 0);
+	return 0;
+}
+
+int store_find_name(struct store_txn *txn, uint16_t exp, uint64_t parent, const char *name, uint64_t *ino)
+{
+	uint8_t kbuf[NAME_KEY_MAX];
+	size_t len;
+	MDB_val key;
+	int rc;
+
+	rc = store_name_len(name, STORE_NAME_MAX + 1, &len);
+	if (rc < 0)
+		return rc;
+	if (len == 0)
+		return -ENOENT;
+	key = name_key(kbuf, exp, parent, name, len);
+	return index_get(txn, txn->tx_store->st_names, &key, ino, "name index", exp);
+}
+
+int store_find_real(struct store_txn *txn, uint16_t exp, uint8_t branch, uint64_t real_ino, uint64_t *ino)
+{
+	uint8_t kbuf[REAL_KEY_LEN];
+	MDB_val key = real_key(kbuf, exp, branch, real_ino);
+
+	return index_get(txn, txn->tx_store->st_reals, &key, ino, "real inode index", exp);
+}
+
+/* ---- changes ---- */
+
+static int index_put(struct store_txn *txn, MDB_dbi dbi, MDB_val *key, uint64_t ino,
+		     const char *what)
+{
+	uint8_t vbuf[VARINT_MAX];
+	MDB_val val = { .mv_size = varint_put(vbuf, ino), .mv_data = vbuf };
+
+	return store_errno(txn->tx_store, mdb_put(txn->tx_txn, dbi, key, &val, 0), what);
+}
+
+/* Removes an index entry if it still names ino; another object may have taken it since. */
+static int index_del_if(struct store_txn *txn, MDB_dbi dbi, MDB_val *key, uint64_t ino,
+			const char *what, uint16_t exp)
+{
+	uint64_t cur;
+	int rc;
+
+	rc = index_get(txn, dbi, key, &cur, what, exp);
+	if (rc == -ENOENT || (rc == 0 && cur != ino))
+		return 0;
+	if (rc < 0)
+		return rc;
+	return store_errno(txn->tx_store, mdb_del(txn->tx_txn, dbi, key, NULL), what);
+}
+
+static int rec_put(struct store_txn *txn, uint16_t exp, const struct store_inode *rec,
+		   size_t namelen, unsigned flags)
+{
+	uint8_t kbuf[INO_KEY_LEN], vbuf[REC_MAX];
+	MDB_val key = ino_key(kbuf, exp, rec->si_ino);
+	MDB_val val = { .mv_size = rec_encode(rec, namelen, vbuf), .mv_data = vbuf };
+
+	return store_errno(txn->tx_store, mdb_put(txn->tx_txn, txn->tx_store->st_inodes, &key, &val,
+						  flags), "inode write");
+}
+
+/* Adds the names (if the record has a name) and reals entries of a record. */
+static int rec_index(struct store_txn *txn, uint16_t exp, const struct store_inode *rec,
+		     size_t namelen)
+{
+	struct store *st = txn->tx_store;
+	uint8_t kbuf[NAME_KEY_MAX];
+	MDB_val key;
+	int rc;
+
+	if (namelen > 0) {
+		key = name_key(kbuf, exp, rec->si_parent, rec->si_name, namelen);
+		rc = index_put(txn, st->st_names, &key, rec->si_ino, "name index write");
+		if (rc < 0)
+			return rc;
+	}
+	key = real_key(kbuf, exp, rec->si_branch, rec->si_real_ino);
+	return index_put(txn, st->st_reals, &key, rec->si_ino, "real inode index write");
+}
+
+int store_insert(struct store_txn *txn, uint16_t exp, struct store_inode *rec)
+{
+	struct store *st = txn->tx_store;
+	struct store_inode r = *rec;
+	uint8_t kbuf[NEXT_INO_KEY_LEN], nbuf[8];
+	MDB_val key = next_ino_key(kbuf, exp), val;
+	size_t namelen;
+	int rc;
+
+	rc = store_need_write(txn, "insert");
+	if (rc == 0)
+		rc = store_name_len(rec->si_name, sizeof(rec->si_name), &namelen);
+	if (rc < 0)
+		return rc;
+	rc = mdb_get(txn->tx_txn, st->st_meta, &key, &val);
+	if (rc == MDB_NOTFOUND) {
+		log_err("inode map: insert into export %u, which was never bound (internal error)", exp);
+		return -EINVAL;
+	}
+	if (rc != 0)
+		return store_errno(st, rc, "inode counter read");
+	if (val.mv_size != 8)
+		return store_corrupt(st, "inode counter", exp, 0);
+	r.si_ino = be64_get(val.mv_data);
+	if (r.si_ino == UINT64_MAX) {
+		log_err("inode map in %s: export %u has used every inode number; start with an "
+			"empty --state directory", st->st_dir, exp);
+		return -ENOSPC;
+	}
+	be64_put(nbuf, r.si_ino + 1);
+	val = (MDB_val){ .mv_size = 8, .mv_data = nbuf };
+	rc = store_errno(st, mdb_put(txn->tx_txn, st->st_meta, &key, &val, 0), "inode counter write");
+	if (rc < 0)
+		return rc;
+	/* Inos are never reused, so the generation only has to differ between state dirs. */
+	r.si_gen = randombytes_uniform(UINT32_MAX) + 1;
+	rc = rec_put(txn, exp, &r, namelen, MDB_NOOVERWRITE);
+	if (rc == 0)
+		rc = rec_index(txn, exp, &r, namelen);
+	if (rc < 0)
+		return rc;
+	rec->si_ino = r.si_ino;
+	rec->si_gen = r.si_gen;
+	return 0;
+}
+
+int store_update(struct store_txn *txn, uint16_t exp, const struct store_inode *rec)
+{
+	struct store *st = txn->tx_store;
+	struct store_inode old, r = *rec;
+	uint8_t kbuf[NAME_KEY_MAX];
+	size_t namelen, oldlen;
+	MDB_val key;
+	int rc;
+
+	rc = store_need_write(txn, "update");
+	if (rc == 0)
+		rc = store_name_len(rec->si_name, sizeof(rec->si_name), &namelen);
+	if (rc == 0)
+		rc = store_get(txn, exp, rec->si_ino, &old);
+	if (rc < 0)
+		return rc;
+	/* An ino keeps its generation for life: handles already given out carry it. */
+	r.si_gen = old.si_gen;
+	oldlen = strlen(old.si_name);
+	if (oldlen > 0 && (old.si_parent != r.si_parent || strcmp(old.si_name, r.si_name) != 0)) {
+		key = name_key(kbuf, exp, old.si_parent, old.si_name, oldlen);
+		rc = index_del_if(txn, st->st_names, &key, r.si_ino, "name index delete", exp);
+		if (rc < 0)
+			return rc;
+	}
+	if (old.si_branch != r.si_branch || old.si_real_ino != r.si_real_ino) {
+		key = real_key(kbuf, exp, old.si_branch, old.si_real_ino);
+		rc = index_del_if(txn, st->st_reals, &key, r.si_ino, "real inode index delete", exp);
+		if (rc < 0)
+			return rc;
+	}
+	rc = rec_put(txn, exp, &r, namelen, 0);
+	if (rc < 0)
+		return rc;
+	return rec_index(txn, exp, &r, namelen);
+}
+
+int store_add_name(struct store_txn *txn, uint16_t exp, uint64_t parent, const char *name, uint64_t ino)
+{
+	struct store_inode rec;
+	uint8_t kbuf[NAME_KEY_MAX];
+	size_t len;
+	MDB_val key;
+	int rc;
+
+	rc = store_need_write(txn, "add name");
+	if (rc == 0)
+		rc = store_name_len(name, STORE_NAME_MAX + 1, &len);
+	if (rc < 0)
+		return rc;
+	if (len == 0)
+		return -EINVAL;
+	/* A name pointing at no record would only ever resolve to ENOENT; refuse it early. */
+	rc = store_get(txn, exp, ino, &rec);
+	if (rc < 0)
+		return rc;
+	key = name_key(kbuf, exp, parent, name, len);
+	return index_put(txn, txn->tx_store->st_names, &key, ino, "name index write");
+}
+
+int store_del_name(struct store_txn *txn, uint16_t exp, uint64_t parent, const char *name)
+{
+	uint8_t kbuf[NAME_KEY_MAX];
+	size_t len;
+	MDB_val key;
+	int rc;
+
+	rc = store_need_write(txn, "delete name");
+	if (rc == 0)
+		rc = store_name_len(name, STORE_NAME_MAX + 1, &len);
+	if (rc < 0)
+		return rc;
+	if (len == 0)
+		return -ENOENT;
+	key = name_key(kbuf, exp, parent, name, len);
+	return store_errno(txn->tx_store, mdb_del(txn->tx_txn, txn->tx_store->st_names, &key, NULL),
+			   "name index delete");
+}
+
+int store_delete(struct store_txn *txn, uint16_t exp, uint64_t ino)
+{
+	struct store *st = txn->tx_store;
+	struct store_inode old;
+	uint8_t kbuf[NAME_KEY_MAX];
+	size_t len;
+	MDB_val key;
+	int rc;
+
+	rc = store_need_write(txn, "delete");
+	if (rc == 0)
+		rc = store_get(txn, exp, ino, &old);
+	if (rc < 0)
+		return rc;
+	len = strlen(old.si_name);
+	if (len > 0) {
+		key = name_key(kbuf, exp, old.si_parent, old.si_name, len);
+		rc = index_del_if(txn, st->st_names, &key, ino, "name index delete", exp);
+		if (rc < 0)
+			return rc;
+	}
+	key = real_key(kbuf, exp, old.si_branch, old.si_real_ino);
+	rc = index_del_if(txn, st->st_reals, &key, ino, "real inode index delete", exp);
+	if (rc < 0)
+		return rc;
+	key = ino_key(kbuf, exp, ino);
+	return store_errno(st, mdb_del(txn->tx_txn, st->st_inodes, &key, NULL), "inode delete");
+}
+
+int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count)
+{
+	struct store *st = txn->tx_store;
+	uint8_t kbuf[INO_KEY_LEN];
+	MDB_cursor *cur;
+	MDB_val key = ino_key(kbuf, exp, 0), val;
+	MDB_cursor_op op = MDB_SET_RANGE;
+	uint64_t n = 0;
+	int rc;
+
+	rc = mdb_cursor_open(txn->tx_txn, st->st_inodes, &cur);
+	if (rc != 0)
+		return store_errno(st, rc, "count");
+	while ((rc = mdb_cursor_get(cur, &key, &val, op)) == 0) {
+		if (key.mv_size != INO_KEY_LEN || be16_get(key.mv_data) != exp)
+			break;
+		n++;
+		op = MDB_NEXT;
+	}
+	mdb_cursor_close(cur);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return store_errno(st, rc, "count");
+	*count = n;
+	return 0;
+}

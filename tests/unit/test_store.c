@@ -1,0 +1,616 @@
+/* Unit tests for the persistent inode map (store/store.c). */
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "log.h"
+#include "store.h"
+
+/* Fallbacks so this test links on its own; the real logger wins when it is linked in. */
+__attribute__((weak)) void log_init(bool to_stderr, const char *ident)
+{
+	(void)to_stderr;
+	(void)ident;
+}
+
+__attribute__((weak)) void log_msg(int priority, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)priority;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+struct fixture {
+	char dir[64];
+	char state[96];
+};
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	strcpy(f->dir, "/tmp/test_store.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->state, sizeof(f->state), "%s/state", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+static struct store *open_ok(const struct fixture *f)
+{
+	struct store *st = NULL;
+	char err[512] = "";
+	int rc = store_open(f->state, &st, err, sizeof(err));
+
+	if (rc != 0)
+		fail_msg("store_open: %d %s", rc, err);
+	return st;
+}
+
+static const struct store_branch_id stack_ab[] = {
+	{ .sb_path = "/a", .sb_root_ino = 11 },
+	{ .sb_path = "/b", .sb_root_ino = 22 },
+};
+
+static uint16_t bind_ok(struct store *st, const char *name, const struct store_branch_id *br, int n)
+{
+	char err[512] = "";
+	uint16_t id = 0;
+	int rc = store_bind_export(st, name, br, n, &id, err, sizeof(err));
+
+	if (rc != 0)
+		fail_msg("store_bind_export: %d %s", rc, err);
+	return id;
+}
+
+static struct store_inode make_rec(uint64_t parent, const char *name, uint8_t type, uint8_t branch,
+				   uint64_t real)
+{
+	struct store_inode r = { .si_parent = parent, .si_type = type, .si_branch = branch,
+				 .si_real_ino = real };
+
+	snprintf(r.si_name, sizeof(r.si_name), "%s", name);
+	return r;
+}
+
+static uint64_t insert_one(struct store *st, uint16_t exp, uint64_t parent, const char *name,
+			   uint8_t branch, uint64_t real)
+{
+	struct store_txn *txn;
+	struct store_inode r = make_rec(parent, name, 8, branch, real);
+
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	assert_int_equal(store_insert(txn, exp, &r), 0);
+	assert_int_equal(store_commit(txn), 0);
+	return r.si_ino;
+}
+
+static void test_open_creates_private_dir(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct stat sb;
+	char path[160];
+
+	assert_int_equal(stat(f->state, &sb), 0);
+	assert_true(S_ISDIR(sb.st_mode));
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	snprintf(path, sizeof(path), "%s/inodes.mdb", f->state);
+	assert_int_equal(stat(path, &sb), 0);
+	snprintf(path, sizeof(path), "%s/lock", f->state);
+	assert_int_equal(stat(path, &sb), 0);
+	store_close(st);
+}
+
+static void test_reopen_keeps_everything(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t key1[STORE_KEY_LEN], key2[STORE_KEY_LEN], zero[STORE_KEY_LEN] = { 0 };
+	struct store_branch_id other[] = { { .sb_path = "/srv/x", .sb_root_ino = 5 } };
+	struct store_inode rec, root;
+	struct store_txn *txn;
+	struct store *st;
+	uint64_t ino, found;
+
+	st = open_ok(f);
+	store_handle_key(st, key1);
+	assert_memory_not_equal(key1, zero, STORE_KEY_LEN);
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(bind_ok(st, "/other", other, 1), 2);
+	ino = insert_one(st, 1, STORE_ROOT_INO, "hello", 1, 4242);
+	assert_int_equal(ino, 2);
+	store_close(st);
+
+	st = open_ok(f);
+	store_handle_key(st, key2);
+	assert_memory_equal(key1, key2, STORE_KEY_LEN);
+	assert_int_equal(bind_ok(st, "/other", other, 1), 2);
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_get(txn, 1, ino, &rec), 0);
+	assert_int_equal(rec.si_ino, ino);
+	assert_int_equal(rec.si_parent, STORE_ROOT_INO);
+	assert_int_equal(rec.si_branch, 1);
+	assert_int_equal(rec.si_real_ino, 4242);
+	assert_int_equal(rec.si_type, 8);
+	assert_string_equal(rec.si_name, "hello");
+	assert_int_not_equal(rec.si_gen, 0);
+
+	/* The root of each export, created at first bind. */
+	assert_int_equal(store_get(txn, 1, STORE_ROOT_INO, &root), 0);
+	assert_int_equal(root.si_parent, STORE_ROOT_INO);
+	assert_int_equal(root.si_type, S_IFDIR >> 12);
+	assert_int_equal(root.si_branch, 0);
+	assert_int_equal(root.si_real_ino, 11);
+	assert_string_equal(root.si_name, "");
+	assert_int_equal(store_find_real(txn, 1, 0, 11, &found), 0);
+	assert_int_equal(found, STORE_ROOT_INO);
+	assert_int_equal(store_get(txn, 2, STORE_ROOT_INO, &root), 0);
+	assert_int_equal(root.si_real_ino, 5);
+	assert_int_equal(store_get(txn, 3, STORE_ROOT_INO, &root), -ENOENT);
+	assert_int_equal(store_commit(txn), 0);
+	store_close(st);
+}
+
+static void test_second_open_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f), *st2 = (struct store *)1;
+	char err[512] = "", pid[32];
+	int rc;
+
+	rc = store_open(f->state, &st2, err, sizeof(err));
+	assert_true(rc == -EWOULDBLOCK || rc == -EBUSY);
+	assert_null(st2);
+	assert_non_null(strstr(err, "in use"));
+	assert_non_null(strstr(err, f->state));
+	snprintf(pid, sizeof(pid), "pid %ld", (long)getpid());
+	assert_non_null(strstr(err, pid));
+	store_close(st);
+
+	/* Closing releases the lock. */
+	st = open_ok(f);
+	store_close(st);
+}
+
+static void test_bad_state_dir(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = NULL;
+	char err[512] = "", path[160];
+	FILE *fp;
+
+	/* A plain file where the directory should be. */
+	fp = fopen(f->state, "w");
+	assert_non_null(fp);
+	fclose(fp);
+	assert_int_equal(store_open(f->state, &st, err, sizeof(err)), -ENOTDIR);
+	assert_null(st);
+	assert_non_null(strstr(err, "not a directory"));
+	assert_int_equal(unlink(f->state), 0);
+
+	/* Only the last component is created. */
+	snprintf(path, sizeof(path), "%s/missing/state", f->dir);
+	assert_int_equal(store_open(path, &st, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "parent"));
+
+	/* Garbage in place of the map: a clear refusal, no crash. */
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	snprintf(path, sizeof(path), "%s/inodes.mdb", f->state);
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	for (int i = 0; i < 3 * 4096; i++)
+		fputc((i * 7919) & 0xff, fp);
+	fclose(fp);
+	err[0] = '\0';
+	assert_true(store_open(f->state, &st, err, sizeof(err)) < 0);
+	assert_null(st);
+	assert_non_null(strstr(err, "inodes.mdb"));
+	assert_non_null(strstr(err, "--state"));
+}
+
+static void test_bind_mismatch(void **state)
+{
+	struct fixture *f = *state;
+	struct store_branch_id stack_cb[] = {
+		{ .sb_path = "/c", .sb_root_ino = 33 },
+		{ .sb_path = "/b", .sb_root_ino = 22 },
+	};
+	struct store_branch_id stack_ab_moved[] = {
+		{ .sb_path = "/a", .sb_root_ino = 11 },
+		{ .sb_path = "/b", .sb_root_ino = 99 },
+	};
+	struct store_branch_id none[] = { { .sb_path = NULL, .sb_root_ino = 1 } };
+	struct store *st = open_ok(f);
+	struct store_inode root;
+	struct store_txn *txn;
+	char err[512] = "";
+	uint16_t id = 77;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+
+	assert_int_equal(store_bind_export(st, "/union", stack_cb, 2, &id, err, sizeof(err)), -EINVAL);
+	assert_int_equal(id, 77);
+	assert_non_null(strstr(err, "export /union"));
+	assert_non_null(strstr(err, "/a:/b"));
+	assert_non_null(strstr(err, "/c:/b"));
+	assert_non_null(strstr(err, f->state));
+	assert_non_null(strstr(err, "empty --state"));
+
+	assert_int_equal(store_bind_export(st, "/union", stack_ab, 1, &id, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "/a:/b"));
+
+	err[0] = '\0';
+	assert_int_equal(store_bind_export(st, "/union", stack_ab_moved, 2, &id, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "different directory"));
+	assert_non_null(strstr(err, "99"));
+
+	assert_int_equal(store_bind_export(st, "/union", stack_ab, 0, &id, err, sizeof(err)), -EINVAL);
+	assert_int_equal(store_bind_export(st, "/union", none, 1, &id, err, sizeof(err)), -EINVAL);
+	assert_int_equal(store_bind_export(st, "", stack_ab, 2, &id, err, sizeof(err)), -EINVAL);
+	store_close(st);
+
+	/* Nothing was written: the binding, the root and the export counter are unchanged. */
+	st = open_ok(f);
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_get(txn, 1, STORE_ROOT_INO, &root), 0);
+	assert_int_equal(root.si_real_ino, 11);
+	store_abort(txn);
+	assert_int_equal(bind_ok(st, "/next", stack_cb, 2), 2);
+	store_close(st);
+}
+
+static void test_records_and_indexes(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_inode a, b, got;
+	struct store_txn *txn;
+	uint64_t ino;
+	uint32_t gen;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(store_begin(st, true, &txn), 0);
+
+	a = make_rec(STORE_ROOT_INO, "a", 4, 1, 100);
+	assert_int_equal(store_insert(txn, 1, &a), 0);
+	assert_int_equal(a.si_ino, 2);
+	assert_int_not_equal(a.si_gen, 0);
+	b = make_rec(STORE_ROOT_INO, "b", 8, 1, 101);
+	assert_int_equal(store_insert(txn, 1, &b), 0);
+	assert_int_equal(b.si_ino, 3);
+
+	assert_int_equal(store_get(txn, 1, a.si_ino, &got), 0);
+	assert_int_equal(got.si_gen, a.si_gen);
+	assert_string_equal(got.si_name, "a");
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "a", &ino), 0);
+	assert_int_equal(ino, a.si_ino);
+	assert_int_equal(store_find_real(txn, 1, 1, 100, &ino), 0);
+	assert_int_equal(ino, a.si_ino);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "nope", &ino), -ENOENT);
+	assert_int_equal(store_find_name(txn, 2, STORE_ROOT_INO, "a", &ino), -ENOENT);
+	assert_int_equal(store_find_real(txn, 1, 0, 100, &ino), -ENOENT);
+	assert_int_equal(store_get(txn, 1, 999, &got), -ENOENT);
+
+	/* Rename a into b's directory and move it to branch 0 (a copy-up). */
+	gen = a.si_gen;
+	a.si_parent = b.si_ino;
+	strcpy(a.si_name, "a2");
+	a.si_branch = 0;
+	a.si_real_ino = 200;
+	a.si_gen = 0;
+	assert_int_equal(store_update(txn, 1, &a), 0);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "a", &ino), -ENOENT);
+	assert_int_equal(store_find_name(txn, 1, b.si_ino, "a2", &ino), 0);
+	assert_int_equal(ino, a.si_ino);
+	assert_int_equal(store_find_real(txn, 1, 1, 100, &ino), -ENOENT);
+	assert_int_equal(store_find_real(txn, 1, 0, 200, &ino), 0);
+	assert_int_equal(ino, a.si_ino);
+	assert_int_equal(store_get(txn, 1, a.si_ino, &got), 0);
+	assert_int_equal(got.si_gen, gen);
+	assert_int_equal(got.si_parent, b.si_ino);
+	assert_string_equal(got.si_name, "a2");
+	got.si_ino = 999;
+	assert_int_equal(store_update(txn, 1, &got), -ENOENT);
+
+	/* A second name (hard link) and its removal. */
+	assert_int_equal(store_add_name(txn, 1, STORE_ROOT_INO, "link", b.si_ino), 0);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "link", &ino), 0);
+	assert_int_equal(ino, b.si_ino);
+	assert_int_equal(store_add_name(txn, 1, STORE_ROOT_INO, "dangling", 999), -ENOENT);
+	assert_int_equal(store_add_name(txn, 1, STORE_ROOT_INO, "", b.si_ino), -EINVAL);
+	assert_int_equal(store_del_name(txn, 1, STORE_ROOT_INO, "link"), 0);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "link", &ino), -ENOENT);
+	assert_int_equal(store_del_name(txn, 1, STORE_ROOT_INO, "link"), -ENOENT);
+	assert_int_equal(store_get(txn, 1, b.si_ino, &got), 0);
+
+	/* Delete removes the record and its own index entries. */
+	assert_int_equal(store_delete(txn, 1, a.si_ino), 0);
+	assert_int_equal(store_get(txn, 1, a.si_ino, &got), -ENOENT);
+	assert_int_equal(store_find_name(txn, 1, b.si_ino, "a2", &ino), -ENOENT);
+	assert_int_equal(store_find_real(txn, 1, 0, 200, &ino), -ENOENT);
+	assert_int_equal(store_delete(txn, 1, a.si_ino), -ENOENT);
+	assert_int_equal(store_commit(txn), 0);
+
+	/* The changes were committed. */
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_get(txn, 1, a.si_ino, &got), -ENOENT);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "b", &ino), 0);
+	assert_int_equal(ino, b.si_ino);
+	assert_int_equal(store_commit(txn), 0);
+	store_close(st);
+}
+
+static void test_index_entries_taken_over(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_inode d, e;
+	struct store_txn *txn;
+	uint64_t ino;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	d = make_rec(STORE_ROOT_INO, "shared", 8, 1, 500);
+	assert_int_equal(store_insert(txn, 1, &d), 0);
+	/* e replaces d's name and claims d's real inode. */
+	e = make_rec(STORE_ROOT_INO, "shared", 8, 1, 500);
+	assert_int_equal(store_insert(txn, 1, &e), 0);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "shared", &ino), 0);
+	assert_int_equal(ino, e.si_ino);
+
+	/* Moving or deleting d must not take e's entries with it. */
+	strcpy(d.si_name, "d2");
+	d.si_real_ino = 501;
+	assert_int_equal(store_update(txn, 1, &d), 0);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "shared", &ino), 0);
+	assert_int_equal(ino, e.si_ino);
+	assert_int_equal(store_find_real(txn, 1, 1, 500, &ino), 0);
+	assert_int_equal(ino, e.si_ino);
+	assert_int_equal(store_add_name(txn, 1, STORE_ROOT_INO, "d2", e.si_ino), 0);
+	assert_int_equal(store_delete(txn, 1, d.si_ino), 0);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "d2", &ino), 0);
+	assert_int_equal(ino, e.si_ino);
+	assert_int_equal(store_find_real(txn, 1, 1, 501, &ino), -ENOENT);
+	assert_int_equal(store_commit(txn), 0);
+	store_close(st);
+}
+
+static void test_misuse(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_inode r = make_rec(STORE_ROOT_INO, "x", 8, 0, 1);
+	struct store_txn *txn;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_insert(txn, 1, &r), -EINVAL);
+	assert_int_equal(store_update(txn, 1, &r), -EINVAL);
+	assert_int_equal(store_delete(txn, 1, 1), -EINVAL);
+	assert_int_equal(store_add_name(txn, 1, 1, "x", 1), -EINVAL);
+	assert_int_equal(store_del_name(txn, 1, 1, "x"), -EINVAL);
+	store_abort(txn);
+
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	assert_int_equal(store_insert(txn, 9, &r), -EINVAL);
+	store_abort(txn);
+	store_abort(NULL);
+	store_close(NULL);
+	store_close(st);
+}
+
+static void test_name_length(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_inode r = make_rec(STORE_ROOT_INO, "", 8, 0, 1), got;
+	struct store_txn *txn;
+	char longname[STORE_NAME_MAX + 2];
+	uint64_t ino;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(store_begin(st, true, &txn), 0);
+
+	memset(r.si_name, 'n', STORE_NAME_MAX);
+	r.si_name[STORE_NAME_MAX] = '\0';
+	assert_int_equal(store_insert(txn, 1, &r), 0);
+	assert_int_equal(store_get(txn, 1, r.si_ino, &got), 0);
+	assert_int_equal(strlen(got.si_name), STORE_NAME_MAX);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, r.si_name, &ino), 0);
+	assert_int_equal(ino, r.si_ino);
+
+	/* No terminator inside the array: 256 bytes of name. */
+	memset(r.si_name, 'm', sizeof(r.si_name));
+	assert_int_equal(store_insert(txn, 1, &r), -ENAMETOOLONG);
+	r.si_ino = ino;
+	assert_int_equal(store_update(txn, 1, &r), -ENAMETOOLONG);
+
+	memset(longname, 'l', STORE_NAME_MAX + 1);
+	longname[STORE_NAME_MAX + 1] = '\0';
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, longname, &ino), -ENAMETOOLONG);
+	assert_int_equal(store_add_name(txn, 1, STORE_ROOT_INO, longname, 2), -ENAMETOOLONG);
+	assert_int_equal(store_del_name(txn, 1, STORE_ROOT_INO, longname), -ENAMETOOLONG);
+	assert_int_equal(store_commit(txn), 0);
+	store_close(st);
+}
+
+static void test_inos_never_reused(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_txn *txn;
+	uint64_t a, b, c;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	a = insert_one(st, 1, STORE_ROOT_INO, "a", 0, 1000);
+	b = insert_one(st, 1, STORE_ROOT_INO, "b", 0, 1001);
+	assert_true(b > a);
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	assert_int_equal(store_delete(txn, 1, b), 0);
+	assert_int_equal(store_commit(txn), 0);
+	store_close(st);
+
+	st = open_ok(f);
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	c = insert_one(st, 1, STORE_ROOT_INO, "b", 0, 1001);
+	assert_true(c > b);
+
+	/* An aborted insert commits nothing, so its ino was never visible to anyone. */
+	struct store_inode r = make_rec(STORE_ROOT_INO, "z", 8, 0, 7);
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	assert_int_equal(store_insert(txn, 1, &r), 0);
+	store_abort(txn);
+	assert_true(insert_one(st, 1, STORE_ROOT_INO, "z", 0, 7) > c);
+	store_close(st);
+}
+
+static void test_count(void **state)
+{
+	struct fixture *f = *state;
+	struct store_branch_id other[] = { { .sb_path = "/o", .sb_root_ino = 3 } };
+	struct store *st = open_ok(f);
+	struct store_txn *txn;
+	uint64_t n;
+	char name[16];
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(bind_ok(st, "/other", other, 1), 2);
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	for (int i = 0; i < 50; i++) {
+		struct store_inode r;
+		snprintf(name, sizeof(name), "f%d", i);
+		r = make_rec(STORE_ROOT_INO, name, 8, 0, 100 + (uint64_t)i);
+		assert_int_equal(store_insert(txn, i % 5 ? 1 : 2, &r), 0);
+	}
+	assert_int_equal(store_count(txn, 1, &n), 0);
+	assert_int_equal(n, 1 + 40);
+	assert_int_equal(store_count(txn, 2, &n), 0);
+	assert_int_equal(n, 1 + 10);
+	assert_int_equal(store_count(txn, 3, &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(store_commit(txn), 0);
+	store_close(st);
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/*
+ * 100,000 files with 12-character names spread over 100 directories, inserted in hash
+ * order with scattered real inode numbers (the worst order for B-tree fill), committed
+ * at once: the map must stay well under 200 bytes per object, index entries included.
+ * (Many large commits of random inserts cost more for a while, because LMDB copies every
+ * page a commit touches; the server's small commits do not.)
+ */
+static void test_size_per_entry(void **state)
+{
+	enum { N = 100000 };
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_txn *txn;
+	struct store_inode got;
+	struct timespec t0, t1;
+	struct stat sb;
+	char path[160];
+	uint64_t n, ino;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	for (int i = 0; i < N; i++) {
+		struct store_inode r = { .si_parent = 2 + (uint64_t)(i % 100), .si_type = 8,
+					 .si_branch = (uint8_t)(i & 1),
+					 .si_real_ino = 1000000 + mix64((uint64_t)i) % 50000000 };
+		snprintf(r.si_name, sizeof(r.si_name), "%012" PRIx64, mix64((uint64_t)i + N) >> 16);
+		assert_int_equal(store_insert(txn, 1, &r), 0);
+	}
+	assert_int_equal(store_commit(txn), 0);
+	store_close(st);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+
+	/* Everything is there after a reopen. */
+	st = open_ok(f);
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_count(txn, 1, &n), 0);
+	assert_int_equal(n, N + 1);
+	for (int i = 0; i < N; i += 997) {
+		snprintf(path, sizeof(path), "%012" PRIx64, mix64((uint64_t)i + N) >> 16);
+		assert_int_equal(store_find_name(txn, 1, 2 + (uint64_t)(i % 100), path, &ino), 0);
+		assert_int_equal(store_get(txn, 1, ino, &got), 0);
+		assert_string_equal(got.si_name, path);
+		assert_int_equal(got.si_real_ino, 1000000 + mix64((uint64_t)i) % 50000000);
+	}
+	store_abort(txn);
+	store_close(st);
+
+	snprintf(path, sizeof(path), "%s/inodes.mdb", f->state);
+	assert_int_equal(stat(path, &sb), 0);
+	double per = (double)sb.st_blocks * 512 / N;
+	printf("inode map: %d entries, %lld bytes allocated (%lld file size), %.1f bytes per "
+	       "entry, %.2f s\n", N, (long long)sb.st_blocks * 512, (long long)sb.st_size, per,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	assert_true(per < 200);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_open_creates_private_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reopen_keeps_everything, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_state_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bind_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_and_indexes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_index_entries_taken_over, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_misuse, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_name_length, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inos_never_reused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_count, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_size_per_entry, setup, teardown),
+	};
+
+	log_init(true, "test_store");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
