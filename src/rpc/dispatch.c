@@ -1,0 +1,329 @@
+/*
+ * Dispatch: one record in, one encoded reply out (RFC 5531 section 9). Runs on worker
+ * threads; the program table is set once before serving and only read afterwards.
+ *
+ * Per call the dispatcher owns three allocations: the decoded arguments (calloc, freed
+ * with xdr_free after the reply is encoded, so a result may still point into them), the
+ * request arena behind rpc_alloc() (results and everything they point to), and the
+ * reply buffer handed to the caller.
+ */
+#include <arpa/inet.h>
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "rpc.h"
+
+#define RPC_VERSION 2
+#define RPC_MAX_PROGRAMS 16
+#define ARENA_BLOCK 4096
+#define ARENA_ALIGN alignof(max_align_t)
+
+struct arena_block {
+	struct arena_block *ab_next;
+	size_t ab_size;                  /* usable bytes in ab_data */
+	size_t ab_used;
+	alignas(max_align_t) unsigned char ab_data[];
+};
+
+struct rpc_arena {
+	struct arena_block *ra_head;     /* the block with free space first */
+};
+
+static const struct rpc_program *dispatch_programs[RPC_MAX_PROGRAMS];
+static int dispatch_nprograms;
+static void *dispatch_ctx;
+
+void *rpc_alloc(struct rpc_req *rq, size_t size)
+{
+	struct rpc_arena *ar = rq->rq_arena;
+	struct arena_block *b;
+	size_t bsize;
+	void *p;
+
+	if (size == 0)
+		size = 1;
+	if (size > SIZE_MAX / 2)
+		abort();
+	size = (size + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
+	if (ar == NULL) {
+		ar = calloc(1, sizeof(*ar));
+		if (ar == NULL)
+			abort();
+		rq->rq_arena = ar;
+	}
+	b = ar->ra_head;
+	if (b != NULL && b->ab_size - b->ab_used >= size) {
+		p = b->ab_data + b->ab_used;
+		b->ab_used += size;
+		return p;
+	}
+	bsize = size > ARENA_BLOCK / 2 ? size : ARENA_BLOCK;
+	b = calloc(1, sizeof(*b) + bsize);
+	if (b == NULL)
+		abort();
+	b->ab_size = bsize;
+	b->ab_used = size;
+	/* A large allocation gets a block of its own, behind the block still being filled. */
+	if (bsize == size && ar->ra_head != NULL) {
+		b->ab_next = ar->ra_head->ab_next;
+		ar->ra_head->ab_next = b;
+	} else {
+		b->ab_next = ar->ra_head;
+		ar->ra_head = b;
+	}
+	return b->ab_data;
+}
+
+void rpc_alloc_free(struct rpc_req *rq)
+{
+	struct rpc_arena *ar = rq->rq_arena;
+	struct arena_block *b, *next;
+
+	if (ar == NULL)
+		return;
+	for (b = ar->ra_head; b != NULL; b = next) {
+		next = b->ab_next;
+		free(b);
+	}
+	free(ar);
+	rq->rq_arena = NULL;
+}
+
+void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms, void *ctx)
+{
+	if (nprograms > RPC_MAX_PROGRAMS) {
+		log_err("rpc: %d programs registered, only %d are served; raise RPC_MAX_PROGRAMS",
+			nprograms, RPC_MAX_PROGRAMS);
+		nprograms = RPC_MAX_PROGRAMS;
+	}
+	for (int i = 0; i < nprograms; i++)
+		dispatch_programs[i] = programs[i];
+	dispatch_nprograms = nprograms < 0 ? 0 : nprograms;
+	dispatch_ctx = ctx;
+}
+
+/* What to say in the reply, short of the result itself. */
+struct dispatch_reply {
+	uint32_t dr_stat;        /* MSG_ACCEPTED or MSG_DENIED */
+	uint32_t dr_code;        /* accept_stat, or reject_stat when denied */
+	uint32_t dr_auth;        /* auth_stat for AUTH_ERROR */
+	uint32_t dr_low;         /* PROG_MISMATCH / RPC_MISMATCH range */
+	uint32_t dr_high;
+	xdrproc_t dr_xdr;        /* result encoder (SUCCESS only) */
+	void *dr_res;
+};
+
+static bool dispatch_put(XDR *xdrs, uint32_t v)
+{
+	return xdr_u_int(xdrs, &v);
+}
+
+static bool dispatch_encode_header(XDR *xdrs, uint32_t xid, const struct dispatch_reply *r)
+{
+	if (!dispatch_put(xdrs, xid) || !dispatch_put(xdrs, REPLY) || !dispatch_put(xdrs, r->dr_stat))
+		return false;
+	if (r->dr_stat == MSG_DENIED) {
+		if (!dispatch_put(xdrs, r->dr_code))
+			return false;
+		if (r->dr_code == RPC_MISMATCH)
+			return dispatch_put(xdrs, r->dr_low) && dispatch_put(xdrs, r->dr_high);
+		return dispatch_put(xdrs, r->dr_auth);
+	}
+	/* Our verifier is always AUTH_NONE with an empty body. */
+	if (!dispatch_put(xdrs, AUTH_NONE) || !dispatch_put(xdrs, 0) || !dispatch_put(xdrs, r->dr_code))
+		return false;
+	if (r->dr_code == PROG_MISMATCH)
+		return dispatch_put(xdrs, r->dr_low) && dispatch_put(xdrs, r->dr_high);
+	return true;
+}
+
+/* Header bytes for r: xid, mtype, reply_stat, then the variant. */
+static size_t dispatch_header_size(const struct dispatch_reply *r)
+{
+	if (r->dr_stat == MSG_DENIED)
+		return 4 * (r->dr_code == RPC_MISMATCH ? 6 : 5);
+	return 4 * (r->dr_code == PROG_MISMATCH ? 8 : 6);
+}
+
+static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *r, size_t *outlen)
+{
+	size_t body = 0, total;
+	unsigned char *out;
+	XDR xdrs;
+	bool ok;
+
+	/* xdr_sizeof() says 0 both for "empty" and "failed"; encoding below tells them apart. */
+	if (r->dr_stat == MSG_ACCEPTED && r->dr_code == SUCCESS && r->dr_xdr != NULL)
+		body = xdr_sizeof(r->dr_xdr, r->dr_res);
+	total = 4 + dispatch_header_size(r) + body;
+	if (total - 4 > 0x7fffffffu) {
+		log_err("rpc: reply to xid %#x of %zu bytes is too large to send", xid, total);
+		return NULL;
+	}
+	out = malloc(total);
+	if (out == NULL) {
+		log_err("rpc: out of memory for a %zu-byte reply", total);
+		return NULL;
+	}
+	xdrmem_create(&xdrs, (char *)out + 4, (u_int)(total - 4), XDR_ENCODE);
+	ok = dispatch_encode_header(&xdrs, xid, r);
+	if (ok && r->dr_stat == MSG_ACCEPTED && r->dr_code == SUCCESS && r->dr_xdr != NULL)
+		ok = r->dr_xdr(&xdrs, r->dr_res);
+	if (ok && xdr_getpos(&xdrs) != total - 4)
+		ok = false;
+	xdr_destroy(&xdrs);
+	if (!ok) {
+		struct dispatch_reply err = { .dr_stat = MSG_ACCEPTED, .dr_code = SYSTEM_ERR };
+
+		free(out);
+		if (r->dr_code == SYSTEM_ERR)
+			return NULL;
+		log_err("rpc: cannot encode the result for xid %#x; answering SYSTEM_ERR", xid);
+		return dispatch_encode(xid, protocol, &err, outlen);
+	}
+	if (protocol == IPPROTO_TCP) {
+		uint32_t mark = htonl(0x80000000u | (uint32_t)(total - 4));
+
+		memcpy(out, &mark, 4);
+	} else {
+		memset(out, 0, 4);
+	}
+	*outlen = total;
+	return out;
+}
+
+static const struct rpc_program *dispatch_find(uint32_t prog)
+{
+	for (int i = 0; i < dispatch_nprograms; i++)
+		if (dispatch_programs[i]->rg_prog == prog)
+			return dispatch_programs[i];
+	return NULL;
+}
+
+void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, socklen_t peerlen,
+		   const struct sockaddr *local, socklen_t locallen, int protocol, size_t *outlen)
+{
+	struct rpc_call call;
+	struct rpc_req rq;
+	struct dispatch_reply r = { .dr_stat = MSG_ACCEPTED, .dr_code = SUCCESS };
+	const struct rpc_program *prog;
+	const struct rpc_proc *proc = NULL;
+	void *args = NULL, *out = NULL;
+	XDR xdrs;
+	bool decoded;
+
+	memset(&rq, 0, sizeof(rq));
+	switch (rpc_parse_call(rec, len, &call)) {
+	case RPC_PARSE_OK:
+		break;
+	case RPC_PARSE_RPC_MISMATCH:
+		r = (struct dispatch_reply){ .dr_stat = MSG_DENIED, .dr_code = RPC_MISMATCH,
+					     .dr_low = RPC_VERSION, .dr_high = RPC_VERSION };
+		goto encode;
+	case RPC_PARSE_BADCRED:
+		r = (struct dispatch_reply){ .dr_stat = MSG_DENIED, .dr_code = AUTH_ERROR,
+					     .dr_auth = AUTH_BADCRED };
+		goto encode;
+	case RPC_PARSE_REJECTEDCRED:
+		r = (struct dispatch_reply){ .dr_stat = MSG_DENIED, .dr_code = AUTH_ERROR,
+					     .dr_auth = AUTH_REJECTEDCRED };
+		goto encode;
+	case RPC_PARSE_DROP:
+	default:
+		return NULL;
+	}
+
+	prog = dispatch_find(call.rc_prog);
+	if (prog == NULL) {
+		r.dr_code = PROG_UNAVAIL;
+		goto encode;
+	}
+	if (call.rc_vers < prog->rg_vers_min || call.rc_vers > prog->rg_vers_max) {
+		r.dr_code = PROG_MISMATCH;
+		r.dr_low = prog->rg_vers_min;
+		r.dr_high = prog->rg_vers_max;
+		goto encode;
+	}
+	{
+		uint32_t v = call.rc_vers - prog->rg_vers_min;
+
+		if (prog->rg_procs[v] != NULL && call.rc_proc < prog->rg_nprocs[v])
+			proc = &prog->rg_procs[v][call.rc_proc];
+	}
+	if (proc == NULL || proc->rp_fn == NULL) {
+		proc = NULL;
+		r.dr_code = PROC_UNAVAIL;
+		goto encode;
+	}
+
+	args = calloc(1, proc->rp_args_size ? proc->rp_args_size : 1);
+	if (args == NULL) {
+		r.dr_code = SYSTEM_ERR;
+		goto encode;
+	}
+	xdrmem_create(&xdrs, (char *)rec + call.rc_args_off, (u_int)(len - call.rc_args_off),
+		      XDR_DECODE);
+	decoded = proc->rp_xdr_args == NULL || proc->rp_xdr_args(&xdrs, args);
+	xdr_destroy(&xdrs);
+	if (!decoded) {
+		log_debug("rpc: undecodable arguments for %s (program %u version %u)",
+			  proc->rp_name ? proc->rp_name : "?", call.rc_prog, call.rc_vers);
+		r.dr_code = GARBAGE_ARGS;
+		goto encode;
+	}
+
+	rq.rq_xid = call.rc_xid;
+	rq.rq_prog = call.rc_prog;
+	rq.rq_vers = call.rc_vers;
+	rq.rq_proc = call.rc_proc;
+	rq.rq_cred = call.rc_cred;
+	if (peer != NULL && peerlen > 0 && peerlen <= sizeof(rq.rq_peer)) {
+		memcpy(&rq.rq_peer, peer, peerlen);
+		rq.rq_peerlen = peerlen;
+	}
+	if (local != NULL && locallen > 0 && locallen <= sizeof(rq.rq_local)) {
+		memcpy(&rq.rq_local, local, locallen);
+		rq.rq_locallen = locallen;
+	}
+	rq.rq_protocol = protocol;
+	rq.rq_ctx = dispatch_ctx;
+	r.dr_res = rpc_alloc(&rq, proc->rp_res_size);
+	r.dr_xdr = proc->rp_xdr_res;
+
+	switch (proc->rp_fn(&rq, args, r.dr_res)) {
+	case RPC_OUT_REPLY:
+		break;
+	case RPC_OUT_GARBAGE_ARGS:
+		r.dr_code = GARBAGE_ARGS;
+		break;
+	case RPC_OUT_SYSTEM_ERR:
+		r.dr_code = SYSTEM_ERR;
+		break;
+	case RPC_OUT_AUTH_TOOWEAK:
+		r = (struct dispatch_reply){ .dr_stat = MSG_DENIED, .dr_code = AUTH_ERROR,
+					     .dr_auth = AUTH_TOOWEAK };
+		break;
+	case RPC_OUT_DROP:
+	default:
+		goto out;
+	}
+
+encode:
+	out = dispatch_encode(call.rc_xid, protocol, &r, outlen);
+out:
+	if (args != NULL) {
+		if (proc != NULL && proc->rp_xdr_args != NULL)
+			xdr_free(proc->rp_xdr_args, args);
+		free(args);
+	}
+	rpc_alloc_free(&rq);
+	return out;
+}
+
+void *rpc_serve(const void *rec, size_t len, const struct sockaddr *peer, socklen_t peerlen,
+		int protocol, size_t *outlen)
+{
+	return rpc_serve_at(rec, len, peer, peerlen, NULL, 0, protocol, outlen);
+}
