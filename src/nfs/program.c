@@ -1,0 +1,83 @@
+/*
+ * The dispatch tables of NFS v3 and MOUNT v1-v3: for each procedure its XDR routines,
+ * argument and result sizes, and handler.
+ */
+#include "nfs_internal.h"
+
+/* rpcgen's routines take typed pointers; the table holds the generic xdrproc_t. */
+#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
+
+#define PROC(name, argt, rest, fn) \
+	{ name, XDRP(xdr_##argt), sizeof(argt), XDRP(xdr_##rest), sizeof(rest), fn }
+#define PROC_VOID(name, fn) \
+	{ name, XDRP(xdr_void), 0, XDRP(xdr_void), 0, fn }
+
+static const struct rpc_proc nfs3_procs[] = {
+	PROC_VOID("NULL", nfs3_null),
+	PROC("GETATTR", GETATTR3args, GETATTR3res, nfs3_getattr),
+	PROC("SETATTR", SETATTR3args, SETATTR3res, nfs3_setattr),
+	PROC("LOOKUP", LOOKUP3args, LOOKUP3res, nfs3_lookup),
+	PROC("ACCESS", ACCESS3args, ACCESS3res, nfs3_access),
+	PROC("READLINK", READLINK3args, READLINK3res, nfs3_readlink),
+	PROC("READ", READ3args, READ3res, nfs3_read),
+	PROC("WRITE", WRITE3args, WRITE3res, nfs3_write),
+	PROC("CREATE", CREATE3args, CREATE3res, nfs3_create),
+	PROC("MKDIR", MKDIR3args, MKDIR3res, nfs3_mkdir),
+	PROC("SYMLINK", SYMLINK3args, SYMLINK3res, nfs3_symlink),
+	PROC("MKNOD", MKNOD3args, MKNOD3res, nfs3_mknod),
+	PROC("REMOVE", REMOVE3args, REMOVE3res, nfs3_remove),
+	PROC("RMDIR", RMDIR3args, RMDIR3res, nfs3_rmdir),
+	PROC("RENAME", RENAME3args, RENAME3res, nfs3_rename),
+	PROC("LINK", LINK3args, LINK3res, nfs3_link),
+	PROC("READDIR", READDIR3args, READDIR3res, nfs3_readdir),
+	PROC("READDIRPLUS", READDIRPLUS3args, READDIRPLUS3res, nfs3_readdirplus),
+	PROC("FSSTAT", FSSTAT3args, FSSTAT3res, nfs3_fsstat),
+	PROC("FSINFO", FSINFO3args, FSINFO3res, nfs3_fsinfo),
+	PROC("PATHCONF", PATHCONF3args, PATHCONF3res, nfs3_pathconf),
+	PROC("COMMIT", COMMIT3args, COMMIT3res, nfs3_commit),
+};
+
+static const struct rpc_proc *const nfs3_versions[] = { nfs3_procs };
+static const uint32_t nfs3_nprocs[] = { sizeof(nfs3_procs) / sizeof(nfs3_procs[0]) };
+
+const struct rpc_program nfs3_program = {
+	.rg_prog = NFS_PROGRAM,
+	.rg_vers_min = NFS_V3,
+	.rg_vers_max = NFS_V3,
+	.rg_procs = nfs3_versions,
+	.rg_nprocs = nfs3_nprocs,
+};
+
+/* Versions 1 and 2 differ from 3 only in MNT's reply (v2's extra PATHCONF is not served). */
+static const struct rpc_proc mnt1_procs[] = {
+	PROC_VOID("NULL", mnt_null),
+	PROC("MNT", dirpath, fhstatus, mnt_mnt1),
+	{ "DUMP", XDRP(xdr_void), 0, XDRP(xdr_mountlist), sizeof(mountlist), mnt_dump },
+	{ "UMNT", XDRP(xdr_dirpath), sizeof(dirpath), XDRP(xdr_void), 0, mnt_umnt },
+	PROC_VOID("UMNTALL", mnt_umntall),
+	{ "EXPORT", XDRP(xdr_void), 0, XDRP(xdr_mntexports), sizeof(mntexports), mnt_export },
+};
+
+static const struct rpc_proc mnt3_procs[] = {
+	PROC_VOID("NULL", mnt_null),
+	PROC("MNT", dirpath, mountres3, mnt_mnt3),
+	{ "DUMP", XDRP(xdr_void), 0, XDRP(xdr_mountlist), sizeof(mountlist), mnt_dump },
+	{ "UMNT", XDRP(xdr_dirpath), sizeof(dirpath), XDRP(xdr_void), 0, mnt_umnt },
+	PROC_VOID("UMNTALL", mnt_umntall),
+	{ "EXPORT", XDRP(xdr_void), 0, XDRP(xdr_mntexports), sizeof(mntexports), mnt_export },
+};
+
+static const struct rpc_proc *const mnt_versions[] = { mnt1_procs, mnt1_procs, mnt3_procs };
+static const uint32_t mnt_nprocs[] = {
+	sizeof(mnt1_procs) / sizeof(mnt1_procs[0]),
+	sizeof(mnt1_procs) / sizeof(mnt1_procs[0]),
+	sizeof(mnt3_procs) / sizeof(mnt3_procs[0]),
+};
+
+const struct rpc_program mount_program = {
+	.rg_prog = MOUNT_PROGRAM,
+	.rg_vers_min = MOUNT_V1,
+	.rg_vers_max = MOUNT_V3,
+	.rg_procs = mnt_versions,
+	.rg_nprocs = mnt_nprocs,
+};

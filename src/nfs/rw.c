@@ -1,0 +1,124 @@
+/* READ, WRITE, COMMIT. */
+#include <string.h>
+
+#include "nfs_internal.h"
+
+enum rpc_outcome nfs3_read(struct rpc_req *rq, void *args, void *res)
+{
+	READ3args *a = args;
+	READ3res *r = res;
+	READ3resok *ok = &r->READ3res_u.resok;
+	uint32_t count, nread = 0;
+	enum rpc_outcome out;
+	struct nfs_call nc;
+	struct stat post;
+	bool eof = false;
+	void *buf;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	if (!nfs_call_begin(rq, &a->file, NFS_CALL_READS, &nc, &r->status, &out))
+		return out;
+	memset(&post, 0, sizeof(post));
+	/* RFC 1813 3.3.6: a server may return less than asked; never more than FSINFO said. */
+	count = a->count < nfs_max_io(rq) ? a->count : nfs_max_io(rq);
+	buf = rpc_alloc(rq, count > 0 ? count : 1);
+	err = union_read(nc.nc_ux, nc.nc_ino, a->offset, count, buf, &nread, &eof, &post);
+	r->status = nfs_status(err);
+	if (err == 0) {
+		if (nread > count)
+			nread = count;
+		nfs_post_attr(&nc, &post, &ok->file_attributes);
+		ok->count = nread;
+		ok->eof = eof;
+		ok->data.data_len = nread;
+		ok->data.data_val = buf;
+	} else {
+		nfs_post_attr(&nc, &post, &r->READ3res_u.resfail.file_attributes);
+	}
+	nfs_call_end(&nc);
+	return RPC_OUT_REPLY;
+}
+
+static enum union_stable rw_stable(stable_how how)
+{
+	switch (how) {
+	case UNSTABLE: return UNION_UNSTABLE;
+	case DATA_SYNC: return UNION_DATA_SYNC;
+	default: return UNION_FILE_SYNC;
+	}
+}
+
+static stable_how rw_committed(enum union_stable st)
+{
+	switch (st) {
+	case UNION_UNSTABLE: return UNSTABLE;
+	case UNION_DATA_SYNC: return DATA_SYNC;
+	default: return FILE_SYNC;
+	}
+}
+
+enum rpc_outcome nfs3_write(struct rpc_req *rq, void *args, void *res)
+{
+	WRITE3args *a = args;
+	WRITE3res *r = res;
+	WRITE3resok *ok = &r->WRITE3res_u.resok;
+	enum union_stable stable, committed;
+	enum rpc_outcome out;
+	struct nfs_call nc;
+	struct stat pre, post;
+	uint32_t nwritten = 0;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	if (!nfs_call_begin(rq, &a->file, NFS_CALL_MODIFIES, &nc, &r->status, &out))
+		return out;
+	memset(&pre, 0, sizeof(pre));
+	memset(&post, 0, sizeof(post));
+	if (a->data.data_len < a->count || (uint32_t)a->stable > FILE_SYNC) {
+		/* The client promised more data than it sent, or a stability that does not exist. */
+		r->status = NFS3ERR_INVAL;
+		goto done;
+	}
+	stable = rw_stable(a->stable);
+	committed = stable;
+	err = union_write(nc.nc_ux, nc.nc_ino, a->offset, a->count, a->data.data_val, stable,
+			  &nwritten, &committed, &pre, &post);
+	r->status = nfs_status(err);
+	if (err == 0) {
+		/* What the union reports, never more: the union promises at least stable. */
+		ok->count = nwritten;
+		ok->committed = rw_committed(committed);
+		memcpy(ok->verf, nc.nc_ns->ns_write_verf, NFS3_WRITEVERFSIZE);
+	}
+done:
+	/* resok and resfail both begin with the file's wcc_data. */
+	nfs_wcc(&nc, &pre, &post, &ok->file_wcc);
+	nfs_call_end(&nc);
+	return RPC_OUT_REPLY;
+}
+
+enum rpc_outcome nfs3_commit(struct rpc_req *rq, void *args, void *res)
+{
+	COMMIT3args *a = args;
+	COMMIT3res *r = res;
+	COMMIT3resok *ok = &r->COMMIT3res_u.resok;
+	enum rpc_outcome out;
+	struct nfs_call nc;
+	struct stat pre, post;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	if (!nfs_call_begin(rq, &a->file, NFS_CALL_MODIFIES, &nc, &r->status, &out))
+		return out;
+	memset(&pre, 0, sizeof(pre));
+	memset(&post, 0, sizeof(post));
+	/* The whole file is made durable whatever range was asked: RFC 1813 allows it. */
+	err = union_commit(nc.nc_ux, nc.nc_ino, &pre, &post);
+	r->status = nfs_status(err);
+	if (err == 0)
+		memcpy(ok->verf, nc.nc_ns->ns_write_verf, NFS3_WRITEVERFSIZE);
+	nfs_wcc(&nc, &pre, &post, &ok->file_wcc);
+	nfs_call_end(&nc);
+	return RPC_OUT_REPLY;
+}

@@ -1,0 +1,216 @@
+/*
+ * The server state shared by all handlers, and the prologue every NFS handler runs:
+ * handle -> export -> port rule -> credentials.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "nfs_internal.h"
+
+void nfs_server_init(struct nfs_server *ns, const struct config *cf)
+{
+	struct timespec ts;
+	uint64_t now;
+	int i;
+
+	ns->ns_cfg = cf;
+	/*
+	 * The verifier must differ between runs (RFC 1813 3.3.7). Random bytes alone would do;
+	 * mixing in the start time keeps it unique even if the random source misbehaves.
+	 */
+	if (sodium_init() < 0)
+		log_warn("libsodium failed to initialise; write verifiers fall back to the clock");
+	else
+		randombytes_buf(ns->ns_write_verf, sizeof(ns->ns_write_verf));
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	for (i = 0; i < NFS_WRITE_VERF_LEN; i++)
+		ns->ns_write_verf[i] ^= (uint8_t)(now >> (8 * i));
+	pthread_mutex_init(&ns->ns_mounts_lock, NULL);
+	ns->ns_mounts = NULL;
+}
+
+void nfs_server_destroy(struct nfs_server *ns)
+{
+	struct mount_entry *me, *next;
+
+	for (me = ns->ns_mounts; me != NULL; me = next) {
+		next = me->me_next;
+		free(me->me_host);
+		free(me->me_path);
+		free(me);
+	}
+	ns->ns_mounts = NULL;
+	pthread_mutex_destroy(&ns->ns_mounts_lock);
+}
+
+uint32_t nfs_max_io(const struct rpc_req *rq)
+{
+	return rq->rq_protocol == IPPROTO_UDP ? NFS_MAX_IO_UDP : NFS_MAX_IO_TCP;
+}
+
+int nfs_peer_port(const struct rpc_req *rq)
+{
+	const struct sockaddr_storage *ss = &rq->rq_peer;
+
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	if (ss->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+	return -1;
+}
+
+void nfs_peer_host(const struct rpc_req *rq, char *buf, size_t len)
+{
+	const struct sockaddr_storage *ss = &rq->rq_peer;
+	const struct sockaddr_in6 *s6;
+	const void *addr = NULL;
+	int family = ss->ss_family;
+
+	if (family == AF_INET) {
+		addr = &((const struct sockaddr_in *)ss)->sin_addr;
+	} else if (family == AF_INET6) {
+		s6 = (const struct sockaddr_in6 *)ss;
+		addr = &s6->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+			family = AF_INET;
+			addr = &s6->sin6_addr.s6_addr[12];
+		}
+	}
+	if (addr == NULL || inet_ntop(family, addr, buf, (socklen_t)len) == NULL)
+		snprintf(buf, len, "unknown");
+}
+
+bool nfs_peer_secure(const struct rpc_req *rq, const struct export_opts *eo)
+{
+	int port;
+
+	if (!eo->eo_secure)
+		return true;
+	port = nfs_peer_port(rq);
+	return port >= 0 && port < 1024;
+}
+
+void nfs_cookieverf(const struct nfs_call *nc, cookieverf3 out)
+{
+	uint16_t id = union_export_id(nc->nc_ux);
+
+	/* Cookies are name hashes, valid forever: the verifier only has to be ours. */
+	memcpy(out, "UNFS", 4);
+	out[4] = 0;
+	out[5] = 1;
+	out[6] = (char)(id >> 8);
+	out[7] = (char)id;
+}
+
+static int nfs_export_index(const struct nfs_server *ns, uint16_t id)
+{
+	int i;
+
+	for (i = 0; i < ns->ns_nexports; i++)
+		if (ns->ns_exports[i] != NULL && union_export_id(ns->ns_exports[i]) == id)
+			return i;
+	return -1;
+}
+
+/* One line per minute at most: an insecure client retries forever. */
+static void nfs_log_insecure(const struct rpc_req *rq, const char *export)
+{
+	static _Atomic time_t last;
+	time_t now = time(NULL), prev = atomic_load(&last);
+	char host[INET6_ADDRSTRLEN];
+
+	if (now - prev < 60 || !atomic_compare_exchange_strong(&last, &prev, now))
+		return;
+	nfs_peer_host(rq, host, sizeof(host));
+	log_warn("refusing NFS call from %s port %d to %s: the export is 'secure' (source "
+		 "port must be below 1024); add 'insecure' to the export options to allow it",
+		 host, nfs_peer_port(rq), export);
+}
+
+bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind kind,
+		    struct nfs_call *nc, nfsstat3 *status, enum rpc_outcome *out)
+{
+	struct nfs_server *ns = rq->rq_ctx;
+	const struct export_conf *ec;
+	struct fh h;
+	int i;
+
+	memset(nc, 0, sizeof(*nc));
+	*out = RPC_OUT_REPLY;
+	if (fh_decode((const uint8_t *)fh->data.data_val, fh->data.data_len, ns->ns_handle_key,
+		      &h) != 0) {
+		*status = NFS3ERR_BADHANDLE;
+		return false;
+	}
+	i = nfs_export_index(ns, h.fh_export);
+	if (i < 0) {
+		*status = NFS3ERR_STALE;
+		return false;
+	}
+	ec = &ns->ns_cfg->cf_exports[i];
+	if (!nfs_peer_secure(rq, &ec->ec_opts)) {
+		nfs_log_insecure(rq, ec->ec_name);
+		*out = RPC_OUT_AUTH_TOOWEAK;
+		return false;
+	}
+	nc->nc_rq = rq;
+	nc->nc_ns = ns;
+	nc->nc_ux = ns->ns_exports[i];
+	nc->nc_opts = &ec->ec_opts;
+	nc->nc_ino = h.fh_ino;
+	nc->nc_ro = ec->ec_opts.eo_ro || union_read_only(nc->nc_ux);
+	if (kind == NFS_CALL_MODIFIES && nc->nc_ro) {
+		*status = NFS3ERR_ROFS;
+		return false;
+	}
+	cred_squash(&rq->rq_cred, nc->nc_opts, &nc->nc_cred);
+	if (cred_apply(&nc->nc_cred) != 0) {
+		*status = NFS3ERR_SERVERFAULT;
+		return false;
+	}
+	return true;
+}
+
+void nfs_call_end(struct nfs_call *nc)
+{
+	(void)nc;
+	cred_restore();
+}
+
+nfsstat3 nfs_call_handle(const struct nfs_call *nc, const nfs_fh3 *fh, uint64_t *ino)
+{
+	struct fh h;
+
+	if (fh_decode((const uint8_t *)fh->data.data_val, fh->data.data_len,
+		      nc->nc_ns->ns_handle_key, &h) != 0)
+		return NFS3ERR_BADHANDLE;
+	if (h.fh_export != union_export_id(nc->nc_ux))
+		return nfs_export_index(nc->nc_ns, h.fh_export) < 0 ? NFS3ERR_STALE : NFS3ERR_XDEV;
+	*ino = h.fh_ino;
+	return NFS3_OK;
+}
+
+nfsstat3 nfs_name_check(const char *name, enum nfs_name_use use)
+{
+	size_t len;
+
+	if (name == NULL || name[0] == '\0')
+		return use == NFS_NAME_LOOKUP ? NFS3ERR_NOENT : NFS3ERR_INVAL;
+	len = strlen(name);
+	if (len > NFS_NAME_MAX)
+		return NFS3ERR_NAMETOOLONG;
+	/* A name is one path component; a slash would let a client walk paths. */
+	if (strchr(name, '/') != NULL)
+		return use == NFS_NAME_LOOKUP ? NFS3ERR_NOENT : NFS3ERR_INVAL;
+	if (use != NFS_NAME_LOOKUP && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0))
+		return use == NFS_NAME_CREATE ? NFS3ERR_EXIST : NFS3ERR_INVAL;
+	return NFS3_OK;
+}
