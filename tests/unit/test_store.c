@@ -1,6 +1,7 @@
 /* Unit tests for the persistent inode map (store/store.c). */
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -529,6 +530,80 @@ static void test_count(void **state)
 	store_close(st);
 }
 
+struct worker {
+	struct store *w_store;
+	int w_id;
+	int w_failures;
+	uint64_t w_inos[50];
+};
+
+/* Each worker commits its own inserts and reads them back through fresh read txns. */
+static void *worker_run(void *arg)
+{
+	struct worker *w = arg;
+	struct store_inode r, got;
+	struct store_txn *txn;
+	char name[32];
+	uint64_t ino;
+
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "w%d-%d", w->w_id, i);
+		r = make_rec(STORE_ROOT_INO, name, 8, 0, (uint64_t)(w->w_id * 1000 + i));
+		if (store_begin(w->w_store, true, &txn) || store_insert(txn, 1, &r) ||
+		    store_commit(txn)) {
+			w->w_failures++;
+			continue;
+		}
+		w->w_inos[i] = r.si_ino;
+		if (store_begin(w->w_store, false, &txn)) {
+			w->w_failures++;
+			continue;
+		}
+		if (store_find_name(txn, 1, STORE_ROOT_INO, name, &ino) || ino != r.si_ino ||
+		    store_get(txn, 1, ino, &got) || strcmp(got.si_name, name) != 0)
+			w->w_failures++;
+		store_commit(txn);
+	}
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	enum { NW = 4 };
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct worker w[NW];
+	pthread_t th[NW];
+	struct store_txn *snap;
+	uint64_t n;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	/* A read txn opened here and ended on another thread's watch (MDB_NOTLS). */
+	assert_int_equal(store_begin(st, false, &snap), 0);
+	for (int i = 0; i < NW; i++) {
+		w[i] = (struct worker){ .w_store = st, .w_id = i };
+		assert_int_equal(pthread_create(&th[i], NULL, worker_run, &w[i]), 0);
+	}
+	for (int i = 0; i < NW; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	/* The snapshot still sees the map as it was. */
+	assert_int_equal(store_count(snap, 1, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_commit(snap), 0);
+
+	for (int i = 0; i < NW; i++)
+		assert_int_equal(w[i].w_failures, 0);
+	/* Every ino was handed out exactly once. */
+	for (int i = 0; i < NW * 50; i++)
+		for (int j = i + 1; j < NW * 50; j++)
+			assert_int_not_equal(w[i / 50].w_inos[i % 50], w[j / 50].w_inos[j % 50]);
+	assert_int_equal(store_begin(st, false, &snap), 0);
+	assert_int_equal(store_count(snap, 1, &n), 0);
+	assert_int_equal(n, 1 + NW * 50);
+	store_abort(snap);
+	store_close(st);
+}
+
 static uint64_t mix64(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ULL;
@@ -608,6 +683,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_name_length, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inos_never_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_count, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_size_per_entry, setup, teardown),
 	};
 
