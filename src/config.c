@@ -20,7 +20,8 @@
 #define CONFIG_DEFAULT_PORTMAP_PORT 111
 #define CONFIG_DEFAULT_WORKERS 8
 #define CONFIG_DEFAULT_MAX_RECORD (1024 * 1024 + 4096)
-#define CONFIG_MIN_MAX_RECORD 8192
+/* FSINFO advertises 1 MiB reads and writes on TCP: a WRITE of that size plus its headers must fit. */
+#define CONFIG_MIN_MAX_RECORD CONFIG_DEFAULT_MAX_RECORD
 #define CONFIG_MAX_MAX_RECORD (64 * 1024 * 1024)
 #define CONFIG_MAX_WORKERS 256
 #define CONFIG_NAME_MAX 1024     /* MNTPATHLEN: the longest path MOUNT carries */
@@ -510,9 +511,13 @@ static int config_set(struct config *cf, enum config_key key, const char *value,
 		cf->cf_workers = (int)v;
 		return 0;
 	case KEY_MAX_RECORD:
-		if (config_parse_range(value, CONFIG_MIN_MAX_RECORD, CONFIG_MAX_MAX_RECORD, &v, err,
-				       errlen) < 0)
+		if (config_parse_uint(value, CONFIG_MAX_MAX_RECORD, &v) < 0 ||
+		    v < CONFIG_MIN_MAX_RECORD) {
+			config_err(err, errlen,
+				   "'%s' is not a number in %d..%d (smaller records could not carry the 1 MiB writes the server offers)",
+				   value, CONFIG_MIN_MAX_RECORD, CONFIG_MAX_MAX_RECORD);
 			return -1;
+		}
 		cf->cf_max_record = (uint32_t)v;
 		return 0;
 	}

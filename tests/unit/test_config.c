@@ -92,7 +92,7 @@ static void test_every_flag(void **state)
 
 	assert_int_equal(PARSE(fx, "-f", "--listen", "127.0.0.1", "--port", "0", "--mount-port",
 			       "65535", "--state", "/tmp/st", "--portmap", "off", "--workers", "3",
-			       "--max-record", "65536", "--portmap-port", "1111", "-e",
+			       "--max-record", "2097152", "--portmap-port", "1111", "-e",
 			       "/union=/srv/upper:/srv/base", "-o", "insecure"),
 			 0);
 	assert_true(cf->cf_foreground);
@@ -102,7 +102,7 @@ static void test_every_flag(void **state)
 	assert_string_equal(cf->cf_state_dir, "/tmp/st");
 	assert_int_equal(cf->cf_portmap, PORTMAP_OFF);
 	assert_int_equal(cf->cf_workers, 3);
-	assert_int_equal(cf->cf_max_record, 65536);
+	assert_int_equal(cf->cf_max_record, 2097152);
 	assert_int_equal(cf->cf_portmap_port, 1111);
 	assert_int_equal(cf->cf_nexports, 1);
 	assert_string_equal(cf->cf_exports[0].ec_name, "/union");
@@ -154,8 +154,14 @@ static void test_bad_numbers(void **state)
 	assert_int_equal(PARSE(fx, "--port", "99999999999999999999999"), -1);
 	assert_int_equal(PARSE(fx, "--workers", "0"), -1);
 	assert_string_equal(fx->err, "option --workers: '0' is not a number in 1..256");
-	assert_int_equal(PARSE(fx, "--max-record", "100"), -1);
-	assert_string_equal(fx->err, "option --max-record: '100' is not a number in 8192..67108864");
+	assert_int_equal(PARSE(fx, "--max-record", "1052671"), -1);
+	assert_string_equal(fx->err, "option --max-record: '1052671' is not a number in "
+				     "1052672..67108864 (smaller records could not carry the 1 MiB "
+				     "writes the server offers)");
+	assert_int_equal(PARSE(fx, "--max-record", "67108865"), -1);
+	assert_int_equal(PARSE(fx, "--max-record", "67108864"), 0);
+	assert_int_equal(fx->cf.cf_max_record, 67108864);
+	assert_int_equal(PARSE(fx, "--max-record", "1052672"), 0);
 	/* Failed settings leave the old values. */
 	assert_int_equal(fx->cf.cf_port, 2049);
 	assert_int_equal(fx->cf.cf_workers, 8);
