@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fsio.h"
 #include "log.h"
 #include "net.h"
 #include "nfs.h"
@@ -504,8 +505,7 @@ int main(int argc, char **argv)
 
 	log_init(mc.mc_cfg.cf_foreground, "unionnfsd");
 	signal(SIGPIPE, SIG_IGN);
-	/* NFS clients send the exact mode they want; our own umask must not trim it. */
-	umask(0);
+	fsio_init();
 
 	if (main_start(&mc, err, sizeof(err)) < 0) {
 		snprintf(msg, sizeof(msg), "unionnfsd: %s\n", err);
