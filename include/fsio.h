@@ -1,0 +1,104 @@
+/*
+ * The only code that makes file system system calls. Every path is one name relative to
+ * a directory fd: no function here follows a symlink in its last component or accepts a
+ * path with '/', so nothing can leave a branch. Callers validate names (union layer).
+ *
+ * Every function returns 0 (or a count where noted) or a negative errno. Every fd it
+ * hands out is O_CLOEXEC and owned by the caller.
+ */
+#ifndef UNFS_FSIO_H
+#define UNFS_FSIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+/* Process set-up: clears the umask, because NFS clients apply their own. */
+void fsio_init(void);
+
+/* Canonicalises path (realpath) into canon and opens it as an O_PATH directory fd. */
+int fsio_open_root(const char *path, char *canon, size_t canonlen, int *fd);
+
+/* O_PATH fd of the directory name in dirfd; -ENOTDIR for any non-directory, symlinks too. */
+int fsio_open_dir(int dirfd, const char *name, int *fd);
+/* O_PATH fd of whatever name is (a symlink itself, a device without opening it). */
+int fsio_open_node(int dirfd, const char *name, int *fd);
+/*
+ * Opens name for I/O with flags (O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, ...); O_NOFOLLOW,
+ * O_NONBLOCK (a fifo must not block a worker) and O_NOCTTY are always added.
+ */
+int fsio_open_file(int dirfd, const char *name, int flags, mode_t mode, int *fd);
+/* Opens the directory behind an O_PATH fd for reading ("." never follows anything). */
+int fsio_reopen_dir(int pathfd, int *fd);
+void fsio_close(int fd);
+int fsio_dup(int fd, int *out);
+
+int fsio_stat(int fd, struct stat *st);
+/* lstat semantics; name "" stats fd itself. */
+int fsio_statat(int dirfd, const char *name, struct stat *st);
+int fsio_statvfs(int fd, struct statvfs *sv);
+
+/* Reads until count bytes or end of file; *done receives the bytes read. */
+int fsio_pread(int fd, void *buf, size_t count, uint64_t off, size_t *done);
+/* Writes all count bytes unless an error stops it; *done receives the bytes written. */
+int fsio_pwrite(int fd, const void *buf, size_t count, uint64_t off, size_t *done);
+int fsio_fsync(int fd);
+int fsio_fdatasync(int fd);
+/* fsync of a directory given by an O_PATH fd (opened for reading, as root if needed). */
+int fsio_fsync_dir(int pathfd);
+int fsio_ftruncate(int fd, uint64_t size);
+/* Copies size bytes of in to out from offset 0, keeping holes. */
+int fsio_copy_data(int in, int out, uint64_t size);
+
+int fsio_mkdir(int dirfd, const char *name, mode_t mode);
+int fsio_symlink(const char *target, int dirfd, const char *name);
+int fsio_mknod(int dirfd, const char *name, mode_t mode, dev_t dev);
+int fsio_unlink(int dirfd, const char *name, bool dir);
+/* noreplace: fail with -EEXIST instead of replacing an existing name. */
+int fsio_rename(int fromfd, const char *from, int tofd, const char *to, bool noreplace);
+int fsio_link(int fromfd, const char *from, int tofd, const char *to);
+/* name "" reads the symlink an O_PATH fd refers to. *len excludes the NUL added. */
+int fsio_readlink(int dirfd, const char *name, char *buf, size_t size, size_t *len);
+
+/*
+ * Attribute changes on name in dirfd, never following a symlink ("." changes the directory
+ * dirfd itself). Symlinks have no mode on Linux: fsio_chmod returns -EOPNOTSUPP.
+ * uid/gid (uid_t)-1 / (gid_t)-1 leave that part alone; ts as for utimensat.
+ */
+int fsio_chmod(int dirfd, const char *name, mode_t mode);
+int fsio_chown(int dirfd, const char *name, uid_t uid, gid_t gid);
+int fsio_utimens(int dirfd, const char *name, const struct timespec ts[2]);
+int fsio_fchmod(int fd, mode_t mode);
+int fsio_fchown(int fd, uid_t uid, gid_t gid);
+int fsio_futimens(int fd, const struct timespec ts[2]);
+
+/* Reading a directory given by an O_PATH fd. */
+struct fsio_dir;
+int fsio_dir_open(int pathfd, struct fsio_dir **out);
+/* 1 with the next entry ("." and ".." skipped), 0 at the end, or -errno. */
+int fsio_dir_next(struct fsio_dir *d, const char **name, unsigned char *dtype);
+void fsio_dir_close(struct fsio_dir *d);
+
+/* Fills buf with a fresh random name "prefix<hex>". */
+int fsio_random_name(const char *prefix, char *buf, size_t len);
+
+/*
+ * The calling thread's file system identity. fsio_become_root switches only this thread
+ * to fsuid/fsgid 0 (for copy-up, which must keep owners) and fsio_restore switches back;
+ * a server not running as root stays itself.
+ */
+struct fsio_ids {
+	uid_t fi_uid;
+	gid_t fi_gid;
+};
+void fsio_become_root(struct fsio_ids *saved);
+void fsio_restore(const struct fsio_ids *saved);
+/* Whether the calling thread's identity may access an object with st (mode bits only). */
+bool fsio_may(const struct stat *st, int mask);
+/* Whether the calling thread acts as the owner of st (or as root). */
+bool fsio_owns(const struct stat *st);
+
+#endif

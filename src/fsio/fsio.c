@@ -1,0 +1,482 @@
+/* File system system calls, one name relative to a directory fd at a time. */
+#include "fsio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452 /* the same number on every architecture */
+#endif
+
+#define FSIO_MAX_GROUPS 65536
+
+static int fsio_err(void)
+{
+	return errno ? -errno : -EIO;
+}
+
+void fsio_init(void)
+{
+	umask(0);
+}
+
+int fsio_open_root(const char *path, char *canon, size_t canonlen, int *fd)
+{
+	char buf[PATH_MAX];
+
+	if (!realpath(path, buf))
+		return fsio_err();
+	if (strlen(buf) >= canonlen)
+		return -ENAMETOOLONG;
+	strcpy(canon, buf);
+	*fd = open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return *fd < 0 ? fsio_err() : 0;
+}
+
+int fsio_open_dir(int dirfd, const char *name, int *fd)
+{
+	*fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (*fd >= 0)
+		return 0;
+	/* A symlink is not a directory to us, whatever it points at. */
+	return errno == ELOOP ? -ENOTDIR : fsio_err();
+}
+
+int fsio_open_node(int dirfd, const char *name, int *fd)
+{
+	*fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	return *fd < 0 ? fsio_err() : 0;
+}
+
+int fsio_open_file(int dirfd, const char *name, int flags, mode_t mode, int *fd)
+{
+	*fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, mode);
+	return *fd < 0 ? fsio_err() : 0;
+}
+
+int fsio_reopen_dir(int pathfd, int *fd)
+{
+	*fd = openat(pathfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return *fd < 0 ? fsio_err() : 0;
+}
+
+void fsio_close(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
+int fsio_dup(int fd, int *out)
+{
+	*out = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	return *out < 0 ? fsio_err() : 0;
+}
+
+int fsio_stat(int fd, struct stat *st)
+{
+	return fstat(fd, st) < 0 ? fsio_err() : 0;
+}
+
+int fsio_statat(int dirfd, const char *name, struct stat *st)
+{
+	int flags = AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH);
+
+	return fstatat(dirfd, name, st, flags) < 0 ? fsio_err() : 0;
+}
+
+int fsio_statvfs(int fd, struct statvfs *sv)
+{
+	return fstatvfs(fd, sv) < 0 ? fsio_err() : 0;
+}
+
+int fsio_pread(int fd, void *buf, size_t count, uint64_t off, size_t *done)
+{
+	*done = 0;
+	while (*done < count) {
+		ssize_t n = pread(fd, (char *)buf + *done, count - *done, (off_t)(off + *done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return fsio_err();
+		if (n == 0)
+			break;
+		*done += (size_t)n;
+	}
+	return 0;
+}
+
+int fsio_pwrite(int fd, const void *buf, size_t count, uint64_t off, size_t *done)
+{
+	*done = 0;
+	while (*done < count) {
+		ssize_t n = pwrite(fd, (const char *)buf + *done, count - *done,
+				   (off_t)(off + *done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return *done ? 0 : fsio_err();
+		if (n == 0)
+			return *done ? 0 : -EIO;
+		*done += (size_t)n;
+	}
+	return 0;
+}
+
+int fsio_fsync(int fd)
+{
+	return fsync(fd) < 0 ? fsio_err() : 0;
+}
+
+int fsio_fdatasync(int fd)
+{
+	return fdatasync(fd) < 0 ? fsio_err() : 0;
+}
+
+int fsio_fsync_dir(int pathfd)
+{
+	struct fsio_ids ids;
+	int fd, r;
+
+	r = fsio_reopen_dir(pathfd, &fd);
+	if (r == -EACCES) {
+		/* Durability must not depend on the client being allowed to list the directory. */
+		fsio_become_root(&ids);
+		r = fsio_reopen_dir(pathfd, &fd);
+		fsio_restore(&ids);
+	}
+	if (r < 0)
+		return r;
+	r = fsio_fsync(fd);
+	close(fd);
+	return r;
+}
+
+int fsio_ftruncate(int fd, uint64_t size)
+{
+	if (size > (uint64_t)INT64_MAX)
+		return -EFBIG;
+	return ftruncate(fd, (off_t)size) < 0 ? fsio_err() : 0;
+}
+
+/* Copies [off, end) from in to out at the same offsets. */
+static int fsio_copy_range(int in, int out, off_t off, off_t end)
+{
+	static const size_t bufsize = 1 << 20;
+	char *buf = NULL;
+	int r = 0;
+
+	while (off < end) {
+		loff_t ioff = off, ooff = off;
+		ssize_t n = copy_file_range(in, &ioff, out, &ooff, (size_t)(end - off), 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+			      errno == EOPNOTSUPP))
+			break;
+		if (n < 0) {
+			r = fsio_err();
+			goto out;
+		}
+		if (n == 0) /* the file shrank while we copied */
+			goto out;
+		off += n;
+	}
+	if (off < end && !(buf = malloc(bufsize))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	while (off < end) {
+		size_t want = (size_t)(end - off) < bufsize ? (size_t)(end - off) : bufsize;
+		size_t got, put;
+
+		r = fsio_pread(in, buf, want, (uint64_t)off, &got);
+		if (r < 0 || got == 0)
+			goto out;
+		r = fsio_pwrite(out, buf, got, (uint64_t)off, &put);
+		if (r < 0)
+			goto out;
+		if (put < got) {
+			r = -EIO;
+			goto out;
+		}
+		off += (off_t)got;
+	}
+out:
+	free(buf);
+	return r;
+}
+
+int fsio_copy_data(int in, int out, uint64_t size)
+{
+	off_t end = (off_t)size, off = 0;
+	int r;
+
+	while (off < end) {
+		off_t data = lseek(in, off, SEEK_DATA), hole;
+
+		if (data < 0 && errno == ENXIO)
+			break; /* only a hole remains */
+		if (data < 0) {
+			/* No hole support: copy everything. */
+			r = fsio_copy_range(in, out, off, end);
+			if (r < 0)
+				return r;
+			break;
+		}
+		if (data >= end)
+			break;
+		hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0 || hole > end)
+			hole = end;
+		r = fsio_copy_range(in, out, data, hole);
+		if (r < 0)
+			return r;
+		off = hole;
+	}
+	return fsio_ftruncate(out, size);
+}
+
+int fsio_mkdir(int dirfd, const char *name, mode_t mode)
+{
+	return mkdirat(dirfd, name, mode) < 0 ? fsio_err() : 0;
+}
+
+int fsio_symlink(const char *target, int dirfd, const char *name)
+{
+	return symlinkat(target, dirfd, name) < 0 ? fsio_err() : 0;
+}
+
+int fsio_mknod(int dirfd, const char *name, mode_t mode, dev_t dev)
+{
+	return mknodat(dirfd, name, mode, dev) < 0 ? fsio_err() : 0;
+}
+
+int fsio_unlink(int dirfd, const char *name, bool dir)
+{
+	return unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0 ? fsio_err() : 0;
+}
+
+int fsio_rename(int fromfd, const char *from, int tofd, const char *to, bool noreplace)
+{
+	return renameat2(fromfd, from, tofd, to, noreplace ? RENAME_NOREPLACE : 0) < 0 ?
+		fsio_err() : 0;
+}
+
+int fsio_link(int fromfd, const char *from, int tofd, const char *to)
+{
+	/* No AT_SYMLINK_FOLLOW: a symlink is linked itself. */
+	return linkat(fromfd, from, tofd, to, 0) < 0 ? fsio_err() : 0;
+}
+
+int fsio_readlink(int dirfd, const char *name, char *buf, size_t size, size_t *len)
+{
+	ssize_t n;
+
+	if (size < 2)
+		return -ENAMETOOLONG;
+	n = readlinkat(dirfd, name, buf, size);
+	if (n < 0)
+		return fsio_err();
+	if ((size_t)n >= size)
+		return -ENAMETOOLONG;
+	buf[n] = '\0';
+	*len = (size_t)n;
+	return 0;
+}
+
+int fsio_chmod(int dirfd, const char *name, mode_t mode)
+{
+	struct stat st;
+
+	if (syscall(SYS_fchmodat2, dirfd, name, mode, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return fsio_err();
+	/*
+	 * Kernels before 6.6: check the type, then chmod. Only a local user replacing the
+	 * object in between could redirect it, and only to what that user may chmod anyway.
+	 */
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return fsio_err();
+	if (S_ISLNK(st.st_mode))
+		return -EOPNOTSUPP;
+	return fchmodat(dirfd, name, mode, 0) < 0 ? fsio_err() : 0;
+}
+
+int fsio_chown(int dirfd, const char *name, uid_t uid, gid_t gid)
+{
+	int flags = AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH);
+
+	return fchownat(dirfd, name, uid, gid, flags) < 0 ? fsio_err() : 0;
+}
+
+int fsio_utimens(int dirfd, const char *name, const struct timespec ts[2])
+{
+	return utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0 ? fsio_err() : 0;
+}
+
+int fsio_fchmod(int fd, mode_t mode)
+{
+	return fchmod(fd, mode) < 0 ? fsio_err() : 0;
+}
+
+int fsio_fchown(int fd, uid_t uid, gid_t gid)
+{
+	return fchown(fd, uid, gid) < 0 ? fsio_err() : 0;
+}
+
+int fsio_futimens(int fd, const struct timespec ts[2])
+{
+	return futimens(fd, ts) < 0 ? fsio_err() : 0;
+}
+
+struct fsio_dir {
+	DIR *fd_dir;
+};
+
+int fsio_dir_open(int pathfd, struct fsio_dir **out)
+{
+	struct fsio_dir *d;
+	int fd, r;
+
+	d = malloc(sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	r = fsio_reopen_dir(pathfd, &fd);
+	if (r < 0)
+		goto fail;
+	d->fd_dir = fdopendir(fd);
+	if (!d->fd_dir) {
+		r = fsio_err();
+		close(fd);
+		goto fail;
+	}
+	*out = d;
+	return 0;
+fail:
+	free(d);
+	return r;
+}
+
+int fsio_dir_next(struct fsio_dir *d, const char **name, unsigned char *dtype)
+{
+	struct dirent *de;
+
+	for (;;) {
+		errno = 0;
+		de = readdir(d->fd_dir);
+		if (!de)
+			return errno ? -errno : 0;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		*name = de->d_name;
+		*dtype = de->d_type;
+		return 1;
+	}
+}
+
+void fsio_dir_close(struct fsio_dir *d)
+{
+	if (!d)
+		return;
+	closedir(d->fd_dir);
+	free(d);
+}
+
+int fsio_random_name(const char *prefix, char *buf, size_t len)
+{
+	uint8_t rnd[8];
+	ssize_t n = getrandom(rnd, sizeof(rnd), 0);
+	int w;
+
+	if (n != (ssize_t)sizeof(rnd))
+		return n < 0 ? fsio_err() : -EIO;
+	w = snprintf(buf, len, "%s%02x%02x%02x%02x%02x%02x%02x%02x", prefix, rnd[0], rnd[1],
+		     rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * setfsuid(-1) changes nothing and returns the current value. Raw system calls: the
+ * identity is per thread, and glibc's wrappers would not be (see cred.h).
+ */
+static uid_t fsio_cur_uid(void)
+{
+	return (uid_t)syscall(SYS_setfsuid, (uid_t)-1);
+}
+
+static gid_t fsio_cur_gid(void)
+{
+	return (gid_t)syscall(SYS_setfsgid, (gid_t)-1);
+}
+
+void fsio_become_root(struct fsio_ids *saved)
+{
+	saved->fi_uid = fsio_cur_uid();
+	saved->fi_gid = fsio_cur_gid();
+	syscall(SYS_setfsuid, (uid_t)0);
+	syscall(SYS_setfsgid, (gid_t)0);
+}
+
+void fsio_restore(const struct fsio_ids *saved)
+{
+	syscall(SYS_setfsgid, saved->fi_gid);
+	syscall(SYS_setfsuid, saved->fi_uid);
+}
+
+static bool fsio_in_groups(gid_t gid)
+{
+	gid_t *groups;
+	long n;
+	bool found = false;
+
+	if (gid == fsio_cur_gid())
+		return true;
+	n = syscall(SYS_getgroups, 0, NULL);
+	if (n <= 0 || n > FSIO_MAX_GROUPS)
+		return false;
+	groups = malloc((size_t)n * sizeof(*groups));
+	if (!groups)
+		return false;
+	n = syscall(SYS_getgroups, n, groups);
+	for (long i = 0; i < n && !found; i++)
+		found = groups[i] == gid;
+	free(groups);
+	return found;
+}
+
+bool fsio_may(const struct stat *st, int mask)
+{
+	uid_t uid = fsio_cur_uid();
+	mode_t bits;
+
+	mask &= R_OK | W_OK | X_OK;
+	if (uid == 0) /* root may do all but execute a file nobody may execute */
+		return !(mask & X_OK) || S_ISDIR(st->st_mode) || (st->st_mode & 0111);
+	if (uid == st->st_uid)
+		bits = (st->st_mode >> 6) & 7;
+	else if (fsio_in_groups(st->st_gid))
+		bits = (st->st_mode >> 3) & 7;
+	else
+		bits = st->st_mode & 7;
+	return ((mode_t)mask & bits) == (mode_t)mask;
+}
+
+bool fsio_owns(const struct stat *st)
+{
+	uid_t uid = fsio_cur_uid();
+
+	return uid == 0 || uid == st->st_uid;
+}
