@@ -1,0 +1,186 @@
+/* ACCESS computed from attributes and squashed credentials; credential squashing. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../../src/nfs/nfs_internal.h"
+
+#define ALL (ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND | \
+	     ACCESS3_DELETE | ACCESS3_EXECUTE)
+#define RW_FILE (ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND)
+#define DIR_ALL (ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND | \
+		 ACCESS3_DELETE | ACCESS3_EXECUTE)
+
+static struct stat mkst(mode_t mode, uid_t uid, gid_t gid)
+{
+	struct stat st;
+
+	memset(&st, 0, sizeof(st));
+	st.st_mode = mode;
+	st.st_uid = uid;
+	st.st_gid = gid;
+	st.st_ino = 5;
+	return st;
+}
+
+static struct cred mkcred(uint32_t uid, uint32_t gid)
+{
+	struct cred cr;
+
+	memset(&cr, 0, sizeof(cr));
+	cr.cr_uid = uid;
+	cr.cr_gid = gid;
+	return cr;
+}
+
+static void test_owner_group_other(void **state)
+{
+	struct stat st = mkst(S_IFREG | 0640, 1000, 100);
+	struct cred owner = mkcred(1000, 1000), group = mkcred(2000, 100), other = mkcred(3000, 300);
+
+	(void)state;
+	assert_int_equal(nfs_access_compute(&st, &owner, false, ALL), RW_FILE);
+	assert_int_equal(nfs_access_compute(&st, &group, false, ALL), ACCESS3_READ);
+	assert_int_equal(nfs_access_compute(&st, &other, false, ALL), 0);
+	/* The owner class decides alone, even if group or other would grant more. */
+	st = mkst(S_IFREG | 0077, 1000, 100);
+	assert_int_equal(nfs_access_compute(&st, &owner, false, ALL), 0);
+}
+
+static void test_supplementary_groups(void **state)
+{
+	struct stat st = mkst(S_IFREG | 0070, 1000, 100);
+	struct cred cr = mkcred(2000, 200);
+
+	(void)state;
+	assert_int_equal(nfs_access_compute(&st, &cr, false, ALL), 0);
+	cr.cr_ngroups = 3;
+	cr.cr_groups[0] = 7;
+	cr.cr_groups[1] = 8;
+	cr.cr_groups[2] = 100;
+	assert_int_equal(nfs_access_compute(&st, &cr, false, ALL),
+			 RW_FILE | ACCESS3_EXECUTE);
+}
+
+static void test_root(void **state)
+{
+	struct stat f = mkst(S_IFREG | 0000, 1000, 100);
+	struct stat fx = mkst(S_IFREG | 0001, 1000, 100);
+	struct stat d = mkst(S_IFDIR | 0000, 1000, 100);
+	struct cred root = mkcred(0, 0);
+
+	(void)state;
+	assert_int_equal(nfs_access_compute(&f, &root, false, ALL), RW_FILE);
+	assert_int_equal(nfs_access_compute(&fx, &root, false, ALL), RW_FILE | ACCESS3_EXECUTE);
+	assert_int_equal(nfs_access_compute(&d, &root, false, ALL), DIR_ALL);
+}
+
+static void test_directories(void **state)
+{
+	struct stat d = mkst(S_IFDIR | 0755, 1000, 100);
+	struct cred owner = mkcred(1000, 100), other = mkcred(3000, 300);
+
+	(void)state;
+	assert_int_equal(nfs_access_compute(&d, &owner, false, ALL), DIR_ALL);
+	assert_int_equal(nfs_access_compute(&d, &other, false, ALL),
+			 ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_EXECUTE);
+	/* Write without search permission cannot change entries. */
+	d = mkst(S_IFDIR | 0600, 1000, 100);
+	assert_int_equal(nfs_access_compute(&d, &owner, false, ALL), ACCESS3_READ);
+}
+
+static void test_read_only_and_mask(void **state)
+{
+	struct stat f = mkst(S_IFREG | 0777, 1000, 100);
+	struct stat d = mkst(S_IFDIR | 0777, 1000, 100);
+	struct cred cr = mkcred(1000, 100), root = mkcred(0, 0);
+
+	(void)state;
+	assert_int_equal(nfs_access_compute(&f, &cr, true, ALL), ACCESS3_READ | ACCESS3_EXECUTE);
+	assert_int_equal(nfs_access_compute(&d, &root, true, ALL),
+			 ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_EXECUTE);
+	assert_int_equal(nfs_access_compute(&f, &cr, false, ACCESS3_MODIFY), ACCESS3_MODIFY);
+	assert_int_equal(nfs_access_compute(&f, &cr, false, 0), 0);
+	assert_int_equal(nfs_access_compute(&f, &cr, false, 0xffffffffu), RW_FILE | ACCESS3_EXECUTE);
+}
+
+static struct rpc_cred mkrc(uint32_t flavor, uint32_t uid, uint32_t gid, uint32_t ngroups,
+			    const uint32_t *groups)
+{
+	struct rpc_cred rc;
+
+	memset(&rc, 0, sizeof(rc));
+	rc.rc_flavor = flavor;
+	rc.rc_uid = uid;
+	rc.rc_gid = gid;
+	rc.rc_ngroups = ngroups;
+	memcpy(rc.rc_groups, groups, ngroups * sizeof(*groups));
+	return rc;
+}
+
+static void test_squash(void **state)
+{
+	struct export_opts eo = { .eo_squash = SQUASH_ROOT, .eo_anonuid = 65534,
+				  .eo_anongid = 65533, .eo_secure = true };
+	const uint32_t groups[] = { 5, 0, 6 };
+	struct rpc_cred rc = mkrc(AUTH_SYS, 0, 0, 3, groups);
+	struct cred cr;
+
+	(void)state;
+	cred_squash(&rc, &eo, &cr);
+	assert_int_equal(cr.cr_uid, 65534);
+	assert_int_equal(cr.cr_gid, 65533);
+	assert_int_equal(cr.cr_ngroups, 3);
+	assert_int_equal(cr.cr_groups[0], 5);
+	assert_int_equal(cr.cr_groups[1], 65533);
+	assert_int_equal(cr.cr_groups[2], 6);
+
+	rc = mkrc(AUTH_SYS, 1000, 100, 3, groups);
+	cred_squash(&rc, &eo, &cr);
+	assert_int_equal(cr.cr_uid, 1000);
+	assert_int_equal(cr.cr_gid, 100);
+	assert_int_equal(cr.cr_groups[1], 65533);
+
+	eo.eo_squash = SQUASH_NONE;
+	rc = mkrc(AUTH_SYS, 0, 0, 3, groups);
+	cred_squash(&rc, &eo, &cr);
+	assert_int_equal(cr.cr_uid, 0);
+	assert_int_equal(cr.cr_gid, 0);
+	assert_int_equal(cr.cr_groups[1], 0);
+
+	eo.eo_squash = SQUASH_ALL;
+	rc = mkrc(AUTH_SYS, 1000, 100, 3, groups);
+	cred_squash(&rc, &eo, &cr);
+	assert_int_equal(cr.cr_uid, 65534);
+	assert_int_equal(cr.cr_gid, 65533);
+	assert_int_equal(cr.cr_ngroups, 0);
+
+	eo.eo_squash = SQUASH_NONE;
+	rc = mkrc(AUTH_NONE, 0, 0, 0, groups);
+	cred_squash(&rc, &eo, &cr);
+	assert_int_equal(cr.cr_uid, 65534);
+	assert_int_equal(cr.cr_gid, 65533);
+
+	/* A count beyond the array (never produced by the parser) is clamped, not trusted. */
+	rc = mkrc(AUTH_SYS, 1, 1, 0, groups);
+	rc.rc_ngroups = 1000;
+	cred_squash(&rc, &eo, &cr);
+	assert_int_equal(cr.cr_ngroups, RPC_MAX_GROUPS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_owner_group_other),
+		cmocka_unit_test(test_supplementary_groups),
+		cmocka_unit_test(test_root),
+		cmocka_unit_test(test_directories),
+		cmocka_unit_test(test_read_only_and_mask),
+		cmocka_unit_test(test_squash),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,349 @@
+/*
+ * Round trips through the rpcgen XDR routines of rpc/nfs3.x and rpc/mount3.x, the sizes
+ * the READDIR limits rely on, and truncated input that must fail cleanly.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../../src/nfs/nfs_internal.h"
+
+#define BUFSZ 65536
+
+/* Encodes in, decodes into out (zeroed), returns the encoded length. */
+static u_int round_trip(xdrproc_t fn, void *in, void *out, size_t size, char *buf)
+{
+	XDR x;
+	u_int len;
+
+	xdrmem_create(&x, buf, BUFSZ, XDR_ENCODE);
+	assert_true(fn(&x, in));
+	len = xdr_getpos(&x);
+	xdr_destroy(&x);
+	memset(out, 0, size);
+	xdrmem_create(&x, buf, len, XDR_DECODE);
+	assert_true(fn(&x, out));
+	assert_int_equal(xdr_getpos(&x), len);
+	xdr_destroy(&x);
+	assert_int_equal(xdr_sizeof(fn, in), len);
+	return len;
+}
+
+/* Every strict prefix of a valid encoding must fail to decode, without crashing or leaking. */
+static void truncations(xdrproc_t fn, const char *buf, u_int len, size_t size)
+{
+	void *obj = malloc(size);
+	u_int cut;
+	XDR x;
+
+	assert_non_null(obj);
+	for (cut = 0; cut < len; cut++) {
+		memset(obj, 0, size);
+		xdrmem_create(&x, (char *)buf, cut, XDR_DECODE);
+		assert_false(fn(&x, obj));
+		xdr_destroy(&x);
+		xdr_free(fn, obj);
+	}
+	free(obj);
+}
+
+static void fill_fattr(fattr3 *fa, uint64_t ino)
+{
+	memset(fa, 0, sizeof(*fa));
+	fa->type = NF3REG;
+	fa->mode = 0644;
+	fa->nlink = 2;
+	fa->uid = 1000;
+	fa->gid = 100;
+	fa->size = 0x123456789ull;
+	fa->used = 4096;
+	fa->rdev.specdata1 = 8;
+	fa->rdev.specdata2 = 1;
+	fa->fsid = 0xfeedfacecafebeefull;
+	fa->fileid = ino;
+	fa->atime.seconds = 1;
+	fa->mtime.nseconds = 999999999;
+	fa->ctime.seconds = 0xffffffffu;
+}
+
+static void test_fattr_size(void **state)
+{
+	fattr3 fa;
+
+	(void)state;
+	fill_fattr(&fa, 1);
+	assert_int_equal(xdr_sizeof((xdrproc_t)xdr_fattr3, &fa), NFS_FATTR3_XDR);
+}
+
+static void test_getattr_res(void **state)
+{
+	char *buf = malloc(BUFSZ);
+	GETATTR3res in, out;
+	u_int len;
+
+	(void)state;
+	memset(&in, 0, sizeof(in));
+	in.status = NFS3_OK;
+	fill_fattr(&in.GETATTR3res_u.resok.obj_attributes, 42);
+	len = round_trip((xdrproc_t)xdr_GETATTR3res, &in, &out, sizeof(out), buf);
+	assert_int_equal(len, 4 + NFS_FATTR3_XDR);
+	assert_memory_equal(&in, &out, sizeof(in));
+	truncations((xdrproc_t)xdr_GETATTR3res, buf, len, sizeof(out));
+
+	in.status = NFS3ERR_STALE;
+	len = round_trip((xdrproc_t)xdr_GETATTR3res, &in, &out, sizeof(out), buf);
+	assert_int_equal(len, 4);
+	assert_int_equal(out.status, NFS3ERR_STALE);
+	free(buf);
+}
+
+static void test_write_args(void **state)
+{
+	char *buf = malloc(BUFSZ);
+	char fh[FH_LEN], data[1001];
+	WRITE3args in, out;
+	u_int len;
+
+	(void)state;
+	memset(fh, 7, sizeof(fh));
+	memset(data, 'x', sizeof(data));
+	memset(&in, 0, sizeof(in));
+	in.file.data.data_len = sizeof(fh);
+	in.file.data.data_val = fh;
+	in.offset = 1ull << 40;
+	in.count = sizeof(data);
+	in.stable = FILE_SYNC;
+	in.data.data_len = sizeof(data);
+	in.data.data_val = data;
+	len = round_trip((xdrproc_t)xdr_WRITE3args, &in, &out, sizeof(out), buf);
+	assert_int_equal(len, 4 + 24 + 8 + 4 + 4 + 4 + 1004);
+	assert_int_equal(out.file.data.data_len, FH_LEN);
+	assert_memory_equal(out.file.data.data_val, fh, FH_LEN);
+	assert_true(out.offset == in.offset);
+	assert_int_equal(out.stable, FILE_SYNC);
+	assert_int_equal(out.data.data_len, sizeof(data));
+	assert_memory_equal(out.data.data_val, data, sizeof(data));
+	xdr_free((xdrproc_t)xdr_WRITE3args, (char *)&out);
+	truncations((xdrproc_t)xdr_WRITE3args, buf, len, sizeof(out));
+	free(buf);
+}
+
+static void test_oversized_handle(void **state)
+{
+	char *buf = malloc(BUFSZ);
+	char fh[NFS3_FHSIZE + 1];
+	GETATTR3args in, out;
+	XDR x;
+
+	(void)state;
+	memset(fh, 1, sizeof(fh));
+	/* Encode a 65-byte handle by hand: the decoder must refuse it. */
+	in.object.data.data_len = sizeof(fh);
+	in.object.data.data_val = fh;
+	xdrmem_create(&x, buf, BUFSZ, XDR_ENCODE);
+	assert_true(xdr_bytes(&x, &in.object.data.data_val, &in.object.data.data_len, 1000));
+	xdr_destroy(&x);
+	memset(&out, 0, sizeof(out));
+	xdrmem_create(&x, buf, BUFSZ, XDR_DECODE);
+	assert_false(xdr_GETATTR3args(&x, &out));
+	xdr_destroy(&x);
+	xdr_free((xdrproc_t)xdr_GETATTR3args, (char *)&out);
+	free(buf);
+}
+
+static void test_create_args(void **state)
+{
+	char *buf = malloc(BUFSZ);
+	char fh[FH_LEN], name[] = "file.txt";
+	CREATE3args in, out;
+	u_int len;
+
+	(void)state;
+	memset(fh, 3, sizeof(fh));
+	memset(&in, 0, sizeof(in));
+	in.where.dir.data.data_len = sizeof(fh);
+	in.where.dir.data.data_val = fh;
+	in.where.name = name;
+	in.how.mode = EXCLUSIVE;
+	memcpy(in.how.createhow3_u.verf, "ABCDEFGH", 8);
+	len = round_trip((xdrproc_t)xdr_CREATE3args, &in, &out, sizeof(out), buf);
+	assert_int_equal(out.how.mode, EXCLUSIVE);
+	assert_memory_equal(out.how.createhow3_u.verf, "ABCDEFGH", 8);
+	assert_string_equal(out.where.name, name);
+	xdr_free((xdrproc_t)xdr_CREATE3args, (char *)&out);
+	truncations((xdrproc_t)xdr_CREATE3args, buf, len, sizeof(out));
+
+	in.how.mode = GUARDED;
+	memset(&in.how.createhow3_u.obj_attributes, 0, sizeof(sattr3));
+	in.how.createhow3_u.obj_attributes.mode.set_it = TRUE;
+	in.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0600;
+	in.how.createhow3_u.obj_attributes.mtime.set_it = SET_TO_CLIENT_TIME;
+	in.how.createhow3_u.obj_attributes.mtime.set_mtime_u.mtime.seconds = 77;
+	round_trip((xdrproc_t)xdr_CREATE3args, &in, &out, sizeof(out), buf);
+	assert_int_equal(out.how.mode, GUARDED);
+	assert_true(out.how.createhow3_u.obj_attributes.mode.set_it);
+	assert_int_equal(out.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode, 0600);
+	assert_int_equal(out.how.createhow3_u.obj_attributes.mtime.set_mtime_u.mtime.seconds, 77);
+	xdr_free((xdrproc_t)xdr_CREATE3args, (char *)&out);
+	free(buf);
+}
+
+static void test_readdir_res(void **state)
+{
+	char *buf = malloc(BUFSZ);
+	READDIR3res in, out;
+	entry3 e[3];
+	char *names[3] = { ".", "..", "a-longer-name" };
+	u_int len, expect;
+	entry3 *p;
+	int i;
+
+	(void)state;
+	memset(&in, 0, sizeof(in));
+	in.status = NFS3_OK;
+	in.READDIR3res_u.resok.dir_attributes.attributes_follow = TRUE;
+	fill_fattr(&in.READDIR3res_u.resok.dir_attributes.post_op_attr_u.attributes, 1);
+	memcpy(in.READDIR3res_u.resok.cookieverf, "UNFS\0\1\0\1", 8);
+	expect = 4 + 4 + NFS_FATTR3_XDR + 8 + 4 + 4;
+	for (i = 0; i < 3; i++) {
+		e[i].fileid = (uint64_t)i + 1;
+		e[i].name = names[i];
+		e[i].cookie = (uint64_t)i + 1;
+		e[i].nextentry = i < 2 ? &e[i + 1] : NULL;
+		expect += 4 + 8 + 4 + ((strlen(names[i]) + 3) & ~3u) + 8;
+	}
+	in.READDIR3res_u.resok.reply.entries = &e[0];
+	in.READDIR3res_u.resok.reply.eof = TRUE;
+	len = round_trip((xdrproc_t)xdr_READDIR3res, &in, &out, sizeof(out), buf);
+	/* The entry size formula src/nfs/dir.c uses for its count limit. */
+	assert_int_equal(len, expect);
+	for (p = out.READDIR3res_u.resok.reply.entries, i = 0; p != NULL; p = p->nextentry, i++) {
+		assert_string_equal(p->name, names[i]);
+		assert_true(p->cookie == (uint64_t)i + 1);
+	}
+	assert_int_equal(i, 3);
+	assert_true(out.READDIR3res_u.resok.reply.eof);
+	xdr_free((xdrproc_t)xdr_READDIR3res, (char *)&out);
+	truncations((xdrproc_t)xdr_READDIR3res, buf, len, sizeof(out));
+	free(buf);
+}
+
+static void test_readdirplus_res(void **state)
+{
+	char *buf = malloc(BUFSZ);
+	char fh[FH_LEN], name[] = "abcde";
+	READDIRPLUS3res in, out;
+	entryplus3 e;
+	u_int len;
+
+	(void)state;
+	memset(fh, 9, sizeof(fh));
+	memset(&in, 0, sizeof(in));
+	memset(&e, 0, sizeof(e));
+	e.fileid = 77;
+	e.name = name;
+	e.cookie = 1234567;
+	e.name_attributes.attributes_follow = TRUE;
+	fill_fattr(&e.name_attributes.post_op_attr_u.attributes, 77);
+	e.name_handle.handle_follows = TRUE;
+	e.name_handle.post_op_fh3_u.handle.data.data_len = FH_LEN;
+	e.name_handle.post_op_fh3_u.handle.data.data_val = fh;
+	in.status = NFS3_OK;
+	in.READDIRPLUS3res_u.resok.reply.entries = &e;
+	len = round_trip((xdrproc_t)xdr_READDIRPLUS3res, &in, &out, sizeof(out), buf);
+	assert_int_equal(len, 4 + 4 + 8 + (4 + 8 + 4 + 8 + 8 + 4 + NFS_FATTR3_XDR + 4 + 4 + FH_LEN) +
+			 4 + 4);
+	assert_non_null(out.READDIRPLUS3res_u.resok.reply.entries);
+	assert_memory_equal(out.READDIRPLUS3res_u.resok.reply.entries->name_handle.post_op_fh3_u
+			    .handle.data.data_val, fh, FH_LEN);
+	xdr_free((xdrproc_t)xdr_READDIRPLUS3res, (char *)&out);
+	truncations((xdrproc_t)xdr_READDIRPLUS3res, buf, len, sizeof(out));
+	free(buf);
+}
+
+static void test_wcc_res(void **state)
+{
+	char *buf = malloc(BUFSZ);
+	WRITE3res in, out;
+	u_int len;
+
+	(void)state;
+	memset(&in, 0, sizeof(in));
+	in.status = NFS3ERR_NOSPC;
+	in.WRITE3res_u.resfail.file_wcc.before.attributes_follow = TRUE;
+	in.WRITE3res_u.resfail.file_wcc.before.pre_op_attr_u.attributes.size = 10;
+	in.WRITE3res_u.resfail.file_wcc.after.attributes_follow = TRUE;
+	fill_fattr(&in.WRITE3res_u.resfail.file_wcc.after.post_op_attr_u.attributes, 5);
+	len = round_trip((xdrproc_t)xdr_WRITE3res, &in, &out, sizeof(out), buf);
+	assert_int_equal(len, 4 + 4 + 24 + 4 + NFS_FATTR3_XDR);
+	assert_memory_equal(&in, &out, sizeof(in));
+	free(buf);
+}
+
+static void test_mount_types(void **state)
+{
+	char *buf = malloc(BUFSZ);
+	char fh[FH_LEN], dir[] = "/union", star[] = "*", host[] = "10.0.0.1";
+	int flavors[2] = { AUTH_SYS, AUTH_NONE };
+	mountres3 m3, m3o;
+	fhstatus f1, f1o;
+	struct groupnode g = { star, NULL };
+	struct exportnode ex = { dir, &g, NULL };
+	mntexports exl = &ex, exlo = NULL;
+	struct mountbody mb = { host, dir, NULL };
+	mountlist ml = &mb, mlo = NULL;
+	u_int len;
+
+	(void)state;
+	memset(fh, 5, sizeof(fh));
+	memset(&m3, 0, sizeof(m3));
+	m3.fhs_status = MNT3_OK;
+	m3.mountres3_u.mountinfo.fhandle.fhandle3_len = FH_LEN;
+	m3.mountres3_u.mountinfo.fhandle.fhandle3_val = fh;
+	m3.mountres3_u.mountinfo.auth_flavors.auth_flavors_len = 2;
+	m3.mountres3_u.mountinfo.auth_flavors.auth_flavors_val = flavors;
+	len = round_trip((xdrproc_t)xdr_mountres3, &m3, &m3o, sizeof(m3o), buf);
+	assert_int_equal(len, 4 + 4 + FH_LEN + 4 + 8);
+	assert_int_equal(m3o.mountres3_u.mountinfo.auth_flavors.auth_flavors_val[1], AUTH_NONE);
+	xdr_free((xdrproc_t)xdr_mountres3, (char *)&m3o);
+	truncations((xdrproc_t)xdr_mountres3, buf, len, sizeof(m3o));
+
+	memset(&f1, 0, sizeof(f1));
+	memcpy(f1.fhstatus_u.fhs_fhandle, fh, FH_LEN);
+	len = round_trip((xdrproc_t)xdr_fhstatus, &f1, &f1o, sizeof(f1o), buf);
+	/* v1 handles are fixed 32-byte opaques: no length word. */
+	assert_int_equal(len, 4 + 32);
+	assert_memory_equal(&f1, &f1o, sizeof(f1));
+
+	len = round_trip((xdrproc_t)xdr_mntexports, &exl, &exlo, sizeof(exlo), buf);
+	assert_string_equal(exlo->ex_dir, "/union");
+	assert_string_equal(exlo->ex_groups->gr_name, "*");
+	xdr_free((xdrproc_t)xdr_mntexports, (char *)&exlo);
+
+	len = round_trip((xdrproc_t)xdr_mountlist, &ml, &mlo, sizeof(mlo), buf);
+	assert_string_equal(mlo->ml_hostname, host);
+	assert_null(mlo->ml_next);
+	xdr_free((xdrproc_t)xdr_mountlist, (char *)&mlo);
+	free(buf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fattr_size),
+		cmocka_unit_test(test_getattr_res),
+		cmocka_unit_test(test_write_args),
+		cmocka_unit_test(test_oversized_handle),
+		cmocka_unit_test(test_create_args),
+		cmocka_unit_test(test_readdir_res),
+		cmocka_unit_test(test_readdirplus_res),
+		cmocka_unit_test(test_wcc_res),
+		cmocka_unit_test(test_mount_types),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
