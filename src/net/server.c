@@ -1,0 +1,1124 @@
+/*
+ * The network server: one libev loop owns every socket; worker threads only run
+ * rpc_serve() on a copy of a record and hand the reply back through an ev_async.
+ *
+ * Ownership and lifetime:
+ * - struct net_listener: one per net_listen() call (a TCP and a UDP socket on one port);
+ *   freed only by net_server_free(), after the workers are joined, so UDP jobs may point
+ *   at it freely.
+ * - struct net_conn: one per accepted TCP connection, reference counted. The open socket
+ *   holds one reference and every job in flight one more; conn_close() is the only way a
+ *   connection ends and the last conn_unref() frees it, so a late reply finds a closed
+ *   connection and is dropped. Code that may close a connection never touches it
+ *   afterwards unless it holds a reference of its own.
+ * - struct net_job: one per record; owned by the loop, then by the pool while it runs,
+ *   then by the loop again, which queues its reply for writing or frees it.
+ *
+ * Memory is bounded per connection: reading pauses while NET_MAX_INFLIGHT calls are being
+ * served or NET_MAX_OUTQ reply bytes wait for a client that does not read.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "net.h"
+#include "record.h"
+#include "rpc.h"
+#include "workers.h"
+
+#define NET_DEFAULT_WORKERS 4
+#define NET_DEFAULT_MAX_RECORD ((1u << 20) + (64u << 10))
+#define NET_MAX_INFLIGHT 64                /* calls per TCP connection */
+#define NET_MAX_OUTQ (4u << 20)             /* queued reply bytes per TCP connection */
+#define NET_UDP_MAX_INFLIGHT 256           /* calls per UDP socket */
+#define NET_READ_CHUNK (64u << 10)
+#define NET_UDP_BUF 65536
+#define NET_BATCH 64                       /* accepts / datagrams / iovecs per round */
+#define NET_ACCEPT_BACKOFF 1.0
+#define NET_SHUTDOWN_WAIT 5.0
+#define NET_PORT0_TRIES 8
+#define NET_ADDRSTR (INET6_ADDRSTRLEN + 8)
+
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+struct net_conn;
+
+/* Where a UDP request arrived, so the reply leaves from the same address. */
+struct net_pktinfo {
+	int np_level;                      /* 0: none */
+	union {
+		struct in_pktinfo np_v4;
+		struct in6_pktinfo np_v6;
+	};
+};
+
+struct net_job {
+	struct work nj_work;
+	struct net_job *nj_next;           /* connection send queue */
+	struct net_conn *nj_conn;          /* TCP: holds a reference */
+	struct net_listener *nj_lst;       /* UDP */
+	uint8_t *nj_rec;                   /* freed by the worker once served */
+	size_t nj_len;
+	struct sockaddr_storage nj_peer;
+	socklen_t nj_peerlen;
+	struct sockaddr_storage nj_local;
+	socklen_t nj_locallen;
+	struct net_pktinfo nj_pkt;
+	uint8_t *nj_reply;                 /* from rpc_serve_at(), 4 reserved bytes first */
+	size_t nj_replylen;
+};
+
+struct net_listener {
+	struct net_listener *nl_next;
+	struct net_server *nl_srv;
+	int nl_port;
+	int nl_family;
+	int nl_tcp;
+	int nl_udp;
+	ev_io nl_accept;
+	ev_timer nl_backoff;               /* accepting paused after EMFILE and friends */
+	ev_io nl_udp_io;
+	unsigned nl_udp_inflight;
+	struct sockaddr_storage nl_addr;   /* bound address, the UDP fallback local address */
+	socklen_t nl_addrlen;
+};
+
+struct net_conn {
+	struct net_conn *nc_prev, *nc_next;    /* ns_conns, while open */
+	struct net_conn *nc_dirty_next;        /* completion batch */
+	struct net_server *nc_srv;
+	int nc_fd;
+	unsigned nc_refs;
+	unsigned nc_inflight;
+	bool nc_open;
+	bool nc_eof;                           /* peer finished sending: close once answered */
+	bool nc_dirty;
+	ev_io nc_rio;
+	ev_io nc_wio;
+	struct record_rx nc_rx;
+	uint8_t *nc_pend;                      /* read but not yet fed while paused */
+	size_t nc_pendlen, nc_pendoff;
+	struct net_job *nc_outq, *nc_outtail;  /* replies to write, nc_outoff into the first */
+	size_t nc_outoff;
+	size_t nc_outbytes;
+	struct sockaddr_storage nc_peer, nc_local;
+	socklen_t nc_peerlen, nc_locallen;
+};
+
+struct net_server {
+	struct ev_loop *ns_loop;
+	char *ns_listen;
+	uint32_t ns_max_record;
+	struct workers *ns_workers;
+	ev_async ns_async;
+	bool ns_async_on;
+	struct net_listener *ns_listeners;
+	struct net_conn *ns_conns;
+	unsigned ns_inflight;
+	bool ns_shutting;
+	bool ns_down;
+	uint8_t *ns_rbuf;                      /* NET_READ_CHUNK, loop thread only */
+	uint8_t *ns_ubuf;                      /* NET_UDP_BUF, loop thread only */
+};
+
+static void conn_close(struct net_conn *c);
+static void conn_after_io(struct net_conn *c);
+
+/* ---- addresses ---- */
+
+/* Turns an IPv4-mapped IPv6 address into plain IPv4 so handlers and logs see one form. */
+static socklen_t net_unmap(const struct sockaddr_storage *in, socklen_t len,
+			   struct sockaddr_storage *out)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)in;
+
+	if (len >= sizeof(*s6) && in->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+		struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = s6->sin6_port };
+
+		memcpy(&s4.sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+		memset(out, 0, sizeof(*out));
+		memcpy(out, &s4, sizeof(s4));
+		return sizeof(s4);
+	}
+	if (len > sizeof(*out))
+		len = sizeof(*out);
+	memcpy(out, in, len);
+	return len;
+}
+
+static const char *net_addrstr(const struct sockaddr_storage *ss, socklen_t len, char *buf)
+{
+	struct sockaddr_storage u;
+	char host[INET6_ADDRSTRLEN];
+
+	len = net_unmap(ss, len, &u);
+	if (u.ss_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)&u;
+
+		inet_ntop(AF_INET, &s->sin_addr, host, sizeof(host));
+		snprintf(buf, NET_ADDRSTR, "%s:%u", host, ntohs(s->sin_port));
+	} else if (u.ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)&u;
+
+		inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof(host));
+		snprintf(buf, NET_ADDRSTR, "[%s]:%u", host, ntohs(s->sin6_port));
+	} else {
+		snprintf(buf, NET_ADDRSTR, "?");
+	}
+	return buf;
+}
+
+/* ---- jobs ---- */
+
+static void job_free(struct net_job *j)
+{
+	free(j->nj_rec);
+	free(j->nj_reply);
+	free(j);
+}
+
+/* Worker thread: serve the record, keep the reply, let go of the request bytes. */
+static void job_run(struct work *w)
+{
+	struct net_job *j = container_of(w, struct net_job, nj_work);
+	struct sockaddr_storage peer, local;
+	socklen_t peerlen, locallen = 0;
+	int protocol = j->nj_conn ? IPPROTO_TCP : IPPROTO_UDP;
+
+	peerlen = net_unmap(&j->nj_peer, j->nj_peerlen, &peer);
+	if (j->nj_locallen > 0)
+		locallen = net_unmap(&j->nj_local, j->nj_locallen, &local);
+	j->nj_reply = rpc_serve_at(j->nj_rec, j->nj_len, (struct sockaddr *)&peer, peerlen,
+				   locallen ? (struct sockaddr *)&local : NULL, locallen, protocol,
+				   &j->nj_replylen);
+	free(j->nj_rec);
+	j->nj_rec = NULL;
+}
+
+static void net_notify(void *arg)
+{
+	struct net_server *srv = arg;
+
+	ev_async_send(srv->ns_loop, &srv->ns_async);
+}
+
+static void net_submit(struct net_server *srv, struct net_job *j)
+{
+	j->nj_work.wk_run = job_run;
+	srv->ns_inflight++;
+	workers_submit(srv->ns_workers, &j->nj_work);
+}
+
+/* ---- TCP connections ---- */
+
+static void conn_unref(struct net_conn *c)
+{
+	if (--c->nc_refs == 0)
+		free(c);
+}
+
+static bool conn_full(const struct net_conn *c)
+{
+	return c->nc_inflight >= NET_MAX_INFLIGHT || c->nc_outbytes >= NET_MAX_OUTQ;
+}
+
+/* The one destructor of an open connection. Drops the socket's reference. */
+static void conn_close(struct net_conn *c)
+{
+	struct net_server *srv = c->nc_srv;
+	struct net_job *j, *next;
+
+	if (!c->nc_open)
+		return;
+	c->nc_open = false;
+	ev_io_stop(srv->ns_loop, &c->nc_rio);
+	ev_io_stop(srv->ns_loop, &c->nc_wio);
+	close(c->nc_fd);
+	c->nc_fd = -1;
+	if (c->nc_prev)
+		c->nc_prev->nc_next = c->nc_next;
+	else
+		srv->ns_conns = c->nc_next;
+	if (c->nc_next)
+		c->nc_next->nc_prev = c->nc_prev;
+	c->nc_prev = c->nc_next = NULL;
+	for (j = c->nc_outq; j != NULL; j = next) {
+		next = j->nj_next;
+		job_free(j);
+	}
+	c->nc_outq = c->nc_outtail = NULL;
+	c->nc_outbytes = 0;
+	free(c->nc_pend);
+	c->nc_pend = NULL;
+	record_free(&c->nc_rx);
+	conn_unref(c);
+}
+
+/* Hands a complete record to the pool. False when memory ran out (connection closed). */
+static bool conn_submit(struct net_conn *c, uint8_t *rec, size_t len)
+{
+	struct net_job *j;
+
+	if (len == 0) {
+		free(rec);
+		return true;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		free(rec);
+		log_err("net: out of memory for a request; closing the connection");
+		conn_close(c);
+		return false;
+	}
+	j->nj_conn = c;
+	j->nj_rec = rec;
+	j->nj_len = len;
+	memcpy(&j->nj_peer, &c->nc_peer, c->nc_peerlen);
+	j->nj_peerlen = c->nc_peerlen;
+	memcpy(&j->nj_local, &c->nc_local, c->nc_locallen);
+	j->nj_locallen = c->nc_locallen;
+	c->nc_refs++;
+	c->nc_inflight++;
+	net_submit(c->nc_srv, j);
+	return true;
+}
+
+/*
+ * Feeds received bytes to the reassembler, submitting each complete record, until the
+ * bytes run out or the connection is full. Returns the bytes consumed, or -1 when the
+ * connection was closed.
+ */
+static ssize_t conn_feed(struct net_conn *c, const uint8_t *data, size_t len)
+{
+	size_t pos = 0, used, rlen;
+	uint8_t *rec;
+	char a[NET_ADDRSTR];
+
+	while (pos < len && !conn_full(c)) {
+		switch (record_feed(&c->nc_rx, data + pos, len - pos, &used)) {
+		case RECORD_MORE:
+			pos += used;
+			break;
+		case RECORD_DONE:
+			pos += used;
+			rec = record_take(&c->nc_rx, &rlen);
+			if (!conn_submit(c, rec, rlen))
+				return -1;
+			break;
+		case RECORD_TOO_BIG:
+			log_warn("net: %s sent a record larger than %u bytes; closing the connection (raise max_record if the client is legitimate)",
+				 net_addrstr(&c->nc_peer, c->nc_peerlen, a), c->nc_rx.rr_max);
+			conn_close(c);
+			return -1;
+		case RECORD_NOMEM:
+		default:
+			log_err("net: out of memory reassembling a record from %s; closing the connection",
+				net_addrstr(&c->nc_peer, c->nc_peerlen, a));
+			conn_close(c);
+			return -1;
+		}
+	}
+	return (ssize_t)pos;
+}
+
+/* Reading runs exactly when the connection can take more and nothing is left over. */
+static void conn_update_reading(struct net_conn *c)
+{
+	struct net_server *srv = c->nc_srv;
+	bool want = c->nc_open && !c->nc_eof && !srv->ns_shutting && !conn_full(c) &&
+		    c->nc_pend == NULL;
+
+	if (want && !ev_is_active(&c->nc_rio))
+		ev_io_start(srv->ns_loop, &c->nc_rio);
+	else if (!want && ev_is_active(&c->nc_rio))
+		ev_io_stop(srv->ns_loop, &c->nc_rio);
+}
+
+/* Feeds bytes left over from a pause. Returns -1 when the connection was closed. */
+static int conn_feed_pending(struct net_conn *c)
+{
+	ssize_t n;
+
+	if (c->nc_pend == NULL || conn_full(c))
+		return 0;
+	n = conn_feed(c, c->nc_pend + c->nc_pendoff, c->nc_pendlen - c->nc_pendoff);
+	if (n < 0)
+		return -1;
+	c->nc_pendoff += (size_t)n;
+	if (c->nc_pendoff == c->nc_pendlen) {
+		free(c->nc_pend);
+		c->nc_pend = NULL;
+		c->nc_pendlen = c->nc_pendoff = 0;
+	}
+	return 0;
+}
+
+/*
+ * Writes queued replies until done or the socket is full. Returns -1 when the
+ * connection was closed.
+ */
+static int conn_flush(struct net_conn *c)
+{
+	struct net_server *srv = c->nc_srv;
+	struct iovec iov[NET_BATCH];
+	struct msghdr msg;
+	struct net_job *j;
+	ssize_t n;
+	int cnt;
+	char a[NET_ADDRSTR];
+
+	while (c->nc_outq != NULL) {
+		cnt = 0;
+		for (j = c->nc_outq; j != NULL && cnt < NET_BATCH; j = j->nj_next) {
+			size_t off = cnt == 0 ? c->nc_outoff : 0;
+
+			iov[cnt].iov_base = j->nj_reply + off;
+			iov[cnt].iov_len = j->nj_replylen - off;
+			cnt++;
+		}
+		memset(&msg, 0, sizeof(msg));
+		msg.msg_iov = iov;
+		msg.msg_iovlen = (size_t)cnt;
+		n = sendmsg(c->nc_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (!ev_is_active(&c->nc_wio))
+					ev_io_start(srv->ns_loop, &c->nc_wio);
+				return 0;
+			}
+			log_debug("net: writing to %s: %s; closing the connection",
+				  net_addrstr(&c->nc_peer, c->nc_peerlen, a), strerror(errno));
+			conn_close(c);
+			return -1;
+		}
+		c->nc_outbytes -= (size_t)n;
+		while (n > 0) {
+			size_t left;
+
+			j = c->nc_outq;
+			left = j->nj_replylen - c->nc_outoff;
+			if ((size_t)n < left) {
+				c->nc_outoff += (size_t)n;
+				break;
+			}
+			n -= (ssize_t)left;
+			c->nc_outoff = 0;
+			c->nc_outq = j->nj_next;
+			if (c->nc_outq == NULL)
+				c->nc_outtail = NULL;
+			job_free(j);
+		}
+	}
+	if (ev_is_active(&c->nc_wio))
+		ev_io_stop(srv->ns_loop, &c->nc_wio);
+	return 0;
+}
+
+/* After replies were written or completed: finish, or resume reading. */
+static void conn_after_io(struct net_conn *c)
+{
+	struct net_server *srv = c->nc_srv;
+	bool idle = c->nc_inflight == 0 && c->nc_outq == NULL;
+
+	if (idle && (c->nc_eof || srv->ns_shutting)) {
+		conn_close(c);
+		return;
+	}
+	if (!srv->ns_shutting && conn_feed_pending(c) < 0)
+		return;
+	conn_update_reading(c);
+}
+
+static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct net_conn *c = container_of(w, struct net_conn, nc_rio);
+	uint8_t *buf = c->nc_srv->ns_rbuf;
+	ssize_t n, used;
+	char a[NET_ADDRSTR];
+
+	(void)loop;
+	(void)revents;
+	n = read(c->nc_fd, buf, NET_READ_CHUNK);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		log_debug("net: reading from %s: %s; closing the connection",
+			  net_addrstr(&c->nc_peer, c->nc_peerlen, a), strerror(errno));
+		conn_close(c);
+		return;
+	}
+	if (n == 0) {
+		/* Answer what was asked, then close; a half-finished record is dropped. */
+		c->nc_eof = true;
+		record_free(&c->nc_rx);
+		record_init(&c->nc_rx, c->nc_srv->ns_max_record);
+		conn_after_io(c);
+		return;
+	}
+	used = conn_feed(c, buf, (size_t)n);
+	if (used < 0)
+		return;
+	if (used < n) {
+		c->nc_pend = malloc((size_t)(n - used));
+		if (c->nc_pend == NULL) {
+			log_err("net: out of memory buffering input from %s; closing the connection",
+				net_addrstr(&c->nc_peer, c->nc_peerlen, a));
+			conn_close(c);
+			return;
+		}
+		memcpy(c->nc_pend, buf + used, (size_t)(n - used));
+		c->nc_pendlen = (size_t)(n - used);
+		c->nc_pendoff = 0;
+	}
+	conn_update_reading(c);
+}
+
+static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct net_conn *c = container_of(w, struct net_conn, nc_wio);
+
+	(void)loop;
+	(void)revents;
+	if (conn_flush(c) < 0)
+		return;
+	conn_after_io(c);
+}
+
+static void conn_new(struct net_server *srv, int fd, const struct sockaddr_storage *peer,
+		     socklen_t peerlen)
+{
+	struct net_conn *c;
+	int one = 1;
+
+	c = calloc(1, sizeof(*c));
+	if (c == NULL) {
+		log_err("net: out of memory for a new connection; refusing it");
+		close(fd);
+		return;
+	}
+	c->nc_srv = srv;
+	c->nc_fd = fd;
+	c->nc_refs = 1;
+	c->nc_open = true;
+	memcpy(&c->nc_peer, peer, peerlen);
+	c->nc_peerlen = peerlen;
+	c->nc_locallen = sizeof(c->nc_local);
+	if (getsockname(fd, (struct sockaddr *)&c->nc_local, &c->nc_locallen) < 0)
+		c->nc_locallen = 0;
+	/* Replies go out whole; Nagle would only delay the last segment of each. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	record_init(&c->nc_rx, srv->ns_max_record);
+	ev_io_init(&c->nc_rio, conn_read_cb, fd, EV_READ);
+	ev_io_init(&c->nc_wio, conn_write_cb, fd, EV_WRITE);
+	c->nc_next = srv->ns_conns;
+	if (srv->ns_conns)
+		srv->ns_conns->nc_prev = c;
+	srv->ns_conns = c;
+	ev_io_start(srv->ns_loop, &c->nc_rio);
+}
+
+/* ---- listeners ---- */
+
+static void listener_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct net_listener *l = container_of(w, struct net_listener, nl_backoff);
+
+	(void)revents;
+	ev_timer_stop(loop, w);
+	if (!l->nl_srv->ns_shutting && l->nl_tcp >= 0)
+		ev_io_start(loop, &l->nl_accept);
+}
+
+static void listener_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct net_listener *l = container_of(w, struct net_listener, nl_accept);
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	int fd;
+
+	(void)revents;
+	for (int i = 0; i < NET_BATCH; i++) {
+		peerlen = sizeof(peer);
+		fd = accept4(l->nl_tcp, (struct sockaddr *)&peer, &peerlen,
+			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			conn_new(l->nl_srv, fd, &peer, peerlen);
+			continue;
+		}
+		switch (errno) {
+		case EINTR:
+		case ECONNABORTED:
+		case EPROTO:
+			continue;
+		case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+		case EWOULDBLOCK:
+#endif
+			return;
+		case EMFILE:
+		case ENFILE:
+		case ENOBUFS:
+		case ENOMEM:
+			/* The pending connection stays queued; retrying at once would spin. */
+			log_warn("net: cannot accept on port %d: %s; pausing new connections for %.0f s (raise the open files limit, e.g. ulimit -n or LimitNOFILE=)",
+				 l->nl_port, strerror(errno), NET_ACCEPT_BACKOFF);
+			ev_io_stop(loop, &l->nl_accept);
+			ev_timer_set(&l->nl_backoff, NET_ACCEPT_BACKOFF, 0.);
+			ev_timer_start(loop, &l->nl_backoff);
+			return;
+		default:
+			log_warn("net: accept on port %d: %s", l->nl_port, strerror(errno));
+			return;
+		}
+	}
+}
+
+/* ---- UDP ---- */
+
+static void udp_update_reading(struct net_listener *l)
+{
+	struct ev_loop *loop = l->nl_srv->ns_loop;
+	bool want = l->nl_udp >= 0 && !l->nl_srv->ns_shutting &&
+		    l->nl_udp_inflight < NET_UDP_MAX_INFLIGHT;
+
+	if (want && !ev_is_active(&l->nl_udp_io))
+		ev_io_start(loop, &l->nl_udp_io);
+	else if (!want && ev_is_active(&l->nl_udp_io))
+		ev_io_stop(loop, &l->nl_udp_io);
+}
+
+/* Records where a datagram was addressed, for the local address and the reply's source. */
+static void udp_take_pktinfo(struct net_listener *l, struct msghdr *msg, struct net_job *j)
+{
+	struct cmsghdr *cm;
+
+	for (cm = CMSG_FIRSTHDR(msg); cm != NULL; cm = CMSG_NXTHDR(msg, cm)) {
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO &&
+		    l->nl_family == AF_INET) {
+			struct sockaddr_in *s = (struct sockaddr_in *)&j->nj_local;
+
+			memcpy(&j->nj_pkt.np_v4, CMSG_DATA(cm), sizeof(j->nj_pkt.np_v4));
+			j->nj_pkt.np_level = IPPROTO_IP;
+			memset(s, 0, sizeof(*s));
+			s->sin_family = AF_INET;
+			s->sin_port = htons((uint16_t)l->nl_port);
+			s->sin_addr = j->nj_pkt.np_v4.ipi_spec_dst;
+			j->nj_locallen = sizeof(*s);
+			return;
+		}
+		if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO &&
+		    l->nl_family == AF_INET6) {
+			struct sockaddr_in6 *s = (struct sockaddr_in6 *)&j->nj_local;
+
+			memcpy(&j->nj_pkt.np_v6, CMSG_DATA(cm), sizeof(j->nj_pkt.np_v6));
+			j->nj_pkt.np_level = IPPROTO_IPV6;
+			memset(s, 0, sizeof(*s));
+			s->sin6_family = AF_INET6;
+			s->sin6_port = htons((uint16_t)l->nl_port);
+			s->sin6_addr = j->nj_pkt.np_v6.ipi6_addr;
+			if (IN6_IS_ADDR_LINKLOCAL(&s->sin6_addr))
+				s->sin6_scope_id = (uint32_t)j->nj_pkt.np_v6.ipi6_ifindex;
+			j->nj_locallen = sizeof(*s);
+			if (IN6_IS_ADDR_MULTICAST(&s->sin6_addr))
+				j->nj_pkt.np_level = 0;
+			return;
+		}
+	}
+	memcpy(&j->nj_local, &l->nl_addr, l->nl_addrlen);
+	j->nj_locallen = l->nl_addrlen;
+}
+
+static void udp_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct net_listener *l = container_of(w, struct net_listener, nl_udp_io);
+	struct net_server *srv = l->nl_srv;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
+	} ctl;
+	struct sockaddr_storage peer;
+	struct iovec iov;
+	struct msghdr msg;
+	struct net_job *j;
+	ssize_t n;
+
+	(void)loop;
+	(void)revents;
+	for (int i = 0; i < NET_BATCH && l->nl_udp_inflight < NET_UDP_MAX_INFLIGHT; i++) {
+		iov.iov_base = srv->ns_ubuf;
+		iov.iov_len = NET_UDP_BUF;
+		memset(&msg, 0, sizeof(msg));
+		msg.msg_name = &peer;
+		msg.msg_namelen = sizeof(peer);
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+		n = recvmsg(l->nl_udp, &msg, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			/* ICMP errors and the like are per datagram; the socket is fine. */
+			continue;
+		}
+		if ((msg.msg_flags & MSG_TRUNC) || n == 0)
+			continue;
+		j = calloc(1, sizeof(*j));
+		if (j == NULL || (j->nj_rec = malloc((size_t)n)) == NULL) {
+			free(j);
+			log_err("net: out of memory for a UDP request; dropped");
+			continue;
+		}
+		memcpy(j->nj_rec, srv->ns_ubuf, (size_t)n);
+		j->nj_len = (size_t)n;
+		j->nj_lst = l;
+		memcpy(&j->nj_peer, &peer, msg.msg_namelen);
+		j->nj_peerlen = msg.msg_namelen;
+		udp_take_pktinfo(l, &msg, j);
+		l->nl_udp_inflight++;
+		net_submit(srv, j);
+	}
+	udp_update_reading(l);
+}
+
+/* Sends a UDP reply from the address the request went to; failures only lose the reply. */
+static void udp_reply(struct net_listener *l, struct net_job *j)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+	} ctl;
+	struct iovec iov = { .iov_base = j->nj_reply + 4, .iov_len = j->nj_replylen - 4 };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_name = &j->nj_peer;
+	msg.msg_namelen = j->nj_peerlen;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	memset(&ctl, 0, sizeof(ctl));
+	if (j->nj_pkt.np_level == IPPROTO_IP) {
+		struct in_pktinfo pi = { .ipi_spec_dst = j->nj_pkt.np_v4.ipi_spec_dst };
+
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+	} else if (j->nj_pkt.np_level == IPPROTO_IPV6) {
+		struct in6_pktinfo pi = { .ipi6_addr = j->nj_pkt.np_v6.ipi6_addr };
+
+		/* The interface matters only where the address alone is ambiguous. */
+		if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr))
+			pi.ipi6_ifindex = j->nj_pkt.np_v6.ipi6_ifindex;
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = IPPROTO_IPV6;
+		cm->cmsg_type = IPV6_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+	}
+	if (sendmsg(l->nl_udp, &msg, MSG_DONTWAIT) < 0 && msg.msg_control != NULL &&
+	    errno == EINVAL) {
+		msg.msg_control = NULL;
+		msg.msg_controllen = 0;
+		(void)sendmsg(l->nl_udp, &msg, MSG_DONTWAIT);
+	}
+}
+
+/* ---- completions ---- */
+
+static void net_complete_all(struct net_server *srv)
+{
+	struct work *w, *next;
+	struct net_conn *dirty = NULL, *c;
+
+	for (w = workers_done(srv->ns_workers); w != NULL; w = next) {
+		struct net_job *j = container_of(w, struct net_job, nj_work);
+
+		next = w->wk_next;
+		srv->ns_inflight--;
+		if (j->nj_lst != NULL) {
+			struct net_listener *l = j->nj_lst;
+
+			l->nl_udp_inflight--;
+			if (l->nl_udp >= 0 && j->nj_reply != NULL && j->nj_replylen > 4)
+				udp_reply(l, j);
+			job_free(j);
+			udp_update_reading(l);
+			continue;
+		}
+		c = j->nj_conn;
+		c->nc_inflight--;
+		if (c->nc_open && j->nj_reply != NULL) {
+			j->nj_next = NULL;
+			if (c->nc_outtail)
+				c->nc_outtail->nj_next = j;
+			else
+				c->nc_outq = j;
+			c->nc_outtail = j;
+			c->nc_outbytes += j->nj_replylen;
+		} else {
+			job_free(j);
+		}
+		/* The job's reference moves to the dirty list, or is dropped if already there. */
+		if (c->nc_dirty) {
+			conn_unref(c);
+		} else {
+			c->nc_dirty = true;
+			c->nc_dirty_next = dirty;
+			dirty = c;
+		}
+	}
+	/* Write each connection's batch with as few syscalls as it takes. */
+	while (dirty != NULL) {
+		c = dirty;
+		dirty = c->nc_dirty_next;
+		c->nc_dirty = false;
+		c->nc_dirty_next = NULL;
+		/* A pending write watcher flushes on its own; conn_flush() < 0 means closed. */
+		if (c->nc_open && (ev_is_active(&c->nc_wio) || conn_flush(c) == 0))
+			conn_after_io(c);
+		conn_unref(c);
+	}
+}
+
+static void net_async_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	net_complete_all(container_of(w, struct net_server, ns_async));
+}
+
+/* ---- creating and listening ---- */
+
+int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct net_server **out)
+{
+	struct net_server *srv;
+	int rc = -ENOMEM;
+
+	*out = NULL;
+	srv = calloc(1, sizeof(*srv));
+	if (srv == NULL)
+		return -ENOMEM;
+	srv->ns_loop = loop;
+	srv->ns_max_record = opts->no_max_record ? opts->no_max_record : NET_DEFAULT_MAX_RECORD;
+	if (opts->no_listen != NULL && (srv->ns_listen = strdup(opts->no_listen)) == NULL)
+		goto fail;
+	srv->ns_rbuf = malloc(NET_READ_CHUNK);
+	srv->ns_ubuf = malloc(NET_UDP_BUF);
+	if (srv->ns_rbuf == NULL || srv->ns_ubuf == NULL)
+		goto fail;
+	ev_async_init(&srv->ns_async, net_async_cb);
+	ev_async_start(loop, &srv->ns_async);
+	/* The async watcher alone must not keep ev_run() from returning. */
+	ev_unref(loop);
+	srv->ns_async_on = true;
+	rc = workers_create(opts->no_workers > 0 ? opts->no_workers : NET_DEFAULT_WORKERS,
+			    net_notify, srv, &srv->ns_workers);
+	if (rc < 0)
+		goto fail;
+	*out = srv;
+	return 0;
+fail:
+	net_server_free(srv);
+	return rc;
+}
+
+static const char *net_bind_hint(int err)
+{
+	switch (err) {
+	case EADDRINUSE:
+		return "another program uses it (see ss -ltnup); stop it or choose another port";
+	case EACCES:
+	case EPERM:
+		return "ports below 1024 need root or CAP_NET_BIND_SERVICE; run as root or choose a port of 1024 or more";
+	case EADDRNOTAVAIL:
+		return "the address is not configured on this host; check --listen";
+	case EAFNOSUPPORT:
+		return "this address family is not available on this host; check --listen";
+	default:
+		return "check --listen and --port";
+	}
+}
+
+static int net_socket(int family, int type, int *fd)
+{
+	*fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	return *fd < 0 ? -errno : 0;
+}
+
+/* Binds one socket of type to addr (whose port is set); returns 0 or -errno. */
+static int net_bind_one(const struct sockaddr_storage *addr, socklen_t addrlen, int type, int *out)
+{
+	int fd, rc, one = 1, zero = 0;
+
+	rc = net_socket(addr->ss_family, type, &fd);
+	if (rc < 0)
+		return rc;
+	if (type == SOCK_STREAM)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (addr->ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	if (type == SOCK_DGRAM) {
+		int big = 1 << 20;
+
+		if (addr->ss_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
+		else
+			setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+		/* Room for bursts of requests and large READ replies. */
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	}
+	if (bind(fd, (const struct sockaddr *)addr, addrlen) < 0 ||
+	    (type == SOCK_STREAM && listen(fd, SOMAXCONN) < 0)) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	*out = fd;
+	return 0;
+}
+
+static void net_set_port(struct sockaddr_storage *ss, int port)
+{
+	if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+	else
+		((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+}
+
+static int net_get_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return -errno;
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/*
+ * Binds TCP and UDP on the same port of addr. Port 0 lets TCP pick and retries when UDP
+ * finds that port taken. On failure err names the protocol and *failed_tcp says which.
+ */
+static int net_bind_pair(struct sockaddr_storage *addr, socklen_t addrlen, int port,
+			 int *tcp, int *udp, bool *failed_tcp)
+{
+	int rc = 0;
+
+	for (int attempt = 0; attempt < NET_PORT0_TRIES; attempt++) {
+		net_set_port(addr, port);
+		*failed_tcp = true;
+		rc = net_bind_one(addr, addrlen, SOCK_STREAM, tcp);
+		if (rc < 0)
+			return rc;
+		rc = net_get_port(*tcp);
+		if (rc < 0) {
+			close(*tcp);
+			return rc;
+		}
+		net_set_port(addr, rc);
+		*failed_tcp = false;
+		rc = net_bind_one(addr, addrlen, SOCK_DGRAM, udp);
+		if (rc == 0)
+			return 0;
+		close(*tcp);
+		if (port != 0 || rc != -EADDRINUSE)
+			return rc;
+	}
+	return rc;
+}
+
+static int net_parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_PASSIVE, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai = NULL;
+
+	if (getaddrinfo(text, NULL, &hints, &ai) != 0 || ai == NULL)
+		return -EINVAL;
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
+{
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	struct net_listener *l;
+	const char *where = srv->ns_listen ? srv->ns_listen : "all addresses";
+	int tcp = -1, udp = -1, rc, bound;
+	bool failed_tcp = true;
+
+	if (port < 0 || port > 65535) {
+		snprintf(err, errlen, "port %d is out of range; use 0 to 65535", port);
+		return -EINVAL;
+	}
+	memset(&addr, 0, sizeof(addr));
+	if (srv->ns_listen != NULL) {
+		if (net_parse_listen(srv->ns_listen, &addr, &addrlen) < 0) {
+			snprintf(err, errlen,
+				 "listen address \"%s\" is not a numeric IPv4 or IPv6 address; give e.g. 0.0.0.0, ::, 127.0.0.1 or ::1",
+				 srv->ns_listen);
+			return -EINVAL;
+		}
+		rc = net_bind_pair(&addr, addrlen, port, &tcp, &udp, &failed_tcp);
+	} else {
+		/* IPv6 any also takes IPv4 (V6ONLY off); hosts without IPv6 get IPv4 any. */
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&addr;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_addr = in6addr_any;
+		addrlen = sizeof(*s6);
+		rc = net_bind_pair(&addr, addrlen, port, &tcp, &udp, &failed_tcp);
+		if (rc == -EAFNOSUPPORT || rc == -EADDRNOTAVAIL || rc == -EPROTONOSUPPORT) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&addr;
+
+			memset(&addr, 0, sizeof(addr));
+			s4->sin_family = AF_INET;
+			s4->sin_addr.s_addr = htonl(INADDR_ANY);
+			addrlen = sizeof(*s4);
+			rc = net_bind_pair(&addr, addrlen, port, &tcp, &udp, &failed_tcp);
+		}
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot listen on %s port %d on %s: %s; %s",
+			 failed_tcp ? "TCP" : "UDP", port, where, strerror(-rc), net_bind_hint(-rc));
+		return rc;
+	}
+	bound = net_get_port(tcp);
+	l = calloc(1, sizeof(*l));
+	if (l == NULL || bound < 0) {
+		free(l);
+		close(tcp);
+		close(udp);
+		snprintf(err, errlen, "cannot listen on port %d: out of memory", port);
+		return -ENOMEM;
+	}
+	l->nl_srv = srv;
+	l->nl_port = bound;
+	l->nl_family = addr.ss_family;
+	l->nl_tcp = tcp;
+	l->nl_udp = udp;
+	net_set_port(&addr, bound);
+	memcpy(&l->nl_addr, &addr, addrlen);
+	l->nl_addrlen = addrlen;
+	ev_io_init(&l->nl_accept, listener_accept_cb, tcp, EV_READ);
+	ev_timer_init(&l->nl_backoff, listener_backoff_cb, NET_ACCEPT_BACKOFF, 0.);
+	ev_io_init(&l->nl_udp_io, udp_read_cb, udp, EV_READ);
+	l->nl_next = srv->ns_listeners;
+	srv->ns_listeners = l;
+	if (!srv->ns_shutting) {
+		ev_io_start(srv->ns_loop, &l->nl_accept);
+		ev_io_start(srv->ns_loop, &l->nl_udp_io);
+	}
+	return bound;
+}
+
+/* ---- shutting down ---- */
+
+static void net_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+}
+
+/*
+ * Call after ev_run() returned (or from a callback that then breaks the loop): it runs
+ * the loop itself for up to NET_SHUTDOWN_WAIT seconds so pending replies get written.
+ */
+void net_server_shutdown(struct net_server *srv)
+{
+	struct ev_loop *loop = srv->ns_loop;
+	struct net_listener *l;
+	struct net_conn *c, *next;
+	ev_timer tick;
+	ev_tstamp deadline;
+
+	if (srv->ns_shutting)
+		return;
+	srv->ns_shutting = true;
+	for (l = srv->ns_listeners; l != NULL; l = l->nl_next) {
+		ev_io_stop(loop, &l->nl_accept);
+		ev_timer_stop(loop, &l->nl_backoff);
+		ev_io_stop(loop, &l->nl_udp_io);
+		if (l->nl_tcp >= 0)
+			close(l->nl_tcp);
+		l->nl_tcp = -1;
+	}
+	for (c = srv->ns_conns; c != NULL; c = next) {
+		next = c->nc_next;
+		conn_after_io(c);
+	}
+
+	ev_timer_init(&tick, net_tick_cb, 0.05, 0.05);
+	ev_timer_start(loop, &tick);
+	deadline = ev_time() + NET_SHUTDOWN_WAIT;
+	while ((srv->ns_inflight > 0 || srv->ns_conns != NULL) && ev_time() < deadline)
+		ev_run(loop, EVRUN_ONCE);
+	ev_timer_stop(loop, &tick);
+	if (srv->ns_inflight > 0 || srv->ns_conns != NULL)
+		log_warn("net: shutting down with %u calls unanswered or replies unsent after %.0f s",
+			 srv->ns_inflight, NET_SHUTDOWN_WAIT);
+
+	while (srv->ns_conns != NULL)
+		conn_close(srv->ns_conns);
+	for (l = srv->ns_listeners; l != NULL; l = l->nl_next) {
+		if (l->nl_udp >= 0)
+			close(l->nl_udp);
+		l->nl_udp = -1;
+	}
+	if (srv->ns_workers != NULL) {
+		workers_stop(srv->ns_workers);
+		net_complete_all(srv);
+	}
+	if (srv->ns_async_on) {
+		ev_ref(loop);
+		ev_async_stop(loop, &srv->ns_async);
+		srv->ns_async_on = false;
+	}
+	srv->ns_down = true;
+}
+
+void net_server_free(struct net_server *srv)
+{
+	struct net_listener *l, *next;
+
+	if (srv == NULL)
+		return;
+	net_server_shutdown(srv);
+	workers_free(srv->ns_workers);
+	for (l = srv->ns_listeners; l != NULL; l = next) {
+		next = l->nl_next;
+		free(l);
+	}
+	free(srv->ns_listen);
+	free(srv->ns_rbuf);
+	free(srv->ns_ubuf);
+	free(srv);
+}
