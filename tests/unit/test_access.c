@@ -4,6 +4,9 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "../../src/nfs/nfs_internal.h"
@@ -171,6 +174,85 @@ static void test_squash(void **state)
 	assert_int_equal(cr.cr_ngroups, RPC_MAX_GROUPS);
 }
 
+/* The thread's fsuid/fsgid and supplementary groups, without changing them. */
+static void thread_ids(uint32_t *fsuid, uint32_t *fsgid, int *ngroups)
+{
+	gid_t groups[64];
+
+	*fsuid = (uint32_t)syscall(SYS_setfsuid, (uid_t)-1);
+	*fsgid = (uint32_t)syscall(SYS_setfsgid, (gid_t)-1);
+	*ngroups = (int)syscall(SYS_getgroups, 64, groups);
+}
+
+struct cred_sync {
+	pthread_mutex_t cs_lock;
+	pthread_cond_t cs_cond;
+	int cs_stage;
+};
+
+static void cred_wait(struct cred_sync *cs, int stage)
+{
+	pthread_mutex_lock(&cs->cs_lock);
+	while (cs->cs_stage < stage)
+		pthread_cond_wait(&cs->cs_cond, &cs->cs_lock);
+	pthread_mutex_unlock(&cs->cs_lock);
+}
+
+static void cred_step(struct cred_sync *cs, int stage)
+{
+	pthread_mutex_lock(&cs->cs_lock);
+	cs->cs_stage = stage;
+	pthread_cond_broadcast(&cs->cs_cond);
+	pthread_mutex_unlock(&cs->cs_lock);
+}
+
+static void *cred_thread(void *arg)
+{
+	struct cred_sync *cs = arg;
+	struct cred cr = { .cr_uid = 1234, .cr_gid = 5678, .cr_ngroups = 2,
+			   .cr_groups = { 11, 12 } };
+	uint32_t u, g;
+	int n;
+
+	if (cred_apply(&cr) != 0) {
+		cred_step(cs, 1);
+		return (void *)1;
+	}
+	thread_ids(&u, &g, &n);
+	cred_step(cs, 1);
+	if (u != 1234 || g != 5678 || n != 2) {
+		cred_restore();
+		return (void *)2;
+	}
+	cred_wait(cs, 2);
+	cred_restore();
+	thread_ids(&u, &g, &n);
+	return (void *)(intptr_t)(u == 0 && g == 0 && n == 0 ? 0 : 3);
+}
+
+static void test_cred_per_thread(void **state)
+{
+	struct cred_sync cs = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	pthread_t t;
+	void *rv;
+	uint32_t u, g;
+	int n;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(pthread_create(&t, NULL, cred_thread, &cs), 0);
+	cred_wait(&cs, 1);
+	/* While the other thread acts as 1234, this one is still root with no groups. */
+	thread_ids(&u, &g, &n);
+	assert_int_equal(u, 0);
+	assert_int_equal(g, 0);
+	cred_step(&cs, 2);
+	assert_int_equal(pthread_join(t, &rv), 0);
+	assert_null(rv);
+	(void)n;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -180,6 +262,7 @@ int main(void)
 		cmocka_unit_test(test_directories),
 		cmocka_unit_test(test_read_only_and_mask),
 		cmocka_unit_test(test_squash),
+		cmocka_unit_test(test_cred_per_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
