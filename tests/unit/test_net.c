@@ -1,0 +1,769 @@
+/*
+ * The network server end to end on loopback: a loop in the test thread, a client thread
+ * talking TCP (fragmented, pipelined, large, oversized records) and UDP, then a shutdown
+ * that still delivers the replies of calls in flight.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <ev.h>
+#include <cmocka.h>
+
+#include "net.h"
+#include "record.h"
+#include "rpc.h"
+
+#define TEST_PROG 300000
+#define P_ECHO 1
+#define P_SLOW 2
+#define P_WHERE 3
+
+/* ---- the fake program ---- */
+
+struct blob {
+	u_int b_len;
+	char *b_val;
+};
+
+static bool_t xdr_blob(XDR *x, struct blob *b)
+{
+	return xdr_bytes(x, &b->b_val, &b->b_len, 4u << 20);
+}
+
+struct where {
+	uint32_t w_peer_family, w_local_family, w_local_port, w_local_addr4;
+	int w_protocol;
+};
+
+static bool_t xdr_where(XDR *x, struct where *w)
+{
+	return xdr_u_int(x, &w->w_peer_family) && xdr_u_int(x, &w->w_local_family) &&
+	       xdr_u_int(x, &w->w_local_port) && xdr_u_int(x, &w->w_local_addr4) &&
+	       xdr_int(x, &w->w_protocol);
+}
+
+static enum rpc_outcome t_null(struct rpc_req *rq, void *a, void *r)
+{
+	(void)rq; (void)a; (void)r;
+	return RPC_OUT_REPLY;
+}
+
+static enum rpc_outcome t_echo(struct rpc_req *rq, void *a, void *r)
+{
+	struct blob *in = a, *out = r;
+
+	out->b_len = in->b_len;
+	out->b_val = rpc_alloc(rq, in->b_len);
+	memcpy(out->b_val, in->b_val, in->b_len);
+	return RPC_OUT_REPLY;
+}
+
+static enum rpc_outcome t_slow(struct rpc_req *rq, void *a, void *r)
+{
+	(void)rq; (void)a; (void)r;
+	usleep(200 * 1000);
+	return RPC_OUT_REPLY;
+}
+
+static enum rpc_outcome t_where(struct rpc_req *rq, void *a, void *r)
+{
+	struct where *w = r;
+
+	(void)a;
+	w->w_peer_family = rq->rq_peer.ss_family;
+	w->w_local_family = rq->rq_locallen ? rq->rq_local.ss_family : 0;
+	w->w_protocol = rq->rq_protocol;
+	if (rq->rq_locallen && rq->rq_local.ss_family == AF_INET) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&rq->rq_local;
+
+		w->w_local_port = ntohs(s->sin_port);
+		w->w_local_addr4 = ntohl(s->sin_addr.s_addr);
+	} else if (rq->rq_locallen && rq->rq_local.ss_family == AF_INET6) {
+		w->w_local_port = ntohs(((struct sockaddr_in6 *)&rq->rq_local)->sin6_port);
+	}
+	return RPC_OUT_REPLY;
+}
+
+#define XDR_VOID ((xdrproc_t)(void (*)(void))xdr_void)
+
+static const struct rpc_proc t_v1[] = {
+	{ "NULL", XDR_VOID, 0, XDR_VOID, 0, t_null },
+	{ "ECHO", (xdrproc_t)xdr_blob, sizeof(struct blob), (xdrproc_t)xdr_blob, sizeof(struct blob), t_echo },
+	{ "SLOW", XDR_VOID, 0, XDR_VOID, 0, t_slow },
+	{ "WHERE", XDR_VOID, 0, (xdrproc_t)xdr_where, sizeof(struct where), t_where },
+};
+static const struct rpc_proc *const t_procs[] = { t_v1 };
+static const uint32_t t_nprocs[] = { 4 };
+static const struct rpc_program t_program = {
+	.rg_prog = TEST_PROG, .rg_vers_min = 1, .rg_vers_max = 1,
+	.rg_procs = t_procs, .rg_nprocs = t_nprocs,
+};
+
+/* ---- client side ---- */
+
+/* Encodes a call (AUTH_SYS) into buf; returns its length. */
+static size_t mkcall(uint8_t *buf, size_t cap, uint32_t xid, uint32_t prog, uint32_t proc,
+		     const void *data, uint32_t datalen, bool with_blob)
+{
+	XDR x;
+	uint32_t v[] = { xid, CALL, 2, prog, 1, proc, AUTH_SYS };
+	uint8_t cred[64];
+	XDR cx;
+	uint32_t credlen;
+	size_t n;
+	char *name = "t";
+	u_int zero = 0, stamp = 1, uid = 1000, gid = 1000;
+
+	xdrmem_create(&cx, (char *)cred, sizeof(cred), XDR_ENCODE);
+	assert_true(xdr_u_int(&cx, &stamp) && xdr_string(&cx, &name, 255) &&
+		    xdr_u_int(&cx, &uid) && xdr_u_int(&cx, &gid) && xdr_u_int(&cx, &zero));
+	credlen = xdr_getpos(&cx);
+	xdr_destroy(&cx);
+
+	xdrmem_create(&x, (char *)buf, (u_int)cap, XDR_ENCODE);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		assert_true(xdr_u_int(&x, &v[i]));
+	assert_true(xdr_u_int(&x, &credlen) && xdr_opaque(&x, (char *)cred, credlen));
+	assert_true(xdr_u_int(&x, &zero) && xdr_u_int(&x, &zero));
+	if (with_blob) {
+		char *p = (char *)data;
+		u_int l = datalen;
+
+		assert_true(xdr_bytes(&x, &p, &l, 4u << 20));
+	}
+	n = xdr_getpos(&x);
+	xdr_destroy(&x);
+	return n;
+}
+
+struct rep {
+	uint32_t xid, stat, code;
+	uint8_t *body;       /* the whole reply record, body at off */
+	size_t off, len;
+};
+
+static void parse_rep(uint8_t *rec, size_t len, struct rep *r)
+{
+	XDR x;
+	uint32_t mt, vf, vl;
+
+	memset(r, 0, sizeof(*r));
+	xdrmem_create(&x, (char *)rec, (u_int)len, XDR_DECODE);
+	assert_true(xdr_u_int(&x, &r->xid) && xdr_u_int(&x, &mt) && xdr_u_int(&x, &r->stat));
+	assert_int_equal(mt, REPLY);
+	assert_int_equal(r->stat, MSG_ACCEPTED);
+	assert_true(xdr_u_int(&x, &vf) && xdr_u_int(&x, &vl) && xdr_u_int(&x, &r->code));
+	r->body = rec;
+	r->off = xdr_getpos(&x);
+	r->len = len;
+	xdr_destroy(&x);
+}
+
+static void write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n > 0) {
+		ssize_t k = write(fd, b, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		assert_true(k > 0);
+		b += k;
+		n -= (size_t)k;
+	}
+}
+
+/* A client connection with its own reassembly state. */
+struct cconn {
+	int cc_fd;
+	struct record_rx cc_rx;
+	uint8_t cc_buf[4096];
+	size_t cc_have, cc_off;
+};
+
+static int tcp_connect(int family, int port);
+
+static struct cconn *cc_open(int port)
+{
+	struct cconn *cc = calloc(1, sizeof(*cc));
+
+	assert_non_null(cc);
+	cc->cc_fd = tcp_connect(AF_INET, port);
+	assert_true(cc->cc_fd >= 0);
+	record_init(&cc->cc_rx, 8u << 20);
+	return cc;
+}
+
+static void cc_close(struct cconn *cc)
+{
+	close(cc->cc_fd);
+	record_free(&cc->cc_rx);
+	free(cc);
+}
+
+/* Reads one record (5 s timeout); NULL at EOF or error. */
+static uint8_t *read_record(struct cconn *cc, size_t *len)
+{
+	size_t used;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = cc->cc_fd, .events = POLLIN };
+		ssize_t k;
+
+		if (cc->cc_off < cc->cc_have) {
+			enum record_status st = record_feed(&cc->cc_rx, cc->cc_buf + cc->cc_off,
+							    cc->cc_have - cc->cc_off, &used);
+
+			cc->cc_off += used;
+			if (st == RECORD_DONE)
+				return record_take(&cc->cc_rx, len);
+			assert_int_equal(st, RECORD_MORE);
+			continue;
+		}
+		if (poll(&pfd, 1, 5000) != 1)
+			return NULL;
+		k = read(cc->cc_fd, cc->cc_buf, sizeof(cc->cc_buf));
+		if (k <= 0)
+			return NULL;
+		cc->cc_have = (size_t)k;
+		cc->cc_off = 0;
+	}
+}
+
+static void frame(uint8_t *hdr, uint32_t len, bool last)
+{
+	uint32_t h = htonl(len | (last ? 0x80000000u : 0));
+
+	memcpy(hdr, &h, 4);
+}
+
+static int tcp_connect(int family, int port)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t sl;
+	int fd = socket(family, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	if (family == AF_INET) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&ss;
+
+		s->sin_family = AF_INET;
+		s->sin_port = htons((uint16_t)port);
+		s->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sl = sizeof(*s);
+	} else {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
+
+		s->sin6_family = AF_INET6;
+		s->sin6_port = htons((uint16_t)port);
+		s->sin6_addr = in6addr_loopback;
+		sl = sizeof(*s);
+	}
+	if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int udp_socket(int family, int port)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t sl;
+	int fd = socket(family, SOCK_DGRAM, 0);
+
+	assert_true(fd >= 0);
+	if (family == AF_INET) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&ss;
+
+		s->sin_family = AF_INET;
+		s->sin_port = htons((uint16_t)port);
+		s->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sl = sizeof(*s);
+	} else {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
+
+		s->sin6_family = AF_INET6;
+		s->sin6_port = htons((uint16_t)port);
+		s->sin6_addr = in6addr_loopback;
+		sl = sizeof(*s);
+	}
+	/* Connected, as the kernel client's is: replies from another address are dropped. */
+	assert_int_equal(connect(fd, (struct sockaddr *)&ss, sl), 0);
+	return fd;
+}
+
+/* One UDP call; returns the reply length (0 on timeout) with the reply in buf. */
+static size_t udp_call(int fd, const uint8_t *req, size_t reqlen, uint8_t *buf, size_t cap)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	ssize_t k;
+
+	assert_int_equal(send(fd, req, reqlen, 0), (ssize_t)reqlen);
+	if (poll(&pfd, 1, 5000) != 1)
+		return 0;
+	k = recv(fd, buf, cap, 0);
+	return k > 0 ? (size_t)k : 0;
+}
+
+/* ---- the test harness: the loop in its own thread, the client in the test thread ---- */
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+struct harness {
+	int fds_before;
+	struct ev_loop *loop;
+	struct net_server *srv;
+	ev_async stop;
+	pthread_t thread;
+	int port;
+};
+
+static void stop_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)w; (void)revents;
+	ev_break(loop, EVBREAK_ALL);
+}
+
+/* Runs the loop until stopped, then shuts the server down from the loop's own thread. */
+static void *loop_main(void *arg)
+{
+	struct harness *h = arg;
+
+	ev_run(h->loop, 0);
+	net_server_shutdown(h->srv);
+	return NULL;
+}
+
+static void harness_start(struct harness *h, const char *listen)
+{
+	static const struct rpc_program *const progs[] = { &t_program };
+	struct net_opts no = { .no_listen = listen, .no_workers = 3, .no_max_record = 2u << 20 };
+	char err[256];
+
+	memset(h, 0, sizeof(*h));
+	h->fds_before = count_fds();
+	rpc_dispatch_init(progs, 1, NULL);
+	h->loop = ev_loop_new(EVFLAG_AUTO);
+	assert_non_null(h->loop);
+	ev_async_init(&h->stop, stop_cb);
+	ev_async_start(h->loop, &h->stop);
+	assert_int_equal(net_server_create(h->loop, &no, &h->srv), 0);
+	h->port = net_listen(h->srv, 0, err, sizeof(err));
+	if (h->port < 0)
+		fail_msg("net_listen: %s", err);
+	assert_true(h->port > 0);
+	assert_int_equal(pthread_create(&h->thread, NULL, loop_main, h), 0);
+}
+
+/* Asks the loop to stop; shutdown then runs in the loop thread. */
+static void harness_stop(struct harness *h)
+{
+	ev_async_send(h->loop, &h->stop);
+}
+
+static void harness_finish(struct harness *h)
+{
+	pthread_join(h->thread, NULL);
+	net_server_free(h->srv);
+	ev_async_stop(h->loop, &h->stop);
+	ev_loop_destroy(h->loop);
+	/* Every socket the server opened is closed again. */
+	assert_int_equal(count_fds(), h->fds_before);
+}
+
+/* ---- clients ---- */
+
+static void client_tcp(struct harness *h)
+{
+	uint8_t req[4096], *rec, hdr[4];
+	size_t n, len;
+	struct rep r;
+	struct cconn *cc = cc_open(h->port);
+	int fd = cc->cc_fd;
+
+	/* One call split into three fragments, written piecemeal. */
+	n = mkcall(req, sizeof(req), 0x1001, TEST_PROG, P_ECHO, "fragmented!", 11, true);
+	frame(hdr, 10, false);
+	write_all(fd, hdr, 4);
+	write_all(fd, req, 10);
+	usleep(20000);
+	frame(hdr, 20, false);
+	write_all(fd, hdr, 2);
+	usleep(20000);
+	write_all(fd, hdr + 2, 2);
+	write_all(fd, req + 10, 20);
+	frame(hdr, (uint32_t)(n - 30), true);
+	write_all(fd, hdr, 4);
+	write_all(fd, req + 30, n - 30);
+	rec = read_record(cc, &len);
+	assert_non_null(rec);
+	parse_rep(rec, len, &r);
+	assert_int_equal(r.xid, 0x1001);
+	assert_int_equal(r.code, SUCCESS);
+	assert_int_equal(r.len - r.off, 4 + 12);
+	assert_memory_equal(r.body + r.off + 4, "fragmented!", 11);
+	free(rec);
+
+	/* 300 pipelined calls in one write: more than a connection may have in flight. */
+	{
+		size_t cap = 300 * 128, off = 0;
+		uint8_t *big = malloc(cap);
+		bool seen[300] = { false };
+
+		for (uint32_t i = 0; i < 300; i++) {
+			n = mkcall(big + off + 4, cap - off - 4, 0x2000 + i, TEST_PROG, P_ECHO, &i, 4, true);
+			frame(big + off, (uint32_t)n, true);
+			off += 4 + n;
+		}
+		write_all(fd, big, off);
+		free(big);
+		for (int i = 0; i < 300; i++) {
+			rec = read_record(cc, &len);
+			assert_non_null(rec);
+			parse_rep(rec, len, &r);
+			assert_int_equal(r.code, SUCCESS);
+			assert_true(r.xid >= 0x2000 && r.xid < 0x2000 + 300);
+			assert_false(seen[r.xid - 0x2000]);
+			seen[r.xid - 0x2000] = true;
+			assert_memory_equal(r.body + r.off + 4, &(uint32_t){ r.xid - 0x2000 }, 4);
+			free(rec);
+		}
+	}
+
+	/* Large replies to a client that reads late: the server must not block. */
+	{
+		size_t blen = 1u << 20, cap = blen + 256;
+		uint8_t *data = malloc(blen), *call = malloc(cap + 4);
+
+		for (size_t i = 0; i < blen; i++)
+			data[i] = (uint8_t)(i * 13);
+		n = mkcall(call + 4, cap, 0x3000, TEST_PROG, P_ECHO, data, (uint32_t)blen, true);
+		frame(call, (uint32_t)n, true);
+		for (int k = 0; k < 4; k++)
+			write_all(fd, call, n + 4);
+		/* Meanwhile other connections are served. */
+		{
+			struct cconn *cc2 = cc_open(h->port);
+
+			n = mkcall(req + 4, sizeof(req) - 4, 0x3100, TEST_PROG, 0, NULL, 0, false);
+			frame(req, (uint32_t)n, true);
+			write_all(cc2->cc_fd, req, n + 4);
+			usleep(100000);
+			rec = read_record(cc2, &len);
+			assert_non_null(rec);
+			free(rec);
+			cc_close(cc2);
+		}
+		for (int k = 0; k < 4; k++) {
+			rec = read_record(cc, &len);
+			assert_non_null(rec);
+			parse_rep(rec, len, &r);
+			assert_int_equal(r.xid, 0x3000);
+			assert_int_equal(r.len - r.off, 4 + blen);
+			assert_memory_equal(r.body + r.off + 4, data, blen);
+			free(rec);
+		}
+		free(data);
+		free(call);
+	}
+
+	/* Our local address as the handler saw it. */
+	n = mkcall(req + 4, sizeof(req) - 4, 0x4000, TEST_PROG, P_WHERE, NULL, 0, false);
+	frame(req, (uint32_t)n, true);
+	write_all(fd, req, n + 4);
+	rec = read_record(cc, &len);
+	assert_non_null(rec);
+	parse_rep(rec, len, &r);
+	{
+		struct where w;
+		XDR x;
+
+		xdrmem_create(&x, (char *)r.body + r.off, (u_int)(r.len - r.off), XDR_DECODE);
+		assert_true(xdr_where(&x, &w));
+		xdr_destroy(&x);
+		assert_int_equal(w.w_peer_family, AF_INET);
+		assert_int_equal(w.w_local_family, AF_INET);
+		assert_int_equal(w.w_local_port, h->port);
+		assert_int_equal(w.w_local_addr4, INADDR_LOOPBACK);
+		assert_int_equal(w.w_protocol, IPPROTO_TCP);
+	}
+	free(rec);
+	cc_close(cc);
+
+	/* An oversized record closes the connection. */
+	cc = cc_open(h->port);
+	fd = cc->cc_fd;
+	frame(hdr, 64u << 20, true);
+	write_all(fd, hdr, 4);
+	assert_null(read_record(cc, &len));
+	cc_close(cc);
+
+	/* Half-close after a call still gets the reply. */
+	cc = cc_open(h->port);
+	fd = cc->cc_fd;
+	n = mkcall(req + 4, sizeof(req) - 4, 0x5000, TEST_PROG, P_SLOW, NULL, 0, false);
+	frame(req, (uint32_t)n, true);
+	write_all(fd, req, n + 4);
+	shutdown(fd, SHUT_WR);
+	rec = read_record(cc, &len);
+	assert_non_null(rec);
+	parse_rep(rec, len, &r);
+	assert_int_equal(r.xid, 0x5000);
+	free(rec);
+	assert_null(read_record(cc, &len));
+	cc_close(cc);
+}
+
+static void client_udp(struct harness *h, int family)
+{
+	uint8_t req[4096], rep[65536];
+	size_t n, k;
+	struct rep r;
+	int fd = udp_socket(family, h->port);
+
+	n = mkcall(req, sizeof(req), 0x6000, TEST_PROG, P_ECHO, "datagram", 8, true);
+	k = udp_call(fd, req, n, rep, sizeof(rep));
+	assert_true(k > 0);
+	parse_rep(rep, k, &r);
+	assert_int_equal(r.xid, 0x6000);
+	assert_int_equal(r.code, SUCCESS);
+	assert_memory_equal(r.body + r.off + 4, "datagram", 8);
+
+	n = mkcall(req, sizeof(req), 0x6001, 100227, 0, NULL, 0, false);
+	k = udp_call(fd, req, n, rep, sizeof(rep));
+	assert_true(k > 0);
+	parse_rep(rep, k, &r);
+	assert_int_equal(r.code, PROG_UNAVAIL);
+
+	n = mkcall(req, sizeof(req), 0x6002, TEST_PROG, P_WHERE, NULL, 0, false);
+	k = udp_call(fd, req, n, rep, sizeof(rep));
+	assert_true(k > 0);
+	parse_rep(rep, k, &r);
+	{
+		struct where w;
+		XDR x;
+
+		xdrmem_create(&x, (char *)r.body + r.off, (u_int)(r.len - r.off), XDR_DECODE);
+		assert_true(xdr_where(&x, &w));
+		xdr_destroy(&x);
+		assert_int_equal(w.w_peer_family, family);
+		assert_int_equal(w.w_local_family, family);
+		assert_int_equal(w.w_local_port, h->port);
+		if (family == AF_INET)
+			assert_int_equal(w.w_local_addr4, INADDR_LOOPBACK);
+		assert_int_equal(w.w_protocol, IPPROTO_UDP);
+	}
+	/* Garbage is dropped without a reply and without harm. */
+	assert_int_equal(send(fd, "junk", 4, 0), 4);
+	close(fd);
+}
+
+static void test_net_v4(void **state)
+{
+	struct harness h;
+
+	(void)state;
+	harness_start(&h, "127.0.0.1");
+	client_tcp(&h);
+	client_udp(&h, AF_INET);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+static void test_net_dual(void **state)
+{
+	struct harness h;
+	int fd;
+
+	(void)state;
+	harness_start(&h, NULL);
+	client_udp(&h, AF_INET);
+	fd = socket(AF_INET6, SOCK_DGRAM, 0);
+	if (fd >= 0) {
+		struct sockaddr_in6 s = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+
+		/* Only where the host has IPv6 loopback. */
+		bool v6 = bind(fd, (struct sockaddr *)&s, sizeof(s)) == 0;
+
+		close(fd);
+		if (v6) {
+			client_udp(&h, AF_INET6);
+			fd = tcp_connect(AF_INET6, h.port);
+			assert_true(fd >= 0);
+			close(fd);
+		}
+	}
+	fd = tcp_connect(AF_INET, h.port);
+	assert_true(fd >= 0);
+	close(fd);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+/* Calls in flight when shutdown starts are still answered, then the connection closes. */
+static void test_net_shutdown(void **state)
+{
+	struct harness h;
+	uint8_t req[8192], *rec;
+	size_t n, off = 0, len;
+	struct cconn *cc, *idle;
+	int got = 0;
+
+	(void)state;
+	harness_start(&h, "127.0.0.1");
+	cc = cc_open(h.port);
+	idle = cc_open(h.port);
+	for (uint32_t i = 0; i < 3; i++) {
+		n = mkcall(req + off + 4, sizeof(req) - off - 4, 0x7000 + i, TEST_PROG, P_SLOW, NULL, 0, false);
+		frame(req + off, (uint32_t)n, true);
+		off += n + 4;
+	}
+	write_all(cc->cc_fd, req, off);
+	usleep(50000);
+	harness_stop(&h);
+	while ((rec = read_record(cc, &len)) != NULL) {
+		struct rep r;
+
+		parse_rep(rec, len, &r);
+		assert_true(r.xid >= 0x7000 && r.xid < 0x7003);
+		free(rec);
+		got++;
+	}
+	assert_int_equal(got, 3);
+	/* The idle connection was closed too. */
+	assert_null(read_record(idle, &len));
+	cc_close(cc);
+	cc_close(idle);
+	harness_finish(&h);
+}
+
+/* Out of file descriptors: accepting pauses, and resumes once descriptors are free. */
+static void test_net_emfile(void **state)
+{
+	struct harness h;
+	struct rlimit old, low;
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	uint8_t req[512], *rec;
+	int fds[4], first, second;
+	size_t n, len;
+	struct cconn cc[4];
+
+	(void)state;
+	harness_start(&h, "127.0.0.1");
+	sin.sin_port = htons((uint16_t)h.port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int i = 0; i < 4; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_true(fds[i] >= 0);
+	}
+	/* Leave the server exactly two descriptors: the two lowest free ones. */
+	first = dup(0);
+	second = dup(0);
+	close(first);
+	close(second);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = (rlim_t)second + 1;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	memset(cc, 0, sizeof(cc));
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(connect(fds[i], (struct sockaddr *)&sin, sizeof(sin)), 0);
+		cc[i].cc_fd = fds[i];
+		record_init(&cc[i].cc_rx, 1 << 20);
+	}
+	n = mkcall(req + 4, sizeof(req) - 4, 0x8000, TEST_PROG, 0, NULL, 0, false);
+	frame(req, (uint32_t)n, true);
+	for (int i = 0; i < 4; i++)
+		write_all(fds[i], req, n + 4);
+	/* Two are served; the others wait in the backlog. */
+	for (int i = 0; i < 2; i++) {
+		rec = read_record(&cc[i], &len);
+		assert_non_null(rec);
+		free(rec);
+	}
+	{
+		struct pollfd pfd = { .fd = fds[2], .events = POLLIN };
+
+		assert_int_equal(poll(&pfd, 1, 300), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		close(fds[i]);
+		record_free(&cc[i].cc_rx);
+	}
+	for (int i = 2; i < 4; i++) {
+		rec = read_record(&cc[i], &len);
+		assert_non_null(rec);
+		free(rec);
+		close(fds[i]);
+		record_free(&cc[i].cc_rx);
+	}
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+static void test_net_bad_listen(void **state)
+{
+	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+	struct net_opts no = { .no_listen = "not-an-address" };
+	struct net_server *srv;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(net_server_create(loop, &no, &srv), 0);
+	assert_true(net_listen(srv, 0, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "not-an-address"));
+	net_server_free(srv);
+
+	/* The same port twice: the second bind fails with a message naming it. */
+	no.no_listen = "127.0.0.1";
+	assert_int_equal(net_server_create(loop, &no, &srv), 0);
+	{
+		int port = net_listen(srv, 0, err, sizeof(err));
+		char want[32];
+
+		assert_true(port > 0);
+		assert_true(net_listen(srv, port, err, sizeof(err)) < 0);
+		snprintf(want, sizeof(want), "port %d", port);
+		assert_non_null(strstr(err, want));
+	}
+	net_server_free(srv);
+	ev_loop_destroy(loop);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_net_v4),
+		cmocka_unit_test(test_net_dual),
+		cmocka_unit_test(test_net_shutdown),
+		cmocka_unit_test(test_net_emfile),
+		cmocka_unit_test(test_net_bad_listen),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
