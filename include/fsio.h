@@ -9,6 +9,7 @@
 #ifndef UNFS_FSIO_H
 #define UNFS_FSIO_H
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -78,8 +79,11 @@ int fsio_futimens(int fd, const struct timespec ts[2]);
 /* Reading a directory given by an O_PATH fd. */
 struct fsio_dir;
 int fsio_dir_open(int pathfd, struct fsio_dir **out);
-/* 1 with the next entry ("." and ".." skipped), 0 at the end, or -errno. */
-int fsio_dir_next(struct fsio_dir *d, const char **name, unsigned char *dtype);
+/*
+ * 1 with the next entry ("." and ".." skipped), 0 at the end, or -errno. ino (may be
+ * NULL) receives d_ino, which is st_ino except at mount points.
+ */
+int fsio_dir_next(struct fsio_dir *d, const char **name, unsigned char *dtype, uint64_t *ino);
 void fsio_dir_close(struct fsio_dir *d);
 
 /* Fills buf with a fresh random name "prefix<hex>". */

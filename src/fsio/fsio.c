@@ -370,7 +370,7 @@ fail:
 	return r;
 }
 
-int fsio_dir_next(struct fsio_dir *d, const char **name, unsigned char *dtype)
+int fsio_dir_next(struct fsio_dir *d, const char **name, unsigned char *dtype, uint64_t *ino)
 {
 	struct dirent *de;
 
@@ -383,6 +383,8 @@ int fsio_dir_next(struct fsio_dir *d, const char **name, unsigned char *dtype)
 			continue;
 		*name = de->d_name;
 		*dtype = de->d_type;
+		if (ino)
+			*ino = de->d_ino;
 		return 1;
 	}
 }

@@ -1,0 +1,244 @@
+/*
+ * Copy-up: giving a lower object an upper copy before it is changed.
+ *
+ * Copies are made with the server's own identity (as overlayfs does with the mounter's),
+ * so owners, modes and times survive; callers check beforehand that the client may do
+ * what it asked. A file is built complete in the work directory and renamed into place,
+ * so a crash never leaves a partial copy visible, and its record is re-keyed to the upper
+ * copy so the union ino never changes.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "fsio.h"
+#include "log.h"
+#include "uint.h"
+
+#define UCOPY_TMP_PREFIX "copyup."
+
+/* Removes what an interrupted copy-up left in the work directory. */
+static void ucopy_sweep(int workfd)
+{
+	struct fsio_dir *d;
+	const char *name;
+	unsigned char type;
+
+	if (fsio_dir_open(workfd, &d) < 0)
+		return;
+	while (fsio_dir_next(d, &name, &type, NULL) == 1)
+		if (!strncmp(name, UCOPY_TMP_PREFIX, strlen(UCOPY_TMP_PREFIX)))
+			fsio_unlink(workfd, name, false);
+	fsio_dir_close(d);
+}
+
+/* The work directory, made on first use: a read-only export never gets here. */
+static int ucopy_workdir(struct union_export *ux, int *fd)
+{
+	struct fsio_ids ids;
+	int r = 0;
+
+	pthread_mutex_lock(&ux->ux_work_lock);
+	if (ux->ux_workfd >= 0)
+		goto out;
+	fsio_become_root(&ids);
+	r = fsio_mkdir(ux->ux_rootfd[0], UNION_WORK_NAME, 0700);
+	if (r == 0)
+		r = fsio_fsync_dir(ux->ux_rootfd[0]);
+	if (r == 0 || r == -EEXIST)
+		r = fsio_open_dir(ux->ux_rootfd[0], UNION_WORK_NAME, &ux->ux_workfd);
+	if (r == 0)
+		ucopy_sweep(ux->ux_workfd);
+	fsio_restore(&ids);
+	if (r < 0)
+		log_err("export %s: work directory %s/%s: %s; make the upper branch writable",
+			ux->ux_name, ux->ux_paths[0], UNION_WORK_NAME, strerror(-r));
+out:
+	*fd = ux->ux_workfd;
+	pthread_mutex_unlock(&ux->ux_work_lock);
+	return r;
+}
+
+static void ucopy_times(const struct stat *st, struct timespec ts[2])
+{
+	ts[0] = st->st_atim;
+	ts[1] = st->st_mtim;
+}
+
+int ucopy_dir(struct union_export *ux, uint64_t pino, const struct udirset *parent,
+	      const char *name, struct ufound *f)
+{
+	struct udirset *ds = &f->uf_dirs;
+	struct timespec ts[2];
+	struct fsio_ids ids;
+	struct stat st;
+	int r, fd = -1, upfd = parent->ds_fd[0];
+
+	if (parent->ds_n == 0 || parent->ds_branch[0] != 0 || ds->ds_n >= CONFIG_MAX_BRANCHES)
+		return -EROFS;
+	ucopy_times(&f->uf_st, ts);
+	fsio_become_root(&ids);
+	r = fsio_mkdir(upfd, name, f->uf_st.st_mode & 07777);
+	if (r == 0) {
+		r = fsio_chown(upfd, name, f->uf_st.st_uid, f->uf_st.st_gid);
+		if (r == 0) /* after chown, which clears set-id bits */
+			r = fsio_chmod(upfd, name, f->uf_st.st_mode & 07777);
+		if (r == 0)
+			r = fsio_utimens(upfd, name, ts);
+	} else if (r == -EEXIST) {
+		r = 0; /* made meanwhile by another request */
+	}
+	if (r == 0)
+		r = fsio_open_dir(upfd, name, &fd);
+	fsio_restore(&ids);
+	if (r == 0)
+		r = fsio_stat(fd, &st);
+	if (r == 0)
+		r = fsio_fsync_dir(upfd);
+	if (r < 0) {
+		fsio_close(fd);
+		return r == -ENOTDIR ? -ESTALE : r;
+	}
+	memmove(&ds->ds_fd[1], &ds->ds_fd[0], (size_t)ds->ds_n * sizeof(ds->ds_fd[0]));
+	memmove(&ds->ds_branch[1], &ds->ds_branch[0], (size_t)ds->ds_n * sizeof(ds->ds_branch[0]));
+	ds->ds_fd[0] = fd;
+	ds->ds_branch[0] = 0;
+	ds->ds_n++;
+	f->uf_branch = 0;
+	f->uf_pidx = 0;
+	f->uf_st = st;
+	udir_invalidate(ux, pino);
+	return 0;
+}
+
+/* Builds the copy of o as tmp in the work directory; runs as root. */
+static int ucopy_make(struct uobj *o, int workfd, const char *tmp, struct stat *out)
+{
+	const struct stat *st = &o->uo_st;
+	const char *name = o->uo_rec.si_name;
+	char target[PATH_MAX + 1];
+	struct timespec ts[2];
+	struct stat in_st;
+	int r, in = -1, cp = -1;
+	size_t len;
+
+	ucopy_times(st, ts);
+	if (S_ISREG(st->st_mode)) {
+		r = fsio_open_file(o->uo_pfd, name, O_RDONLY, 0, &in);
+		if (r == 0)
+			r = fsio_stat(in, &in_st);
+		if (r == 0 && in_st.st_ino != st->st_ino)
+			r = -ESTALE;
+		if (r == 0)
+			r = fsio_open_file(workfd, tmp, O_CREAT | O_EXCL | O_WRONLY, 0600, &cp);
+		if (r == 0)
+			r = fsio_copy_data(in, cp, (uint64_t)in_st.st_size);
+		if (r == 0)
+			r = fsio_fchown(cp, st->st_uid, st->st_gid);
+		if (r == 0)
+			r = fsio_fchmod(cp, st->st_mode & 07777);
+		if (r == 0)
+			r = fsio_futimens(cp, ts);
+		if (r == 0)
+			r = fsio_fsync(cp);
+		if (r == 0)
+			r = fsio_stat(cp, out);
+		fsio_close(in);
+		fsio_close(cp);
+		return r;
+	}
+	if (S_ISLNK(st->st_mode)) {
+		r = fsio_readlink(o->uo_fd, "", target, sizeof(target), &len);
+		if (r == 0)
+			r = fsio_symlink(target, workfd, tmp);
+	} else {
+		r = fsio_mknod(workfd, tmp, st->st_mode & (S_IFMT | 07777), st->st_rdev);
+	}
+	if (r == 0)
+		r = fsio_chown(workfd, tmp, st->st_uid, st->st_gid);
+	if (r == 0 && !S_ISLNK(st->st_mode))
+		r = fsio_chmod(workfd, tmp, st->st_mode & 07777);
+	if (r == 0)
+		r = fsio_utimens(workfd, tmp, ts);
+	if (r == 0)
+		r = fsio_statat(workfd, tmp, out);
+	return r;
+}
+
+int ucopy_up(struct union_export *ux, struct uobj *o)
+{
+	uint64_t ino = o->uo_rec.si_ino, pino = o->uo_rec.si_parent;
+	struct store_txn *t = NULL;
+	struct fsio_ids ids;
+	struct stat cst;
+	struct uobj now;
+	char tmp[64];
+	bool made = false;
+	int r, workfd;
+
+	if (ux->ux_ro)
+		return -EROFS;
+	uobj_release(o);
+	r = ures_resolve(ux, NULL, ino, URES_UPPER, o);
+	if (r < 0 || o->uo_rec.si_branch == 0)
+		return r;
+	if (o->uo_upfd < 0)
+		return -EROFS;
+	r = ucopy_workdir(ux, &workfd);
+	if (r == 0)
+		r = fsio_random_name(UCOPY_TMP_PREFIX, tmp, sizeof(tmp));
+	if (r < 0)
+		return r;
+	fsio_become_root(&ids);
+	r = ucopy_make(o, workfd, tmp, &cst);
+	fsio_restore(&ids);
+	made = r == 0 || r != -EEXIST;
+	if (r < 0)
+		goto out;
+	r = store_begin(ux->ux_store, true, &t);
+	if (r < 0)
+		goto out;
+	/* Under the write lock: is it still that lower copy, or did another request win? */
+	r = ures_resolve(ux, t, ino, 0, &now);
+	if (r == 0 && now.uo_rec.si_branch == 0) {
+		uobj_release(&now);
+		goto out;
+	}
+	uobj_release(&now);
+	if (r < 0)
+		goto out;
+	fsio_become_root(&ids);
+	r = fsio_rename(workfd, tmp, o->uo_upfd, o->uo_rec.si_name, true);
+	fsio_restore(&ids);
+	if (r == -EEXIST)
+		r = -ESTALE; /* an upper object appeared behind our back */
+	if (r < 0)
+		goto out;
+	made = false;
+	now.uo_rec = o->uo_rec;
+	now.uo_rec.si_branch = 0;
+	now.uo_rec.si_real_ino = (uint64_t)cst.st_ino;
+	r = store_update(t, ux->ux_id, &now.uo_rec);
+	if (r == 0)
+		r = store_commit(t);
+	else
+		store_abort(t);
+	t = NULL;
+	if (r == 0)
+		r = fsio_fsync_dir(o->uo_upfd);
+	if (r == 0)
+		r = fsio_fsync_dir(workfd);
+	udir_invalidate(ux, pino);
+out:
+	if (t)
+		store_abort(t);
+	if (made) {
+		fsio_become_root(&ids);
+		fsio_unlink(workfd, tmp, false);
+		fsio_restore(&ids);
+	}
+	uobj_release(o);
+	if (r == 0)
+		r = ures_resolve(ux, NULL, ino, 0, o);
+	return r;
+}

@@ -1,0 +1,555 @@
+/*
+ * Merged directory listings with cookies that survive anything.
+ *
+ * A listing is every branch copy's names, a higher branch's name winning, internal names
+ * dropped, sorted by cookie: a keyed 63-bit hash of the name. A cookie therefore means
+ * "after this name" in every listing of the directory, before and after entries come
+ * and go and across restarts (the key lives in the store).
+ *
+ * Listings are cached per directory so that paging through N entries costs O(N). A
+ * listing stays valid while every branch copy keeps its identity, mtime and ctime, and
+ * changes made through the union drop it at once. Changes made behind our back within
+ * the file system's timestamp granularity are caught by not trusting a listing made
+ * within UDIR_RACY_NS of the directory's last change.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fsio.h"
+#include "uint.h"
+
+#define UDIR_MAX_LISTS 64
+#define UDIR_MAX_ENTRIES (2u << 20)
+#define UDIR_CHUNK 64
+#define UDIR_RACY_NS 50000000LL
+#define UDIR_COOKIE_DOT 1
+#define UDIR_COOKIE_DOTDOT 2
+#define UDIR_COOKIE_FIRST 3
+
+struct udir_ent {
+	uint64_t de_cookie;
+	uint64_t de_ino;         /* 0 until known; written atomically, listings are shared */
+	size_t de_name;          /* offset into dl_pool */
+	uint8_t de_type;         /* S_IFMT >> 12, which is also the d_type */
+	uint8_t de_branch;
+	int de_order;            /* index of the copy that listed it; the lowest wins */
+};
+
+struct udir_src {
+	uint8_t us_branch;
+	ino_t us_ino;
+	struct timespec us_mtim;
+	struct timespec us_ctim;
+};
+
+struct udir_list {
+	uint64_t dl_ino;
+	int dl_nsrc;
+	struct udir_src *dl_src;
+	size_t dl_n;
+	size_t dl_cap;
+	struct udir_ent *dl_ents;
+	char *dl_pool;
+	size_t dl_pool_len;
+	size_t dl_pool_cap;
+	int dl_refs;             /* guarded by the cache lock */
+	bool dl_cached;          /* on the cache's list */
+	bool dl_racy;            /* serve once, then make anew */
+	struct udir_list *dl_prev;
+	struct udir_list *dl_next;
+};
+
+struct udir_cache {
+	pthread_mutex_t dc_lock;
+	struct udir_list *dc_head;   /* most recently used */
+	struct udir_list *dc_tail;
+	int dc_count;
+	size_t dc_entries;
+};
+
+int udir_cache_new(struct udir_cache **out)
+{
+	struct udir_cache *dc = calloc(1, sizeof(*dc));
+
+	if (!dc)
+		return -ENOMEM;
+	pthread_mutex_init(&dc->dc_lock, NULL);
+	*out = dc;
+	return 0;
+}
+
+static void udir_list_free(struct udir_list *l)
+{
+	if (!l)
+		return;
+	free(l->dl_src);
+	free(l->dl_ents);
+	free(l->dl_pool);
+	free(l);
+}
+
+/* Takes l off the cache's list (lock held); frees it unless someone still reads it. */
+static void udir_unlink(struct udir_cache *dc, struct udir_list *l)
+{
+	if (l->dl_prev)
+		l->dl_prev->dl_next = l->dl_next;
+	else
+		dc->dc_head = l->dl_next;
+	if (l->dl_next)
+		l->dl_next->dl_prev = l->dl_prev;
+	else
+		dc->dc_tail = l->dl_prev;
+	l->dl_prev = l->dl_next = NULL;
+	l->dl_cached = false;
+	dc->dc_count--;
+	dc->dc_entries -= l->dl_n;
+	if (l->dl_refs == 0)
+		udir_list_free(l);
+}
+
+static void udir_push(struct udir_cache *dc, struct udir_list *l)
+{
+	l->dl_prev = NULL;
+	l->dl_next = dc->dc_head;
+	if (dc->dc_head)
+		dc->dc_head->dl_prev = l;
+	else
+		dc->dc_tail = l;
+	dc->dc_head = l;
+	l->dl_cached = true;
+	dc->dc_count++;
+	dc->dc_entries += l->dl_n;
+}
+
+/* Moves a held listing to the front (lock held). */
+static void udir_touch(struct udir_cache *dc, struct udir_list *l)
+{
+	if (dc->dc_head == l)
+		return;
+	l->dl_prev->dl_next = l->dl_next;
+	if (l->dl_next)
+		l->dl_next->dl_prev = l->dl_prev;
+	else
+		dc->dc_tail = l->dl_prev;
+	l->dl_prev = NULL;
+	l->dl_next = dc->dc_head;
+	dc->dc_head->dl_prev = l;
+	dc->dc_head = l;
+}
+
+void udir_cache_free(struct udir_cache *dc)
+{
+	if (!dc)
+		return;
+	while (dc->dc_head)
+		udir_unlink(dc, dc->dc_head);
+	pthread_mutex_destroy(&dc->dc_lock);
+	free(dc);
+}
+
+static struct udir_list *udir_find(struct udir_cache *dc, uint64_t ino)
+{
+	for (struct udir_list *l = dc->dc_head; l; l = l->dl_next)
+		if (l->dl_ino == ino)
+			return l;
+	return NULL;
+}
+
+void udir_invalidate(struct union_export *ux, uint64_t dir)
+{
+	struct udir_cache *dc = ux->ux_dcache;
+	struct udir_list *l;
+
+	pthread_mutex_lock(&dc->dc_lock);
+	l = udir_find(dc, dir);
+	if (l)
+		udir_unlink(dc, l);
+	pthread_mutex_unlock(&dc->dc_lock);
+}
+
+static void udir_put(struct union_export *ux, struct udir_list *l)
+{
+	struct udir_cache *dc = ux->ux_dcache;
+
+	pthread_mutex_lock(&dc->dc_lock);
+	if (--l->dl_refs == 0 && !l->dl_cached)
+		udir_list_free(l);
+	pthread_mutex_unlock(&dc->dc_lock);
+}
+
+static uint64_t udir_cookie(const struct union_export *ux, const char *name)
+{
+	unsigned char h[crypto_shorthash_BYTES];
+	uint64_t c = 0;
+
+	crypto_shorthash(h, (const unsigned char *)name, strlen(name), ux->ux_cookie_key);
+	for (int i = 0; i < 8; i++)
+		c |= (uint64_t)h[i] << (8 * i);
+	c &= INT64_MAX;
+	return c < UDIR_COOKIE_FIRST ? c + UDIR_COOKIE_FIRST : c;
+}
+
+/* The identity of each copy now: a listing is valid while this stays the same. */
+static int udir_sources(const struct udirset *ds, struct udir_src *src)
+{
+	struct stat st;
+	int r;
+
+	for (int i = 0; i < ds->ds_n; i++) {
+		r = fsio_stat(ds->ds_fd[i], &st);
+		if (r < 0)
+			return r;
+		src[i].us_branch = ds->ds_branch[i];
+		src[i].us_ino = st.st_ino;
+		src[i].us_mtim = st.st_mtim;
+		src[i].us_ctim = st.st_ctim;
+	}
+	return 0;
+}
+
+static bool udir_same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+static bool udir_valid(const struct udir_list *l, int nsrc, const struct udir_src *src)
+{
+	if (l->dl_racy || l->dl_nsrc != nsrc)
+		return false;
+	for (int i = 0; i < nsrc; i++) {
+		const struct udir_src *a = &l->dl_src[i], *b = &src[i];
+
+		if (a->us_branch != b->us_branch || a->us_ino != b->us_ino ||
+		    !udir_same_time(&a->us_mtim, &b->us_mtim) ||
+		    !udir_same_time(&a->us_ctim, &b->us_ctim))
+			return false;
+	}
+	return true;
+}
+
+static long long udir_ns(const struct timespec *ts)
+{
+	return (long long)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+static int udir_add(struct udir_list *l, const char *name, uint64_t cookie, uint8_t type,
+		    uint8_t branch, int order)
+{
+	size_t len = strlen(name) + 1;
+	struct udir_ent *e;
+
+	if (l->dl_n == l->dl_cap) {
+		size_t cap = l->dl_cap ? 2 * l->dl_cap : 64;
+
+		e = realloc(l->dl_ents, cap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		l->dl_ents = e;
+		l->dl_cap = cap;
+	}
+	if (l->dl_pool_len + len > l->dl_pool_cap) {
+		size_t cap = l->dl_pool_cap ? 2 * l->dl_pool_cap : 4096;
+		char *p;
+
+		while (cap < l->dl_pool_len + len)
+			cap *= 2;
+		p = realloc(l->dl_pool, cap);
+		if (!p)
+			return -ENOMEM;
+		l->dl_pool = p;
+		l->dl_pool_cap = cap;
+	}
+	memcpy(l->dl_pool + l->dl_pool_len, name, len);
+	e = &l->dl_ents[l->dl_n++];
+	e->de_cookie = cookie;
+	e->de_ino = 0;
+	e->de_name = l->dl_pool_len;
+	e->de_type = type;
+	e->de_branch = branch;
+	e->de_order = order;
+	l->dl_pool_len += len;
+	return 0;
+}
+
+static const char *udir_name(const struct udir_list *l, const struct udir_ent *e)
+{
+	return l->dl_pool + e->de_name;
+}
+
+/* qsort has no context argument; the pool is passed through this per-thread pointer. */
+static __thread const char *udir_sort_pool;
+
+static int udir_cmp(const void *a, const void *b)
+{
+	const struct udir_ent *x = a, *y = b;
+	int c;
+
+	if (x->de_cookie != y->de_cookie)
+		return x->de_cookie < y->de_cookie ? -1 : 1;
+	c = strcmp(udir_sort_pool + x->de_name, udir_sort_pool + y->de_name);
+	if (c)
+		return c;
+	return x->de_order - y->de_order;
+}
+
+static int udir_read_copy(struct union_export *ux, uint64_t dir, struct udir_list *l, int fd,
+			  uint8_t branch, int order)
+{
+	struct fsio_dir *d;
+	const char *name;
+	unsigned char type;
+	struct stat st;
+	int r;
+
+	r = fsio_dir_open(fd, &d);
+	if (r < 0)
+		return r;
+	while ((r = fsio_dir_next(d, &name, &type, NULL)) == 1) {
+		if (uname_hidden(dir, name) || strlen(name) > STORE_NAME_MAX)
+			continue;
+		if (type == DT_UNKNOWN) {
+			r = fsio_statat(fd, name, &st);
+			if (r == -ENOENT)
+				continue;
+			if (r < 0)
+				break;
+			type = (unsigned char)((st.st_mode & S_IFMT) >> 12);
+		}
+		r = udir_add(l, name, udir_cookie(ux, name), type, branch, order);
+		if (r < 0)
+			break;
+	}
+	fsio_dir_close(d);
+	return r;
+}
+
+static int udir_build(struct union_export *ux, uint64_t dir, const struct udirset *ds,
+		      const struct udir_src *src, struct udir_list **out)
+{
+	struct udir_list *l = calloc(1, sizeof(*l));
+	struct timespec now;
+	size_t keep = 0;
+	int r = 0;
+
+	if (!l)
+		return -ENOMEM;
+	l->dl_ino = dir;
+	l->dl_nsrc = ds->ds_n;
+	l->dl_src = malloc((size_t)(ds->ds_n ? ds->ds_n : 1) * sizeof(*l->dl_src));
+	if (!l->dl_src) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	memcpy(l->dl_src, src, (size_t)ds->ds_n * sizeof(*src));
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (int i = 0; i < ds->ds_n; i++) {
+		if (udir_ns(&now) - udir_ns(&src[i].us_mtim) < UDIR_RACY_NS ||
+		    udir_ns(&now) - udir_ns(&src[i].us_ctim) < UDIR_RACY_NS)
+			l->dl_racy = true;
+		r = udir_read_copy(ux, dir, l, ds->ds_fd[i], ds->ds_branch[i], i);
+		if (r < 0)
+			goto fail;
+	}
+	udir_sort_pool = l->dl_pool;
+	if (l->dl_n)
+		qsort(l->dl_ents, l->dl_n, sizeof(*l->dl_ents), udir_cmp);
+	/* Equal names sort together, the highest branch's first: keep only that one. */
+	for (size_t i = 0; i < l->dl_n; i++) {
+		if (keep && l->dl_ents[keep - 1].de_cookie == l->dl_ents[i].de_cookie &&
+		    !strcmp(udir_name(l, &l->dl_ents[keep - 1]), udir_name(l, &l->dl_ents[i])))
+			continue;
+		l->dl_ents[keep++] = l->dl_ents[i];
+	}
+	l->dl_n = keep;
+	l->dl_refs = 1;
+	*out = l;
+	return 0;
+fail:
+	udir_list_free(l);
+	return r;
+}
+
+/* The current listing of dir, held (udir_put it). */
+static int udir_get(struct union_export *ux, uint64_t dir, const struct udirset *ds,
+		    struct udir_list **out)
+{
+	struct udir_cache *dc = ux->ux_dcache;
+	struct udir_src *src;
+	struct udir_list *l, *old;
+	int r;
+
+	src = malloc((size_t)(ds->ds_n ? ds->ds_n : 1) * sizeof(*src));
+	if (!src)
+		return -ENOMEM;
+	r = udir_sources(ds, src);
+	if (r < 0)
+		goto out;
+	pthread_mutex_lock(&dc->dc_lock);
+	l = udir_find(dc, dir);
+	if (l && udir_valid(l, ds->ds_n, src)) {
+		l->dl_refs++;
+		udir_touch(dc, l);
+		pthread_mutex_unlock(&dc->dc_lock);
+		*out = l;
+		goto out;
+	}
+	if (l)
+		udir_unlink(dc, l);
+	pthread_mutex_unlock(&dc->dc_lock);
+	r = udir_build(ux, dir, ds, src, &l);
+	if (r < 0)
+		goto out;
+	pthread_mutex_lock(&dc->dc_lock);
+	old = udir_find(dc, dir);
+	if (old)
+		udir_unlink(dc, old);
+	if (l->dl_n <= UDIR_MAX_ENTRIES)
+		udir_push(dc, l);
+	while (dc->dc_tail && dc->dc_tail != l &&
+	       (dc->dc_count > UDIR_MAX_LISTS || dc->dc_entries > UDIR_MAX_ENTRIES))
+		udir_unlink(dc, dc->dc_tail);
+	pthread_mutex_unlock(&dc->dc_lock);
+	*out = l;
+out:
+	free(src);
+	return r;
+}
+
+/* Finds inos for the entries [from, to) that have none yet. */
+static int udir_fill(struct union_export *ux, uint64_t dir, const struct udirset *ds,
+		     struct udir_list *l, size_t from, size_t to)
+{
+	const char *names[UDIR_CHUNK];
+	size_t idx[UDIR_CHUNK], n = 0;
+	uint64_t inos[UDIR_CHUNK];
+	int r;
+
+	for (size_t i = from; i < to && n < UDIR_CHUNK; i++) {
+		if (__atomic_load_n(&l->dl_ents[i].de_ino, __ATOMIC_ACQUIRE))
+			continue;
+		idx[n] = i;
+		names[n++] = udir_name(l, &l->dl_ents[i]);
+	}
+	if (!n)
+		return 0;
+	r = ures_map_batch(ux, dir, ds, n, names, inos);
+	if (r < 0)
+		return r;
+	for (size_t k = 0; k < n; k++)
+		__atomic_store_n(&l->dl_ents[idx[k]].de_ino, inos[k], __ATOMIC_RELEASE);
+	return 0;
+}
+
+static size_t udir_search(const struct udir_list *l, uint64_t cookie)
+{
+	size_t lo = 0, hi = l->dl_n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->dl_ents[mid].de_cookie <= cookie)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* "." and "..": 1 when fn asked to stop. */
+static int udir_dots(struct union_export *ux, const struct uobj *d, uint64_t cookie,
+		     bool with_attrs, union_dirent_fn fn, void *ctx, int *r)
+{
+	struct union_dirent de = { .ud_type = S_IFDIR };
+	struct stat st;
+
+	*r = 0;
+	if (cookie < UDIR_COOKIE_DOT) {
+		de.ud_name = ".";
+		de.ud_ino = d->uo_rec.si_ino;
+		de.ud_cookie = UDIR_COOKIE_DOT;
+		st = d->uo_st;
+		ures_fix_stat(ux, &st, de.ud_ino);
+		de.ud_st = with_attrs ? &st : NULL;
+		if (fn(ctx, &de))
+			return 1;
+	}
+	if (cookie < UDIR_COOKIE_DOTDOT) {
+		de.ud_name = "..";
+		de.ud_ino = d->uo_rec.si_ino == STORE_ROOT_INO ? STORE_ROOT_INO :
+								 d->uo_rec.si_parent;
+		de.ud_cookie = UDIR_COOKIE_DOTDOT;
+		de.ud_st = NULL;
+		if (with_attrs) {
+			*r = union_getattr(ux, de.ud_ino, &st);
+			if (*r < 0)
+				return 1;
+			de.ud_st = &st;
+		}
+		if (fn(ctx, &de))
+			return 1;
+	}
+	return 0;
+}
+
+int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool with_attrs,
+		  union_dirent_fn fn, void *ctx, bool *eof)
+{
+	struct udir_list *l = NULL;
+	struct uobj d;
+	size_t i;
+	int r;
+
+	*eof = false;
+	r = ures_resolve(ux, NULL, dir, 0, &d);
+	if (r == 0 && !S_ISDIR(d.uo_st.st_mode))
+		r = -ENOTDIR;
+	if (r < 0)
+		goto out;
+	if (udir_dots(ux, &d, cookie, with_attrs, fn, ctx, &r))
+		goto out;
+	r = udir_get(ux, dir, &d.uo_dirs, &l);
+	if (r < 0)
+		goto out;
+	i = udir_search(l, cookie);
+	while (i < l->dl_n) {
+		size_t end = i + UDIR_CHUNK < l->dl_n ? i + UDIR_CHUNK : l->dl_n;
+
+		r = udir_fill(ux, dir, &d.uo_dirs, l, i, end);
+		if (r < 0)
+			goto out;
+		for (; i < end; i++) {
+			const struct udir_ent *e = &l->dl_ents[i];
+			struct union_dirent de = { 0 };
+			struct stat st;
+
+			de.ud_ino = __atomic_load_n(&e->de_ino, __ATOMIC_ACQUIRE);
+			if (!de.ud_ino)
+				continue; /* vanished since the listing was made */
+			de.ud_name = udir_name(l, e);
+			de.ud_cookie = e->de_cookie;
+			de.ud_type = (mode_t)e->de_type << 12;
+			if (with_attrs) {
+				int fd = uds_fd_of(&d.uo_dirs, e->de_branch);
+
+				if (fd < 0 || fsio_statat(fd, de.ud_name, &st) < 0)
+					continue;
+				ures_fix_stat(ux, &st, de.ud_ino);
+				de.ud_st = &st;
+				de.ud_type = st.st_mode & S_IFMT;
+			}
+			if (fn(ctx, &de))
+				goto out;
+		}
+	}
+	*eof = true;
+out:
+	if (l)
+		udir_put(ux, l);
+	uobj_release(&d);
+	return r;
+}

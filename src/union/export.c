@@ -1,0 +1,208 @@
+/* Opening an export's branch stack, and the small helpers every union file uses. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsio.h"
+#include "uint.h"
+
+#define UNION_FSID_BASE 0x756e696f6e000000ULL /* "union" */
+
+void uds_init(struct udirset *ds)
+{
+	ds->ds_n = 0;
+	ds->ds_borrowed = false;
+}
+
+void uds_root(const struct union_export *ux, struct udirset *ds)
+{
+	ds->ds_n = ux->ux_nbranches;
+	ds->ds_borrowed = true;
+	for (int i = 0; i < ux->ux_nbranches; i++) {
+		ds->ds_fd[i] = ux->ux_rootfd[i];
+		ds->ds_branch[i] = (uint8_t)i;
+	}
+}
+
+void uds_release(struct udirset *ds)
+{
+	if (!ds->ds_borrowed)
+		for (int i = 0; i < ds->ds_n; i++)
+			fsio_close(ds->ds_fd[i]);
+	ds->ds_n = 0;
+	ds->ds_borrowed = false;
+}
+
+int uds_take(struct udirset *ds, int i)
+{
+	int fd, r;
+
+	if (ds->ds_borrowed) {
+		r = fsio_dup(ds->ds_fd[i], &fd);
+		return r < 0 ? r : fd;
+	}
+	fd = ds->ds_fd[i];
+	ds->ds_fd[i] = -1;
+	return fd;
+}
+
+int uds_fd_of(const struct udirset *ds, uint8_t b)
+{
+	for (int i = 0; i < ds->ds_n; i++)
+		if (ds->ds_branch[i] == b)
+			return ds->ds_fd[i];
+	return -1;
+}
+
+int uname_check(const char *name)
+{
+	size_t len;
+
+	if (!name || !*name || strchr(name, '/'))
+		return -EINVAL;
+	len = strlen(name);
+	return len > STORE_NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+bool uname_dot(const char *name)
+{
+	return !strcmp(name, ".") || !strcmp(name, "..");
+}
+
+bool uname_hidden(uint64_t dir, const char *name)
+{
+	return dir == STORE_ROOT_INO && !strcmp(name, UNION_WORK_NAME);
+}
+
+void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino)
+{
+	st->st_ino = (ino_t)ino;
+	st->st_dev = (dev_t)union_fsid(ux);
+}
+
+static void union_free(struct union_export *ux)
+{
+	if (!ux)
+		return;
+	for (int i = 0; i < ux->ux_nbranches; i++) {
+		fsio_close(ux->ux_rootfd[i]);
+		free(ux->ux_paths[i]);
+	}
+	fsio_close(ux->ux_workfd);
+	udir_cache_free(ux->ux_dcache);
+	pthread_mutex_destroy(&ux->ux_work_lock);
+	free(ux->ux_rootfd);
+	free(ux->ux_paths);
+	free(ux->ux_name);
+	free(ux);
+}
+
+int union_open(const struct export_conf *ec, struct store *st, struct union_export **out,
+	       char *err, size_t errlen)
+{
+	struct store_branch_id *ids = NULL;
+	struct union_export *ux;
+	char canon[PATH_MAX];
+	int n = ec->ec_nbranches, r;
+
+	*out = NULL;
+	if (n < 1 || n > CONFIG_MAX_BRANCHES) {
+		snprintf(err, errlen, "export %s: %d branches; give 1 to %d with -e", ec->ec_name,
+			 n, CONFIG_MAX_BRANCHES);
+		return -EINVAL;
+	}
+	if (sodium_init() < 0) {
+		snprintf(err, errlen, "export %s: libsodium failed to initialise", ec->ec_name);
+		return -EIO;
+	}
+	ux = calloc(1, sizeof(*ux));
+	if (!ux)
+		goto nomem;
+	pthread_mutex_init(&ux->ux_work_lock, NULL);
+	ux->ux_workfd = -1;
+	ux->ux_store = st;
+	ux->ux_ro = ec->ec_opts.eo_ro;
+	ux->ux_name = strdup(ec->ec_name);
+	ux->ux_rootfd = malloc((size_t)n * sizeof(*ux->ux_rootfd));
+	ux->ux_paths = calloc((size_t)n, sizeof(*ux->ux_paths));
+	ids = calloc((size_t)n, sizeof(*ids));
+	if (!ux->ux_name || !ux->ux_rootfd || !ux->ux_paths || !ids)
+		goto nomem;
+	for (int i = 0; i < n; i++)
+		ux->ux_rootfd[i] = -1;
+	for (int i = 0; i < n; i++, ux->ux_nbranches++) {
+		struct stat rst;
+
+		r = fsio_open_root(ec->ec_branches[i], canon, sizeof(canon), &ux->ux_rootfd[i]);
+		if (r == 0)
+			r = fsio_stat(ux->ux_rootfd[i], &rst);
+		if (r < 0) {
+			snprintf(err, errlen, "export %s: branch %s: %s; create it or fix -e",
+				 ec->ec_name, ec->ec_branches[i], strerror(-r));
+			ux->ux_nbranches++;
+			goto fail;
+		}
+		ux->ux_paths[i] = strdup(canon);
+		if (!ux->ux_paths[i]) {
+			ux->ux_nbranches++;
+			goto nomem;
+		}
+		ids[i].sb_path = ux->ux_paths[i];
+		ids[i].sb_root_ino = rst.st_ino;
+	}
+	r = udir_cache_new(&ux->ux_dcache);
+	if (r < 0)
+		goto nomem;
+	r = store_bind_export(st, ec->ec_name, ids, n, &ux->ux_id, err, errlen);
+	if (r < 0)
+		goto fail;
+	/* Listing cookies must survive restarts but not be predictable to clients. */
+	store_handle_key(st, ux->ux_cookie_key);
+	free(ids);
+	*out = ux;
+	return 0;
+nomem:
+	snprintf(err, errlen, "export %s: out of memory", ec->ec_name);
+	r = -ENOMEM;
+fail:
+	free(ids);
+	union_free(ux);
+	return r;
+}
+
+void union_close(struct union_export *ux)
+{
+	union_free(ux);
+}
+
+uint16_t union_export_id(const struct union_export *ux)
+{
+	return ux->ux_id;
+}
+
+uint64_t union_fsid(const struct union_export *ux)
+{
+	return UNION_FSID_BASE | ux->ux_id;
+}
+
+bool union_read_only(const struct union_export *ux)
+{
+	return ux->ux_ro;
+}
+
+int union_statfs(struct union_export *ux, uint64_t ino, struct statvfs *sv)
+{
+	struct uobj o;
+	int r;
+
+	uobj_init(&o);
+	r = ures_resolve(ux, NULL, ino, 0, &o);
+	if (r == 0)
+		r = fsio_statvfs(ux->ux_rootfd[0], sv);
+	uobj_release(&o);
+	return r;
+}

@@ -1,0 +1,302 @@
+/* Data and attributes of one object: read, write, commit, setattr, readlink. */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsio.h"
+#include "uint.h"
+
+/*
+ * Opens a resolved non-directory for I/O and checks it is still the copy resolved. Like
+ * knfsd, the owner may read and write whatever the mode bits say: the client checked
+ * permissions when its application opened the file, which may since have been chmodded.
+ */
+static int uio_open(struct uobj *o, int flags, int *fd)
+{
+	struct fsio_ids ids;
+	struct stat st;
+	int r;
+
+	r = fsio_open_file(o->uo_pfd, o->uo_rec.si_name, flags, 0, fd);
+	if (r == -EACCES && fsio_owns(&o->uo_st)) {
+		fsio_become_root(&ids);
+		r = fsio_open_file(o->uo_pfd, o->uo_rec.si_name, flags, 0, fd);
+		fsio_restore(&ids);
+	}
+	if (r == -ENOENT || r == -ELOOP)
+		return -ESTALE;
+	if (r < 0)
+		return r;
+	r = fsio_stat(*fd, &st);
+	if (r == 0 && st.st_ino != o->uo_st.st_ino)
+		r = -ESTALE;
+	if (r < 0) {
+		fsio_close(*fd);
+		*fd = -1;
+	}
+	return r;
+}
+
+static int uio_need_file(const struct uobj *o)
+{
+	if (S_ISDIR(o->uo_st.st_mode))
+		return -EISDIR;
+	return S_ISREG(o->uo_st.st_mode) ? 0 : -EINVAL;
+}
+
+static void uio_out(struct union_export *ux, const struct stat *st, uint64_t ino,
+		    struct stat *out)
+{
+	if (out) {
+		*out = *st;
+		ures_fix_stat(ux, out, ino);
+	}
+}
+
+int uattr_apply(int dirfd, const char *name, const struct stat *cur,
+		const struct union_setattr *sa)
+{
+	unsigned m = sa->ua_mask;
+	struct timespec ts[2];
+	int r = 0, fd;
+
+	if (m & USET_SIZE) {
+		if (S_ISDIR(cur->st_mode))
+			return -EISDIR;
+		if (!S_ISREG(cur->st_mode))
+			return -EINVAL;
+		r = fsio_open_file(dirfd, name, O_WRONLY, 0, &fd);
+		if (r == -EACCES && fsio_owns(cur)) {
+			struct fsio_ids ids;
+
+			fsio_become_root(&ids);
+			r = fsio_open_file(dirfd, name, O_WRONLY, 0, &fd);
+			fsio_restore(&ids);
+		}
+		if (r < 0)
+			return r == -ENOENT || r == -ELOOP ? -ESTALE : r;
+		r = fsio_ftruncate(fd, sa->ua_size);
+		fsio_close(fd);
+		if (r < 0)
+			return r;
+	}
+	if (m & (USET_UID | USET_GID)) {
+		r = fsio_chown(dirfd, name, (m & USET_UID) ? sa->ua_uid : (uid_t)-1,
+			       (m & USET_GID) ? sa->ua_gid : (gid_t)-1);
+		if (r < 0)
+			return r;
+	}
+	/* Symlinks have no mode of their own; knfsd ignores the request too. */
+	if ((m & USET_MODE) && !S_ISLNK(cur->st_mode)) {
+		r = fsio_chmod(dirfd, name, sa->ua_mode & 07777);
+		if (r < 0)
+			return r;
+	}
+	if (m & (USET_ATIME | USET_MTIME)) {
+		ts[0].tv_sec = ts[1].tv_sec = 0;
+		ts[0].tv_nsec = ts[1].tv_nsec = UTIME_OMIT;
+		if (m & USET_ATIME)
+			ts[0] = sa->ua_atime;
+		if (m & USET_MTIME)
+			ts[1] = sa->ua_mtime;
+		r = fsio_utimens(dirfd, name, ts);
+	}
+	return r;
+}
+
+/* Whether the client may make the change at all: no copy-up when it may not. */
+static int uattr_may(const struct stat *st, const struct union_setattr *sa)
+{
+	unsigned m = sa->ua_mask;
+	bool owner = fsio_owns(st);
+
+	if ((m & (USET_MODE | USET_UID | USET_GID)) && !owner)
+		return -EPERM;
+	if ((m & USET_SIZE) && !owner && !fsio_may(st, W_OK))
+		return -EACCES;
+	if (m & (USET_ATIME | USET_MTIME)) {
+		bool now = (!(m & USET_ATIME) || sa->ua_atime.tv_nsec == UTIME_NOW) &&
+			   (!(m & USET_MTIME) || sa->ua_mtime.tv_nsec == UTIME_NOW);
+
+		if (!owner && !(now && fsio_may(st, W_OK)))
+			return now ? -EACCES : -EPERM;
+	}
+	return 0;
+}
+
+int union_setattr(struct union_export *ux, uint64_t ino, const struct union_setattr *sa,
+		  const struct timespec *guard_ctime, struct stat *pre, struct stat *post)
+{
+	struct uobj o;
+	bool dir;
+	int r, fd;
+
+	r = ures_resolve(ux, NULL, ino, 0, &o);
+	if (r < 0)
+		goto out;
+	if (guard_ctime && (guard_ctime->tv_sec != o.uo_st.st_ctim.tv_sec ||
+			    guard_ctime->tv_nsec != o.uo_st.st_ctim.tv_nsec)) {
+		r = -EAGAIN;
+		goto out;
+	}
+	uio_out(ux, &o.uo_st, ino, pre);
+	if (!sa->ua_mask)
+		goto done;
+	if (ux->ux_ro) {
+		r = -EROFS;
+		goto out;
+	}
+	dir = S_ISDIR(o.uo_st.st_mode);
+	if (o.uo_rec.si_branch != 0) {
+		r = uattr_may(&o.uo_st, sa);
+		if (r == 0 && (sa->ua_mask & USET_SIZE))
+			r = uio_need_file(&o);
+		if (r < 0)
+			goto out;
+		if (dir) {
+			uobj_release(&o);
+			r = ures_resolve(ux, NULL, ino, URES_UPPER, &o);
+		} else {
+			r = ucopy_up(ux, &o);
+		}
+		if (r < 0)
+			goto out;
+	}
+	if (dir)
+		r = uattr_apply(o.uo_dirs.ds_fd[0], ".", &o.uo_st, sa);
+	else
+		r = uattr_apply(o.uo_pfd, o.uo_rec.si_name, &o.uo_st, sa);
+	if (r < 0)
+		goto out;
+	fd = dir ? o.uo_dirs.ds_fd[0] : o.uo_fd;
+	r = fsio_stat(fd, &o.uo_st);
+	if (r < 0)
+		goto out;
+done:
+	uio_out(ux, &o.uo_st, ino, post);
+out:
+	uobj_release(&o);
+	return r;
+}
+
+int union_readlink(struct union_export *ux, uint64_t ino, char *buf, size_t bufsize,
+		   size_t *len, struct stat *post)
+{
+	struct uobj o;
+	int r;
+
+	r = ures_resolve(ux, NULL, ino, 0, &o);
+	if (r == 0 && !S_ISLNK(o.uo_st.st_mode))
+		r = -EINVAL;
+	if (r == 0)
+		r = fsio_readlink(o.uo_fd, "", buf, bufsize, len);
+	if (r == 0)
+		uio_out(ux, &o.uo_st, ino, post);
+	uobj_release(&o);
+	return r;
+}
+
+int union_read(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count, void *buf,
+	       uint32_t *nread, bool *eof, struct stat *post)
+{
+	struct stat st;
+	struct uobj o;
+	size_t done = 0;
+	int r, fd = -1;
+
+	*nread = 0;
+	*eof = false;
+	r = ures_resolve(ux, NULL, ino, 0, &o);
+	if (r == 0)
+		r = uio_need_file(&o);
+	if (r == 0)
+		r = uio_open(&o, O_RDONLY, &fd);
+	if (r == 0 && count)
+		r = fsio_pread(fd, buf, count, off, &done);
+	if (r == 0)
+		r = fsio_stat(fd, &st);
+	if (r == 0) {
+		*nread = (uint32_t)done;
+		*eof = off + done >= (uint64_t)st.st_size;
+		uio_out(ux, &st, ino, post);
+	}
+	fsio_close(fd);
+	uobj_release(&o);
+	return r;
+}
+
+int union_write(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count,
+		const void *buf, enum union_stable stable, uint32_t *nwritten,
+		enum union_stable *committed, struct stat *pre, struct stat *post)
+{
+	struct stat st;
+	struct uobj o;
+	size_t done = 0;
+	int r, fd = -1;
+
+	*nwritten = 0;
+	*committed = stable;
+	r = ures_resolve(ux, NULL, ino, 0, &o);
+	if (r == 0)
+		r = uio_need_file(&o);
+	if (r == 0 && ux->ux_ro)
+		r = -EROFS;
+	if (r == 0 && o.uo_rec.si_branch != 0) {
+		if (!fsio_owns(&o.uo_st) && !fsio_may(&o.uo_st, W_OK))
+			r = -EACCES;
+		else
+			r = ucopy_up(ux, &o);
+	}
+	if (r == 0)
+		r = uio_open(&o, O_WRONLY, &fd);
+	if (r == 0)
+		r = fsio_stat(fd, &st);
+	if (r < 0)
+		goto out;
+	uio_out(ux, &st, ino, pre);
+	r = fsio_pwrite(fd, buf, count, off, &done);
+	if (r == 0 && stable == UNION_DATA_SYNC)
+		r = fsio_fdatasync(fd);
+	else if (r == 0 && stable == UNION_FILE_SYNC)
+		r = fsio_fsync(fd);
+	if (r == 0)
+		r = fsio_stat(fd, &st);
+	if (r == 0) {
+		*nwritten = (uint32_t)done;
+		uio_out(ux, &st, ino, post);
+	}
+out:
+	fsio_close(fd);
+	uobj_release(&o);
+	return r;
+}
+
+int union_commit(struct union_export *ux, uint64_t ino, struct stat *pre, struct stat *post)
+{
+	struct uobj o;
+	int r, fd = -1;
+
+	r = ures_resolve(ux, NULL, ino, 0, &o);
+	if (r == 0)
+		r = uio_need_file(&o);
+	if (r < 0)
+		goto out;
+	uio_out(ux, &o.uo_st, ino, pre);
+	/* A lower copy was never written through us; copy-ups were synced when made. */
+	if (o.uo_rec.si_branch == 0) {
+		r = uio_open(&o, O_RDONLY, &fd);
+		if (r == -EACCES)
+			r = uio_open(&o, O_WRONLY, &fd);
+		if (r == 0)
+			r = fsio_fsync(fd);
+		if (r == 0)
+			r = fsio_stat(fd, &o.uo_st);
+		if (r < 0)
+			goto out;
+	}
+	uio_out(ux, &o.uo_st, ino, post);
+out:
+	fsio_close(fd);
+	uobj_release(&o);
+	return r;
+}

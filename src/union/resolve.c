@@ -1,0 +1,593 @@
+/*
+ * From union inos to branch objects and back.
+ *
+ * A record names its object by (parent ino, name); resolving walks those names down from
+ * the branch roots, union style, one O_NOFOLLOW step at a time. A non-directory must
+ * still be the very copy the record names (branch and real ino), or the ino is stale;
+ * a directory is whatever directory sits at its path, and the record follows it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsio.h"
+#include "uint.h"
+
+void ufound_release(struct ufound *f)
+{
+	uds_release(&f->uf_dirs);
+}
+
+int ures_find(struct union_export *ux, const struct udirset *parent, const char *name,
+	      int flags, struct ufound *f)
+{
+	bool found = false, merging = false;
+	int r;
+
+	(void)ux;
+	memset(f, 0, sizeof(*f));
+	uds_init(&f->uf_dirs);
+	for (int i = 0; i < parent->ds_n; i++) {
+		struct stat st;
+		int fd;
+
+		r = fsio_statat(parent->ds_fd[i], name, &st);
+		if (r == -ENOENT)
+			continue;
+		if (r < 0)
+			goto fail;
+		if (found) {
+			f->uf_below = true;
+			f->uf_below_dir |= S_ISDIR(st.st_mode);
+		} else {
+			found = true;
+			f->uf_dir = merging = S_ISDIR(st.st_mode);
+			f->uf_branch = parent->ds_branch[i];
+			f->uf_pidx = i;
+			f->uf_st = st;
+		}
+		if (merging && !S_ISDIR(st.st_mode))
+			merging = false; /* a lower non-directory ends the merge */
+		if (merging && !(flags & UFIND_STAT)) {
+			r = fsio_open_dir(parent->ds_fd[i], name, &fd);
+			if (r < 0)
+				goto fail;
+			f->uf_dirs.ds_fd[f->uf_dirs.ds_n] = fd;
+			f->uf_dirs.ds_branch[f->uf_dirs.ds_n++] = parent->ds_branch[i];
+		}
+		if (!merging && !(flags & UFIND_BELOW))
+			break;
+		if ((flags & UFIND_STAT) && !(flags & UFIND_BELOW))
+			break;
+	}
+	return found ? 0 : -ENOENT;
+fail:
+	ufound_release(f);
+	return r;
+}
+
+void uobj_init(struct uobj *o)
+{
+	memset(&o->uo_rec, 0, sizeof(o->uo_rec));
+	uds_init(&o->uo_dirs);
+	o->uo_pfd = o->uo_fd = o->uo_upfd = -1;
+}
+
+void uobj_release(struct uobj *o)
+{
+	uds_release(&o->uo_dirs);
+	fsio_close(o->uo_pfd);
+	fsio_close(o->uo_fd);
+	fsio_close(o->uo_upfd);
+	o->uo_pfd = o->uo_fd = o->uo_upfd = -1;
+}
+
+/* Store reads go through the caller's write transaction, or a read one of our own. */
+static int ures_txn(struct union_export *ux, struct store_txn *wtxn, struct store_txn **t)
+{
+	if (wtxn) {
+		*t = wtxn;
+		return 0;
+	}
+	return store_begin(ux->ux_store, false, t);
+}
+
+static void ures_txn_end(struct store_txn *wtxn, struct store_txn *t)
+{
+	if (t && t != wtxn)
+		store_abort(t);
+}
+
+/* The chain of records from ino up to (not including) the root. */
+struct uchain {
+	int uc_n;
+	int uc_cap;
+	struct store_inode *uc_recs;     /* [0] the object, [n-1] a child of the root */
+};
+
+static void uchain_free(struct uchain *c)
+{
+	free(c->uc_recs);
+	c->uc_recs = NULL;
+	c->uc_n = c->uc_cap = 0;
+}
+
+static int uchain_load(struct union_export *ux, struct store_txn *wtxn, uint64_t ino,
+		       struct store_inode *rec, struct uchain *c)
+{
+	struct store_txn *t = NULL;
+	struct store_inode cur;
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	r = ures_txn(ux, wtxn, &t);
+	if (r < 0)
+		return r;
+	r = store_get(t, ux->ux_id, ino, rec);
+	if (r < 0)
+		goto out;
+	cur = *rec;
+	while (cur.si_ino != STORE_ROOT_INO) {
+		if (c->uc_n == UNION_MAX_DEPTH || cur.si_parent == cur.si_ino) {
+			r = -ESTALE; /* a cycle in the map */
+			goto out;
+		}
+		if (c->uc_n == c->uc_cap) {
+			int cap = c->uc_cap ? 2 * c->uc_cap : 16;
+			struct store_inode *n = realloc(c->uc_recs, (size_t)cap * sizeof(*n));
+
+			if (!n) {
+				r = -ENOMEM;
+				goto out;
+			}
+			c->uc_recs = n;
+			c->uc_cap = cap;
+		}
+		c->uc_recs[c->uc_n++] = cur;
+		r = store_get(t, ux->ux_id, cur.si_parent, &cur);
+		if (r < 0)
+			goto out;
+	}
+out:
+	ures_txn_end(wtxn, t);
+	if (r == -ENOENT)
+		r = -ESTALE;
+	if (r < 0)
+		uchain_free(c);
+	return r;
+}
+
+static bool ures_is_dir_rec(const struct store_inode *rec)
+{
+	return rec->si_type == (S_IFDIR >> 12);
+}
+
+static uint8_t ures_type(const struct stat *st)
+{
+	return (uint8_t)((st->st_mode & S_IFMT) >> 12);
+}
+
+/* Whether a found object is the copy a non-directory record names. */
+static bool ures_same_file(const struct store_inode *rec, const struct ufound *f)
+{
+	return !f->uf_dir && !ures_is_dir_rec(rec) && rec->si_branch == f->uf_branch &&
+	       rec->si_real_ino == (uint64_t)f->uf_st.st_ino && rec->si_type == ures_type(&f->uf_st);
+}
+
+/* Points a directory record at its current topmost copy. */
+static int ures_rekey(struct union_export *ux, struct store_txn *wtxn,
+		      const struct store_inode *seen, const struct ufound *f)
+{
+	struct store_txn *t = wtxn;
+	struct store_inode rec;
+	int r;
+
+	if (!t) {
+		r = store_begin(ux->ux_store, true, &t);
+		if (r < 0)
+			return r;
+	}
+	r = store_get(t, ux->ux_id, seen->si_ino, &rec);
+	if (r == 0 && rec.si_parent == seen->si_parent && !strcmp(rec.si_name, seen->si_name) &&
+	    (rec.si_branch != f->uf_branch || rec.si_real_ino != (uint64_t)f->uf_st.st_ino)) {
+		rec.si_branch = f->uf_branch;
+		rec.si_real_ino = (uint64_t)f->uf_st.st_ino;
+		r = store_update(t, ux->ux_id, &rec);
+	}
+	if (t != wtxn) {
+		if (r == 0)
+			r = store_commit(t);
+		else
+			store_abort(t);
+	}
+	return r == -ENOENT ? -ESTALE : r;
+}
+
+/* Walks one directory level down: set becomes the copies of name. */
+static int ures_step(struct union_export *ux, struct udirset *set, uint64_t pino,
+		     const char *name, int flags)
+{
+	struct ufound f;
+	int r;
+
+	r = ures_find(ux, set, name, 0, &f);
+	if (r == -ENOENT || (r == 0 && !f.uf_dir))
+		r = -ESTALE;
+	if (r == 0 && (flags & URES_UPPER) && f.uf_dirs.ds_branch[0] != 0)
+		r = ucopy_dir(ux, pino, set, name, &f);
+	if (r < 0) {
+		ufound_release(&f);
+		return r;
+	}
+	uds_release(set);
+	*set = f.uf_dirs;
+	return 0;
+}
+
+int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, int flags,
+		 struct uobj *o)
+{
+	struct udirset set;
+	struct uchain c;
+	struct ufound f;
+	const char *name;
+	int r;
+
+	uobj_init(o);
+	if (ux->ux_ro)
+		flags &= ~URES_UPPER;
+	r = uchain_load(ux, wtxn, ino, &o->uo_rec, &c);
+	if (r < 0)
+		return r;
+	uds_root(ux, &set);
+	if (c.uc_n == 0) {
+		r = fsio_stat(ux->ux_rootfd[0], &o->uo_st);
+		o->uo_dirs = set;
+		goto out;
+	}
+	for (int k = c.uc_n - 1; k >= 1; k--) {
+		r = ures_step(ux, &set, c.uc_recs[k].si_parent, c.uc_recs[k].si_name, flags);
+		if (r < 0)
+			goto fail;
+	}
+	name = o->uo_rec.si_name;
+	r = ures_find(ux, &set, name, 0, &f);
+	if (r == -ENOENT)
+		r = -ESTALE;
+	if (r < 0)
+		goto fail;
+	if (ures_is_dir_rec(&o->uo_rec)) {
+		if (!f.uf_dir) {
+			r = -ESTALE;
+			goto fail_found;
+		}
+		if ((flags & URES_UPPER) && f.uf_branch != 0) {
+			r = ucopy_dir(ux, o->uo_rec.si_parent, &set, name, &f);
+			if (r < 0)
+				goto fail_found;
+		}
+		if (o->uo_rec.si_branch != f.uf_branch ||
+		    o->uo_rec.si_real_ino != (uint64_t)f.uf_st.st_ino) {
+			r = ures_rekey(ux, wtxn, &o->uo_rec, &f);
+			if (r < 0)
+				goto fail_found;
+			o->uo_rec.si_branch = f.uf_branch;
+			o->uo_rec.si_real_ino = (uint64_t)f.uf_st.st_ino;
+		}
+		r = fsio_stat(f.uf_dirs.ds_fd[0], &o->uo_st);
+		if (r < 0)
+			goto fail_found;
+		o->uo_dirs = f.uf_dirs;
+		uds_release(&set);
+		goto out;
+	}
+	if (!ures_same_file(&o->uo_rec, &f)) {
+		r = -ESTALE;
+		goto fail_found;
+	}
+	ufound_release(&f);
+	r = uds_take(&set, f.uf_pidx);
+	if (r < 0)
+		goto fail;
+	o->uo_pfd = r;
+	if (f.uf_branch != 0 && set.ds_n > 0 && set.ds_branch[0] == 0) {
+		r = uds_take(&set, 0);
+		if (r < 0)
+			goto fail;
+		o->uo_upfd = r;
+	}
+	uds_release(&set);
+	r = fsio_open_node(o->uo_pfd, name, &o->uo_fd);
+	if (r == 0)
+		r = fsio_stat(o->uo_fd, &o->uo_st);
+	/* Replaced between the look and the open: the copy we named is gone. */
+	if (r == -ENOENT || (r == 0 && (uint64_t)o->uo_st.st_ino != o->uo_rec.si_real_ino))
+		r = -ESTALE;
+	if (r < 0)
+		uobj_release(o);
+	goto out;
+fail_found:
+	ufound_release(&f);
+fail:
+	uds_release(&set);
+	uobj_release(o);
+out:
+	uchain_free(&c);
+	return r;
+}
+
+/* Whether a record still names a live object at its own (parent, name). */
+static int ures_alive(struct union_export *ux, struct store_txn *wtxn, uint64_t ino)
+{
+	struct uobj o;
+	int r = ures_resolve(ux, wtxn, ino, 0, &o);
+
+	uobj_release(&o);
+	return r;
+}
+
+/* Whether the record of ino matches what f found, without changing anything. */
+static bool ures_matches(const struct store_inode *rec, const struct ufound *f)
+{
+	if (f->uf_dir)
+		return ures_is_dir_rec(rec);
+	return ures_same_file(rec, f);
+}
+
+/* The fast path: a names entry whose record already names exactly what was found. */
+static int ures_map_read(struct union_export *ux, uint64_t pino, const char *name,
+			 const struct ufound *f, uint64_t *ino)
+{
+	struct store_txn *t;
+	struct store_inode rec;
+	bool primary;
+	int r;
+
+	r = store_begin(ux->ux_store, false, &t);
+	if (r < 0)
+		return r;
+	r = store_find_name(t, ux->ux_id, pino, name, ino);
+	if (r == 0)
+		r = store_get(t, ux->ux_id, *ino, &rec);
+	store_abort(t);
+	if (r < 0)
+		return r;
+	if (!ures_matches(&rec, f))
+		return -ENOENT;
+	if (f->uf_dir && (rec.si_branch != f->uf_branch ||
+			  rec.si_real_ino != (uint64_t)f->uf_st.st_ino))
+		return -ENOENT; /* needs re-keying */
+	primary = rec.si_parent == pino && !strcmp(rec.si_name, name);
+	/* Another alias of a hard link: fine while the record's own name still holds. */
+	if (!primary && ures_alive(ux, NULL, *ino) < 0)
+		return -ENOENT;
+	return 0;
+}
+
+/* The slow path, inside a write transaction, on a fresh look at the name. */
+static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t pino,
+			  const char *name, const struct ufound *f, uint64_t *ino)
+{
+	struct store_inode rec;
+	uint64_t other;
+	int r;
+
+	r = store_find_name(t, ux->ux_id, pino, name, ino);
+	if (r == 0)
+		r = store_get(t, ux->ux_id, *ino, &rec);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (r == 0 && ures_matches(&rec, f)) {
+		bool primary = rec.si_parent == pino && !strcmp(rec.si_name, name);
+
+		if (primary) {
+			if (rec.si_branch == f->uf_branch &&
+			    rec.si_real_ino == (uint64_t)f->uf_st.st_ino)
+				return 0;
+			rec.si_branch = f->uf_branch; /* a directory's topmost copy changed */
+			rec.si_real_ino = (uint64_t)f->uf_st.st_ino;
+			return store_update(t, ux->ux_id, &rec);
+		}
+		if (!f->uf_dir) {
+			/* A hard link's other name; if the record's own name died, take this one. */
+			r = ures_alive(ux, t, *ino);
+			if (r != -ESTALE)
+				return r;
+			rec.si_parent = pino;
+			strcpy(rec.si_name, name);
+			return store_update(t, ux->ux_id, &rec);
+		}
+	}
+	/* A record for this very copy under another name: a hard link, or a moved object. */
+	r = store_find_real(t, ux->ux_id, f->uf_branch, (uint64_t)f->uf_st.st_ino, &other);
+	if (r == 0)
+		r = store_get(t, ux->ux_id, other, &rec);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (r == 0 && ures_matches(&rec, f) && rec.si_branch == f->uf_branch &&
+	    rec.si_real_ino == (uint64_t)f->uf_st.st_ino) {
+		r = ures_alive(ux, t, other);
+		if (r == 0 && !f->uf_dir) {
+			*ino = other;
+			return store_add_name(t, ux->ux_id, pino, name, other);
+		}
+		if (r == -ESTALE) {
+			/* Its old name is gone: the object moved here, and keeps its ino. */
+			*ino = other;
+			rec.si_parent = pino;
+			strcpy(rec.si_name, name);
+			return store_update(t, ux->ux_id, &rec);
+		}
+		if (r < 0)
+			return r;
+	}
+	memset(&rec, 0, sizeof(rec));
+	rec.si_parent = pino;
+	strcpy(rec.si_name, name);
+	rec.si_type = ures_type(&f->uf_st);
+	rec.si_branch = f->uf_branch;
+	rec.si_real_ino = (uint64_t)f->uf_st.st_ino;
+	r = store_insert(t, ux->ux_id, &rec);
+	if (r == 0)
+		*ino = rec.si_ino;
+	return r;
+}
+
+int ures_map(struct union_export *ux, struct store_txn *wtxn, uint64_t pino,
+	     const struct udirset *parent, const char *name, int flags, struct ufound *f,
+	     uint64_t *ino)
+{
+	struct store_txn *t = wtxn;
+	int r;
+
+	r = ures_find(ux, parent, name, flags, f);
+	if (r < 0)
+		return r;
+	if (!wtxn) {
+		r = ures_map_read(ux, pino, name, f, ino);
+		if (r != -ENOENT)
+			goto out;
+		ufound_release(f);
+		r = store_begin(ux->ux_store, true, &t);
+		if (r < 0)
+			return r;
+		/* Look again under the write lock: namespace changes hold it too. */
+		r = ures_find(ux, parent, name, flags, f);
+		if (r < 0)
+			goto out;
+	}
+	r = ures_map_write(ux, t, pino, name, f, ino);
+out:
+	if (t != wtxn) {
+		if (r == 0)
+			r = store_commit(t);
+		else
+			store_abort(t);
+	}
+	if (r < 0)
+		ufound_release(f);
+	return r;
+}
+
+int union_getattr(struct union_export *ux, uint64_t ino, struct stat *st)
+{
+	struct uobj o;
+	int r;
+
+	r = ures_resolve(ux, NULL, ino, 0, &o);
+	if (r == 0) {
+		*st = o.uo_st;
+		ures_fix_stat(ux, st, ino);
+	}
+	uobj_release(&o);
+	return r;
+}
+
+int union_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
+		 struct stat *st)
+{
+	struct ufound f;
+	struct uobj d;
+	int r;
+
+	r = uname_check(name);
+	if (r < 0)
+		return r;
+	r = ures_resolve(ux, NULL, dir, 0, &d);
+	if (r < 0)
+		goto out;
+	if (!S_ISDIR(d.uo_st.st_mode)) {
+		r = -ENOTDIR;
+		goto out;
+	}
+	if (!strcmp(name, ".")) {
+		*ino = dir;
+		*st = d.uo_st;
+		ures_fix_stat(ux, st, dir);
+		goto out;
+	}
+	if (!strcmp(name, "..")) {
+		*ino = d.uo_rec.si_parent;
+		if (dir == STORE_ROOT_INO)
+			*ino = STORE_ROOT_INO;
+		r = union_getattr(ux, *ino, st);
+		goto out;
+	}
+	if (uname_hidden(dir, name)) {
+		r = -ENOENT;
+		goto out;
+	}
+	r = ures_map(ux, NULL, dir, &d.uo_dirs, name, UFIND_STAT, &f, ino);
+	if (r < 0)
+		goto out;
+	*st = f.uf_st;
+	ures_fix_stat(ux, st, *ino);
+	ufound_release(&f);
+out:
+	uobj_release(&d);
+	return r;
+}
+
+int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset *parent,
+		   size_t n, const char *const *names, uint64_t *inos)
+{
+	struct store_txn *t = NULL;
+	struct store_inode rec;
+	struct ufound f;
+	size_t misses = 0;
+	int r = 0;
+
+	r = store_begin(ux->ux_store, false, &t);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		inos[i] = 0;
+		r = ures_find(ux, parent, names[i], UFIND_STAT, &f);
+		if (r == -ENOENT)
+			continue; /* gone since the listing was made */
+		if (r < 0)
+			goto fail;
+		r = store_find_name(t, ux->ux_id, pino, names[i], &inos[i]);
+		if (r == 0)
+			r = store_get(t, ux->ux_id, inos[i], &rec);
+		if (r < 0 && r != -ENOENT)
+			goto fail;
+		/* Aliases and re-keying take the write path, which checks more. */
+		if (r < 0 || !ures_matches(&rec, &f) || rec.si_branch != f.uf_branch ||
+		    rec.si_real_ino != (uint64_t)f.uf_st.st_ino || rec.si_parent != pino ||
+		    strcmp(rec.si_name, names[i])) {
+			inos[i] = UINT64_MAX;
+			misses++;
+		}
+	}
+	store_abort(t);
+	t = NULL;
+	if (!misses)
+		return 0;
+	r = store_begin(ux->ux_store, true, &t);
+	if (r < 0)
+		goto fail;
+	for (size_t i = 0; i < n; i++) {
+		if (inos[i] != UINT64_MAX)
+			continue;
+		inos[i] = 0;
+		r = ures_map(ux, t, pino, parent, names[i], UFIND_STAT, &f, &inos[i]);
+		if (r == -ENOENT) {
+			inos[i] = 0;
+			continue;
+		}
+		if (r < 0)
+			goto fail;
+		ufound_release(&f);
+	}
+	r = store_commit(t);
+	t = NULL;
+	if (r == 0)
+		return 0;
+fail:
+	if (t)
+		store_abort(t);
+	for (size_t i = 0; i < n; i++)
+		inos[i] = 0;
+	return r;
+}
