@@ -209,6 +209,8 @@ int it_server_start(struct it_server *s)
 	argv[argc++] = (char *)s->is_portmap;
 	argv[argc++] = "--state";
 	argv[argc++] = s->is_state;
+	for (int i = 0; i < 7 && s->is_extra[i]; i++)
+		argv[argc++] = (char *)s->is_extra[i];
 	argv[argc++] = "-e";
 	argv[argc++] = exp;
 	if (s->is_opts && *s->is_opts) {

@@ -52,6 +52,7 @@ struct it_server {
 	char is_log[PATH_MAX];      /* the server's stderr, appended over restarts */
 	const char *is_portmap;     /* --portmap value, default "off" */
 	const char *is_opts;        /* -o value, default "no_root_squash,insecure" */
+	const char *is_extra[8];    /* more arguments before -e, NULL-terminated */
 	int is_nfs_port;            /* 0 until started; kept so a restart reuses the ports */
 	int is_mount_port;
 	pid_t is_pid;               /* 0 when not running */

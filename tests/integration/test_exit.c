@@ -1,0 +1,293 @@
+/*
+ * Start-up refusals and their exit codes: a bad flag, a missing branch, a state directory
+ * another instance holds, a branch stack the inode map was not built for. Each must exit 2
+ * with a message naming the cause, and change nothing on disk. Also SIGINT/SIGTERM exit 0.
+ */
+#include "common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+static char out[16384];
+
+/* Runs the server with the given arguments after the binary name; returns its exit status. */
+static int run_server(const char *first, ...)
+{
+	char *argv[32];
+	int argc = 0;
+	va_list ap;
+	const char *a;
+
+	argv[argc++] = (char *)it_server_binary();
+	va_start(ap, first);
+	for (a = first; a && argc < 31; a = va_arg(ap, const char *))
+		argv[argc++] = (char *)a;
+	va_end(ap);
+	argv[argc] = NULL;
+	return it_run(argv, 30, out, sizeof(out));
+}
+
+static void expect_exit2(int rc, const char *what, const char *must_mention)
+{
+	if (rc != 2)
+		fail_msg("%s: exit status %d, want 2; output:\n%s", what, rc, out);
+	if (must_mention && !strstr(out, must_mention))
+		fail_msg("%s: the message does not name %s; output:\n%s", what, must_mention, out);
+	if (strlen(out) < 10)
+		fail_msg("%s: no useful message (\"%s\")", what, out);
+}
+
+/* A cheap fingerprint of a directory tree: names, sizes, mtimes and contents. */
+static unsigned long long tree_fingerprint(const char *dir)
+{
+	unsigned long long h = 1469598103934665603ULL;
+	struct dirent **ents;
+	int n = scandir(dir, &ents, NULL, alphasort);
+
+	if (n < 0)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		char p[PATH_MAX];
+		struct stat st;
+		const char *name = ents[i]->d_name;
+
+		if (strcmp(name, ".") && strcmp(name, "..")) {
+			it_path(p, "%s/%s", dir, name);
+			for (const char *c = name; *c; c++)
+				h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+			if (lstat(p, &st) == 0) {
+				h = (h ^ (unsigned long long)st.st_size) * 1099511628211ULL;
+				h = (h ^ (unsigned long long)st.st_mtim.tv_sec) * 1099511628211ULL;
+				h = (h ^ (unsigned long long)st.st_mtim.tv_nsec) * 1099511628211ULL;
+				if (S_ISDIR(st.st_mode)) {
+					h ^= tree_fingerprint(p);
+				} else if (S_ISREG(st.st_mode) && strcmp(name, "lock")) {
+					size_t len;
+					char *data = it_read_file(p, &len);
+
+					for (size_t k = 0; data && k < len; k++)
+						h = (h ^ (unsigned char)data[k]) * 1099511628211ULL;
+					free(data);
+				}
+			}
+		}
+		free(ents[i]);
+	}
+	free(ents);
+	return h;
+}
+
+static struct it_server srv;
+
+static int setup(void **state)
+{
+	(void)state;
+	it_server_init(&srv, false);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	it_server_cleanup(&srv);
+	return 0;
+}
+
+static void test_bad_flags(void **state)
+{
+	char exp[PATH_MAX + 16];
+
+	(void)state;
+	snprintf(exp, sizeof(exp), "/union=%s", srv.is_upper);
+	expect_exit2(run_server("-f", "--bogus", "--state", srv.is_state, "-e", exp, NULL),
+		     "unknown flag", "--bogus");
+	expect_exit2(run_server("-f", "--port", "notanumber", "--state", srv.is_state, "-e", exp,
+				NULL),
+		     "bad port", "notanumber");
+	expect_exit2(run_server("-f", "--port", "70000", "--state", srv.is_state, "-e", exp, NULL),
+		     "port out of range", NULL);
+	expect_exit2(run_server("-f", "--portmap", "sometimes", "--state", srv.is_state, "-e", exp,
+				NULL),
+		     "bad portmap mode", "sometimes");
+	expect_exit2(run_server("-f", "--state", srv.is_state, "-e", exp, "-o", "rw,bogusword", NULL),
+		     "bad export option", "bogusword");
+	expect_exit2(run_server("-f", "--port", "0", "--mount-port", "0", "--portmap", "off",
+				"--state", srv.is_state, NULL),
+		     "no export", NULL);
+	expect_exit2(run_server("-f", "--state", srv.is_state, "-e", "/union=relative/dir", NULL),
+		     "relative branch", "relative/dir");
+	assert_false(it_exists(srv.is_state));
+}
+
+static void test_help_exits_zero(void **state)
+{
+	int rc;
+
+	(void)state;
+	rc = run_server("--help", NULL);
+	if (rc != 0)
+		fail_msg("--help: exit status %d, want 0; output:\n%s", rc, out);
+	assert_non_null(strstr(out, "--port"));
+	assert_non_null(strstr(out, "--mount-port"));
+	assert_non_null(strstr(out, "--portmap"));
+}
+
+static void test_missing_branch(void **state)
+{
+	char exp[2 * PATH_MAX + 16], file[PATH_MAX];
+
+	(void)state;
+	snprintf(exp, sizeof(exp), "/union=%s/nonexistent", srv.is_dir);
+	expect_exit2(run_server("-f", "--port", "0", "--mount-port", "0", "--portmap", "off",
+				"--state", srv.is_state, "-e", exp, NULL),
+		     "missing upper branch", "nonexistent");
+	assert_false(it_exists(srv.is_state));
+	snprintf(exp, sizeof(exp), "/union=%s:%s/no-lower", srv.is_upper, srv.is_dir);
+	expect_exit2(run_server("-f", "--port", "0", "--mount-port", "0", "--portmap", "off",
+				"--state", srv.is_state, "-e", exp, NULL),
+		     "missing lower branch", "no-lower");
+	assert_false(it_exists(srv.is_state));
+	it_path(file, "%s/a-file", srv.is_dir);
+	it_write_file(file, "x", 1);
+	snprintf(exp, sizeof(exp), "/union=%s", file);
+	expect_exit2(run_server("-f", "--port", "0", "--mount-port", "0", "--portmap", "off",
+				"--state", srv.is_state, "-e", exp, NULL),
+		     "branch is a file", "a-file");
+	assert_false(it_exists(srv.is_state));
+}
+
+static void test_second_instance_refused(void **state)
+{
+	char exp[PATH_MAX + 16];
+	unsigned long long before;
+
+	(void)state;
+	assert_int_equal(it_server_start(&srv), 0);
+	before = tree_fingerprint(srv.is_state);
+	snprintf(exp, sizeof(exp), "/union=%s", srv.is_upper);
+	expect_exit2(run_server("-f", "--port", "0", "--mount-port", "0", "--portmap", "off",
+				"--state", srv.is_state, "-e", exp, "-o", "no_root_squash,insecure",
+				NULL),
+		     "second instance", srv.is_state);
+	assert_true(tree_fingerprint(srv.is_state) == before);
+	/* the first instance is unharmed */
+	assert_int_equal(it_mnt(&srv, IPPROTO_TCP, IT_EXPORT, NULL), IT_MNT_OK);
+	assert_int_equal(it_server_stop(&srv), 0);
+}
+
+static void test_changed_branch_stack(void **state)
+{
+	char exp[2 * PATH_MAX + 16], other[PATH_MAX];
+	unsigned long long before;
+
+	(void)state;
+	/* the state directory was bound to /union=UPPER by the previous test */
+	assert_true(it_exists(srv.is_state));
+	before = tree_fingerprint(srv.is_state);
+	it_path(other, "%s/other", srv.is_dir);
+	mkdir(other, 0755);
+	snprintf(exp, sizeof(exp), "/union=%s", other);
+	expect_exit2(run_server("-f", "--port", "0", "--mount-port", "0", "--portmap", "off",
+				"--state", srv.is_state, "-e", exp, NULL),
+		     "another upper", other);
+	snprintf(exp, sizeof(exp), "/union=%s:%s", srv.is_upper, other);
+	expect_exit2(run_server("-f", "--port", "0", "--mount-port", "0", "--portmap", "off",
+				"--state", srv.is_state, "-e", exp, NULL),
+		     "an added lower", NULL);
+	/* the same path, but another directory behind it */
+	{
+		char moved[PATH_MAX];
+
+		it_path(moved, "%s/upper-was", srv.is_dir);
+		assert_int_equal(rename(srv.is_upper, moved), 0);
+		assert_int_equal(mkdir(srv.is_upper, 0755), 0);
+		snprintf(exp, sizeof(exp), "/union=%s", srv.is_upper);
+		expect_exit2(run_server("-f", "--port", "0", "--mount-port", "0", "--portmap", "off",
+					"--state", srv.is_state, "-e", exp, NULL),
+			     "a replaced upper directory", NULL);
+		assert_int_equal(rmdir(srv.is_upper), 0);
+		assert_int_equal(rename(moved, srv.is_upper), 0);
+	}
+	assert_true(tree_fingerprint(srv.is_state) == before);
+	/* and the original stack still starts */
+	assert_int_equal(it_server_start(&srv), 0);
+	assert_int_equal(it_server_stop(&srv), 0);
+}
+
+static void test_sigint_and_sigterm_exit_zero(void **state)
+{
+	(void)state;
+	assert_int_equal(it_server_start(&srv), 0);
+	assert_int_equal(it_server_stop(&srv), 0);
+	assert_int_equal(it_server_start(&srv), 0);
+	/* SIGINT with a client connected */
+	{
+		CLIENT *c = it_nfs_clnt(&srv, IPPROTO_TCP);
+		int rc;
+
+		kill(srv.is_pid, SIGINT);
+		for (int i = 0; i < 2000; i++) {
+			int status;
+
+			if (waitpid(srv.is_pid, &status, WNOHANG) == srv.is_pid) {
+				rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+				srv.is_pid = 0;
+				it_clnt_destroy(c);
+				if (rc != 0)
+					fail_msg("SIGINT: exit status %d", rc);
+				return;
+			}
+			usleep(10000);
+		}
+		it_clnt_destroy(c);
+		fail_msg("the server did not exit within 20 s of SIGINT");
+	}
+}
+
+static void test_busy_port(void **state)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sin);
+	char exp[PATH_MAX + 16], port[16];
+	int fd = socket(AF_INET, SOCK_STREAM, 0), rc;
+
+	(void)state;
+	/* hold a port on all addresses, the way another NFS server would */
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(fd, 1), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	snprintf(port, sizeof(port), "%d", ntohs(sin.sin_port));
+	snprintf(exp, sizeof(exp), "/union=%s", srv.is_upper);
+	rc = run_server("-f", "--port", port, "--mount-port", "0", "--portmap", "off", "--state",
+			srv.is_state, "-e", exp, NULL);
+	close(fd);
+	if (rc == 0 || rc == -1)
+		fail_msg("a busy NFS port: exit status %d; output:\n%s", rc, out);
+	if (!strstr(out, port))
+		fail_msg("the message does not name port %s:\n%s", port, out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_flags),
+		cmocka_unit_test(test_help_exits_zero),
+		cmocka_unit_test(test_missing_branch),
+		cmocka_unit_test(test_second_instance_refused),
+		cmocka_unit_test(test_changed_branch_stack),
+		cmocka_unit_test(test_sigint_and_sigterm_exit_zero),
+		cmocka_unit_test(test_busy_port),
+	};
+
+	return cmocka_run_group_tests_name("exit codes", tests, setup, teardown);
+}
