@@ -124,8 +124,10 @@ static int uop_forget(struct union_export *ux, struct store_txn *t, uint64_t dir
 		return r;
 	if (last)
 		return store_delete(t, ux->ux_id, ino);
-	if (rec.si_parent != dir || strcmp(rec.si_name, name))
-		return store_del_name(t, ux->ux_id, dir, name);
+	if (rec.si_parent != dir || strcmp(rec.si_name, name)) {
+		r = store_del_name(t, ux->ux_id, dir, name);
+		return r == -ENOENT ? 0 : r;
+	}
 	/* The record's own name goes but the file lives on: follow a sibling link if any. */
 	if (uop_other_name(fd, name, rec.si_real_ino, rec.si_name))
 		return store_update(t, ux->ux_id, &rec);
@@ -333,7 +335,7 @@ static int uop_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 	struct ufound f;
 	struct uobj d;
 	uint64_t gone = 0;
-	int r, upfd;
+	int r, upfd = -1;
 
 	uobj_init(&d);
 	r = uname_check(name);

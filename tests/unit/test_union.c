@@ -1,0 +1,961 @@
+/*
+ * The union layer against real temporary branches and a real inode map.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store.h"
+#include "union.h"
+
+struct fx {
+	char base[PATH_MAX];
+	char up[PATH_MAX];
+	char lo[PATH_MAX];
+	char state[PATH_MAX];
+	char *branches[2];
+	int nbranches;
+	bool ro;
+	struct store *st;
+	struct union_export *ux;
+};
+
+static const struct union_setattr no_sa;
+
+static void fx_path(struct fx *f __attribute__((unused)), char *out, const char *dir, const char *rel)
+{
+	snprintf(out, PATH_MAX, "%s/%s", dir, rel);
+}
+
+static void fx_open(struct fx *f)
+{
+	struct export_conf ec = { 0 };
+	char err[512] = "";
+	int r;
+
+	r = store_open(f->state, &f->st, err, sizeof(err));
+	if (r < 0)
+		fail_msg("store_open: %s", err);
+	ec.ec_name = "/union";
+	ec.ec_branches = f->branches;
+	ec.ec_nbranches = f->nbranches;
+	ec.ec_opts.eo_ro = f->ro;
+	r = union_open(&ec, f->st, &f->ux, err, sizeof(err));
+	if (r < 0)
+		fail_msg("union_open: %s", err);
+}
+
+static void fx_close(struct fx *f)
+{
+	union_close(f->ux);
+	store_close(f->st);
+	f->ux = NULL;
+	f->st = NULL;
+}
+
+static struct fx *fx_new(int nbranches)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	strcpy(f->base, "/tmp/test_union.XXXXXX");
+	assert_non_null(mkdtemp(f->base));
+	fx_path(f, f->up, f->base, "upper");
+	fx_path(f, f->lo, f->base, "lower");
+	fx_path(f, f->state, f->base, "state");
+	assert_int_equal(mkdir(f->up, 0755), 0);
+	assert_int_equal(mkdir(f->lo, 0755), 0);
+	f->branches[0] = f->up;
+	f->branches[1] = f->lo;
+	f->nbranches = nbranches;
+	return f;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void fx_free(struct fx *f)
+{
+	if (f->ux)
+		fx_close(f);
+	nftw(f->base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+}
+
+static int setup1(void **state)
+{
+	struct fx *f = fx_new(1);
+
+	fx_open(f);
+	*state = f;
+	return 0;
+}
+
+static int setup2(void **state)
+{
+	*state = fx_new(2); /* tests fill the branches, then fx_open */
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fx_free(*state);
+	return 0;
+}
+
+static void put_file(const char *dir, const char *rel, const char *data, mode_t mode)
+{
+	char p[PATH_MAX];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	fd = open(p, O_CREAT | O_TRUNC | O_WRONLY, mode);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+	fchmod(fd, mode);
+	close(fd);
+}
+
+static void put_dir(const char *dir, const char *rel, mode_t mode)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	assert_int_equal(mkdir(p, mode), 0);
+	chmod(p, mode);
+}
+
+static void get_file(const char *dir, const char *rel, char *buf, size_t size)
+{
+	char p[PATH_MAX];
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, buf, size - 1);
+	assert_true(n >= 0);
+	buf[n] = '\0';
+	close(fd);
+}
+
+static uint64_t lk(struct fx *f, uint64_t dir, const char *name)
+{
+	struct stat st;
+	uint64_t ino = 0;
+
+	assert_int_equal(union_lookup(f->ux, dir, name, &ino, &st), 0);
+	assert_true(ino != 0);
+	assert_int_equal(st.st_ino, ino);
+	assert_int_equal(st.st_dev, union_fsid(f->ux));
+	return ino;
+}
+
+static uint64_t mk_file(struct fx *f, uint64_t dir, const char *name)
+{
+	uint64_t ino = 0;
+	struct stat st;
+
+	assert_int_equal(union_create(f->ux, dir, name, UNION_GUARDED, &no_sa, NULL, &ino, &st,
+				      NULL, NULL), 0);
+	return ino;
+}
+
+static uint64_t mk_dir(struct fx *f, uint64_t dir, const char *name)
+{
+	uint64_t ino = 0;
+	struct stat st;
+
+	assert_int_equal(union_mkdir(f->ux, dir, name, &no_sa, &ino, &st, NULL, NULL), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	return ino;
+}
+
+static void wr(struct fx *f, uint64_t ino, uint64_t off, const char *data)
+{
+	enum union_stable c;
+	uint32_t n;
+
+	assert_int_equal(union_write(f->ux, ino, off, (uint32_t)strlen(data), data,
+				     UNION_FILE_SYNC, &n, &c, NULL, NULL), 0);
+	assert_int_equal(n, strlen(data));
+}
+
+static void rd(struct fx *f, uint64_t ino, char *buf, uint32_t size)
+{
+	uint32_t n;
+	bool eof;
+
+	assert_int_equal(union_read(f->ux, ino, 0, size - 1, buf, &n, &eof, NULL), 0);
+	buf[n] = '\0';
+	assert_true(eof);
+}
+
+/* ---- single branch ---- */
+
+static void test_lookup_getattr(void **state)
+{
+	struct fx *f = *state;
+	struct stat st;
+	uint64_t a, b, d, ino;
+
+	assert_int_equal(union_getattr(f->ux, STORE_ROOT_INO, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_ino, STORE_ROOT_INO);
+	put_file(f->up, "a", "hello", 0644);
+	put_dir(f->up, "d", 0755);
+	put_file(f->up, "d/b", "x", 0600);
+	a = lk(f, 1, "a");
+	d = lk(f, 1, "d");
+	b = lk(f, d, "b");
+	assert_true(a != d && a != b && d != b && a != 1);
+	assert_int_equal(lk(f, 1, "a"), a);
+	assert_int_equal(lk(f, d, "b"), b);
+	assert_int_equal(union_getattr(f->ux, b, &st), 0);
+	assert_int_equal(st.st_ino, b);
+	assert_int_equal(st.st_size, 1);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(lk(f, d, ".."), 1);
+	assert_int_equal(lk(f, d, "."), d);
+	assert_int_equal(lk(f, 1, ".."), 1);
+	assert_int_equal(union_lookup(f->ux, 1, "nope", &ino, &st), -ENOENT);
+	assert_int_equal(union_lookup(f->ux, a, "x", &ino, &st), -ENOTDIR);
+	assert_int_equal(union_getattr(f->ux, 999999, &st), -ESTALE);
+	assert_int_equal(union_export_id(f->ux) != 0, 1);
+	assert_false(union_read_only(f->ux));
+}
+
+static void test_bad_names(void **state)
+{
+	struct fx *f = *state;
+	char longname[300];
+	struct stat st;
+	uint64_t ino;
+
+	memset(longname, 'x', 256);
+	longname[256] = '\0';
+	assert_int_equal(union_lookup(f->ux, 1, "a/b", &ino, &st), -EINVAL);
+	assert_int_equal(union_lookup(f->ux, 1, "", &ino, &st), -EINVAL);
+	assert_int_equal(union_lookup(f->ux, 1, longname, &ino, &st), -ENAMETOOLONG);
+	assert_int_equal(union_create(f->ux, 1, longname, UNION_GUARDED, &no_sa, NULL, &ino, &st,
+				      NULL, NULL), -ENAMETOOLONG);
+	assert_int_equal(union_create(f->ux, 1, "a/b", UNION_GUARDED, &no_sa, NULL, &ino, &st,
+				      NULL, NULL), -EINVAL);
+	assert_int_equal(union_create(f->ux, 1, "..", UNION_GUARDED, &no_sa, NULL, &ino, &st,
+				      NULL, NULL), -EEXIST);
+	assert_int_equal(union_mkdir(f->ux, 1, ".", &no_sa, &ino, &st, NULL, NULL), -EEXIST);
+	assert_int_equal(union_remove(f->ux, 1, "..", NULL, NULL), -EACCES);
+	assert_int_equal(union_rename(f->ux, 1, "..", 1, "x", NULL, NULL, NULL, NULL), -EINVAL);
+	longname[255] = '\0';
+	mk_file(f, 1, longname);
+	assert_true(lk(f, 1, longname) > 1);
+}
+
+static void test_symlink_never_followed(void **state)
+{
+	struct fx *f = *state;
+	char p[PATH_MAX], buf[256];
+	struct stat st;
+	size_t len;
+	uint64_t s, ino;
+
+	put_dir(f->base, "outside", 0755);
+	put_file(f->base, "outside/secret", "secret", 0644);
+	fx_path(f, p, f->base, "outside");
+	fx_path(f, buf, f->up, "esc");
+	assert_int_equal(symlink(p, buf), 0);
+	s = lk(f, 1, "esc");
+	assert_int_equal(union_getattr(f->ux, s, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(union_lookup(f->ux, s, "secret", &ino, &st), -ENOTDIR);
+	assert_int_equal(union_readlink(f->ux, s, buf, sizeof(buf), &len, &st), 0);
+	assert_string_equal(buf, p);
+	assert_int_equal(union_read(f->ux, s, 0, 10, buf, (uint32_t *)&len, (bool *)&p[0], NULL),
+			 -EINVAL);
+	assert_int_equal(union_create(f->ux, s, "x", UNION_GUARDED, &no_sa, NULL, &ino, &st,
+				      NULL, NULL), -ENOTDIR);
+	/* Creating over the symlink's name must not write through it. */
+	assert_int_equal(union_create(f->ux, 1, "esc", UNION_UNCHECKED, &no_sa, NULL, &ino, &st,
+				      NULL, NULL), -EEXIST);
+}
+
+static void test_create_modes(void **state)
+{
+	struct fx *f = *state;
+	uint8_t v1[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, v2[8] = { 9, 9, 9, 9, 9, 9, 9, 9 };
+	struct union_setattr sa = { .ua_mask = USET_MODE, .ua_mode = 0640 };
+	struct stat st, pre, post;
+	uint64_t a, b, e, e2;
+	char buf[64];
+
+	assert_int_equal(union_create(f->ux, 1, "u", UNION_UNCHECKED, &sa, NULL, &a, &st, &pre,
+				      &post), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_int_equal(st.st_ino, a);
+	assert_int_equal(pre.st_ino, 1);
+	assert_int_equal(post.st_ino, 1);
+	wr(f, a, 0, "data");
+	/* UNCHECKED on an existing file: the same file, truncated when asked. */
+	sa.ua_mask = USET_SIZE;
+	sa.ua_size = 0;
+	assert_int_equal(union_create(f->ux, 1, "u", UNION_UNCHECKED, &sa, NULL, &b, &st, NULL,
+				      NULL), 0);
+	assert_int_equal(b, a);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(union_create(f->ux, 1, "u", UNION_GUARDED, &no_sa, NULL, &b, &st, NULL,
+				      NULL), -EEXIST);
+	assert_int_equal(union_create(f->ux, 1, "x", UNION_EXCLUSIVE, NULL, v1, &e, &st, NULL,
+				      NULL), 0);
+	assert_int_equal(union_create(f->ux, 1, "x", UNION_EXCLUSIVE, NULL, v1, &e2, &st, NULL,
+				      NULL), 0);
+	assert_int_equal(e2, e);
+	assert_int_equal(union_create(f->ux, 1, "x", UNION_EXCLUSIVE, NULL, v2, &e2, &st, NULL,
+				      NULL), -EEXIST);
+	assert_int_equal(union_create(f->ux, 1, "u", UNION_EXCLUSIVE, NULL, v1, &e2, &st, NULL,
+				      NULL), -EEXIST);
+	mk_dir(f, 1, "dir");
+	assert_int_equal(union_create(f->ux, 1, "dir", UNION_UNCHECKED, &no_sa, NULL, &e2, &st,
+				      NULL, NULL), -EEXIST);
+	get_file(f->up, "u", buf, sizeof(buf));
+	assert_string_equal(buf, "");
+}
+
+static void test_mkdir_symlink_mknod(void **state)
+{
+	struct fx *f = *state;
+	struct union_setattr sa = { .ua_mask = USET_MODE, .ua_mode = 0710 };
+	struct stat st;
+	uint64_t d, s, p, ino;
+	char buf[64];
+	size_t len;
+
+	assert_int_equal(union_mkdir(f->ux, 1, "d", &sa, &d, &st, NULL, NULL), 0);
+	assert_int_equal(st.st_mode & 07777, 0710);
+	assert_int_equal(union_mkdir(f->ux, 1, "d", &sa, &ino, &st, NULL, NULL), -EEXIST);
+	assert_int_equal(union_symlink(f->ux, d, "s", "../target", &no_sa, &s, &st, NULL, NULL), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(union_readlink(f->ux, s, buf, sizeof(buf), &len, &st), 0);
+	assert_string_equal(buf, "../target");
+	assert_int_equal(len, 9);
+	assert_int_equal(union_readlink(f->ux, d, buf, sizeof(buf), &len, &st), -EINVAL);
+	sa.ua_mode = 0600;
+	assert_int_equal(union_mknod(f->ux, d, "p", S_IFIFO, 0, &sa, &p, &st, NULL, NULL), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(lk(f, d, "p"), p);
+	assert_int_equal(union_mknod(f->ux, d, "c", S_IFCHR, 0, &sa, &ino, &st, NULL, NULL), -EPERM);
+	assert_int_equal(union_mknod(f->ux, d, "r", S_IFREG, 0, &sa, &ino, &st, NULL, NULL), -EINVAL);
+	assert_int_equal(union_getattr(f->ux, d, &st), 0);
+	assert_int_equal(st.st_nlink, 2);
+}
+
+static void test_rw_commit(void **state)
+{
+	struct fx *f = *state;
+	struct stat pre, post;
+	enum union_stable c;
+	char buf[64];
+	uint32_t n;
+	uint64_t a;
+	bool eof;
+
+	a = mk_file(f, 1, "f");
+	assert_int_equal(union_write(f->ux, a, 0, 5, "hello", UNION_UNSTABLE, &n, &c, &pre, &post),
+			 0);
+	assert_int_equal(n, 5);
+	assert_true(c >= UNION_UNSTABLE);
+	assert_int_equal(pre.st_size, 0);
+	assert_int_equal(post.st_size, 5);
+	assert_int_equal(post.st_ino, a);
+	assert_int_equal(union_write(f->ux, a, 5, 6, " world", UNION_DATA_SYNC, &n, &c, NULL, NULL),
+			 0);
+	assert_true(c >= UNION_DATA_SYNC);
+	assert_int_equal(union_write(f->ux, a, 0, 1, "H", UNION_FILE_SYNC, &n, &c, NULL, NULL), 0);
+	assert_int_equal(c, UNION_FILE_SYNC);
+	assert_int_equal(union_read(f->ux, a, 0, 5, buf, &n, &eof, &post), 0);
+	assert_int_equal(n, 5);
+	assert_false(eof);
+	assert_memory_equal(buf, "Hello", 5);
+	assert_int_equal(union_read(f->ux, a, 6, 60, buf, &n, &eof, &post), 0);
+	assert_int_equal(n, 5);
+	assert_true(eof);
+	assert_memory_equal(buf, "world", 5);
+	assert_int_equal(union_read(f->ux, a, 100, 10, buf, &n, &eof, &post), 0);
+	assert_int_equal(n, 0);
+	assert_true(eof);
+	assert_int_equal(union_commit(f->ux, a, &pre, &post), 0);
+	assert_int_equal(post.st_size, 11);
+	assert_int_equal(union_read(f->ux, 1, 0, 5, buf, &n, &eof, &post), -EISDIR);
+	assert_int_equal(union_write(f->ux, 1, 0, 1, "x", UNION_UNSTABLE, &n, &c, NULL, NULL),
+			 -EISDIR);
+}
+
+static void test_setattr(void **state)
+{
+	struct fx *f = *state;
+	struct union_setattr sa = { 0 };
+	struct stat pre, post, st;
+	struct timespec guard;
+	uint64_t a, d;
+
+	a = mk_file(f, 1, "f");
+	wr(f, a, 0, "0123456789");
+	sa.ua_mask = USET_MODE | USET_SIZE | USET_ATIME | USET_MTIME;
+	sa.ua_mode = 0604;
+	sa.ua_size = 3;
+	sa.ua_atime.tv_sec = 1000000;
+	sa.ua_mtime.tv_sec = 2000000;
+	assert_int_equal(union_setattr(f->ux, a, &sa, NULL, &pre, &post), 0);
+	assert_int_equal(pre.st_size, 10);
+	assert_int_equal(post.st_size, 3);
+	assert_int_equal(post.st_mode & 07777, 0604);
+	assert_int_equal(post.st_atim.tv_sec, 1000000);
+	assert_int_equal(post.st_mtim.tv_sec, 2000000);
+	assert_int_equal(post.st_ino, a);
+	/* A stale guard changes nothing. */
+	guard = post.st_ctim;
+	guard.tv_sec--;
+	sa.ua_mask = USET_MODE;
+	sa.ua_mode = 0600;
+	assert_int_equal(union_setattr(f->ux, a, &sa, &guard, &pre, &post), -EAGAIN);
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0604);
+	guard = st.st_ctim;
+	assert_int_equal(union_setattr(f->ux, a, &sa, &guard, &pre, &post), 0);
+	assert_int_equal(post.st_mode & 07777, 0600);
+	sa.ua_mask = USET_MTIME;
+	sa.ua_mtime.tv_nsec = UTIME_NOW;
+	assert_int_equal(union_setattr(f->ux, a, &sa, NULL, NULL, &post), 0);
+	assert_true(post.st_mtim.tv_sec > 2000000);
+	d = mk_dir(f, 1, "d");
+	sa.ua_mask = USET_MODE;
+	sa.ua_mode = 0700;
+	assert_int_equal(union_setattr(f->ux, d, &sa, NULL, NULL, &post), 0);
+	assert_int_equal(post.st_mode & 07777, 0700);
+	sa.ua_mask = USET_SIZE;
+	assert_int_equal(union_setattr(f->ux, d, &sa, NULL, NULL, &post), -EISDIR);
+	sa.ua_mask = USET_MODE;
+	assert_int_equal(union_setattr(f->ux, 1, &sa, NULL, NULL, &post), 0);
+	assert_int_equal(post.st_mode & 07777, 0700);
+}
+
+static void test_remove_rmdir(void **state)
+{
+	struct fx *f = *state;
+	struct stat st, pre, post;
+	uint64_t a, d, b;
+
+	a = mk_file(f, 1, "a");
+	d = mk_dir(f, 1, "d");
+	b = mk_file(f, d, "b");
+	assert_int_equal(union_remove(f->ux, 1, "a", &pre, &post), 0);
+	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
+	assert_int_equal(union_lookup(f->ux, 1, "a", &a, &st), -ENOENT);
+	assert_int_equal(union_remove(f->ux, 1, "a", NULL, NULL), -ENOENT);
+	assert_int_equal(union_remove(f->ux, 1, "d", NULL, NULL), -EISDIR);
+	assert_int_equal(union_rmdir(f->ux, 1, "d", NULL, NULL), -ENOTEMPTY);
+	assert_int_equal(union_rmdir(f->ux, d, "b", NULL, NULL), -ENOTDIR);
+	assert_int_equal(union_remove(f->ux, d, "b", NULL, NULL), 0);
+	assert_int_equal(union_getattr(f->ux, b, &st), -ESTALE);
+	assert_int_equal(union_rmdir(f->ux, 1, "d", NULL, NULL), 0);
+	assert_int_equal(union_getattr(f->ux, d, &st), -ESTALE);
+	/* A name made again is a new object. */
+	assert_true(mk_file(f, 1, "a") != a);
+}
+
+static void test_rename(void **state)
+{
+	struct fx *f = *state;
+	struct stat st;
+	uint64_t a, d, e, c, x, ino;
+	char buf[32];
+
+	a = mk_file(f, 1, "a");
+	wr(f, a, 0, "A");
+	d = mk_dir(f, 1, "d");
+	e = mk_dir(f, 1, "e");
+	c = mk_file(f, d, "child");
+	assert_int_equal(union_rename(f->ux, 1, "a", 1, "b", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(lk(f, 1, "b"), a);
+	assert_int_equal(union_lookup(f->ux, 1, "a", &ino, &st), -ENOENT);
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
+	assert_int_equal(union_rename(f->ux, 1, "b", d, "b2", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(lk(f, d, "b2"), a);
+	rd(f, a, buf, sizeof(buf));
+	assert_string_equal(buf, "A");
+	/* A directory moves with its children's inos intact. */
+	assert_int_equal(union_rename(f->ux, 1, "d", e, "dd", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(lk(f, e, "dd"), d);
+	assert_int_equal(lk(f, d, "child"), c);
+	assert_int_equal(union_getattr(f->ux, c, &st), 0);
+	assert_int_equal(lk(f, d, ".."), e);
+	/* Over an existing file: the target's ino goes stale. */
+	x = mk_file(f, e, "x");
+	assert_int_equal(union_rename(f->ux, d, "child", e, "x", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(lk(f, e, "x"), c);
+	assert_int_equal(union_getattr(f->ux, x, &st), -ESTALE);
+	assert_int_equal(union_rename(f->ux, e, "x", e, "dd", NULL, NULL, NULL, NULL), -EISDIR);
+	assert_int_equal(union_rename(f->ux, e, "dd", e, "x", NULL, NULL, NULL, NULL), -ENOTDIR);
+	assert_int_equal(union_rename(f->ux, e, "dd", d, "sub", NULL, NULL, NULL, NULL), -EINVAL);
+	assert_int_equal(union_rename(f->ux, e, "nope", e, "y", NULL, NULL, NULL, NULL), -ENOENT);
+	assert_int_equal(union_rename(f->ux, e, "x", e, "x", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(lk(f, e, "x"), c);
+}
+
+static void test_link(void **state)
+{
+	struct fx *f = *state;
+	struct stat st, post;
+	uint64_t a, d;
+
+	a = mk_file(f, 1, "a");
+	d = mk_dir(f, 1, "d");
+	assert_int_equal(union_link(f->ux, a, d, "l", &post, NULL, NULL), 0);
+	assert_int_equal(post.st_nlink, 2);
+	assert_int_equal(post.st_ino, a);
+	assert_int_equal(lk(f, d, "l"), a);
+	assert_int_equal(lk(f, 1, "a"), a);
+	assert_int_equal(union_link(f->ux, a, d, "l", &post, NULL, NULL), -EEXIST);
+	assert_int_equal(union_link(f->ux, d, 1, "dl", &post, NULL, NULL), -EPERM);
+	/*
+	 * The record's own name goes while a name in another directory remains: the ino
+	 * lives on under that name once it is looked up (the map has no reverse index).
+	 */
+	assert_int_equal(union_remove(f->ux, 1, "a", NULL, NULL), 0);
+	assert_int_equal(lk(f, d, "l"), a);
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
+	assert_int_equal(st.st_nlink, 1);
+	/* Same directory: link then unlink the first name (how git stores objects). */
+	assert_int_equal(union_link(f->ux, a, d, "m", &post, NULL, NULL), 0);
+	assert_int_equal(union_remove(f->ux, d, "l", NULL, NULL), 0);
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
+	assert_int_equal(lk(f, d, "m"), a);
+	assert_int_equal(union_remove(f->ux, d, "m", NULL, NULL), 0);
+	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
+}
+
+static void test_reopen_keeps_inos(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, d, b;
+	struct stat st;
+
+	a = mk_file(f, 1, "a");
+	d = mk_dir(f, 1, "d");
+	b = mk_file(f, d, "b");
+	fx_close(f);
+	fx_open(f);
+	assert_int_equal(union_getattr(f->ux, b, &st), 0);
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
+	assert_int_equal(lk(f, 1, "a"), a);
+	assert_int_equal(lk(f, 1, "d"), d);
+	assert_int_equal(lk(f, d, "b"), b);
+	assert_true(mk_file(f, 1, "c") > b);
+}
+
+static void test_replaced_behind_back(void **state)
+{
+	struct fx *f = *state;
+	char from[PATH_MAX], to[PATH_MAX];
+	struct stat st;
+	uint64_t a, a2;
+
+	put_file(f->up, "a", "old", 0644);
+	a = lk(f, 1, "a");
+	put_file(f->up, "tmp", "new", 0644);
+	fx_path(f, from, f->up, "tmp");
+	fx_path(f, to, f->up, "a");
+	assert_int_equal(rename(from, to), 0);
+	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
+	a2 = lk(f, 1, "a");
+	assert_true(a2 != a);
+	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
+	assert_int_equal(unlink(to), 0);
+	assert_int_equal(union_getattr(f->ux, a2, &st), -ESTALE);
+}
+
+/* ---- readdir ---- */
+
+struct page {
+	int max;
+	int n;
+	uint64_t last;
+	char names[4096][32];
+	uint64_t inos[4096];
+	struct stat sts[4096];
+	bool attrs;
+};
+
+static int page_add(void *ctx, const struct union_dirent *de)
+{
+	struct page *p = ctx;
+
+	if (p->n == p->max)
+		return 1;
+	snprintf(p->names[p->n], sizeof(p->names[0]), "%s", de->ud_name);
+	p->inos[p->n] = de->ud_ino;
+	if (de->ud_st)
+		p->sts[p->n] = *de->ud_st;
+	p->attrs = de->ud_st != NULL;
+	p->last = de->ud_cookie;
+	p->n++;
+	return 0;
+}
+
+/* Lists the whole directory in pages of size n, running between() after each page. */
+static int list_all(struct fx *f, uint64_t dir, int n, bool attrs, char (*names)[32],
+		    uint64_t *inos, void (*between)(struct fx *, int), int max)
+{
+	static struct page p;
+	uint64_t cookie = 0;
+	int total = 0, pages = 0;
+	bool eof = false;
+
+	while (!eof) {
+		memset(&p, 0, sizeof(p));
+		p.max = n;
+		assert_int_equal(union_readdir(f->ux, dir, cookie, attrs, page_add, &p, &eof), 0);
+		for (int i = 0; i < p.n; i++) {
+			assert_true(total < max);
+			strcpy(names[total], p.names[i]);
+			inos[total++] = p.inos[i];
+			if (attrs) {
+				assert_true(p.attrs);
+				assert_int_equal(p.sts[i].st_ino, p.inos[i]);
+			}
+		}
+		if (p.n)
+			cookie = p.last;
+		if (between)
+			between(f, pages);
+		pages++;
+		assert_true(pages < 10000);
+	}
+	return total;
+}
+
+static int find_name(char (*names)[32], int n, const char *name)
+{
+	int found = 0;
+
+	for (int i = 0; i < n; i++)
+		found += !strcmp(names[i], name);
+	return found;
+}
+
+static char (*g_names)[32];
+static uint64_t *g_inos;
+
+static void churn(struct fx *f, int page)
+{
+	char name[32];
+	uint64_t ino;
+	struct stat st;
+
+	/* Remove some not-yet-seen names, add new ones. */
+	snprintf(name, sizeof(name), "f%03d", 199 - page);
+	union_remove(f->ux, 1, name, NULL, NULL);
+	snprintf(name, sizeof(name), "new%03d", page);
+	assert_int_equal(union_create(f->ux, 1, name, UNION_GUARDED, &no_sa, NULL, &ino, &st, NULL,
+				      NULL), 0);
+}
+
+static void test_readdir(void **state)
+{
+	struct fx *f = *state;
+	char name[32];
+	int n;
+
+	g_names = calloc(4096, sizeof(*g_names));
+	g_inos = calloc(4096, sizeof(*g_inos));
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "f%03d", i);
+		mk_file(f, 1, name);
+	}
+	mk_dir(f, 1, "sub");
+	n = list_all(f, 1, 7, false, g_names, g_inos, NULL, 4096);
+	assert_int_equal(n, 203);
+	assert_string_equal(g_names[0], ".");
+	assert_string_equal(g_names[1], "..");
+	assert_int_equal(g_inos[0], 1);
+	assert_int_equal(g_inos[1], 1);
+	for (int i = 2; i < n; i++) {
+		assert_int_equal(find_name(g_names, n, g_names[i]), 1);
+		assert_int_equal(lk(f, 1, g_names[i]), g_inos[i]);
+	}
+	/* With attributes, in one page: the fileids equal the lookups'. */
+	n = list_all(f, 1, 1000, true, g_names, g_inos, NULL, 4096);
+	assert_int_equal(n, 203);
+	/* Changes between pages: no duplicates, every survivor once. */
+	n = list_all(f, 1, 10, false, g_names, g_inos, churn, 4096);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(find_name(g_names, n, g_names[i]), 1);
+	for (int i = 0; i < 200; i++) {
+		struct stat st;
+		uint64_t ino;
+
+		snprintf(name, sizeof(name), "f%03d", i);
+		if (union_lookup(f->ux, 1, name, &ino, &st) == 0)
+			assert_int_equal(find_name(g_names, n, name), 1);
+	}
+	/* A listing starting at the last cookie is empty and at its end. */
+	{
+		static struct page p;
+		uint64_t ino;
+		struct stat st;
+		bool eof = false;
+
+		memset(&p, 0, sizeof(p));
+		p.max = 1;
+		assert_int_equal(union_readdir(f->ux, 1, 0, false, page_add, &p, &eof), 0);
+		assert_false(eof);
+		assert_int_equal(union_lookup(f->ux, 1, "sub", &ino, &st), 0);
+		assert_int_equal(union_readdir(f->ux, ino, 2, false, page_add, &p, &eof), 0);
+		assert_true(eof);
+		assert_int_equal(union_readdir(f->ux, ino, UINT64_MAX >> 1, false, page_add, &p,
+					       &eof), 0);
+		assert_true(eof);
+		assert_int_equal(union_readdir(f->ux, lk(f, 1, "f000"), 0, false, page_add, &p,
+					       &eof), -ENOTDIR);
+	}
+	free(g_names);
+	free(g_inos);
+}
+
+static void test_readdir_behind_back(void **state)
+{
+	struct fx *f = *state;
+	char names[64][32];
+	uint64_t inos[64];
+	int n;
+
+	put_file(f->up, "a", "", 0644);
+	n = list_all(f, 1, 100, false, names, inos, NULL, 64);
+	assert_int_equal(n, 3);
+	put_file(f->up, "b", "", 0644);
+	n = list_all(f, 1, 100, false, names, inos, NULL, 64);
+	assert_int_equal(n, 4);
+	assert_int_equal(find_name(names, n, "b"), 1);
+}
+
+static void test_read_only(void **state)
+{
+	struct fx *f = *state;
+	struct union_setattr sa = { .ua_mask = USET_MODE, .ua_mode = 0600 };
+	enum union_stable c;
+	struct stat st;
+	uint64_t a, ino;
+	uint32_t n;
+
+	put_file(f->up, "a", "x", 0644);
+	fx_close(f);
+	f->ro = true;
+	fx_open(f);
+	assert_true(union_read_only(f->ux));
+	a = lk(f, 1, "a");
+	assert_int_equal(union_write(f->ux, a, 0, 1, "y", UNION_UNSTABLE, &n, &c, NULL, NULL),
+			 -EROFS);
+	assert_int_equal(union_setattr(f->ux, a, &sa, NULL, NULL, NULL), -EROFS);
+	assert_int_equal(union_create(f->ux, 1, "b", UNION_GUARDED, &no_sa, NULL, &ino, &st, NULL,
+				      NULL), -EROFS);
+	assert_int_equal(union_mkdir(f->ux, 1, "b", &no_sa, &ino, &st, NULL, NULL), -EROFS);
+	assert_int_equal(union_remove(f->ux, 1, "a", NULL, NULL), -EROFS);
+	assert_int_equal(union_rename(f->ux, 1, "a", 1, "b", NULL, NULL, NULL, NULL), -EROFS);
+	assert_int_equal(union_link(f->ux, a, 1, "b", NULL, NULL, NULL), -EROFS);
+}
+
+/* ---- two branches ---- */
+
+static void test_two_shadow_and_merge(void **state)
+{
+	struct fx *f = *state;
+	char names[64][32];
+	uint64_t inos[64], d, ino;
+	struct stat st;
+	char buf[32];
+	int n;
+
+	put_file(f->up, "both", "upper", 0644);
+	put_file(f->lo, "both", "lower", 0644);
+	put_file(f->lo, "lowonly", "low", 0644);
+	put_dir(f->up, "d", 0755);
+	put_dir(f->lo, "d", 0755);
+	put_file(f->up, "d/u", "", 0644);
+	put_file(f->lo, "d/l", "", 0644);
+	put_file(f->lo, "d/u", "hidden", 0644);
+	put_file(f->up, "filedir", "", 0644);
+	put_dir(f->lo, "filedir", 0755);
+	put_file(f->lo, "filedir/x", "", 0644);
+	fx_open(f);
+	rd(f, lk(f, 1, "both"), buf, sizeof(buf));
+	assert_string_equal(buf, "upper");
+	rd(f, lk(f, 1, "lowonly"), buf, sizeof(buf));
+	assert_string_equal(buf, "low");
+	d = lk(f, 1, "d");
+	assert_true(lk(f, d, "l") > 1);
+	rd(f, lk(f, d, "u"), buf, sizeof(buf));
+	assert_string_equal(buf, "");
+	/* A file in the upper hides a directory below. */
+	ino = lk(f, 1, "filedir");
+	assert_int_equal(union_getattr(f->ux, ino, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(union_lookup(f->ux, ino, "x", &ino, &st), -ENOTDIR);
+	n = list_all(f, 1, 2, true, names, inos, NULL, 64);
+	assert_int_equal(n, 6);
+	assert_int_equal(find_name(names, n, "both"), 1);
+	assert_int_equal(find_name(names, n, "lowonly"), 1);
+	assert_int_equal(find_name(names, n, "filedir"), 1);
+	n = list_all(f, d, 100, false, names, inos, NULL, 64);
+	assert_int_equal(n, 4);
+	assert_int_equal(find_name(names, n, "u"), 1);
+	assert_int_equal(find_name(names, n, "l"), 1);
+	for (int i = 2; i < n; i++)
+		assert_int_equal(lk(f, d, names[i]), inos[i]);
+	/* Lower-only removal needs whiteouts (later): refused, nothing changed. */
+	assert_int_equal(union_remove(f->ux, 1, "lowonly", NULL, NULL), -EROFS);
+	assert_int_equal(union_remove(f->ux, 1, "both", NULL, NULL), -EROFS);
+	assert_int_equal(union_rename(f->ux, 1, "lowonly", 1, "z", NULL, NULL, NULL, NULL), -EROFS);
+	assert_int_equal(union_rmdir(f->ux, 1, "d", NULL, NULL), -EROFS);
+	assert_int_equal(union_create(f->ux, 1, "lowonly", UNION_GUARDED, &no_sa, NULL, &ino, &st,
+				      NULL, NULL), -EEXIST);
+}
+
+static void test_two_create_in_lower_dir(void **state)
+{
+	struct fx *f = *state;
+	char p[PATH_MAX];
+	uint64_t a, b, c, ino;
+	struct stat st;
+
+	put_dir(f->lo, "a", 0751);
+	put_dir(f->lo, "a/b", 0705);
+	put_file(f->lo, "a/b/old", "", 0644);
+	fx_open(f);
+	a = lk(f, 1, "a");
+	b = lk(f, a, "b");
+	c = mk_file(f, b, "new");
+	assert_int_equal(lk(f, b, "new"), c);
+	fx_path(f, p, f->up, "a");
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0751);
+	fx_path(f, p, f->up, "a/b");
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0705);
+	fx_path(f, p, f->up, "a/b/new");
+	assert_int_equal(stat(p, &st), 0);
+	fx_path(f, p, f->up, "a/b/old");
+	assert_int_equal(stat(p, &st), -1);
+	/* The directories kept their inos although their topmost copies changed. */
+	assert_int_equal(lk(f, 1, "a"), a);
+	assert_int_equal(lk(f, a, "b"), b);
+	assert_true(lk(f, b, "old") > 1);
+	assert_int_equal(union_lookup(f->ux, 1, ".unionnfsd.work", &ino, &st), -ENOENT);
+}
+
+static void test_two_copy_up(void **state)
+{
+	struct fx *f = *state;
+	struct union_setattr sa = { .ua_mask = USET_MODE, .ua_mode = 0600 };
+	char names[64][32], buf[64], p[PATH_MAX];
+	uint64_t inos[64], a, d, s, ino;
+	struct stat st, lst;
+	size_t len;
+	int n;
+
+	put_dir(f->lo, "d", 0755);
+	put_file(f->lo, "d/file", "lower data", 0640);
+	put_file(f->lo, "d/other", "other", 0644);
+	fx_path(f, p, f->lo, "d/sym");
+	assert_int_equal(symlink("file", p), 0);
+	fx_path(f, p, f->lo, "d/file");
+	assert_int_equal(stat(p, &lst), 0);
+	fx_open(f);
+	d = lk(f, 1, "d");
+	a = lk(f, d, "file");
+	wr(f, a, 0, "UPPER");
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
+	assert_int_equal(st.st_ino, a);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_int_equal(st.st_size, 10);
+	assert_int_equal(lk(f, d, "file"), a);
+	rd(f, a, buf, sizeof(buf));
+	assert_string_equal(buf, "UPPER data");
+	get_file(f->lo, "d/file", buf, sizeof(buf));
+	assert_string_equal(buf, "lower data");
+	get_file(f->up, "d/file", buf, sizeof(buf));
+	assert_string_equal(buf, "UPPER data");
+	fx_path(f, p, f->up, "d/file");
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_uid, lst.st_uid);
+	assert_int_equal(st.st_mtim.tv_sec >= lst.st_mtim.tv_sec, 1);
+	/* setattr copies up too; a symlink copies as a symlink. */
+	ino = lk(f, d, "other");
+	assert_int_equal(union_setattr(f->ux, ino, &sa, NULL, NULL, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(st.st_ino, ino);
+	fx_path(f, p, f->lo, "d/other");
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0644);
+	s = lk(f, d, "sym");
+	assert_int_equal(union_link(f->ux, s, d, "sym2", &st, NULL, NULL), 0);
+	assert_int_equal(lk(f, d, "sym2"), s);
+	assert_int_equal(union_readlink(f->ux, s, buf, sizeof(buf), &len, NULL), 0);
+	assert_string_equal(buf, "file");
+	/* The work directory never shows. */
+	n = list_all(f, 1, 100, false, names, inos, NULL, 64);
+	assert_int_equal(n, 3);
+	assert_int_equal(find_name(names, n, ".unionnfsd.work"), 0);
+	/* And everything survives a restart. */
+	fx_close(f);
+	fx_open(f);
+	assert_int_equal(lk(f, d, "file"), a);
+	assert_int_equal(lk(f, 1, "d"), d);
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
+	/* Pure-upper objects in a merged directory are plain to remove. */
+	assert_int_equal(union_remove(f->ux, d, "sym2", NULL, NULL), 0);
+	assert_int_equal(union_remove(f->ux, d, "file", NULL, NULL), -EROFS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_lookup_getattr, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_names, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_never_followed, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_create_modes, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_mkdir_symlink_mknod, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_rw_commit, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_setattr, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_remove_rmdir, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_rename, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_link, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_reopen_keeps_inos, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_replaced_behind_back, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_readdir, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_readdir_behind_back, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_read_only, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_two_shadow_and_merge, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_two_create_in_lower_dir, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_two_copy_up, setup2, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
