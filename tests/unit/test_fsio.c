@@ -1,0 +1,243 @@
+/* fsio: one name at a time, never following a symlink. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsio.h"
+
+struct fx {
+	char dir[PATH_MAX];
+	int fd;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	char canon[PATH_MAX];
+
+	assert_non_null(f);
+	strcpy(f->dir, "/tmp/test_fsio.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(fsio_open_root(f->dir, canon, sizeof(canon), &f->fd), 0);
+	assert_string_equal(canon, f->dir);
+	*state = f;
+	return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	fsio_close(f->fd);
+	nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+static void test_root(void **state)
+{
+	char canon[PATH_MAX], small[4];
+	int fd;
+
+	(void)state;
+	assert_int_equal(fsio_open_root("/nonexistent/x", canon, sizeof(canon), &fd), -ENOENT);
+	assert_int_equal(fsio_open_root("/etc/passwd", canon, sizeof(canon), &fd), -ENOTDIR);
+	assert_int_equal(fsio_open_root("/tmp/../tmp", canon, sizeof(canon), &fd), 0);
+	assert_string_equal(canon, "/tmp");
+	fsio_close(fd);
+	assert_int_equal(fsio_open_root("/tmp", small, sizeof(small), &fd), -ENAMETOOLONG);
+}
+
+static void test_symlinks_not_followed(void **state)
+{
+	struct fx *f = *state;
+	char buf[64];
+	struct stat st;
+	size_t len;
+	int fd;
+
+	assert_int_equal(fsio_mkdir(f->fd, "d", 0755), 0);
+	assert_int_equal(fsio_symlink("d", f->fd, "ld"), 0);
+	assert_int_equal(fsio_symlink("/etc/passwd", f->fd, "lf"), 0);
+	assert_int_equal(fsio_open_dir(f->fd, "ld", &fd), -ENOTDIR);
+	assert_int_equal(fsio_open_dir(f->fd, "lf", &fd), -ENOTDIR);
+	assert_int_equal(fsio_open_file(f->fd, "lf", O_RDONLY, 0, &fd), -ELOOP);
+	assert_int_equal(fsio_open_file(f->fd, "lf", O_WRONLY | O_CREAT, 0644, &fd), -ELOOP);
+	assert_int_equal(fsio_statat(f->fd, "ld", &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(fsio_chmod(f->fd, "lf", 0600), -EOPNOTSUPP);
+	assert_int_equal(fsio_open_node(f->fd, "lf", &fd), 0);
+	assert_int_equal(fsio_readlink(fd, "", buf, sizeof(buf), &len), 0);
+	assert_string_equal(buf, "/etc/passwd");
+	assert_int_equal(len, 11);
+	assert_int_equal(fsio_readlink(fd, "", buf, 5, &len), -ENAMETOOLONG);
+	assert_int_equal(fsio_stat(fd, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	fsio_close(fd);
+	assert_int_equal(fsio_open_dir(f->fd, "d", &fd), 0);
+	assert_int_equal(fsio_chmod(fd, ".", 0700), 0);
+	assert_int_equal(fsio_stat(fd, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(fsio_fsync_dir(fd), 0);
+	fsio_close(fd);
+}
+
+static void test_files(void **state)
+{
+	struct fx *f = *state;
+	struct timespec ts[2] = { { 100, 0 }, { 200, 0 } };
+	char buf[16];
+	struct stat st;
+	size_t n;
+	int fd;
+
+	assert_int_equal(fsio_open_file(f->fd, "f", O_CREAT | O_EXCL | O_RDWR, 0640, &fd), 0);
+	assert_int_equal(fsio_pwrite(fd, "abcdef", 6, 0, &n), 0);
+	assert_int_equal(n, 6);
+	assert_int_equal(fsio_pread(fd, buf, sizeof(buf), 2, &n), 0);
+	assert_int_equal(n, 4);
+	assert_memory_equal(buf, "cdef", 4);
+	assert_int_equal(fsio_fdatasync(fd), 0);
+	assert_int_equal(fsio_ftruncate(fd, 2), 0);
+	assert_int_equal(fsio_futimens(fd, ts), 0);
+	assert_int_equal(fsio_stat(fd, &st), 0);
+	assert_int_equal(st.st_size, 2);
+	assert_int_equal(st.st_mtim.tv_sec, 200);
+	fsio_close(fd);
+	assert_int_equal(fsio_open_file(f->fd, "f", O_CREAT | O_EXCL | O_RDWR, 0640, &fd), -EEXIST);
+	assert_int_equal(fsio_link(f->fd, "f", f->fd, "g"), 0);
+	assert_int_equal(fsio_statat(f->fd, "g", &st), 0);
+	assert_int_equal(st.st_nlink, 2);
+	assert_int_equal(fsio_rename(f->fd, "g", f->fd, "f", true), -EEXIST);
+	assert_int_equal(fsio_rename(f->fd, "g", f->fd, "h", true), 0);
+	assert_int_equal(fsio_unlink(f->fd, "h", false), 0);
+	assert_int_equal(fsio_unlink(f->fd, "h", false), -ENOENT);
+	assert_int_equal(fsio_mknod(f->fd, "p", S_IFIFO | 0600, 0), 0);
+	/* A fifo must not block the worker that opens it. */
+	assert_int_equal(fsio_open_file(f->fd, "p", O_RDONLY, 0, &fd), 0);
+	fsio_close(fd);
+	assert_int_equal(fsio_chown(f->fd, "p", (uid_t)-1, (gid_t)-1), 0);
+	assert_int_equal(fsio_utimens(f->fd, "p", ts), 0);
+	assert_int_equal(fsio_chmod(f->fd, "p", 0640), 0);
+	assert_int_equal(fsio_statat(f->fd, "p", &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_int_equal(fsio_statat(f->fd, "nope", &st), -ENOENT);
+}
+
+static void test_copy_sparse(void **state)
+{
+	struct fx *f = *state;
+	static char buf[1 << 20];
+	struct stat st;
+	size_t n;
+	int in, out;
+
+	assert_int_equal(fsio_open_file(f->fd, "src", O_CREAT | O_RDWR, 0644, &in), 0);
+	assert_int_equal(fsio_pwrite(in, "head", 4, 0, &n), 0);
+	assert_int_equal(fsio_pwrite(in, "tail", 4, 8 << 20, &n), 0);
+	assert_int_equal(fsio_open_file(f->fd, "dst", O_CREAT | O_RDWR, 0644, &out), 0);
+	assert_int_equal(fsio_copy_data(in, out, (8 << 20) + 4), 0);
+	assert_int_equal(fsio_stat(out, &st), 0);
+	assert_int_equal(st.st_size, (8 << 20) + 4);
+	assert_true(st.st_blocks * 512 < (4 << 20)); /* the hole stayed a hole */
+	assert_int_equal(fsio_pread(out, buf, 4, 0, &n), 0);
+	assert_memory_equal(buf, "head", 4);
+	assert_int_equal(fsio_pread(out, buf, sizeof(buf), 1 << 20, &n), 0);
+	assert_int_equal(n, sizeof(buf));
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(buf[i], 0);
+	assert_int_equal(fsio_pread(out, buf, 16, 8 << 20, &n), 0);
+	assert_int_equal(n, 4);
+	assert_memory_equal(buf, "tail", 4);
+	/* Empty and short copies. */
+	assert_int_equal(fsio_ftruncate(out, 0), 0);
+	assert_int_equal(fsio_copy_data(in, out, 2), 0);
+	assert_int_equal(fsio_stat(out, &st), 0);
+	assert_int_equal(st.st_size, 2);
+	fsio_close(in);
+	fsio_close(out);
+}
+
+static void test_dir_listing(void **state)
+{
+	struct fx *f = *state;
+	struct fsio_dir *d;
+	const char *name;
+	unsigned char type;
+	uint64_t ino;
+	int seen = 0, r;
+	struct stat st;
+
+	assert_int_equal(fsio_mkdir(f->fd, "sub", 0755), 0);
+	assert_int_equal(fsio_mknod(f->fd, "p", S_IFIFO | 0600, 0), 0);
+	assert_int_equal(fsio_dir_open(f->fd, &d), 0);
+	while ((r = fsio_dir_next(d, &name, &type, &ino)) == 1) {
+		assert_true(strcmp(name, ".") && strcmp(name, ".."));
+		assert_int_equal(fsio_statat(f->fd, name, &st), 0);
+		assert_int_equal(st.st_ino, ino);
+		seen++;
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(seen, 2);
+	fsio_dir_close(d);
+}
+
+static void test_ids(void **state)
+{
+	struct fsio_ids ids;
+	struct stat st = { 0 };
+	char a[64], b[64];
+
+	(void)state;
+	assert_int_equal(fsio_random_name("x.", a, sizeof(a)), 0);
+	assert_int_equal(fsio_random_name("x.", b, sizeof(b)), 0);
+	assert_int_equal(strlen(a), 18);
+	assert_string_not_equal(a, b);
+	assert_int_equal(fsio_random_name("x.", a, 8), -ENAMETOOLONG);
+	fsio_become_root(&ids);
+	fsio_restore(&ids);
+	st.st_uid = 12345;
+	st.st_gid = 12345;
+	st.st_mode = S_IFREG | 0600;
+	if (geteuid() == 0) {
+		assert_true(fsio_owns(&st));
+		assert_true(fsio_may(&st, R_OK | W_OK));
+		assert_false(fsio_may(&st, X_OK));
+	}
+	st.st_uid = geteuid();
+	assert_true(fsio_owns(&st));
+	assert_true(fsio_may(&st, R_OK | W_OK));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_root),
+		cmocka_unit_test_setup_teardown(test_symlinks_not_followed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copy_sparse, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dir_listing, setup, teardown),
+		cmocka_unit_test(test_ids),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
