@@ -14,8 +14,9 @@
  * - struct net_job: one per record; owned by the loop, then by the pool while it runs,
  *   then by the loop again, which queues its reply for writing or frees it.
  *
- * Memory is bounded per connection: reading pauses while NET_MAX_INFLIGHT calls are being
- * served or NET_MAX_OUTQ reply bytes wait for a client that does not read.
+ * Memory is bounded per connection: reading pauses while NET_MAX_INFLIGHT calls (or
+ * NET_MAX_INBYTES of them) are being served, or while NET_MAX_OUTQ reply bytes wait for a
+ * client that does not read.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,6 +41,7 @@
 #define NET_DEFAULT_WORKERS 4
 #define NET_DEFAULT_MAX_RECORD ((1u << 20) + (64u << 10))
 #define NET_MAX_INFLIGHT 64                /* calls per TCP connection */
+#define NET_MAX_INBYTES (16u << 20)         /* request bytes in flight per TCP connection */
 #define NET_MAX_OUTQ (4u << 20)             /* queued reply bytes per TCP connection */
 #define NET_UDP_MAX_INFLIGHT 256           /* calls per UDP socket */
 #define NET_READ_CHUNK (64u << 10)
@@ -101,6 +103,7 @@ struct net_conn {
 	int nc_fd;
 	unsigned nc_refs;
 	unsigned nc_inflight;
+	size_t nc_inbytes;                     /* request bytes of the calls in flight */
 	bool nc_open;
 	bool nc_eof;                           /* peer finished sending: close once answered */
 	bool nc_dirty;
@@ -230,7 +233,8 @@ static void conn_unref(struct net_conn *c)
 
 static bool conn_full(const struct net_conn *c)
 {
-	return c->nc_inflight >= NET_MAX_INFLIGHT || c->nc_outbytes >= NET_MAX_OUTQ;
+	return c->nc_inflight >= NET_MAX_INFLIGHT || c->nc_inbytes >= NET_MAX_INBYTES ||
+	       c->nc_outbytes >= NET_MAX_OUTQ;
 }
 
 /* The one destructor of an open connection. Drops the socket's reference. */
@@ -290,6 +294,7 @@ static bool conn_submit(struct net_conn *c, uint8_t *rec, size_t len)
 	j->nj_locallen = c->nc_locallen;
 	c->nc_refs++;
 	c->nc_inflight++;
+	c->nc_inbytes += len;
 	net_submit(c->nc_srv, j);
 	return true;
 }
@@ -705,6 +710,8 @@ static void udp_reply(struct net_listener *l, struct net_job *j)
 	struct iovec iov = { .iov_base = j->nj_reply + 4, .iov_len = j->nj_replylen - 4 };
 	struct msghdr msg;
 	struct cmsghdr *cm;
+	char a[NET_ADDRSTR];
+	ssize_t n;
 
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_name = &j->nj_peer;
@@ -736,12 +743,16 @@ static void udp_reply(struct net_listener *l, struct net_job *j)
 		cm->cmsg_len = CMSG_LEN(sizeof(pi));
 		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
 	}
-	if (sendmsg(l->nl_udp, &msg, MSG_DONTWAIT) < 0 && msg.msg_control != NULL &&
-	    errno == EINVAL) {
+	n = sendmsg(l->nl_udp, &msg, MSG_DONTWAIT);
+	if (n < 0 && errno == EINVAL && msg.msg_control != NULL) {
+		/* A source address the kernel will not use (gone meanwhile): let routing pick. */
 		msg.msg_control = NULL;
 		msg.msg_controllen = 0;
-		(void)sendmsg(l->nl_udp, &msg, MSG_DONTWAIT);
+		n = sendmsg(l->nl_udp, &msg, MSG_DONTWAIT);
 	}
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+		log_debug("net: UDP reply of %zu bytes to %s lost: %s", iov.iov_len,
+			  net_addrstr(&j->nj_peer, j->nj_peerlen, a), strerror(errno));
 }
 
 /* ---- completions ---- */
@@ -768,6 +779,7 @@ static void net_complete_all(struct net_server *srv)
 		}
 		c = j->nj_conn;
 		c->nc_inflight--;
+		c->nc_inbytes -= j->nj_len;
 		if (c->nc_open && j->nj_reply != NULL) {
 			j->nj_next = NULL;
 			if (c->nc_outtail)

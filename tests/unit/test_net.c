@@ -726,6 +726,54 @@ static void test_net_emfile(void **state)
 	harness_finish(&h);
 }
 
+/* A client that sends and never reads: the server stops reading instead of buffering. */
+static void test_net_backpressure(void **state)
+{
+	struct harness h;
+	size_t blen = 64u << 10, n, total = 0;
+	uint8_t *data = calloc(1, blen), *call = malloc(blen + 512);
+	int fd, stalls = 0;
+
+	(void)state;
+	harness_start(&h, "127.0.0.1");
+	fd = tcp_connect(AF_INET, h.port);
+	assert_true(fd >= 0);
+	n = mkcall(call + 4, blen + 508, 0x9000, TEST_PROG, P_ECHO, data, (uint32_t)blen, true);
+	frame(call, (uint32_t)n, true);
+	n += 4;
+	while (total < (256u << 20) && stalls < 5) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		size_t off = 0;
+
+		if (poll(&pfd, 1, 200) != 1) {
+			stalls++;
+			continue;
+		}
+		while (off < n) {
+			ssize_t k = send(fd, call + off, n - off, MSG_DONTWAIT);
+
+			if (k < 0) {
+				assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+				poll(&pfd, 1, 200);
+				if (++stalls >= 5)
+					break;
+				continue;
+			}
+			off += (size_t)k;
+			total += (size_t)k;
+		}
+	}
+	/* Socket buffers plus the server's bounds, far below what was offered. */
+	print_message("offered %zu bytes before the server stopped reading\n", total);
+	assert_true(stalls >= 5);
+	assert_true(total < (64u << 20));
+	close(fd);
+	free(data);
+	free(call);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
 static void test_net_bad_listen(void **state)
 {
 	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
@@ -762,6 +810,7 @@ int main(void)
 		cmocka_unit_test(test_net_dual),
 		cmocka_unit_test(test_net_shutdown),
 		cmocka_unit_test(test_net_emfile),
+		cmocka_unit_test(test_net_backpressure),
 		cmocka_unit_test(test_net_bad_listen),
 	};
 
