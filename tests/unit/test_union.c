@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -934,6 +935,73 @@ static void test_two_copy_up(void **state)
 	assert_int_equal(union_remove(f->ux, d, "file", NULL, NULL), -EROFS);
 }
 
+/* ---- concurrency ---- */
+
+#define CONC_THREADS 4
+#define CONC_NAMES 60
+
+struct conc {
+	struct fx *c_fx;
+	int c_id;
+	uint64_t c_inos[CONC_NAMES];
+	int c_err;
+};
+
+static int conc_count(void *ctx, const struct union_dirent *de)
+{
+	(*(int *)ctx)++;
+	return de->ud_ino == 0;
+}
+
+static void *conc_run(void *arg)
+{
+	struct conc *c = arg;
+	char name[32];
+	struct stat st;
+	bool eof;
+
+	for (int k = 0; k < CONC_NAMES; k++) {
+		/* Each thread walks the names in a different order. */
+		int i = (c->c_id & 1 ? CONC_NAMES - 1 - k : k + c->c_id * 17) % CONC_NAMES;
+		int n = 0;
+
+		snprintf(name, sizeof(name), "n%02d", i);
+		if (union_lookup(c->c_fx->ux, 1, name, &c->c_inos[i], &st) < 0)
+			c->c_err++;
+		if (k % 10 == c->c_id &&
+		    union_readdir(c->c_fx->ux, 1, 0, c->c_id & 1, conc_count, &n, &eof) < 0)
+			c->c_err++;
+	}
+	return NULL;
+}
+
+static void test_concurrent_lookups(void **state)
+{
+	struct fx *f = *state;
+	struct conc c[CONC_THREADS];
+	pthread_t th[CONC_THREADS];
+	char name[32];
+
+	for (int i = 0; i < CONC_NAMES; i++) {
+		snprintf(name, sizeof(name), "n%02d", i);
+		put_file(f->up, name, "", 0644);
+	}
+	for (int t = 0; t < CONC_THREADS; t++) {
+		c[t] = (struct conc){ .c_fx = f, .c_id = t };
+		assert_int_equal(pthread_create(&th[t], NULL, conc_run, &c[t]), 0);
+	}
+	for (int t = 0; t < CONC_THREADS; t++)
+		pthread_join(th[t], NULL);
+	for (int t = 0; t < CONC_THREADS; t++) {
+		assert_int_equal(c[t].c_err, 0);
+		for (int i = 0; i < CONC_NAMES; i++)
+			assert_int_equal(c[t].c_inos[i], c[0].c_inos[i]);
+	}
+	for (int i = 0; i < CONC_NAMES; i++)
+		for (int j = i + 1; j < CONC_NAMES; j++)
+			assert_true(c[0].c_inos[i] != c[0].c_inos[j]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -952,6 +1020,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_readdir, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_readdir_behind_back, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_read_only, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_lookups, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_two_shadow_and_merge, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_create_in_lower_dir, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_copy_up, setup2, teardown),
