@@ -37,7 +37,7 @@ static const struct union_setattr no_sa;
 
 static void fx_path(struct fx *f __attribute__((unused)), char *out, const char *dir, const char *rel)
 {
-	snprintf(out, PATH_MAX, "%s/%s", dir, rel);
+	assert_true(snprintf(out, PATH_MAX, "%s/%s", dir, rel) < PATH_MAX);
 }
 
 static void fx_open(struct fx *f)
@@ -126,7 +126,7 @@ static void put_file(const char *dir, const char *rel, const char *data, mode_t 
 	char p[PATH_MAX];
 	int fd;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	assert_true(snprintf(p, sizeof(p), "%s/%s", dir, rel) < (int)sizeof(p));
 	fd = open(p, O_CREAT | O_TRUNC | O_WRONLY, mode);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
@@ -138,7 +138,7 @@ static void put_dir(const char *dir, const char *rel, mode_t mode)
 {
 	char p[PATH_MAX];
 
-	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	assert_true(snprintf(p, sizeof(p), "%s/%s", dir, rel) < (int)sizeof(p));
 	assert_int_equal(mkdir(p, mode), 0);
 	chmod(p, mode);
 }
@@ -149,7 +149,7 @@ static void get_file(const char *dir, const char *rel, char *buf, size_t size)
 	ssize_t n;
 	int fd;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	assert_true(snprintf(p, sizeof(p), "%s/%s", dir, rel) < (int)sizeof(p));
 	fd = open(p, O_RDONLY);
 	assert_true(fd >= 0);
 	n = read(fd, buf, size - 1);
@@ -611,7 +611,8 @@ static int page_add(void *ctx, const struct union_dirent *de)
 
 	if (p->n == p->max)
 		return 1;
-	snprintf(p->names[p->n], sizeof(p->names[0]), "%s", de->ud_name);
+	if (snprintf(p->names[p->n], sizeof(p->names[0]), "%s", de->ud_name) >= 32)
+		p->names[p->n][0] = '?';
 	p->inos[p->n] = de->ud_ino;
 	if (de->ud_st)
 		p->sts[p->n] = *de->ud_st;
