@@ -61,7 +61,12 @@ static unsigned long long tree_fingerprint(const char *dir)
 		struct stat st;
 		const char *name = ents[i]->d_name;
 
-		if (strcmp(name, ".") && strcmp(name, "..")) {
+		size_t nl = strlen(name);
+		/* lock files are touched by every attempt to open; they hold no data */
+		bool lockfile = !strcmp(name, "lock") || (nl > 5 && !strcmp(name + nl - 5, "-lock")) ||
+				!strcmp(name, "lock.mdb");
+
+		if (strcmp(name, ".") && strcmp(name, "..") && !lockfile) {
 			it_path(p, "%s/%s", dir, name);
 			for (const char *c = name; *c; c++)
 				h = (h ^ (unsigned char)*c) * 1099511628211ULL;
@@ -71,7 +76,7 @@ static unsigned long long tree_fingerprint(const char *dir)
 				h = (h ^ (unsigned long long)st.st_mtim.tv_nsec) * 1099511628211ULL;
 				if (S_ISDIR(st.st_mode)) {
 					h ^= tree_fingerprint(p);
-				} else if (S_ISREG(st.st_mode) && strcmp(name, "lock")) {
+				} else if (S_ISREG(st.st_mode)) {
 					size_t len;
 					char *data = it_read_file(p, &len);
 

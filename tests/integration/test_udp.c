@@ -56,7 +56,7 @@ static void check_basic_ops(int proto)
 	it_assert_status(it_getattr(c, &root, &a), NFS3_OK);
 	assert_int_equal(a.type, NF3DIR);
 	it_assert_status(it_lookup(c, &root, "readme", &f, &b), NFS3_OK);
-	assert_int_equal(b.size, sizeof(want));
+	assert_true(b.size >= sizeof(want));
 	/* 32 KiB per READ: several datagrams' worth over UDP */
 	while (got < sizeof(want)) {
 		ra.file = f;
@@ -70,9 +70,15 @@ static void check_basic_ops(int proto)
 				 clnt_sperrno(cs));
 		it_assert_status(rr.status, NFS3_OK);
 		assert_true(rr.READ3res_u.resok.count > 0);
-		assert_memory_equal(rr.READ3res_u.resok.data.data_val, want + got,
-				    rr.READ3res_u.resok.count);
-		got += rr.READ3res_u.resok.count;
+		{
+			/* the file may have grown past the pattern (earlier writes) */
+			uint32_t n = rr.READ3res_u.resok.count;
+
+			if (n > sizeof(want) - got)
+				n = sizeof(want) - got;
+			assert_memory_equal(rr.READ3res_u.resok.data.data_val, want + got, n);
+			got += n;
+		}
 		if (got < sizeof(want))
 			assert_false(rr.READ3res_u.resok.eof);
 		it_free((xdrproc_t)xdr_READ3res, &rr);
@@ -83,8 +89,9 @@ static void check_basic_ops(int proto)
 		char p[PATH_MAX], *disk;
 		size_t len;
 
+		/* past the compared bytes, at a place of its own per transport */
 		wa.file = f;
-		wa.offset = 0;
+		wa.offset = sizeof(want) + (proto == IPPROTO_UDP ? 0 : 8);
 		wa.count = 5;
 		wa.stable = FILE_SYNC;
 		wa.data.data_len = 5;
@@ -97,7 +104,8 @@ static void check_basic_ops(int proto)
 		it_free((xdrproc_t)xdr_WRITE3res, &wr);
 		it_path(p, "%s/readme", it_srv.is_upper);
 		disk = it_read_file(p, &len);
-		assert_memory_equal(disk, wa.data.data_val, 5);
+		assert_true(len >= wa.offset + 5);
+		assert_memory_equal(disk + wa.offset, wa.data.data_val, 5);
 		free(disk);
 	}
 	it_fh_free(&f);
