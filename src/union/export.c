@@ -84,6 +84,36 @@ void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino)
 	st->st_dev = (dev_t)union_fsid(ux);
 }
 
+/* Whether path a lies inside (or is) directory b. */
+static bool union_inside(const char *a, const char *b)
+{
+	size_t len = strlen(b);
+
+	if (!strcmp(b, "/"))
+		return true;
+	return !strncmp(a, b, len) && (a[len] == '\0' || a[len] == '/');
+}
+
+/* A branch inside another would show the union its own copy-ups through the other. */
+static int union_check_overlap(const char *name, char **paths, int n, char *err,
+			       size_t errlen)
+{
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			if (i == j || !union_inside(paths[i], paths[j]))
+				continue;
+			if (!strcmp(paths[i], paths[j]))
+				snprintf(err, errlen, "export %s: branch %s is listed twice; give "
+					 "each branch once in -e", name, paths[i]);
+			else
+				snprintf(err, errlen, "export %s: branch %s lies inside branch %s; "
+					 "branches must not overlap, fix -e", name, paths[i],
+					 paths[j]);
+			return -EINVAL;
+		}
+	return 0;
+}
+
 static void union_free(struct union_export *ux)
 {
 	if (!ux)
@@ -96,6 +126,7 @@ static void union_free(struct union_export *ux)
 	udir_cache_free(ux->ux_dcache);
 	pthread_mutex_destroy(&ux->ux_work_lock);
 	free(ux->ux_rootfd);
+	free(ux->ux_dev);
 	free(ux->ux_paths);
 	free(ux->ux_name);
 	free(ux);
@@ -128,9 +159,10 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	ux->ux_ro = ec->ec_opts.eo_ro;
 	ux->ux_name = strdup(ec->ec_name);
 	ux->ux_rootfd = malloc((size_t)n * sizeof(*ux->ux_rootfd));
+	ux->ux_dev = calloc((size_t)n, sizeof(*ux->ux_dev));
 	ux->ux_paths = calloc((size_t)n, sizeof(*ux->ux_paths));
 	ids = calloc((size_t)n, sizeof(*ids));
-	if (!ux->ux_name || !ux->ux_rootfd || !ux->ux_paths || !ids)
+	if (!ux->ux_name || !ux->ux_rootfd || !ux->ux_dev || !ux->ux_paths || !ids)
 		goto nomem;
 	for (int i = 0; i < n; i++)
 		ux->ux_rootfd[i] = -1;
@@ -153,7 +185,11 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 		}
 		ids[i].sb_path = ux->ux_paths[i];
 		ids[i].sb_root_ino = rst.st_ino;
+		ux->ux_dev[i] = rst.st_dev;
 	}
+	r = union_check_overlap(ec->ec_name, ux->ux_paths, n, err, errlen);
+	if (r < 0)
+		goto fail;
 	r = udir_cache_new(&ux->ux_dcache);
 	if (r < 0)
 		goto nomem;

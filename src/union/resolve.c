@@ -24,7 +24,6 @@ int ures_find(struct union_export *ux, const struct udirset *parent, const char 
 	bool found = false, merging = false;
 	int r;
 
-	(void)ux;
 	memset(f, 0, sizeof(*f));
 	uds_init(&f->uf_dirs);
 	for (int i = 0; i < parent->ds_n; i++) {
@@ -32,7 +31,11 @@ int ures_find(struct union_export *ux, const struct udirset *parent, const char 
 		int fd;
 
 		r = fsio_statat(parent->ds_fd[i], name, &st);
-		if (r == -ENOENT)
+		/*
+		 * A mount point inside a branch is not crossed: inode numbers are only unique
+		 * within one file system, and the map keys objects by them.
+		 */
+		if (r == -ENOENT || (r == 0 && st.st_dev != ux->ux_dev[parent->ds_branch[i]]))
 			continue;
 		if (r < 0)
 			goto fail;

@@ -25,6 +25,7 @@ struct union_export {
 	char *ux_name;
 	int ux_nbranches;
 	int *ux_rootfd;          /* O_PATH, top-down */
+	dev_t *ux_dev;           /* each root's st_dev: nothing on another device is served */
 	char **ux_paths;         /* canonical */
 	uint8_t ux_cookie_key[STORE_KEY_LEN];
 	pthread_mutex_t ux_work_lock;

@@ -784,6 +784,45 @@ static void test_read_only(void **state)
 	assert_int_equal(union_link(f->ux, a, 1, "b", NULL, NULL, NULL), -EROFS);
 }
 
+static void test_open_errors(void **state)
+{
+	struct fx *f = *state;
+	struct export_conf ec = { 0 };
+	struct union_export *ux = NULL;
+	char err[512] = "", missing[PATH_MAX], inner[PATH_MAX];
+	char *br[2];
+	int r;
+
+	r = store_open(f->state, &f->st, err, sizeof(err));
+	assert_int_equal(r, 0);
+	ec.ec_name = "/union";
+	ec.ec_branches = br;
+	ec.ec_nbranches = 2;
+	fx_path(f, missing, f->base, "missing");
+	br[0] = f->up;
+	br[1] = missing;
+	assert_int_equal(union_open(&ec, f->st, &ux, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "missing: No such file or directory; create it or fix -e"));
+	br[1] = f->up;
+	assert_int_equal(union_open(&ec, f->st, &ux, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "listed twice"));
+	fx_path(f, inner, f->lo, "inner");
+	put_dir(f->lo, "inner", 0755);
+	br[0] = inner;
+	br[1] = f->lo;
+	assert_int_equal(union_open(&ec, f->st, &ux, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "inside"));
+	assert_null(ux);
+	/* Once bound, the export refuses another stack. */
+	br[0] = f->up;
+	assert_int_equal(union_open(&ec, f->st, &ux, err, sizeof(err)), 0);
+	union_close(ux);
+	ec.ec_nbranches = 1;
+	assert_true(union_open(&ec, f->st, &ux, err, sizeof(err)) < 0);
+	store_close(f->st);
+	f->st = NULL;
+}
+
 /* ---- two branches ---- */
 
 static void test_two_shadow_and_merge(void **state)
@@ -806,7 +845,20 @@ static void test_two_shadow_and_merge(void **state)
 	put_file(f->up, "filedir", "", 0644);
 	put_dir(f->lo, "filedir", 0755);
 	put_file(f->lo, "filedir/x", "", 0644);
+	put_file(f->lo, "h1", "", 0644);
+	{
+		char p1[PATH_MAX], p2[PATH_MAX];
+
+		fx_path(f, p1, f->lo, "h1");
+		fx_path(f, p2, f->lo, "d/h2");
+		assert_int_equal(link(p1, p2), 0);
+	}
 	fx_open(f);
+	/* Hard links in a lower branch are one object. */
+	ino = lk(f, 1, "h1");
+	assert_int_equal(lk(f, lk(f, 1, "d"), "h2"), ino);
+	assert_int_equal(union_getattr(f->ux, ino, &st), 0);
+	assert_int_equal(st.st_nlink, 2);
 	rd(f, lk(f, 1, "both"), buf, sizeof(buf));
 	assert_string_equal(buf, "upper");
 	rd(f, lk(f, 1, "lowonly"), buf, sizeof(buf));
@@ -821,12 +873,12 @@ static void test_two_shadow_and_merge(void **state)
 	assert_true(S_ISREG(st.st_mode));
 	assert_int_equal(union_lookup(f->ux, ino, "x", &ino, &st), -ENOTDIR);
 	n = list_all(f, 1, 2, true, names, inos, NULL, 64);
-	assert_int_equal(n, 6);
+	assert_int_equal(n, 7);
 	assert_int_equal(find_name(names, n, "both"), 1);
 	assert_int_equal(find_name(names, n, "lowonly"), 1);
 	assert_int_equal(find_name(names, n, "filedir"), 1);
 	n = list_all(f, d, 100, false, names, inos, NULL, 64);
-	assert_int_equal(n, 4);
+	assert_int_equal(n, 5);
 	assert_int_equal(find_name(names, n, "u"), 1);
 	assert_int_equal(find_name(names, n, "l"), 1);
 	for (int i = 2; i < n; i++)
@@ -1022,6 +1074,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_readdir_behind_back, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_read_only, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_lookups, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_open_errors, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_shadow_and_merge, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_create_in_lower_dir, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_copy_up, setup2, teardown),
