@@ -661,6 +661,19 @@ static void test_net_shutdown(void **state)
 	harness_finish(&h);
 }
 
+static struct rlimit saved_nofile;
+static bool have_saved_nofile;
+
+/* Puts the descriptor limit back even when test_net_emfile fails half-way. */
+static int restore_nofile(void **state)
+{
+	(void)state;
+	if (have_saved_nofile)
+		setrlimit(RLIMIT_NOFILE, &saved_nofile);
+	have_saved_nofile = false;
+	return 0;
+}
+
 /* Out of file descriptors: accepting pauses, and resumes once descriptors are free. */
 static void test_net_emfile(void **state)
 {
@@ -673,6 +686,9 @@ static void test_net_emfile(void **state)
 	struct cconn cc[4];
 
 	(void)state;
+	/* valgrind emulates the descriptor limit for some calls only (not accept4). */
+	if (getenv("LD_PRELOAD") && strstr(getenv("LD_PRELOAD"), "vgpreload"))
+		skip();
 	harness_start(&h, "127.0.0.1");
 	sin.sin_port = htons((uint16_t)h.port);
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -686,6 +702,8 @@ static void test_net_emfile(void **state)
 	close(first);
 	close(second);
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	saved_nofile = old;
+	have_saved_nofile = true;
 	low = old;
 	low.rlim_cur = (rlim_t)second + 1;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
@@ -722,6 +740,7 @@ static void test_net_emfile(void **state)
 		record_free(&cc[i].cc_rx);
 	}
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	have_saved_nofile = false;
 	harness_stop(&h);
 	harness_finish(&h);
 }
@@ -809,7 +828,7 @@ int main(void)
 		cmocka_unit_test(test_net_v4),
 		cmocka_unit_test(test_net_dual),
 		cmocka_unit_test(test_net_shutdown),
-		cmocka_unit_test(test_net_emfile),
+		cmocka_unit_test_teardown(test_net_emfile, restore_nofile),
 		cmocka_unit_test(test_net_backpressure),
 		cmocka_unit_test(test_net_bad_listen),
 	};
