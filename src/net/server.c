@@ -886,6 +886,10 @@ static int net_bind_one(const struct sockaddr_storage *addr, socklen_t addrlen, 
 	rc = net_socket(addr->ss_family, type, &fd);
 	if (rc < 0)
 		return rc;
+	/*
+	 * TCP only: it lets a restart bind while old connections sit in TIME_WAIT. On UDP it
+	 * would let a second process bind the same port and silently take half the datagrams.
+	 */
 	if (type == SOCK_STREAM)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (addr->ss_family == AF_INET6)

@@ -121,6 +121,11 @@ enum rpc_parse rpc_parse_call(const void *rec, size_t len, struct rpc_call *call
 			? RPC_PARSE_OK : RPC_PARSE_BADCRED;
 		break;
 	default:
+		/*
+		 * RPCSEC_GSS, AUTH_DH and the rest: AUTH_REJECTEDCRED (not AUTH_TOOWEAK, which
+		 * the dispatcher keeps for export policy such as "secure"), so a Kerberos client
+		 * gives up after its usual credential refresh instead of hanging.
+		 */
 		st = RPC_PARSE_REJECTEDCRED;
 		break;
 	}
