@@ -122,9 +122,9 @@ enum rpc_parse rpc_parse_call(const void *rec, size_t len, struct rpc_call *call
 		break;
 	default:
 		/*
-		 * RPCSEC_GSS, AUTH_DH and the rest: AUTH_REJECTEDCRED (not AUTH_TOOWEAK, which
-		 * the dispatcher keeps for export policy such as "secure"), so a Kerberos client
-		 * gives up after its usual credential refresh instead of hanging.
+		 * RPCSEC_GSS, AUTH_DH and the rest: AUTH_REJECTEDCRED, not AUTH_TOOWEAK, which
+		 * stays reserved for export policy (e.g. "secure") so the two causes can be told
+		 * apart in a client's error.
 		 */
 		st = RPC_PARSE_REJECTEDCRED;
 		break;
