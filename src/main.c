@@ -209,10 +209,16 @@ static int main_portmap(struct main_ctx *mc, char *err, size_t errlen)
 	case PORTMAP_OFF:
 		return 0;
 	case PORTMAP_RPCBIND:
+		/* Asking first keeps a missing rpcbind from costing libtirpc's long timeouts. */
+		if (!portmap_rpcbind_running()) {
+			snprintf(err, errlen,
+				 "--portmap rpcbind: no rpcbind answers on 127.0.0.1:111; start it (systemctl start rpcbind) or use --portmap builtin or --portmap off");
+			return -ECONNREFUSED;
+		}
 		rc = portmap_register(mc->mc_maps, mc->mc_nmaps);
 		if (rc < 0) {
 			snprintf(err, errlen,
-				 "cannot register with rpcbind on 127.0.0.1:111 (%s); start it (systemctl start rpcbind) or use --portmap builtin or --portmap off",
+				 "--portmap rpcbind: rpcbind refused our registration (%s); run unionnfsd as root, or use --portmap builtin or --portmap off",
 				 strerror(-rc));
 			return rc;
 		}
@@ -223,7 +229,7 @@ static int main_portmap(struct main_ctx *mc, char *err, size_t errlen)
 		rc = main_portmap_builtin(mc, lerr, sizeof(lerr));
 		if (rc < 0) {
 			snprintf(err, errlen,
-				 "built-in portmapper: %s; stop the program using it (rpcbind?), run as root, or use --portmap rpcbind or --portmap off",
+				 "--portmap builtin: %s; or use --portmap rpcbind or --portmap off",
 				 lerr);
 			return rc;
 		}
@@ -329,11 +335,10 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		return -1;
 	}
 	for (i = 0; i < cf->cf_nexports; i++) {
-		rc = union_open(&cf->cf_exports[i], mc->mc_store, &mc->mc_exports[i], lerr,
-				sizeof(lerr));
+		/* union_open's messages already name the export. */
+		rc = union_open(&cf->cf_exports[i], mc->mc_store, &mc->mc_exports[i], err, errlen);
 		if (rc < 0) {
 			mc->mc_exports[i] = NULL;
-			snprintf(err, errlen, "export %s: %s", cf->cf_exports[i].ec_name, lerr);
 			return -1;
 		}
 	}
@@ -386,11 +391,10 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		return -1;
 	}
 	mc->mc_mount_port = rc;
-	main_report(mc, "nfs port %d", mc->mc_nfs_port);
-	main_report(mc, "mount port %d", mc->mc_mount_port);
-
 	if (main_portmap(mc, err, errlen) < 0)
 		return -1;
+	main_report(mc, "nfs port %d", mc->mc_nfs_port);
+	main_report(mc, "mount port %d", mc->mc_mount_port);
 	for (i = 0; i < cf->cf_nexports; i++)
 		log_info("serving %s (%d branch%s, %s)", cf->cf_exports[i].ec_name,
 			 cf->cf_exports[i].ec_nbranches,
