@@ -39,6 +39,7 @@ INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 INTEG_COMMON = $(wildcard tests/integration/common.c)
 
 .PHONY: all test check install clean unit integration e2e
+.SECONDARY: $(GEN_H) $(GEN_C)
 all: $(BUILD)/unionnfsd
 
 $(BUILD)/gen/%.h: rpc/%.x
@@ -47,7 +48,7 @@ $(BUILD)/gen/%.h: rpc/%.x
 $(BUILD)/gen/%_xdr.c: rpc/%.x $(BUILD)/gen/%.h
 	@mkdir -p $(dir $@)
 	rm -f $@ && rpcgen -M -c -o $@ $<
-	sed -i 's|#include "$(BUILD)/gen/$*.h"|#include "$*.h"|' $@
+	sed -i 's|#include ".*/$*.h"|#include "$*.h"|' $@
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(GEN_CFLAGS) -c -o $@ $<
