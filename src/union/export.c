@@ -151,8 +151,10 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 		return -EIO;
 	}
 	ux = calloc(1, sizeof(*ux));
-	if (!ux)
-		goto nomem;
+	if (!ux) {
+		snprintf(err, errlen, "export %s: out of memory", ec->ec_name);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&ux->ux_work_lock, NULL);
 	ux->ux_workfd = -1;
 	ux->ux_store = st;
@@ -162,8 +164,9 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	ux->ux_dev = calloc((size_t)n, sizeof(*ux->ux_dev));
 	ux->ux_paths = calloc((size_t)n, sizeof(*ux->ux_paths));
 	ids = calloc((size_t)n, sizeof(*ids));
+	r = -ENOMEM;
 	if (!ux->ux_name || !ux->ux_rootfd || !ux->ux_dev || !ux->ux_paths || !ids)
-		goto nomem;
+		goto fail;
 	for (int i = 0; i < n; i++)
 		ux->ux_rootfd[i] = -1;
 	for (int i = 0; i < n; i++, ux->ux_nbranches++) {
@@ -181,7 +184,8 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 		ux->ux_paths[i] = strdup(canon);
 		if (!ux->ux_paths[i]) {
 			ux->ux_nbranches++;
-			goto nomem;
+			r = -ENOMEM;
+			goto fail;
 		}
 		ids[i].sb_path = ux->ux_paths[i];
 		ids[i].sb_root_ino = rst.st_ino;
@@ -192,7 +196,7 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 		goto fail;
 	r = udir_cache_new(&ux->ux_dcache);
 	if (r < 0)
-		goto nomem;
+		goto fail;
 	r = store_bind_export(st, ec->ec_name, ids, n, &ux->ux_id, err, errlen);
 	if (r < 0)
 		goto fail;
@@ -201,10 +205,9 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	free(ids);
 	*out = ux;
 	return 0;
-nomem:
-	snprintf(err, errlen, "export %s: out of memory", ec->ec_name);
-	r = -ENOMEM;
 fail:
+	if (r == -ENOMEM)
+		snprintf(err, errlen, "export %s: out of memory", ec->ec_name);
 	free(ids);
 	union_free(ux);
 	return r;

@@ -124,12 +124,29 @@ static int uattr_may(const struct stat *st, const struct union_setattr *sa)
 	return 0;
 }
 
+/* Gives a lower object its upper copy, once the client may make the change at all. */
+static int uattr_copy_up(struct union_export *ux, uint64_t ino,
+			 const struct union_setattr *sa, struct uobj *o)
+{
+	int r;
+
+	r = uattr_may(&o->uo_st, sa);
+	if (r == 0 && (sa->ua_mask & USET_SIZE))
+		r = uio_need_file(o);
+	if (r < 0)
+		return r;
+	if (!S_ISDIR(o->uo_st.st_mode))
+		return ucopy_up(ux, o);
+	uobj_release(o);
+	return ures_resolve(ux, NULL, ino, URES_UPPER, o);
+}
+
 int union_setattr(struct union_export *ux, uint64_t ino, const struct union_setattr *sa,
 		  const struct timespec *guard_ctime, struct stat *pre, struct stat *post)
 {
 	struct uobj o;
 	bool dir;
-	int r, fd;
+	int r;
 
 	r = ures_resolve(ux, NULL, ino, 0, &o);
 	if (r < 0)
@@ -140,40 +157,19 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 		goto out;
 	}
 	uio_out(ux, &o.uo_st, ino, pre);
-	if (!sa->ua_mask)
-		goto done;
-	if (ux->ux_ro) {
-		r = -EROFS;
-		goto out;
-	}
 	dir = S_ISDIR(o.uo_st.st_mode);
-	if (o.uo_rec.si_branch != 0) {
-		r = uattr_may(&o.uo_st, sa);
-		if (r == 0 && (sa->ua_mask & USET_SIZE))
-			r = uio_need_file(&o);
-		if (r < 0)
-			goto out;
-		if (dir) {
-			uobj_release(&o);
-			r = ures_resolve(ux, NULL, ino, URES_UPPER, &o);
-		} else {
-			r = ucopy_up(ux, &o);
-		}
-		if (r < 0)
-			goto out;
-	}
-	if (dir)
+	if (sa->ua_mask && ux->ux_ro)
+		r = -EROFS;
+	if (r == 0 && sa->ua_mask && o.uo_rec.si_branch != 0)
+		r = uattr_copy_up(ux, ino, sa, &o);
+	if (r == 0 && sa->ua_mask && dir)
 		r = uattr_apply(o.uo_dirs.ds_fd[0], ".", &o.uo_st, sa);
-	else
+	else if (r == 0 && sa->ua_mask)
 		r = uattr_apply(o.uo_pfd, o.uo_rec.si_name, &o.uo_st, sa);
-	if (r < 0)
-		goto out;
-	fd = dir ? o.uo_dirs.ds_fd[0] : o.uo_fd;
-	r = fsio_stat(fd, &o.uo_st);
-	if (r < 0)
-		goto out;
-done:
-	uio_out(ux, &o.uo_st, ino, post);
+	if (r == 0 && sa->ua_mask)
+		r = fsio_stat(dir ? o.uo_dirs.ds_fd[0] : o.uo_fd, &o.uo_st);
+	if (r == 0)
+		uio_out(ux, &o.uo_st, ino, post);
 out:
 	uobj_release(&o);
 	return r;

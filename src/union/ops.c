@@ -328,14 +328,38 @@ int union_mknod(struct union_export *ux, uint64_t dir, const char *name, mode_t 
 	return uop_create(ux, dir, name, &n, ino, st, dirpre, dirpost);
 }
 
+/* Inside the write transaction: removes name from the upper copy of d. */
+static int uop_unlink_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
+			  const struct uobj *d, const char *name, bool rmdir, uint64_t *gone)
+{
+	int upfd = d->uo_dirs.ds_fd[0];
+	struct ufound f;
+	int r;
+
+	r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT | UFIND_BELOW, &f);
+	if (r < 0)
+		return r;
+	if (f.uf_branch != 0 || f.uf_below)
+		return -EROFS; /* a lower copy would show through: needs a whiteout */
+	if (rmdir && !f.uf_dir)
+		return -ENOTDIR;
+	if (!rmdir && f.uf_dir)
+		return -EISDIR;
+	r = fsio_unlink(upfd, name, rmdir);
+	if (r == 0 && rmdir && store_find_name(t, ux->ux_id, dir, name, gone) < 0)
+		*gone = 0;
+	if (r == 0)
+		r = uop_forget(ux, t, dir, upfd, name, &f, rmdir || f.uf_st.st_nlink <= 1);
+	return r;
+}
+
 static int uop_unlink(struct union_export *ux, uint64_t dir, const char *name, bool rmdir,
 		      struct stat *dirpre, struct stat *dirpost)
 {
-	struct store_txn *t = NULL;
-	struct ufound f;
+	struct store_txn *t;
 	struct uobj d;
 	uint64_t gone = 0;
-	int r, upfd = -1;
+	int r;
 
 	uobj_init(&d);
 	r = uname_check(name);
@@ -349,38 +373,20 @@ static int uop_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		r = ures_resolve(ux, NULL, dir, 0, &d);
 	if (r == 0 && !S_ISDIR(d.uo_st.st_mode))
 		r = -ENOTDIR;
-	if (r < 0)
-		goto out;
-	uop_out(ux, &d.uo_st, dir, dirpre);
-	r = uop_begin(ux, &t);
-	if (r < 0)
-		goto out;
-	r = ures_find(ux, &d.uo_dirs, name, UFIND_STAT | UFIND_BELOW, &f);
-	if (r < 0)
-		goto end;
-	if (f.uf_branch != 0 || f.uf_below)
-		r = -EROFS; /* a lower copy would show through: needs a whiteout */
-	else if (rmdir && !f.uf_dir)
-		r = -ENOTDIR;
-	else if (!rmdir && f.uf_dir)
-		r = -EISDIR;
-	upfd = d.uo_dirs.ds_fd[0];
+	if (r == 0) {
+		uop_out(ux, &d.uo_st, dir, dirpre);
+		r = uop_begin(ux, &t);
+	}
 	if (r == 0)
-		r = fsio_unlink(upfd, name, rmdir);
-	if (r == 0 && rmdir && store_find_name(t, ux->ux_id, dir, name, &gone) < 0)
-		gone = 0;
-	if (r == 0)
-		r = uop_forget(ux, t, dir, upfd, name, &f, rmdir || f.uf_st.st_nlink <= 1);
-end:
-	r = uop_end(t, r);
+		r = uop_end(t, uop_unlink_txn(ux, t, dir, &d, name, rmdir, &gone));
 	if (r < 0)
 		goto out;
-	r = fsio_fsync_dir(upfd);
+	r = fsio_fsync_dir(d.uo_dirs.ds_fd[0]);
 	udir_invalidate(ux, dir);
 	if (gone)
 		udir_invalidate(ux, gone);
 	if (r == 0 && dirpost) {
-		r = fsio_stat(upfd, dirpost);
+		r = fsio_stat(d.uo_dirs.ds_fd[0], dirpost);
 		ures_fix_stat(ux, dirpost, dir);
 	}
 out:
@@ -437,16 +443,53 @@ static int uop_moved(struct union_export *ux, struct store_txn *t, uint64_t ino,
 	return r;
 }
 
+/* Inside the write transaction: moves fromname of fd to toname of td, in the upper. */
+static int uop_rename_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdir,
+			  const struct uobj *fd, const char *fromname, uint64_t todir,
+			  const struct uobj *td, const char *toname, uint64_t *gone)
+{
+	struct ufound sf, tf;
+	bool target = false;
+	uint64_t ino;
+	int r;
+
+	r = ures_find(ux, &fd->uo_dirs, fromname, UFIND_STAT | UFIND_BELOW, &sf);
+	if (r < 0)
+		return r;
+	if (sf.uf_branch != 0 || sf.uf_below)
+		return -EROFS; /* the old name needs a whiteout */
+	r = ures_find(ux, &td->uo_dirs, toname, UFIND_STAT | UFIND_BELOW, &tf);
+	if (r == 0) {
+		target = tf.uf_branch == 0;
+		r = uop_rename_target(&sf, &tf);
+		if (r == 0 && target && tf.uf_st.st_ino == sf.uf_st.st_ino)
+			return 0; /* two names of one file: rename does nothing */
+	} else if (r == -ENOENT) {
+		r = 0;
+	}
+	if (r == 0)
+		r = ures_map(ux, t, fromdir, &fd->uo_dirs, fromname, UFIND_STAT, &sf, &ino);
+	if (r < 0)
+		return r;
+	if (target && tf.uf_dir && store_find_name(t, ux->ux_id, todir, toname, gone) < 0)
+		*gone = 0;
+	r = fsio_rename(fd->uo_dirs.ds_fd[0], fromname, td->uo_dirs.ds_fd[0], toname, false);
+	if (r == 0 && target)
+		r = uop_forget(ux, t, todir, td->uo_dirs.ds_fd[0], toname, &tf,
+			       tf.uf_dir || tf.uf_st.st_nlink <= 1);
+	if (r == 0)
+		r = uop_moved(ux, t, ino, fromdir, fromname, todir, toname);
+	return r;
+}
+
 int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname,
 		 uint64_t todir, const char *toname, struct stat *frompre, struct stat *frompost,
 		 struct stat *topre, struct stat *topost)
 {
-	struct store_txn *t = NULL;
-	struct ufound sf, tf;
+	struct store_txn *t;
 	struct uobj fd, td;
-	bool target = false;
-	uint64_t ino, gone = 0;
-	int r, sfd = -1, tfd = -1;
+	uint64_t gone = 0;
+	int r, sfd, tfd;
 
 	uobj_init(&fd);
 	uobj_init(&td);
@@ -463,51 +506,20 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		r = uop_dir(ux, fromdir, &fd);
 	if (r == 0)
 		r = uop_dir(ux, todir, &td);
+	if (r == 0) {
+		uop_out(ux, &fd.uo_st, fromdir, frompre);
+		uop_out(ux, &td.uo_st, todir, topre);
+		r = uop_begin(ux, &t);
+	}
+	if (r == 0)
+		r = uop_end(t, uop_rename_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname,
+					      &gone));
 	if (r < 0)
 		goto out;
 	sfd = fd.uo_dirs.ds_fd[0];
 	tfd = td.uo_dirs.ds_fd[0];
-	uop_out(ux, &fd.uo_st, fromdir, frompre);
-	uop_out(ux, &td.uo_st, todir, topre);
-	r = uop_begin(ux, &t);
-	if (r < 0)
-		goto out;
-	r = ures_find(ux, &fd.uo_dirs, fromname, UFIND_STAT | UFIND_BELOW, &sf);
-	if (r < 0)
-		goto end;
-	if (sf.uf_branch != 0 || sf.uf_below) {
-		r = -EROFS; /* the old name needs a whiteout */
-		goto end;
-	}
-	r = ures_find(ux, &td.uo_dirs, toname, UFIND_STAT | UFIND_BELOW, &tf);
-	if (r == 0) {
-		target = tf.uf_branch == 0;
-		r = uop_rename_target(&sf, &tf);
-		if (r == 0 && target && tf.uf_st.st_ino == sf.uf_st.st_ino)
-			goto end; /* two names of one file: rename does nothing */
-	} else if (r == -ENOENT) {
-		r = 0;
-	}
-	if (r < 0)
-		goto end;
-	r = ures_map(ux, t, fromdir, &fd.uo_dirs, fromname, UFIND_STAT, &sf, &ino);
-	if (r < 0)
-		goto end;
-	ufound_release(&sf);
-	if (target && tf.uf_dir && store_find_name(t, ux->ux_id, todir, toname, &gone) < 0)
-		gone = 0;
-	r = fsio_rename(sfd, fromname, tfd, toname, false);
-	if (r == 0 && target)
-		r = uop_forget(ux, t, todir, tfd, toname, &tf,
-			       tf.uf_dir || tf.uf_st.st_nlink <= 1);
-	if (r == 0)
-		r = uop_moved(ux, t, ino, fromdir, fromname, todir, toname);
-end:
-	r = uop_end(t, r);
-	if (r < 0)
-		goto out;
 	r = fsio_fsync_dir(sfd);
-	if (r == 0 && tfd != sfd)
+	if (r == 0 && fromdir != todir)
 		r = fsio_fsync_dir(tfd);
 	udir_invalidate(ux, fromdir);
 	udir_invalidate(ux, todir);

@@ -227,16 +227,61 @@ static int ures_step(struct union_export *ux, struct udirset *set, uint64_t pino
 	return 0;
 }
 
+/* The last step for a directory: whatever directory is at its path; the record follows. */
+static int ures_final_dir(struct union_export *ux, struct store_txn *wtxn, int flags,
+			  const struct udirset *set, struct ufound *f, struct uobj *o)
+{
+	int r = 0;
+
+	if (!f->uf_dir)
+		return -ESTALE;
+	if ((flags & URES_UPPER) && f->uf_branch != 0)
+		r = ucopy_dir(ux, o->uo_rec.si_parent, set, o->uo_rec.si_name, f);
+	if (r == 0 && (o->uo_rec.si_branch != f->uf_branch ||
+		       o->uo_rec.si_real_ino != (uint64_t)f->uf_st.st_ino)) {
+		r = ures_rekey(ux, wtxn, &o->uo_rec, f);
+		o->uo_rec.si_branch = f->uf_branch;
+		o->uo_rec.si_real_ino = (uint64_t)f->uf_st.st_ino;
+	}
+	if (r == 0)
+		r = fsio_stat(f->uf_dirs.ds_fd[0], &o->uo_st);
+	if (r == 0) {
+		o->uo_dirs = f->uf_dirs;
+		uds_init(&f->uf_dirs);
+	}
+	return r;
+}
+
+/* The last step for anything else: it must still be the very copy the record names. */
+static int ures_final_file(struct udirset *set, const struct ufound *f, struct uobj *o)
+{
+	int r;
+
+	if (!ures_same_file(&o->uo_rec, f))
+		return -ESTALE;
+	r = o->uo_pfd = uds_take(set, f->uf_pidx);
+	if (r >= 0 && f->uf_branch != 0 && set->ds_n > 0 && set->ds_branch[0] == 0)
+		r = o->uo_upfd = uds_take(set, 0);
+	if (r >= 0)
+		r = fsio_open_node(o->uo_pfd, o->uo_rec.si_name, &o->uo_fd);
+	if (r >= 0)
+		r = fsio_stat(o->uo_fd, &o->uo_st);
+	/* Replaced between the look and the open: the copy we named is gone. */
+	if (r == -ENOENT || (r >= 0 && (uint64_t)o->uo_st.st_ino != o->uo_rec.si_real_ino))
+		r = -ESTALE;
+	return r < 0 ? r : 0;
+}
+
 int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, int flags,
 		 struct uobj *o)
 {
 	struct udirset set;
 	struct uchain c;
 	struct ufound f;
-	const char *name;
 	int r;
 
 	uobj_init(o);
+	uds_init(&f.uf_dirs);
 	if (ux->ux_ro)
 		flags &= ~URES_UPPER;
 	r = uchain_load(ux, wtxn, ino, &o->uo_rec, &c);
@@ -246,75 +291,26 @@ int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, 
 	if (c.uc_n == 0) {
 		r = fsio_stat(ux->ux_rootfd[0], &o->uo_st);
 		o->uo_dirs = set;
+		uds_init(&set);
 		goto out;
 	}
-	for (int k = c.uc_n - 1; k >= 1; k--) {
+	for (int k = c.uc_n - 1; k >= 1 && r == 0; k--)
 		r = ures_step(ux, &set, c.uc_recs[k].si_parent, c.uc_recs[k].si_name, flags);
-		if (r < 0)
-			goto fail;
-	}
-	name = o->uo_rec.si_name;
-	r = ures_find(ux, &set, name, 0, &f);
+	if (r == 0)
+		r = ures_find(ux, &set, o->uo_rec.si_name, 0, &f);
 	if (r == -ENOENT)
 		r = -ESTALE;
 	if (r < 0)
-		goto fail;
-	if (ures_is_dir_rec(&o->uo_rec)) {
-		if (!f.uf_dir) {
-			r = -ESTALE;
-			goto fail_found;
-		}
-		if ((flags & URES_UPPER) && f.uf_branch != 0) {
-			r = ucopy_dir(ux, o->uo_rec.si_parent, &set, name, &f);
-			if (r < 0)
-				goto fail_found;
-		}
-		if (o->uo_rec.si_branch != f.uf_branch ||
-		    o->uo_rec.si_real_ino != (uint64_t)f.uf_st.st_ino) {
-			r = ures_rekey(ux, wtxn, &o->uo_rec, &f);
-			if (r < 0)
-				goto fail_found;
-			o->uo_rec.si_branch = f.uf_branch;
-			o->uo_rec.si_real_ino = (uint64_t)f.uf_st.st_ino;
-		}
-		r = fsio_stat(f.uf_dirs.ds_fd[0], &o->uo_st);
-		if (r < 0)
-			goto fail_found;
-		o->uo_dirs = f.uf_dirs;
-		uds_release(&set);
 		goto out;
-	}
-	if (!ures_same_file(&o->uo_rec, &f)) {
-		r = -ESTALE;
-		goto fail_found;
-	}
+	if (ures_is_dir_rec(&o->uo_rec))
+		r = ures_final_dir(ux, wtxn, flags, &set, &f, o);
+	else
+		r = ures_final_file(&set, &f, o);
+out:
 	ufound_release(&f);
-	r = uds_take(&set, f.uf_pidx);
-	if (r < 0)
-		goto fail;
-	o->uo_pfd = r;
-	if (f.uf_branch != 0 && set.ds_n > 0 && set.ds_branch[0] == 0) {
-		r = uds_take(&set, 0);
-		if (r < 0)
-			goto fail;
-		o->uo_upfd = r;
-	}
 	uds_release(&set);
-	r = fsio_open_node(o->uo_pfd, name, &o->uo_fd);
-	if (r == 0)
-		r = fsio_stat(o->uo_fd, &o->uo_st);
-	/* Replaced between the look and the open: the copy we named is gone. */
-	if (r == -ENOENT || (r == 0 && (uint64_t)o->uo_st.st_ino != o->uo_rec.si_real_ino))
-		r = -ESTALE;
 	if (r < 0)
 		uobj_release(o);
-	goto out;
-fail_found:
-	ufound_release(&f);
-fail:
-	uds_release(&set);
-	uobj_release(o);
-out:
 	uchain_free(&c);
 	return r;
 }
