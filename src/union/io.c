@@ -207,13 +207,14 @@ int union_read(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t cou
 		r = uio_need_file(&o);
 	if (r == 0)
 		r = uio_open(&o, O_RDONLY, &fd);
-	if (r == 0 && count)
+	/* Past the largest possible file there is nothing to read, and no error either. */
+	if (r == 0 && count && off < (uint64_t)INT64_MAX)
 		r = fsio_pread(fd, buf, count, off, &done);
 	if (r == 0)
 		r = fsio_stat(fd, &st);
 	if (r == 0) {
 		*nread = (uint32_t)done;
-		*eof = off + done >= (uint64_t)st.st_size;
+		*eof = off >= (uint64_t)st.st_size || off + done >= (uint64_t)st.st_size;
 		uio_out(ux, &st, ino, post);
 	}
 	fsio_close(fd);

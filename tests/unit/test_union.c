@@ -402,6 +402,11 @@ static void test_rw_commit(void **state)
 	assert_int_equal(union_read(f->ux, a, 100, 10, buf, &n, &eof, &post), 0);
 	assert_int_equal(n, 0);
 	assert_true(eof);
+	assert_int_equal(union_read(f->ux, a, UINT64_MAX - 1, 10, buf, &n, &eof, &post), 0);
+	assert_int_equal(n, 0);
+	assert_true(eof);
+	assert_true(union_write(f->ux, a, UINT64_MAX - 1, 1, "x", UNION_UNSTABLE, &n, &c, NULL,
+				NULL) < 0);
 	assert_int_equal(union_commit(f->ux, a, &pre, &post), 0);
 	assert_int_equal(post.st_size, 11);
 	assert_int_equal(union_read(f->ux, 1, 0, 5, buf, &n, &eof, &post), -EISDIR);
