@@ -192,7 +192,7 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 	fsio_become_root(&ids);
 	r = ucopy_make(o, workfd, tmp, &cst);
 	fsio_restore(&ids);
-	made = r == 0 || r != -EEXIST;
+	made = r != -EEXIST; /* a name clash is someone else's file */
 	if (r < 0)
 		goto out;
 	r = store_begin(ux->ux_store, true, &t);

@@ -237,6 +237,17 @@ static long long udir_ns(const struct timespec *ts)
 	return (long long)ts->tv_sec * 1000000000LL + ts->tv_nsec;
 }
 
+/*
+ * Whether a change at t may share its timestamp with a later one. Times far in the
+ * future (another clock) are not held against the listing, or it would never be trusted.
+ */
+static bool udir_recent(const struct timespec *now, const struct timespec *t)
+{
+	long long d = udir_ns(now) - udir_ns(t);
+
+	return d < UDIR_RACY_NS && d > -1000000000LL;
+}
+
 static int udir_add(struct udir_list *l, const char *name, uint64_t cookie, uint8_t type,
 		    uint8_t branch, int order)
 {
@@ -348,8 +359,7 @@ static int udir_build(struct union_export *ux, uint64_t dir, const struct udirse
 	memcpy(l->dl_src, src, (size_t)ds->ds_n * sizeof(*src));
 	clock_gettime(CLOCK_REALTIME, &now);
 	for (int i = 0; i < ds->ds_n; i++) {
-		if (udir_ns(&now) - udir_ns(&src[i].us_mtim) < UDIR_RACY_NS ||
-		    udir_ns(&now) - udir_ns(&src[i].us_ctim) < UDIR_RACY_NS)
+		if (udir_recent(&now, &src[i].us_mtim) || udir_recent(&now, &src[i].us_ctim))
 			l->dl_racy = true;
 		r = udir_read_copy(ux, dir, l, ds->ds_fd[i], ds->ds_branch[i], i);
 		if (r < 0)
