@@ -24,7 +24,7 @@
 #define CONFIG_MIN_MAX_RECORD CONFIG_DEFAULT_MAX_RECORD
 #define CONFIG_MAX_MAX_RECORD (64 * 1024 * 1024)
 #define CONFIG_MAX_WORKERS 256
-#define CONFIG_NAME_MAX 1024     /* MNTPATHLEN: the longest path MOUNT carries */
+#define CONFIG_NAME_MAX 400      /* the inode map keys exports by name (store.c); MOUNT allows 1024 */
 #define CONFIG_ANON_ID 65534
 
 #define EXPORT_OPTS_EXPECTED \

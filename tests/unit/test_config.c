@@ -399,6 +399,22 @@ static void test_names_canonical_and_unique(void **state)
 	assert_int_equal(PARSE(fx, "-e", "/a=b=/c"), -1);    /* the name ends at the first '=' */
 }
 
+static void test_name_length(void **state)
+{
+	struct fixture *fx = *state;
+	char spec[512];
+
+	spec[0] = '/';
+	memset(spec + 1, 'n', 399);
+	strcpy(spec + 400, "=/b");
+	assert_int_equal(PARSE(fx, "-e", spec), 0);
+	spec[0] = '/';
+	memset(spec + 1, 'm', 400);
+	strcpy(spec + 401, "=/b");
+	assert_int_equal(PARSE(fx, "-e", spec), -1);
+	assert_string_equal(fx->err, "option -e: export name is longer than 400 bytes; use a shorter one");
+}
+
 static void test_validate(void **state)
 {
 	struct fixture *fx = *state;
@@ -619,6 +635,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_relative_branch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_branch_count, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_names_canonical_and_unique, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_name_length, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_validate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_good, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_bad_lines, setup, teardown),
