@@ -993,6 +993,61 @@ static void test_two_copy_up(void **state)
 	assert_int_equal(union_remove(f->ux, d, "file", NULL, NULL), -EROFS);
 }
 
+static void test_two_rename_and_dirs(void **state)
+{
+	struct fx *f = *state;
+	struct union_setattr sa = { .ua_mask = USET_MODE, .ua_mode = 0700 };
+	char p[PATH_MAX], buf[32];
+	uint64_t a, d, ld, ino;
+	struct stat st;
+
+	put_file(f->lo, "target", "lower", 0644);
+	put_dir(f->lo, "ldir", 0755);
+	put_file(f->lo, "ldir/child", "c", 0644);
+	put_dir(f->lo, "ldir2", 0755);
+	fx_open(f);
+	a = mk_file(f, 1, "a");
+	wr(f, a, 0, "upper");
+	/* Over a lower-only file: the upper name shadows it, the ino moves along. */
+	assert_int_equal(union_rename(f->ux, 1, "a", 1, "target", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(lk(f, 1, "target"), a);
+	rd(f, a, buf, sizeof(buf));
+	assert_string_equal(buf, "upper");
+	get_file(f->lo, "target", buf, sizeof(buf));
+	assert_string_equal(buf, "lower");
+	/* Directories over lower directories would merge: not without opaque dirs. */
+	d = mk_dir(f, 1, "newdir");
+	assert_int_equal(union_rename(f->ux, 1, "newdir", 1, "ldir2", NULL, NULL, NULL, NULL),
+			 -EROFS);
+	assert_int_equal(union_rename(f->ux, 1, "newdir", 1, "target", NULL, NULL, NULL, NULL),
+			 -ENOTDIR);
+	assert_int_equal(union_rename(f->ux, 1, "target", 1, "ldir2", NULL, NULL, NULL, NULL),
+			 -EROFS); /* the lower "target" would show through */
+	mk_file(f, 1, "b");
+	assert_int_equal(union_rename(f->ux, 1, "b", 1, "ldir2", NULL, NULL, NULL, NULL),
+			 -EISDIR);
+	assert_int_equal(lk(f, 1, "newdir"), d);
+	/* setattr on a lower directory copies the directory alone. */
+	ld = lk(f, 1, "ldir");
+	assert_int_equal(union_setattr(f->ux, ld, &sa, NULL, NULL, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(st.st_ino, ld);
+	fx_path(f, p, f->up, "ldir/child");
+	assert_int_equal(lstat(p, &st), -1);
+	fx_path(f, p, f->lo, "ldir");
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	assert_int_equal(lk(f, 1, "ldir"), ld);
+	ino = lk(f, ld, "child");
+	/* A link to a lower file copies it up first; both names share the ino. */
+	assert_int_equal(union_link(f->ux, ino, 1, "child-link", &st, NULL, NULL), 0);
+	assert_int_equal(st.st_nlink, 2);
+	assert_int_equal(lk(f, 1, "child-link"), ino);
+	assert_int_equal(lk(f, ld, "child"), ino);
+	fx_path(f, p, f->up, "ldir/child");
+	assert_int_equal(lstat(p, &st), 0);
+}
+
 /* ---- concurrency ---- */
 
 #define CONC_THREADS 4
@@ -1083,6 +1138,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_two_shadow_and_merge, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_create_in_lower_dir, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_copy_up, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_two_rename_and_dirs, setup2, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
