@@ -3,11 +3,12 @@
 # owner, size, mtime, link count and content checksum (symlinks: their target; devices:
 # major:minor). Runs under busybox sh both in the guest (over NFS) and on the host (on the
 # branch directory), so the two listings can be compared byte for byte. Directory times
-# and sizes are left out: they differ between file systems and say nothing about the data.
+# and sizes are left out (they differ between file systems and say nothing about the data),
+# and so are symlink times (busybox cp -a does not copy them).
 cd "$1" || exit 1
 find . ! -name . | sort | while IFS= read -r p; do
 	if [ -L "$p" ]; then
-		printf '%s L %s -> %s\n' "$p" "$(stat -c '%u:%g|%Y' "$p")" "$(readlink "$p")"
+		printf '%s L %s -> %s\n' "$p" "$(stat -c '%u:%g' "$p")" "$(readlink "$p")"
 	elif [ -d "$p" ]; then
 		printf '%s D %s\n' "$p" "$(stat -c '%a|%u:%g' "$p")"
 	elif [ -f "$p" ]; then

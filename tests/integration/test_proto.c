@@ -931,6 +931,66 @@ static void test_symlink_never_followed(void **state)
 	it_fh_free(&l);
 }
 
+/* cp -a sets a symlink's times (lutimes): SETATTR on a symlink's handle, never followed. */
+static void test_setattr_symlink_times(void **state)
+{
+	SYMLINK3args a;
+	SYMLINK3res r;
+	SETATTR3args sa;
+	SETATTR3res sr;
+	nfs_fh3 l;
+	fattr3 at;
+	char p[PATH_MAX];
+	struct stat st;
+
+	(void)state;
+	memset(&a, 0, sizeof(a));
+	a.where.dir = root;
+	a.where.name = "timed-link";
+	a.symlink.symlink_attributes = no_attrs();
+	a.symlink.symlink_data = "timed-target";
+	CALL(NFSPROC3_SYMLINK, xdr_SYMLINK3args, &a, xdr_SYMLINK3res, &r);
+	it_assert_status(r.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_SYMLINK3res, &r);
+	create_ok(&root, "timed-target", NULL);
+	it_assert_status(it_lookup(clnt, &root, "timed-link", &l, NULL), NFS3_OK);
+	memset(&sa, 0, sizeof(sa));
+	sa.object = l;
+	sa.new_attributes = no_attrs();
+	sa.new_attributes.mtime.set_it = SET_TO_CLIENT_TIME;
+	sa.new_attributes.mtime.set_mtime_u.mtime.seconds = 1000000000;
+	sa.new_attributes.atime.set_it = SET_TO_CLIENT_TIME;
+	sa.new_attributes.atime.set_atime_u.atime.seconds = 1000000001;
+	CALL(NFSPROC3_SETATTR, xdr_SETATTR3args, &sa, xdr_SETATTR3res, &sr);
+	it_assert_status(sr.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_SETATTR3res, &sr);
+	it_assert_status(it_getattr(clnt, &l, &at), NFS3_OK);
+	assert_int_equal(at.type, NF3LNK);
+	if (at.mtime.seconds != 1000000000)
+		fail_msg("SETATTR mtime on a symlink: GETATTR says %u", at.mtime.seconds);
+	it_path(p, "%s/timed-link", it_srv.is_upper);
+	assert_int_equal(lstat(p, &st), 0);
+	assert_int_equal(st.st_mtime, 1000000000);
+	/* the target was not touched */
+	it_path(p, "%s/timed-target", it_srv.is_upper);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_not_equal(st.st_mtime, 1000000000);
+	/* ownership of the link itself (cp -a does lchown) */
+	sa.new_attributes = no_attrs();
+	sa.new_attributes.uid.set_it = TRUE;
+	sa.new_attributes.uid.set_uid3_u.uid = 4321;
+	CALL(NFSPROC3_SETATTR, xdr_SETATTR3args, &sa, xdr_SETATTR3res, &sr);
+	it_assert_status(sr.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_SETATTR3res, &sr);
+	it_path(p, "%s/timed-link", it_srv.is_upper);
+	assert_int_equal(lstat(p, &st), 0);
+	assert_int_equal(st.st_uid, 4321);
+	it_path(p, "%s/timed-target", it_srv.is_upper);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_uid, 0);
+	it_fh_free(&l);
+}
+
 static void test_hostile_names(void **state)
 {
 	char longname[300];
@@ -1091,6 +1151,7 @@ int main(void)
 		cmocka_unit_test(test_access_bits),
 		cmocka_unit_test(test_mknod),
 		cmocka_unit_test(test_symlink_never_followed),
+		cmocka_unit_test(test_setattr_symlink_times),
 		cmocka_unit_test(test_hostile_names),
 		cmocka_unit_test(test_error_paths),
 		cmocka_unit_test(test_wcc_on_remove),
