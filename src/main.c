@@ -377,17 +377,17 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	}
 	rc = main_listen(mc, cf->cf_port, lerr, sizeof(lerr));
 	if (rc < 0) {
-		snprintf(err, errlen, "nfs: %s", lerr);
+		snprintf(err, errlen, "--port: %s", lerr);
 		return -1;
 	}
 	mc->mc_nfs_port = rc;
-	/* Both 0 means "any free port": one listener serves both programs then. */
+	/* Every listener serves every program, so equal ports (both 0 too) share one. */
 	if (cf->cf_mount_port == cf->cf_port)
 		rc = mc->mc_nfs_port;
 	else
 		rc = main_listen(mc, cf->cf_mount_port, lerr, sizeof(lerr));
 	if (rc < 0) {
-		snprintf(err, errlen, "mount: %s", lerr);
+		snprintf(err, errlen, "--mount-port: %s", lerr);
 		return -1;
 	}
 	mc->mc_mount_port = rc;
