@@ -218,6 +218,12 @@ int it_server_start(struct it_server *s)
 		argv[argc++] = (char *)s->is_opts;
 	}
 	argv[argc] = NULL;
+	if (s->is_config) {
+		argc = 2;
+		argv[argc++] = "-c";
+		argv[argc++] = (char *)s->is_config;
+		argv[argc] = NULL;
+	}
 
 	fd = open(s->is_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0) {

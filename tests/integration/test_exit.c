@@ -282,6 +282,167 @@ static void test_busy_port(void **state)
 		fail_msg("the message does not name port %s:\n%s", port, out);
 }
 
+static void write_config(const char *path, const char *text)
+{
+	it_write_file(path, text, strlen(text));
+}
+
+static void test_config_file(void **state)
+{
+	struct it_server c;
+	char conf[PATH_MAX], text[4 * PATH_MAX];
+
+	(void)state;
+	it_server_init(&c, false);
+	it_path(conf, "%s/unionnfsd.conf", c.is_dir);
+	snprintf(text, sizeof(text),
+		 "# a comment, then settings\n"
+		 "port 0\n"
+		 "mount-port 0\n"
+		 "portmap off\n"
+		 "\n"
+		 "state %s\n"
+		 "export /union %s no_root_squash,insecure\n",
+		 c.is_state, c.is_upper);
+	write_config(conf, text);
+	c.is_config = conf;
+	if (it_server_start(&c) != 0) {
+		it_server_cleanup(&c);
+		fail_msg("the server did not start from a config file");
+	}
+	assert_int_equal(it_mnt(&c, IPPROTO_TCP, IT_EXPORT, NULL), IT_MNT_OK);
+	assert_int_equal(it_server_stop(&c), 0);
+	it_server_cleanup(&c);
+}
+
+static void test_config_file_errors(void **state)
+{
+	char conf[PATH_MAX], text[4 * PATH_MAX], where[PATH_MAX + 8];
+
+	(void)state;
+	it_path(conf, "%s/bad.conf", srv.is_dir);
+	snprintf(text, sizeof(text), "port 0\n# fine so far\nno-such-directive 1\nstate %s\n",
+		 srv.is_state);
+	write_config(conf, text);
+	snprintf(where, sizeof(where), "%s:3", conf);
+	expect_exit2(run_server("-f", "-c", conf, NULL), "unknown directive", where);
+	snprintf(text, sizeof(text), "port 0\nport\n");
+	write_config(conf, text);
+	snprintf(where, sizeof(where), "%s:2", conf);
+	expect_exit2(run_server("-f", "-c", conf, NULL), "directive without a value", where);
+	snprintf(text, sizeof(text), "export /union %s bogusopt\n", srv.is_upper);
+	write_config(conf, text);
+	snprintf(where, sizeof(where), "%s:1", conf);
+	expect_exit2(run_server("-f", "-c", conf, NULL), "bad export option", where);
+	it_path(where, "%s/missing.conf", srv.is_dir);
+	expect_exit2(run_server("-f", "-c", where, NULL), "missing config file", "missing.conf");
+}
+
+/* The pid of a running unionnfsd whose command line mentions text, or 0. */
+static pid_t find_server(const char *text)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = 0;
+
+	while (d && (e = readdir(d)) != NULL) {
+		char p[PATH_MAX], *cmd;
+		size_t len;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		it_path(p, "/proc/%s/cmdline", e->d_name);
+		cmd = it_read_file(p, &len);
+		if (!cmd)
+			continue;
+		for (size_t i = 0; i + 1 < len; i++)
+			if (cmd[i] == '\0')
+				cmd[i] = ' ';
+		if (strstr(cmd, "unionnfsd") && strstr(cmd, text))
+			found = atoi(e->d_name);
+		free(cmd);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+static pid_t daemon_pid;
+
+static int daemon_cleanup(void **state)
+{
+	(void)state;
+	if (daemon_pid > 0)
+		kill(daemon_pid, SIGKILL);
+	daemon_pid = 0;
+	return 0;
+}
+
+static void test_daemon_mode(void **state)
+{
+	char exp[PATH_MAX + 16], state_dir[PATH_MAX];
+	struct it_server d;
+	int rc;
+
+	(void)state;
+	it_server_init(&d, false);
+	it_path(state_dir, "%s/daemon-state", srv.is_dir);
+	snprintf(exp, sizeof(exp), "/union=%s", d.is_upper);
+	/* the parent returns once the daemon serves, and the daemon keeps no terminal fds */
+	rc = run_server("--port", "0", "--mount-port", "0", "--portmap", "off", "--state",
+			state_dir, "-e", exp, "-o", "no_root_squash,insecure", NULL);
+	daemon_pid = find_server(state_dir);
+	if (rc != 0)
+		fail_msg("starting as a daemon: exit status %d (-1: the parent did not return or the "
+			 "daemon kept its output open); output:\n%s", rc, out);
+	if (daemon_pid <= 0)
+		fail_msg("no daemon process found after a successful start");
+	{
+		const char *np = strstr(out, "nfs port "), *mp = strstr(out, "mount port ");
+
+		if (!np || !mp)
+			fail_msg("the daemon's parent did not report the ports:\n%s", out);
+		d.is_nfs_port = atoi(np + 9);
+		d.is_mount_port = atoi(mp + 11);
+	}
+	assert_int_equal(it_mnt(&d, IPPROTO_TCP, IT_EXPORT, NULL), IT_MNT_OK);
+	/* a second instance names the daemon's pid */
+	rc = run_server("-f", "--port", "0", "--mount-port", "0", "--portmap", "off", "--state",
+			state_dir, "-e", exp, NULL);
+	assert_int_equal(rc, 2);
+	{
+		char pidtext[32];
+
+		snprintf(pidtext, sizeof(pidtext), "%d", (int)daemon_pid);
+		if (!strstr(out, pidtext))
+			fail_msg("the refusal does not name the running daemon (pid %s):\n%s", pidtext,
+				 out);
+	}
+	kill(daemon_pid, SIGTERM);
+	for (int i = 0; i < 2000 && kill(daemon_pid, 0) == 0; i++) {
+		char p[64], *st;
+
+		/* a zombie counts as gone: our test runner may not be its reaper */
+		snprintf(p, sizeof(p), "/proc/%d/stat", (int)daemon_pid);
+		st = it_read_file(p, NULL);
+		if (st && strstr(st, ") Z ")) {
+			free(st);
+			break;
+		}
+		free(st);
+		usleep(10000);
+	}
+	daemon_pid = find_server(state_dir);
+	assert_int_equal(daemon_pid, 0);
+	/* a daemon's start-up failure still reaches the terminal with status 2 */
+	snprintf(exp, sizeof(exp), "/union=%s/absent", d.is_dir);
+	rc = run_server("--port", "0", "--mount-port", "0", "--portmap", "off", "--state",
+			state_dir, "-e", exp, NULL);
+	daemon_pid = find_server(state_dir);
+	expect_exit2(rc, "daemon with a missing branch", "absent");
+	it_server_cleanup(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -292,6 +453,9 @@ int main(void)
 		cmocka_unit_test(test_changed_branch_stack),
 		cmocka_unit_test(test_sigint_and_sigterm_exit_zero),
 		cmocka_unit_test(test_busy_port),
+		cmocka_unit_test(test_config_file),
+		cmocka_unit_test(test_config_file_errors),
+		cmocka_unit_test_teardown(test_daemon_mode, daemon_cleanup),
 	};
 
 	return cmocka_run_group_tests_name("exit codes", tests, setup, teardown);
