@@ -160,7 +160,10 @@ static void test_with_rpcbind(void **state)
 	if (it_server_start(&cur) != 0) {
 		it_server_cleanup(&cur);
 		rpcbind_stop();
-		fail_msg("the server did not start with --portmap rpcbind");
+		fail_msg("the server did not start with --portmap rpcbind%s",
+			 ours ? "" : " (is the portmapper on port 111 a real rpcbind? another "
+				     "unionnfsd's built-in one refuses registrations: run the tests "
+				     "one at a time)");
 	}
 	check_rpcinfo_lists(&cur);
 	check_rpcinfo_null();
