@@ -241,6 +241,13 @@ static void test_lookup_getattr(void **state)
 	assert_int_equal(union_lookup(f->ux, a, "x", &ino, &st), -ENOTDIR);
 	assert_int_equal(union_getattr(f->ux, 999999, &st), -ESTALE);
 	assert_int_equal(union_export_id(f->ux) != 0, 1);
+	{
+		struct statvfs sv;
+
+		assert_int_equal(union_statfs(f->ux, d, &sv), 0);
+		assert_true(sv.f_blocks > 0);
+		assert_int_equal(union_statfs(f->ux, 999999, &sv), -ESTALE);
+	}
 	assert_false(union_read_only(f->ux));
 }
 
