@@ -37,6 +37,14 @@ static void uop_out(struct union_export *ux, const struct stat *st, uint64_t ino
 	}
 }
 
+/* WCC data on failure too: the directory's attributes after the attempt, if it was found. */
+static void uop_fail_post(struct union_export *ux, const struct uobj *d, uint64_t dir,
+			  struct stat *post)
+{
+	if (post && d->uo_dirs.ds_n > 0 && fsio_stat(d->uo_dirs.ds_fd[0], post) == 0)
+		ures_fix_stat(ux, post, dir);
+}
+
 /*
  * Resolves the directory a change happens in and gives it an upper copy. The client must
  * be allowed to change the directory before any copy is made for it.
@@ -272,6 +280,8 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 		ures_fix_stat(ux, dirpost, dir);
 	}
 out:
+	if (r < 0)
+		uop_fail_post(ux, &d, dir, dirpost);
 	fsio_close(nfd);
 	uobj_release(&d);
 	return r;
@@ -390,6 +400,8 @@ static int uop_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		ures_fix_stat(ux, dirpost, dir);
 	}
 out:
+	if (r < 0)
+		uop_fail_post(ux, &d, dir, dirpost);
 	uobj_release(&d);
 	return r;
 }
@@ -534,6 +546,10 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		ures_fix_stat(ux, topost, todir);
 	}
 out:
+	if (r < 0) {
+		uop_fail_post(ux, &fd, fromdir, frompost);
+		uop_fail_post(ux, &td, todir, topost);
+	}
 	uobj_release(&fd);
 	uobj_release(&td);
 	return r;
@@ -597,6 +613,8 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 		ures_fix_stat(ux, dirpost, dir);
 	}
 out:
+	if (r < 0)
+		uop_fail_post(ux, &d, dir, dirpost);
 	uobj_release(&now);
 	uobj_release(&o);
 	uobj_release(&d);

@@ -328,8 +328,10 @@ static void test_create_modes(void **state)
 				      NULL), 0);
 	assert_int_equal(b, a);
 	assert_int_equal(st.st_size, 0);
-	assert_int_equal(union_create(f->ux, 1, "u", UNION_GUARDED, &no_sa, NULL, &b, &st, NULL,
-				      NULL), -EEXIST);
+	memset(&post, 0, sizeof(post));
+	assert_int_equal(union_create(f->ux, 1, "u", UNION_GUARDED, &no_sa, NULL, &b, &st, &pre,
+				      &post), -EEXIST);
+	assert_int_equal(post.st_ino, 1); /* WCC data on failure too */
 	assert_int_equal(union_create(f->ux, 1, "x", UNION_EXCLUSIVE, NULL, v1, &e, &st, NULL,
 				      NULL), 0);
 	assert_int_equal(union_create(f->ux, 1, "x", UNION_EXCLUSIVE, NULL, v1, &e2, &st, NULL,
