@@ -555,6 +555,32 @@ out:
 	return r;
 }
 
+/*
+ * The store side of a new link. The newest name becomes the record's own: links are
+ * mostly made to keep a file while its older names go (git objects, snapshot trees), and
+ * the record must name a path that still exists to resolve.
+ */
+static int uop_linked(struct union_export *ux, struct store_txn *t, uint64_t ino,
+		      uint64_t dir, const char *name)
+{
+	struct store_inode rec;
+	uint64_t oldparent;
+	char oldname[STORE_NAME_MAX + 1];
+	int r;
+
+	r = store_get(t, ux->ux_id, ino, &rec);
+	if (r < 0)
+		return r;
+	oldparent = rec.si_parent;
+	strcpy(oldname, rec.si_name);
+	rec.si_parent = dir;
+	strcpy(rec.si_name, name);
+	r = store_update(t, ux->ux_id, &rec);
+	if (r == 0)
+		r = store_add_name(t, ux->ux_id, oldparent, oldname, ino);
+	return r;
+}
+
 int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *name,
 	       struct stat *post, struct stat *dirpre, struct stat *dirpost)
 {
@@ -598,7 +624,7 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 	if (r == 0)
 		r = fsio_link(now.uo_pfd, now.uo_rec.si_name, upfd, name);
 	if (r == 0)
-		r = store_add_name(t, ux->ux_id, dir, name, ino);
+		r = uop_linked(ux, t, ino, dir, name);
 	r = uop_end(t, r);
 	if (r < 0)
 		goto out;

@@ -550,19 +550,27 @@ static void test_link(void **state)
 	assert_int_equal(lk(f, 1, "a"), a);
 	assert_int_equal(union_link(f->ux, a, d, "l", &post, NULL, NULL), -EEXIST);
 	assert_int_equal(union_link(f->ux, d, 1, "dl", &post, NULL, NULL), -EPERM);
-	/*
-	 * The record's own name goes while a name in another directory remains: the ino
-	 * lives on under that name once it is looked up (the map has no reverse index).
-	 */
+	/* Older names go while newer ones remain (a snapshot tree, git's objects). */
 	assert_int_equal(union_remove(f->ux, 1, "a", NULL, NULL), 0);
-	assert_int_equal(lk(f, d, "l"), a);
 	assert_int_equal(union_getattr(f->ux, a, &st), 0);
 	assert_int_equal(st.st_nlink, 1);
-	/* Same directory: link then unlink the first name (how git stores objects). */
+	assert_int_equal(lk(f, d, "l"), a);
 	assert_int_equal(union_link(f->ux, a, d, "m", &post, NULL, NULL), 0);
 	assert_int_equal(union_remove(f->ux, d, "l", NULL, NULL), 0);
 	assert_int_equal(union_getattr(f->ux, a, &st), 0);
 	assert_int_equal(lk(f, d, "m"), a);
+	/* The newest name goes first: a sibling in the same directory takes over. */
+	assert_int_equal(union_link(f->ux, a, d, "n", &post, NULL, NULL), 0);
+	assert_int_equal(union_remove(f->ux, d, "n", NULL, NULL), 0);
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
+	/*
+	 * ... a name in another directory once it is looked up (the map keeps no list of
+	 * a file's names).
+	 */
+	assert_int_equal(union_link(f->ux, a, 1, "o", &post, NULL, NULL), 0);
+	assert_int_equal(union_remove(f->ux, 1, "o", NULL, NULL), 0);
+	assert_int_equal(lk(f, d, "m"), a);
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
 	assert_int_equal(union_remove(f->ux, d, "m", NULL, NULL), 0);
 	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
 }
