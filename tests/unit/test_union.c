@@ -1132,6 +1132,76 @@ static void test_concurrent_lookups(void **state)
 			assert_true(c[0].c_inos[i] != c[0].c_inos[j]);
 }
 
+/* Writers create, rename and remove their own names while readers list and look up. */
+struct churner {
+	struct fx *ch_fx;
+	uint64_t ch_sub;
+	int ch_id;
+	int ch_bad;
+};
+
+static int churn_look(void *ctx, const struct union_dirent *de)
+{
+	struct churner *c = ctx;
+	struct stat st;
+	int r;
+
+	if (de->ud_ino == 0)
+		c->ch_bad++;
+	r = union_getattr(c->ch_fx->ux, de->ud_ino, &st);
+	if (r < 0 && r != -ESTALE)
+		c->ch_bad++;
+	return 0;
+}
+
+static void *churn_run(void *arg)
+{
+	struct churner *c = arg;
+	struct union_export *ux = c->ch_fx->ux;
+	char a[32], b[32];
+	uint64_t ino, d;
+	struct stat st;
+	bool eof;
+	int r;
+
+	for (int i = 0; i < 80; i++) {
+		if (c->ch_id < 2) {
+			snprintf(a, sizeof(a), "w%d-%d", c->ch_id, i);
+			snprintf(b, sizeof(b), "w%d-%d-moved", c->ch_id, i);
+			if (union_create(ux, 1, a, UNION_GUARDED, &no_sa, NULL, &ino, &st, NULL,
+					 NULL) < 0 ||
+			    union_rename(ux, 1, a, c->ch_sub, b, NULL, NULL, NULL, NULL) < 0 ||
+			    union_lookup(ux, c->ch_sub, b, &d, &st) < 0 || d != ino)
+				c->ch_bad++;
+			if (i % 2 && union_remove(ux, c->ch_sub, b, NULL, NULL) < 0)
+				c->ch_bad++;
+		} else {
+			r = union_readdir(ux, i % 2 ? 1 : c->ch_sub, 0, c->ch_id == 2, churn_look, c,
+					  &eof);
+			if (r < 0 || !eof)
+				c->ch_bad++;
+		}
+	}
+	return NULL;
+}
+
+static void test_concurrent_changes(void **state)
+{
+	struct fx *f = *state;
+	struct churner c[4];
+	pthread_t th[4];
+	uint64_t sub = mk_dir(f, 1, "sub");
+
+	for (int t = 0; t < 4; t++) {
+		c[t] = (struct churner){ .ch_fx = f, .ch_sub = sub, .ch_id = t };
+		assert_int_equal(pthread_create(&th[t], NULL, churn_run, &c[t]), 0);
+	}
+	for (int t = 0; t < 4; t++) {
+		pthread_join(th[t], NULL);
+		assert_int_equal(c[t].ch_bad, 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1151,6 +1221,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_readdir_behind_back, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_read_only, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_lookups, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_changes, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_open_errors, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_shadow_and_merge, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_create_in_lower_dir, setup2, teardown),
