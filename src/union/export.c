@@ -114,6 +114,21 @@ static int union_check_overlap(const char *name, char **paths, int n, char *err,
 	return 0;
 }
 
+/*
+ * Listing cookies must survive restarts but not be predictable to clients (or they could
+ * make names collide): key them with a secret derived from the persistent handle key.
+ */
+static void union_cookie_key(const struct store *st, uint8_t out[STORE_KEY_LEN])
+{
+	static const char label[] = "unionnfsd readdir cookies";
+	uint8_t key[STORE_KEY_LEN];
+
+	store_handle_key(st, key);
+	crypto_generichash(out, STORE_KEY_LEN, (const unsigned char *)label, sizeof(label) - 1,
+			   key, sizeof(key));
+	sodium_memzero(key, sizeof(key));
+}
+
 static void union_free(struct union_export *ux)
 {
 	if (!ux)
@@ -200,8 +215,7 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	r = store_bind_export(st, ec->ec_name, ids, n, &ux->ux_id, err, errlen);
 	if (r < 0)
 		goto fail;
-	/* Listing cookies must survive restarts but not be predictable to clients. */
-	store_handle_key(st, ux->ux_cookie_key);
+	union_cookie_key(st, ux->ux_cookie_key);
 	free(ids);
 	*out = ux;
 	return 0;

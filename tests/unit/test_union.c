@@ -575,17 +575,43 @@ static void test_link(void **state)
 	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
 }
 
+struct cookies {
+	int n;
+	uint64_t c[8];
+	uint64_t ino[8];
+};
+
+static int cookie_add(void *ctx, const struct union_dirent *de)
+{
+	struct cookies *c = ctx;
+
+	if (c->n == 8)
+		return 1;
+	c->c[c->n] = de->ud_cookie;
+	c->ino[c->n++] = de->ud_ino;
+	return 0;
+}
+
 static void test_reopen_keeps_inos(void **state)
 {
 	struct fx *f = *state;
+	struct cookies c1 = { 0 }, c2 = { 0 };
 	uint64_t a, d, b;
 	struct stat st;
+	bool eof;
 
 	a = mk_file(f, 1, "a");
 	d = mk_dir(f, 1, "d");
 	b = mk_file(f, d, "b");
+	assert_int_equal(union_readdir(f->ux, 1, 0, false, cookie_add, &c1, &eof), 0);
+	assert_int_equal(c1.n, 4);
 	fx_close(f);
 	fx_open(f);
+	/* Cookies and fileids of a listing are the same after a restart. */
+	assert_int_equal(union_readdir(f->ux, 1, 0, false, cookie_add, &c2, &eof), 0);
+	assert_int_equal(c2.n, 4);
+	assert_memory_equal(c1.c, c2.c, sizeof(c1.c));
+	assert_memory_equal(c1.ino, c2.ino, sizeof(c1.ino));
 	assert_int_equal(union_getattr(f->ux, b, &st), 0);
 	assert_int_equal(union_getattr(f->ux, a, &st), 0);
 	assert_int_equal(lk(f, 1, "a"), a);
