@@ -59,7 +59,17 @@ int fsio_open_node(int dirfd, const char *name, int *fd)
 
 int fsio_open_file(int dirfd, const char *name, int flags, mode_t mode, int *fd)
 {
-	*fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, mode);
+	const int always = O_NOFOLLOW | O_NOCTTY | O_CLOEXEC;
+	struct stat st;
+
+	*fd = openat(dirfd, name, flags | always | O_NONBLOCK, mode);
+	/*
+	 * A regular file under a lease answers a non-blocking open with EWOULDBLOCK; wait
+	 * for the lease break like any other opener (the kernel bounds it).
+	 */
+	if (*fd < 0 && errno == EWOULDBLOCK && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISREG(st.st_mode))
+		*fd = openat(dirfd, name, (flags & ~(O_CREAT | O_EXCL)) | always, mode);
 	return *fd < 0 ? fsio_err() : 0;
 }
 
