@@ -19,6 +19,16 @@ expect() { # expect WHAT GOT WANT
 	[ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
 }
 manifest() { sh "$H/manifest.sh" "$1"; }
+# restart_server N: ask the host for restart number N and wait until it is done
+restart_server() {
+	touch $H/restart-request.$1
+	i=0
+	while [ ! -f $H/restart-done.$1 ]; do
+		usleep 200000
+		i=$((i + 1))
+		[ $i -lt 900 ] || fail "the host did not restart the server within 180 s"
+	done
+}
 
 step "mount 10.0.2.2:/union through the portmapper"
 t=$(up)
@@ -130,13 +140,7 @@ for f in big tree/a/hello tree/h1 tree/a/h2 tree/victim tree/d2/f1 tree/d2 tree/
 	echo "$f $(stat -c '%i %s' $M/$f)"
 done > /tmp/inodes.before
 t=$(up)
-touch $H/restart-request
-i=0
-while [ ! -f $H/restart-done ]; do
-	usleep 200000
-	i=$((i + 1))
-	[ $i -lt 900 ] || fail "the host did not restart the server within 180 s"
-done
+restart_server 1
 echo "time: restart handshake $(since "$t") s"
 echo 3 > /proc/sys/vm/drop_caches
 for f in big tree/a/hello tree/h1 tree/a/h2 tree/victim tree/d2/f1 tree/d2 tree/a/b/sl; do
@@ -160,6 +164,28 @@ ln $M/after/new $M/after/new-link || fail "ln after the restart"
 mv $M/tree/d2/f2 $M/after/f2-moved || fail "mv after the restart"
 rm $M/tree/d2/f3 || fail "rm after the restart"
 ls -l $M $M/after > /dev/null || fail "ls after the restart"
+if dmesg | grep -i -E "stale|fileid changed"; then
+	fail "the kernel logged stale handles or changed fileids"
+fi
+
+step "restart the server in the middle of a write"
+( dd if=/dev/urandom bs=1M count=40 2>/dev/null | tee $M/inflight | md5sum | cut -c1-32 \
+	> /tmp/inflight.md5 ) &
+writer=$!
+# let some data reach the server first
+i=0
+while [ "$(stat -c %s $M/inflight 2>/dev/null || echo 0)" -lt 4194304 ]; do
+	usleep 100000
+	i=$((i + 1))
+	[ $i -lt 600 ] || fail "the background write did not start"
+done
+restart_server 2
+wait $writer || fail "the write across the restart failed"
+sync || fail "sync after the restart"
+echo 3 > /proc/sys/vm/drop_caches
+expect "size of the file written across the restart" "$(stat -c %s $M/inflight)" 41943040
+expect "md5 of the file written across the restart" "$(md5sum < $M/inflight | cut -c1-32)" \
+	"$(cat /tmp/inflight.md5)"
 if dmesg | grep -i -E "stale|fileid changed"; then
 	fail "the kernel logged stale handles or changed fileids"
 fi
