@@ -178,6 +178,15 @@ static void test_with_rpcbind(void **state)
 			fail_msg("NFS or MOUNT still registered after the server stopped:\n%s", out);
 	}
 	it_server_cleanup(&cur);
+	/* --portmap auto with rpcbind running registers with it too */
+	it_server_init(&cur, false);
+	cur.is_portmap = "auto";
+	if (it_server_start(&cur) != 0)
+		fail_msg("the server did not start with --portmap auto and rpcbind running");
+	check_rpcinfo_lists(&cur);
+	check_portless_mount();
+	assert_int_equal(it_server_stop(&cur), 0);
+	it_server_cleanup(&cur);
 	rpcbind_stop();
 	if (ours && rpcbind_answers())
 		fail_msg("rpcbind still answers after stopping it");
