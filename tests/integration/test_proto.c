@@ -1127,6 +1127,34 @@ static void test_link_and_rename(void **state)
 	it_assert_status(it_getattr(clnt, &g, &b), NFS3_OK);
 	it_fh_free(&f);
 	it_fh_free(&g);
+
+	/* removing one name of a hard-linked file keeps its handle alive */
+	create_ok(&root, "first-name", &f);
+	{
+		LINK3args la = { .file = f, .link = { .dir = root, .name = "second-name" } };
+		LINK3res r;
+
+		CALL(NFSPROC3_LINK, xdr_LINK3args, &la, xdr_LINK3res, &r);
+		it_assert_status(r.status, NFS3_OK);
+		it_free((xdrproc_t)xdr_LINK3res, &r);
+	}
+	it_assert_status(it_lookup(clnt, &root, "second-name", &g, &b), NFS3_OK);
+	it_assert_status(do_remove(&root, "first-name", false), NFS3_OK);
+	it_assert_status(it_getattr(clnt, &f, &a), NFS3_OK);
+	assert_int_equal(a.nlink, 1);
+	assert_int_equal(a.fileid, b.fileid);
+	it_assert_status(it_getattr(clnt, &g, &a), NFS3_OK);
+	it_assert_status(it_lookup(clnt, &root, "second-name", NULL, &a), NFS3_OK);
+	assert_int_equal(a.fileid, b.fileid);
+	it_assert_status(do_write(&f, 0, "still", 5, FILE_SYNC, NULL), NFS3_OK);
+	/* the other way round: the name made first survives */
+	it_assert_status(do_rename(&root, "second-name", &root, "renamed-survivor"), NFS3_OK);
+	it_assert_status(it_getattr(clnt, &g, &a), NFS3_OK);
+	it_assert_status(do_remove(&root, "renamed-survivor", false), NFS3_OK);
+	it_assert_status(it_getattr(clnt, &f, &a), NFS3ERR_STALE);
+	it_assert_status(it_getattr(clnt, &g, &a), NFS3ERR_STALE);
+	it_fh_free(&f);
+	it_fh_free(&g);
 }
 
 int main(void)

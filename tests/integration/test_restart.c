@@ -373,6 +373,80 @@ static void test_readdir_cookie_across_restart(void **state)
 	it_clnt_destroy(c);
 }
 
+/* A hard-linked file whose first name was removed, then renamed away: still found after a restart. */
+static void test_hard_link_survivor_across_restart(void **state)
+{
+	CLIENT *c = it_nfs_clnt(&it_srv, IPPROTO_TCP);
+	nfs_fh3 root, f, sub;
+	fattr3 before, after;
+	char p[PATH_MAX], q[PATH_MAX];
+
+	(void)state;
+	assert_int_equal(it_mnt(&it_srv, IPPROTO_TCP, IT_EXPORT, &root), IT_MNT_OK);
+	it_assert_status(create_in(c, &root, "hl-first", false), NFS3_OK);
+	it_assert_status(create_in(c, &root, "hl-dir", true), NFS3_OK);
+	it_assert_status(it_lookup(c, &root, "hl-first", &f, &before), NFS3_OK);
+	it_assert_status(it_lookup(c, &root, "hl-dir", &sub, NULL), NFS3_OK);
+	{
+		LINK3args a = { .file = f, .link = { .dir = sub, .name = "hl-second" } };
+		LINK3res r;
+
+		memset(&r, 0, sizeof(r));
+		assert_int_equal(it_call(c, NFSPROC3_LINK, (xdrproc_t)xdr_LINK3args, &a,
+					 (xdrproc_t)xdr_LINK3res, &r),
+				 RPC_SUCCESS);
+		it_assert_status(r.status, NFS3_OK);
+		it_free((xdrproc_t)xdr_LINK3res, &r);
+	}
+	{
+		REMOVE3args a = { .object = { .dir = root, .name = "hl-first" } };
+		REMOVE3res r;
+
+		memset(&r, 0, sizeof(r));
+		assert_int_equal(it_call(c, NFSPROC3_REMOVE, (xdrproc_t)xdr_REMOVE3args, &a,
+					 (xdrproc_t)xdr_REMOVE3res, &r),
+				 RPC_SUCCESS);
+		it_assert_status(r.status, NFS3_OK);
+		it_free((xdrproc_t)xdr_REMOVE3res, &r);
+	}
+	it_clnt_destroy(c);
+
+	it_server_restart(&it_srv);
+
+	c = it_nfs_clnt(&it_srv, IPPROTO_TCP);
+	it_assert_status(it_getattr(c, &f, &after), NFS3_OK);
+	assert_int_equal(after.fileid, before.fileid);
+	it_assert_status(it_lookup_path(c, &root, "hl-dir/hl-second", NULL, &after), NFS3_OK);
+	assert_int_equal(after.fileid, before.fileid);
+	/* and after the directory holding the last name was renamed */
+	{
+		RENAME3args a = { .from = { .dir = root, .name = "hl-dir" },
+				  .to = { .dir = root, .name = "hl-dir-moved" } };
+		RENAME3res r;
+
+		memset(&r, 0, sizeof(r));
+		assert_int_equal(it_call(c, NFSPROC3_RENAME, (xdrproc_t)xdr_RENAME3args, &a,
+					 (xdrproc_t)xdr_RENAME3res, &r),
+				 RPC_SUCCESS);
+		it_assert_status(r.status, NFS3_OK);
+		it_free((xdrproc_t)xdr_RENAME3res, &r);
+	}
+	it_clnt_destroy(c);
+	it_server_restart(&it_srv);
+	c = it_nfs_clnt(&it_srv, IPPROTO_TCP);
+	it_assert_status(it_getattr(c, &f, &after), NFS3_OK);
+	assert_int_equal(after.fileid, before.fileid);
+	it_assert_status(it_getattr(c, &sub, NULL), NFS3_OK);
+	it_path(p, "%s/hl-dir-moved/hl-second", it_srv.is_upper);
+	it_path(q, "%s/hl-first", it_srv.is_upper);
+	assert_true(it_exists(p));
+	assert_false(it_exists(q));
+	it_fh_free(&f);
+	it_fh_free(&sub);
+	it_fh_free(&root);
+	it_clnt_destroy(c);
+}
+
 static void test_stop_leaves_no_lock(void **state)
 {
 	(void)state;
@@ -388,6 +462,7 @@ int main(void)
 		cmocka_unit_test(test_libnfs_handles_survive_restart),
 		cmocka_unit_test(test_raw_handles_fileids_verifier),
 		cmocka_unit_test(test_readdir_cookie_across_restart),
+		cmocka_unit_test(test_hard_link_survivor_across_restart),
 		cmocka_unit_test(test_stop_leaves_no_lock),
 	};
 

@@ -309,7 +309,38 @@ static void test_malformed_datagrams(void **state)
 			o = put32(msg, o, i);
 		o = put32(msg, o, 0);
 		o = put32(msg, o, 0);
-		udp_exchange(msg, o, reply, sizeof(reply));
+		/* AUTH_SYS allows 16 groups: this credential is malformed */
+		assert_true(udp_exchange(msg, o, reply, sizeof(reply)) >= 20);
+		assert_int_equal(get32(reply, 0), 0x4567);
+		assert_int_equal(get32(reply, 8), 1);  /* MSG_DENIED */
+		assert_int_equal(get32(reply, 12), 1); /* AUTH_ERROR */
+		assert_int_equal(get32(reply, 16), 1); /* AUTH_BADCRED */
+	}
+	/* the same with 16 groups is fine */
+	{
+		size_t o = 0;
+
+		o = put32(msg, o, 0x4568);
+		o = put32(msg, o, 0);
+		o = put32(msg, o, 2);
+		o = put32(msg, o, NFS_PROGRAM);
+		o = put32(msg, o, 3);
+		o = put32(msg, o, 0);
+		o = put32(msg, o, 1);
+		o = put32(msg, o, 4 + 4 + 4 + 4 + 4 + 16 * 4);
+		o = put32(msg, o, 0);
+		o = put32(msg, o, 0);
+		o = put32(msg, o, 0);
+		o = put32(msg, o, 0);
+		o = put32(msg, o, 16);
+		for (int i = 0; i < 16; i++)
+			o = put32(msg, o, i);
+		o = put32(msg, o, 0);
+		o = put32(msg, o, 0);
+		assert_true(udp_exchange(msg, o, reply, sizeof(reply)) >= 24);
+		assert_int_equal(get32(reply, 0), 0x4568);
+		assert_int_equal(get32(reply, 8), 0);  /* MSG_ACCEPTED */
+		assert_int_equal(get32(reply, 20), 0); /* SUCCESS */
 	}
 	/* truncated headers of every length, a reply instead of a call, random bytes */
 	len = call_hdr(msg, 0x5678, 2, NFS_PROGRAM, 3, 0, 0, 0);
