@@ -187,9 +187,9 @@ static void test_names_with_nul(void **state)
 	a.rl_name = name;
 	a.rl_len = sizeof(name);
 	CALL(NFSPROC3_LOOKUP, xdr_raw_lookup, &a, xdr_LOOKUP3res, &r);
+	it_free((xdrproc_t)xdr_LOOKUP3res, &r);
 	if (r.status == NFS3_OK)
 		fail_msg("LOOKUP of \"nul\\0x\" found the file \"nul\"");
-	it_free((xdrproc_t)xdr_LOOKUP3res, &r);
 }
 
 /* CREATE args (UNCHECKED, no attributes) with a raw-bytes name. */
