@@ -45,10 +45,11 @@ all: $(BUILD)/unionnfsd
 $(BUILD)/gen/%.h: rpc/%.x
 	@mkdir -p $(dir $@)
 	rm -f $@ && rpcgen -M -h -o $@ $<
-$(BUILD)/gen/%_xdr.c: rpc/%.x $(BUILD)/gen/%.h
+$(BUILD)/gen/%_xdr.c: rpc/%.x $(BUILD)/gen/%.h Makefile
 	@mkdir -p $(dir $@)
 	rm -f $@ && rpcgen -M -c -o $@ $<
-	sed -i 's|#include ".*/$*.h"|#include "$*.h"|' $@
+	sed -i -e 's|#include ".*/$*.h"|#include "$*.h"\n#include "xdr_strict.h"|' \
+		-e 's|xdr_string (xdrs, objp,|xdr_string_strict (xdrs, objp,|' $@
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(GEN_CFLAGS) -c -o $@ $<
