@@ -4,7 +4,8 @@
 #
 #   source tests/e2e/lib.sh
 #   e2e_init NAME NFS_PORT MOUNT_PORT   # checks prerequisites, makes $work and $share
-#   ... prepare branches, set E2E_EXPORTS=(-e /union=UP:L1 ...) ...
+#   ... prepare branches ...
+#   e2e_export /union UP:L1:L2                   # any number of exports
 #   e2e_start_server
 #   e2e_run_vm tests/e2e/guest_union_x.sh 300    # serves restart requests while it runs
 #   e2e_stop_server
@@ -159,10 +160,15 @@ e2e_build_tool() {
 	mv "$E2E_TOOL.tmp" "$E2E_TOOL"
 }
 
+# e2e_export NAME BRANCHES: one more export (the guest is root and its ports are high)
+e2e_export() {
+	E2E_EXPORTS+=(-e "$1=$2" -o no_root_squash,insecure)
+}
+
 e2e_start_server() {
 	local i
 	"$E2E_BIN" -f --port "$E2E_PORT" --mount-port "$E2E_MPORT" --portmap off --state "$state" \
-		"${E2E_EXPORTS[@]}" -o no_root_squash,insecure >> "$work/server.log" 2>&1 &
+		"${E2E_EXPORTS[@]}" >> "$work/server.log" 2>&1 &
 	srv=$!
 	for i in $(seq 1 150); do
 		kill -0 "$srv" 2> /dev/null || { wait "$srv"; e2e_fail "the server exited at start-up (status $?)"; }

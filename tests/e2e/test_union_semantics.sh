@@ -69,7 +69,7 @@ head -c 100 "$L/f_trunc" | md5sum | cut -c1-32 > "$share/f_trunc-100.md5"
 
 e2e_tree_manifest "$lower" > "$work/lower.before"
 
-E2E_EXPORTS=(-e "/union=$upper:$lower")
+e2e_export /union "$upper:$lower"
 e2e_start_server
 echo "server started on ports $E2E_PORT/$E2E_MPORT: /union=$upper:$lower"
 e2e_run_vm "$E2E_HERE/guest_union_semantics.sh" 400
