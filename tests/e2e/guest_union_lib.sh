@@ -81,6 +81,20 @@ restart_server() {
 	echo 3 > /proc/sys/vm/drop_caches
 }
 
+# host_hook NAME: has the host run its e2e_hook_NAME and waits until it is done
+host_hook() {
+	touch $H/hook-request.$1
+	i=0
+	while [ ! -f $H/hook-done.$1 ]; do
+		usleep 200000
+		i=$((i + 1))
+		if [ $i -ge 900 ]; then
+			bad "the host did not run e2e_hook_$1 within 180 s"
+			return 1
+		fi
+	done
+}
+
 kernel_complaints() { # the NFS client noticed changed fileids or stale handles
 	row kernel-log
 	if dmesg | grep -i -E "stale|fileid changed" > /tmp/dmesg.bad; then

@@ -14,7 +14,9 @@
 # The guest side is tests/e2e/guest_union_lib.sh (copied to the share with $share/env.sh,
 # which tells the guest the ports). A guest asks for a server restart by creating
 # /host/restart-request.N; the host stops the server with SIGTERM (it must exit 0), starts
-# it on the same state directory and answers with /host/restart-done.N.
+# it on the same state directory and answers with /host/restart-done.N. Likewise
+# /host/hook-request.NAME runs the test's function e2e_hook_NAME on the host, then
+# /host/hook-done.NAME appears.
 #
 # Results: every check reports "RESULT <row> <phase> PASS|FAIL <symptom>"; the host adds
 # its own rows with e2e_result. The test fails when any row failed.
@@ -110,6 +112,8 @@ e2e_init() {
 # a small static helper does it. It never follows symlinks.
 #   uxattr get PATH NAME          prints the value; status 1 when the xattr is absent
 #   uxattr set PATH NAME VALUE
+#   uxattr hexget PATH NAME       the value in hex
+#   uxattr hexset PATH NAME HEX
 #   uxattr list PATH              one name per line
 #   uxattr whiteout PATH          makes the character device 0/0 (an overlayfs whiteout)
 e2e_build_tool() {
@@ -139,6 +143,26 @@ e2e_build_tool() {
 					return perror(argv[2]), 2;
 				return 0;
 			}
+			if (argc == 4 && !strcmp(argv[1], "hexget")) {
+				n = lgetxattr(argv[2], argv[3], buf, sizeof(buf));
+				if (n < 0)
+					return errno == ENODATA ? 1 : (perror(argv[2]), 2);
+				for (i = 0; i < n; i++)
+					printf("%02x", (unsigned char)buf[i]);
+				putchar('\n');
+				return 0;
+			}
+			if (argc == 5 && !strcmp(argv[1], "hexset")) {
+				for (n = 0; argv[4][2 * n] && argv[4][2 * n + 1] && n < (ssize_t)sizeof(buf); n++) {
+					unsigned v;
+					if (sscanf(argv[4] + 2 * n, "%2x", &v) != 1)
+						return fprintf(stderr, "uxattr: bad hex value\n"), 2;
+					buf[n] = (char)v;
+				}
+				if (lsetxattr(argv[2], argv[3], buf, n, 0) < 0)
+					return perror(argv[2]), 2;
+				return 0;
+			}
 			if (argc == 3 && !strcmp(argv[1], "list")) {
 				n = llistxattr(argv[2], buf, sizeof(buf));
 				if (n < 0)
@@ -152,7 +176,7 @@ e2e_build_tool() {
 					return perror(argv[2]), 2;
 				return 0;
 			}
-			fprintf(stderr, "usage: uxattr get PATH NAME | set PATH NAME VALUE | list PATH | whiteout PATH\n");
+			fprintf(stderr, "usage: uxattr get|hexget PATH NAME | set|hexset PATH NAME VALUE | list PATH | whiteout PATH\n");
 			return 2;
 		}
 	EOF
@@ -205,6 +229,14 @@ e2e_run_vm() {
 	vmpid=$!
 	E2E_RESTARTS=0
 	while kill -0 "$vmpid" 2> /dev/null; do
+		for req in "$share"/hook-request.*; do
+			[ -e "$req" ] || continue
+			n=${req##*/hook-request.}
+			[ -e "$share/hook-done.$n" ] && continue
+			echo "host: the guest asks for e2e_hook_$n"
+			"e2e_hook_$n"
+			touch "$share/hook-done.$n"
+		done
 		for req in "$share"/restart-request.*; do
 			[ -e "$req" ] || continue
 			n=${req##*.}

@@ -1,0 +1,118 @@
+#!/bin/sh
+# The guest half of test_union_overlay_interop.sh, run by busybox sh in the VM as /host/run.sh.
+# Changes the union through NFS, records the NFS view (before and after a server restart),
+# unmounts, stacks the same branches with the kernel's overlayfs (read-only, the upper as
+# the top lowerdir) and compares the two views directory by directory.
+. /host/lib.sh
+BR=$H/br
+X=$H/uxattr
+DIRS="chmod create deldir delete hardlink mkdirover opq overwrite renamedir renamefile shadow symlink"
+
+# manifest DIR: manifest.sh without the server's work directory (compared separately)
+manifest() { sh $H/manifest.sh "$1" | grep -v '^\./\.unionnfsd\.work'; }
+
+row mount
+mount_union /union || { bad "mount of 10.0.2.2:/union failed"; summary; exit 1; }
+
+row nfs_changes
+cd $M || exit 1
+echo n1 > create/new1 || bad "create create/new1"
+run mkdir create/sub
+echo n2 > create/sub/new2 || bad "create create/sub/new2"
+run rm delete/x delete/y delete/w
+ck "delete listing" "$(listing delete)" z
+run rm -rf deldir
+gone deldir
+run rm -rf mkdirover
+run mkdir mkdirover
+echo new > mkdirover/new || bad "create mkdirover/new"
+ck "mkdirover listing" "$(listing mkdirover)" new
+run mv renamefile/a renamefile/a2
+run mv renamefile/b create/b-moved
+run mv renamedir/src renamedir/dst
+ck "renamedir/dst listing" "$(listing renamedir/dst)" "f1 sub"
+run mkdir renamedir/src
+echo more >> hardlink/h1 || bad "append to hardlink/h1"
+ck "hardlink/h2 after a write to h1" "$(cat hardlink/h2 | tr '\n' ' ')" "hard more "
+run chmod 600 hardlink/h3
+ck "hardlink/h4 mode after chmod of h3" "$(stat -c %a hardlink/h4)" 600
+run chmod 600 chmod/f
+run chmod 700 chmod/d
+run ln -s target symlink/new
+run rm symlink/old
+run ln -s target symlink/old
+printf 'XYZ' | dd of=overwrite/f bs=1 seek=5000 conv=notrunc 2> /dev/null || bad "write into overwrite/f"
+echo o2 > opq/o2 || bad "create opq/o2"
+ck "opq listing" "$(listing opq)" "o1 o2"
+ck "shadow/fileoverdir" "$(cat shadow/fileoverdir)" "l1 file"
+ck "shadow/diroverfile listing" "$(listing shadow/diroverfile)" y
+gone hidden_by_mid
+cd /
+sync
+echo 3 > /proc/sys/vm/drop_caches
+manifest $M > /tmp/nfs.manifest
+cp /tmp/nfs.manifest $H/nfs.manifest
+echo "NFS view: $(wc -l < /tmp/nfs.manifest) entries"
+
+row nfs_restart
+restart_server 1
+manifest $M > /tmp/nfs2.manifest
+if ! diff /tmp/nfs.manifest /tmp/nfs2.manifest > /tmp/d; then
+	head -20 /tmp/d
+	bad "the NFS view changed across the restart: $(grep '^[-+][^-+]' /tmp/d | head -3 | tr '\n' ' ')"
+fi
+kernel_complaints
+row unmount
+umount $M || bad "umount $M failed"
+
+row overlay_mount
+# 9p carries whiteouts but not trusted.* xattrs: copy the branches into tmpfs (tar keeps
+# device nodes, hard links, modes, owners and times) and set the xattrs the host read from
+# the branches (e2e_hook_xattrs) on the copy.
+host_hook xattrs
+mkdir -p /tmp/br /ovl
+(cd $BR && tar -cf - .) | (cd /tmp/br && tar -xf -) || bad "tar copy of the branches into tmpfs"
+tab=$(printf '\t')
+while IFS="$tab" read -r p n v; do
+	$X hexset "/tmp/br/$p" "$n" "$v" || bad "setting $n on $p in the copy"
+	ck "$n of $p in the copy" "$($X hexget "/tmp/br/$p" "$n")" "$v"
+done < $H/xattrs.dump
+echo "set $(wc -l < $H/xattrs.dump) xattrs on the tmpfs copy:"
+sed 's/^/  /' $H/xattrs.dump
+for b in upper lower1 lower2; do
+	sh $H/manifest.sh $BR/$b > /tmp/m.share
+	sh $H/manifest.sh /tmp/br/$b > /tmp/m.copy
+	diff /tmp/m.share /tmp/m.copy > /tmp/d ||
+		bad "the tmpfs copy of $b differs: $(grep '^[-+][^-+]' /tmp/d | head -4 | tr '\n' ' ')"
+done
+mount -t overlay overlay -o "lowerdir=/tmp/br/upper:/tmp/br/lower1:/tmp/br/lower2" /ovl ||
+	{ bad "mount -t overlay failed: $(dmesg | tail -3 | tr '\n' ' ')"; summary; exit 1; }
+echo "overlayfs: $(grep ' /ovl ' /proc/mounts)"
+manifest /ovl > /tmp/ovl.manifest
+cp /tmp/ovl.manifest $H/ovl.manifest
+if [ -e /ovl/.unionnfsd.work ]; then
+	echo "note: overlayfs shows the server's work directory .unionnfsd.work (left out of the comparison); it holds: $(ls -A /ovl/.unionnfsd.work | tr '\n' ' ')"
+fi
+
+# one row per top-level directory, so a difference points at the operation that made it
+for d in $DIRS; do
+	row "same_$d"
+	grep "^\./$d[/ ]" /tmp/nfs.manifest > /tmp/a
+	grep "^\./$d[/ ]" /tmp/ovl.manifest > /tmp/b
+	if ! diff /tmp/a /tmp/b > /tmp/d; then
+		sed 's/^/    /' /tmp/d
+		bad "NFS view (-) and overlayfs view (+) differ: $(grep '^[-+][^-+]' /tmp/d | head -4 | tr '\n' ' ')"
+	fi
+done
+row same_top
+grep -v -E "^\./($(echo $DIRS | tr ' ' '|'))[/ ]" /tmp/nfs.manifest > /tmp/a
+grep -v -E "^\./($(echo $DIRS | tr ' ' '|'))[/ ]" /tmp/ovl.manifest > /tmp/b
+if ! diff /tmp/a /tmp/b > /tmp/d; then
+	sed 's/^/    /' /tmp/d
+	bad "NFS view (-) and overlayfs view (+) differ: $(grep '^[-+][^-+]' /tmp/d | head -4 | tr '\n' ' ')"
+fi
+row same_everything
+ck "entries in the NFS and overlayfs views" "$(wc -l < /tmp/ovl.manifest)" "$(wc -l < /tmp/nfs.manifest)"
+diff /tmp/nfs.manifest /tmp/ovl.manifest > /dev/null || bad "the views differ (see the rows above)"
+umount /ovl || bad "umount /ovl failed"
+summary
