@@ -1,0 +1,91 @@
+#!/bin/sh
+# The guest half of test_union_bigdir.sh, run by busybox sh in the VM as /host/run.sh.
+# Lists /mnt/big (50,000 merged entries) with ls -l and find, cold, and checks it; again
+# after a server restart; then once more with a restart while the listing runs.
+. /host/lib.sh
+D=$M/big
+N=50000
+
+seq -w 0 $((N - 1)) | sed 's/^/n/' > /tmp/want
+
+# check_listing WHAT FILE: FILE holds one name per line; it must be exactly the expected set
+check_listing() {
+	ck "$1: names" "$(wc -l < "$2")" $N
+	ck "$1: duplicates" "$(sort "$2" | uniq -d | head -5 | tr '\n' ' ')" ""
+	sort "$2" > /tmp/got.sorted
+	if ! cmp -s /tmp/got.sorted /tmp/want; then
+		bad "$1: names differ from n00000..n49999: $(diff /tmp/want /tmp/got.sorted | grep '^[-+][^-+]' | head -5 | tr '\n' ' ')"
+	fi
+}
+
+listing_rows() { # listing_rows LABEL
+	echo 3 > /proc/sys/vm/drop_caches
+	row ls_l
+	t=$(up)
+	ls -l $D > /tmp/ls-l || bad "ls -l $D failed"
+	echo "TIMING ls -l of $N merged entries ($1, cold caches): $(since "$t") s"
+	ck "ls -l lines" "$(wc -l < /tmp/ls-l)" $((N + 1))
+	ck "ls -l entries without attributes" "$(grep -c '?' /tmp/ls-l)" 0
+	awk 'NR > 1 { print $NF }' /tmp/ls-l > /tmp/ls-names
+	check_listing "ls -l" /tmp/ls-names
+	ck "directories in ls -l" "$(grep -c '^d' /tmp/ls-l)" 10
+	ck "files of 9 bytes (L/U nNNNNN) in ls -l" "$(awk '$5 == 9' /tmp/ls-l | wc -l)" $((N - 10))
+
+	echo 3 > /proc/sys/vm/drop_caches
+	row find
+	t=$(up)
+	find $D > /tmp/find || bad "find $D failed"
+	echo "TIMING find of $N merged entries ($1, cold caches): $(since "$t") s"
+	ck "find lines" "$(wc -l < /tmp/find)" $((N + 1))
+	grep -v "^$D\$" /tmp/find | sed 's|.*/||' > /tmp/find-names
+	check_listing "find" /tmp/find-names
+
+	row fileids
+	t=$(up)
+	ls -i $D > /tmp/ls-i
+	echo "TIMING ls -i of $N merged entries ($1, warm): $(since "$t") s"
+	ck "fileids shared by two names" "$(awk '{ print $1 }' /tmp/ls-i | sort | uniq -d | head -5 | tr '\n' ' ')" ""
+	for n in n00000 n00010 n24999 n25000 n29999 n30000 n49999; do
+		ck "ls -i against stat for $n" "$(grep " $n\$" /tmp/ls-i | awk '{ print $1 }')" "$(stat -c %i $D/$n)"
+	done
+
+	row contents
+	ck "n00010 (lower only)" "$(cat $D/n00010 2>&1)" "L n00010"
+	ck "n24999 (lower only)" "$(cat $D/n24999 2>&1)" "L n24999"
+	ck "n25000 (both, upper wins)" "$(cat $D/n25000 2>&1)" "U n25000"
+	ck "n29999 (both, upper wins)" "$(cat $D/n29999 2>&1)" "U n29999"
+	ck "n49999 (upper only)" "$(cat $D/n49999 2>&1)" "U n49999"
+	gone $D/gone00000
+	gone $D/gone00099
+	gone $D/.wh.gone00000
+}
+
+row mount
+mount_union /union || { bad "mount of 10.0.2.2:/union failed"; summary; exit 1; }
+listing_rows "live"
+kernel_complaints
+
+restart_server 1
+PHASE=restart
+listing_rows "after a restart"
+kernel_complaints
+
+# A restart while the listing runs: the kernel resumes with the cookies it holds.
+PHASE=mid-listing
+echo 3 > /proc/sys/vm/drop_caches
+row find
+t=$(up)
+find $D > /tmp/find2 2> /tmp/find2.err &
+lister=$!
+usleep 300000
+restart_server 2
+wait $lister || bad "find failed across the restart: $(head -3 /tmp/find2.err | tr '\n' ' ')"
+echo "TIMING find of $N merged entries with a restart in the middle: $(since "$t") s"
+ck "find lines" "$(wc -l < /tmp/find2)" $((N + 1))
+grep -v "^$D\$" /tmp/find2 | sed 's|.*/||' > /tmp/find2-names
+check_listing "find across a restart" /tmp/find2-names
+kernel_complaints
+
+row unmount
+umount $M || bad "umount failed"
+summary
