@@ -198,6 +198,8 @@ hardlink_do() {
 	ck "hl_a and hl_b fileids before" "$(ino $M/hl_a)" "$(ino $M/hl_b)"
 	ck "hl_b link count before" "$(stat -c %h $M/hl_b)" 2
 	keep hl.ino "$(ino $M/hl_a)"
+	# descriptors opened before the copy-up, read after it (5) and after the restart (6)
+	exec 5< $M/hl_b 6< $M/hl_b
 	echo more >> $M/hl_a || bad "append to hl_a failed"
 }
 hardlink_check() {
@@ -207,6 +209,11 @@ hardlink_check() {
 	ck "hl_b fileid" "$(ino $M/hl_b)" "$(kept hl.ino)"
 	ck "hl_a link count" "$(stat -c %h $M/hl_a 2>&1)" 2
 	ck "hl_b link count" "$(stat -c %h $M/hl_b 2>&1)" 2
+	if [ $PHASE = live ]; then
+		ck "hl_b through a descriptor opened before the copy-up" "$(cat <&5 | tr '\n' ' ')" "hardlink data more "
+	else
+		ck "hl_b through a descriptor opened before the copy-up" "$(cat <&6 | tr '\n' ' ')" "hardlink data more "
+	fi
 }
 
 # --- symlink over a removed name ---
