@@ -60,6 +60,12 @@ int fsio_mknod(int dirfd, const char *name, mode_t mode, dev_t dev);
 int fsio_unlink(int dirfd, const char *name, bool dir);
 /* noreplace: fail with -EEXIST instead of replacing an existing name. */
 int fsio_rename(int fromfd, const char *from, int tofd, const char *to, bool noreplace);
+/*
+ * FSIO_EXCHANGE swaps the two names atomically (both must exist, of any types);
+ * FSIO_WHITEOUT renames and leaves a whiteout (character device 0/0) at from, atomically.
+ */
+enum { FSIO_EXCHANGE = 1, FSIO_WHITEOUT = 2 };
+int fsio_rename2(int fromfd, const char *from, int tofd, const char *to, unsigned how);
 int fsio_link(int fromfd, const char *from, int tofd, const char *to);
 /* name "" reads the symlink an O_PATH fd refers to. *len excludes the NUL added. */
 int fsio_readlink(int dirfd, const char *name, char *buf, size_t size, size_t *len);
@@ -75,6 +81,19 @@ int fsio_utimens(int dirfd, const char *name, const struct timespec ts[2]);
 int fsio_fchmod(int fd, mode_t mode);
 int fsio_fchown(int fd, uid_t uid, gid_t gid);
 int fsio_futimens(int fd, const struct timespec ts[2]);
+
+/*
+ * Extended attributes of name in dirfd ("" for dirfd itself), never following a symlink in
+ * name. The xattr system calls take no directory fd and refuse O_PATH fds, so these go
+ * through /proc/self/fd, which must be mounted. -ENODATA when the attribute is absent.
+ * fsio_getxattr: *len receives the value's size; -ERANGE when size is too small.
+ * fsio_listxattr: the names, each NUL-terminated, one after another.
+ */
+int fsio_getxattr(int dirfd, const char *name, const char *attr, void *buf, size_t size,
+		  size_t *len);
+int fsio_setxattr(int dirfd, const char *name, const char *attr, const void *val, size_t len);
+int fsio_removexattr(int dirfd, const char *name, const char *attr);
+int fsio_listxattr(int dirfd, const char *name, char *buf, size_t size, size_t *len);
 
 /* Reading a directory given by an O_PATH fd. */
 struct fsio_dir;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #ifndef SYS_fchmodat2
@@ -284,6 +285,17 @@ int fsio_rename(int fromfd, const char *from, int tofd, const char *to, bool nor
 		fsio_err() : 0;
 }
 
+int fsio_rename2(int fromfd, const char *from, int tofd, const char *to, unsigned how)
+{
+	unsigned flags = 0;
+
+	if (how & FSIO_EXCHANGE)
+		flags |= RENAME_EXCHANGE;
+	if (how & FSIO_WHITEOUT)
+		flags |= RENAME_WHITEOUT;
+	return renameat2(fromfd, from, tofd, to, flags) < 0 ? fsio_err() : 0;
+}
+
 int fsio_link(int fromfd, const char *from, int tofd, const char *to)
 {
 	/* No AT_SYMLINK_FOLLOW: a symlink is linked itself. */
@@ -350,6 +362,77 @@ int fsio_fchown(int fd, uid_t uid, gid_t gid)
 int fsio_futimens(int fd, const struct timespec ts[2])
 {
 	return futimens(fd, ts) < 0 ? fsio_err() : 0;
+}
+
+/* The /proc path of name in dirfd; "" names dirfd itself (the magic link, followed). */
+static int fsio_proc_path(int dirfd, const char *name, char *buf, size_t len)
+{
+	int w;
+
+	if (dirfd < 0 || strchr(name, '/'))
+		return -EINVAL;
+	if (*name)
+		w = snprintf(buf, len, "/proc/self/fd/%d/%s", dirfd, name);
+	else
+		w = snprintf(buf, len, "/proc/self/fd/%d", dirfd);
+	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+int fsio_getxattr(int dirfd, const char *name, const char *attr, void *buf, size_t size,
+		  size_t *len)
+{
+	char path[PATH_MAX];
+	ssize_t n;
+	int r;
+
+	r = fsio_proc_path(dirfd, name, path, sizeof(path));
+	if (r < 0)
+		return r;
+	n = *name ? lgetxattr(path, attr, buf, size) : getxattr(path, attr, buf, size);
+	if (n < 0)
+		return fsio_err();
+	*len = (size_t)n;
+	return 0;
+}
+
+int fsio_setxattr(int dirfd, const char *name, const char *attr, const void *val, size_t len)
+{
+	char path[PATH_MAX];
+	int r;
+
+	r = fsio_proc_path(dirfd, name, path, sizeof(path));
+	if (r < 0)
+		return r;
+	r = *name ? lsetxattr(path, attr, val, len, 0) : setxattr(path, attr, val, len, 0);
+	return r < 0 ? fsio_err() : 0;
+}
+
+int fsio_removexattr(int dirfd, const char *name, const char *attr)
+{
+	char path[PATH_MAX];
+	int r;
+
+	r = fsio_proc_path(dirfd, name, path, sizeof(path));
+	if (r < 0)
+		return r;
+	r = *name ? lremovexattr(path, attr) : removexattr(path, attr);
+	return r < 0 ? fsio_err() : 0;
+}
+
+int fsio_listxattr(int dirfd, const char *name, char *buf, size_t size, size_t *len)
+{
+	char path[PATH_MAX];
+	ssize_t n;
+	int r;
+
+	r = fsio_proc_path(dirfd, name, path, sizeof(path));
+	if (r < 0)
+		return r;
+	n = *name ? llistxattr(path, buf, size) : listxattr(path, buf, size);
+	if (n < 0)
+		return fsio_err();
+	*len = (size_t)n;
+	return 0;
 }
 
 struct fsio_dir {

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fsio.h"
@@ -59,6 +60,57 @@ out:
 	return r;
 }
 
+/* One attribute: its size first, as it may be large (an ACL). */
+static int ucopy_xattr(int sfd, const char *sname, int dfd, const char *dname,
+		       const char *attr)
+{
+	char *val = NULL;
+	size_t len, got;
+	int r;
+
+	r = fsio_getxattr(sfd, sname, attr, NULL, 0, &len);
+	if (r == 0 && len > 0 && !(val = malloc(len)))
+		r = -ENOMEM;
+	if (r == 0 && len > 0)
+		r = fsio_getxattr(sfd, sname, attr, val, len, &got);
+	if (r == 0)
+		r = fsio_setxattr(dfd, dname, attr, val, len > 0 ? got : 0);
+	free(val);
+	/* Gone meanwhile, or a kind the upper cannot hold (user.* on a symlink). */
+	if (r == -ENODATA || r == -ENOTSUP || r == -EPERM)
+		r = 0;
+	return r;
+}
+
+/*
+ * Copies the extended attributes of (sfd, sname) to (dfd, dname), except overlay
+ * metadata, which describes the lower copy's place in its own stack. Runs as root.
+ */
+static int ucopy_xattrs(int sfd, const char *sname, int dfd, const char *dname)
+{
+	char *list = NULL;
+	size_t len, got;
+	int r;
+
+	r = fsio_listxattr(sfd, sname, NULL, 0, &len);
+	if (r == -ENOTSUP)
+		return 0;
+	if (r < 0 || len == 0)
+		return r;
+	list = malloc(len + 1);
+	if (!list)
+		return -ENOMEM;
+	r = fsio_listxattr(sfd, sname, list, len, &got);
+	if (r == 0) {
+		list[got] = '\0';
+		for (size_t off = 0; r == 0 && off < got; off += strlen(list + off) + 1)
+			if (!uwh_overlay_xattr(list + off))
+				r = ucopy_xattr(sfd, sname, dfd, dname, list + off);
+	}
+	free(list);
+	return r;
+}
+
 static void ucopy_times(const struct stat *st, struct timespec ts[2])
 {
 	ts[0] = st->st_atim;
@@ -84,6 +136,8 @@ int ucopy_dir(struct union_export *ux, uint64_t pino, const struct udirset *pare
 		if (r == 0) /* after chown, which clears set-id bits */
 			r = fsio_chmod(upfd, name, f->uf_st.st_mode & 07777);
 		if (r == 0)
+			r = ucopy_xattrs(parent->ds_fd[f->uf_pidx], name, upfd, name);
+		if (r == 0)
 			r = fsio_utimens(upfd, name, ts);
 	} else if (r == -EEXIST) {
 		r = 0; /* made meanwhile by another request */
@@ -93,6 +147,9 @@ int ucopy_dir(struct union_export *ux, uint64_t pino, const struct udirset *pare
 	fsio_restore(&ids);
 	if (r == 0)
 		r = fsio_stat(fd, &st);
+	/* The directory and its entry durable before anything is put in it. */
+	if (r == 0)
+		r = fsio_fsync_dir(fd);
 	if (r == 0)
 		r = fsio_fsync_dir(upfd);
 	if (r < 0) {
@@ -137,6 +194,8 @@ static int ucopy_make(struct uobj *o, int workfd, const char *tmp, struct stat *
 			r = fsio_fchown(cp, st->st_uid, st->st_gid);
 		if (r == 0)
 			r = fsio_fchmod(cp, st->st_mode & 07777);
+		if (r == 0) /* after chown, which drops file capabilities */
+			r = ucopy_xattrs(o->uo_pfd, name, workfd, tmp);
 		if (r == 0)
 			r = fsio_futimens(cp, ts);
 		if (r == 0)
@@ -158,6 +217,8 @@ static int ucopy_make(struct uobj *o, int workfd, const char *tmp, struct stat *
 		r = fsio_chown(workfd, tmp, st->st_uid, st->st_gid);
 	if (r == 0 && !S_ISLNK(st->st_mode))
 		r = fsio_chmod(workfd, tmp, st->st_mode & 07777);
+	if (r == 0)
+		r = ucopy_xattrs(o->uo_pfd, name, workfd, tmp);
 	if (r == 0)
 		r = fsio_utimens(workfd, tmp, ts);
 	if (r == 0)

@@ -2,7 +2,11 @@
  * Merged directory listings with cookies that survive anything.
  *
  * A listing is every branch copy's names, a higher branch's name winning, internal names
- * dropped, sorted by cookie: a keyed 63-bit hash of the name. A cookie therefore means
+ * dropped, sorted by cookie: a keyed 63-bit hash of the name. A whiteout that wins hides
+ * its name, so names deleted through the union or in an upper layer of an image vanish
+ * (the opaque and redirect markers already shaped the set of copies listed). Each name is
+ * then looked up properly before it is returned, which catches whiteouts that only an
+ * attribute tells apart from a file. A cookie therefore means
  * "after this name" in every listing of the directory, before and after entries come
  * and go and across restarts (the key lives in the store).
  *
@@ -37,6 +41,7 @@ struct udir_ent {
 	size_t de_name;          /* offset into dl_pool */
 	uint8_t de_type;         /* S_IFMT >> 12, which is also the d_type */
 	uint8_t de_branch;
+	bool de_wh;              /* a whiteout of the name, not the name */
 	int de_order;            /* index of the copy that listed it; the lowest wins */
 };
 
@@ -249,7 +254,7 @@ static bool udir_recent(const struct timespec *now, const struct timespec *t)
 }
 
 static int udir_add(struct udir_list *l, const char *name, uint64_t cookie, uint8_t type,
-		    uint8_t branch, int order)
+		    uint8_t branch, int order, bool wh)
 {
 	size_t len = strlen(name) + 1;
 	struct udir_ent *e;
@@ -282,6 +287,7 @@ static int udir_add(struct udir_list *l, const char *name, uint64_t cookie, uint
 	e->de_name = l->dl_pool_len;
 	e->de_type = type;
 	e->de_branch = branch;
+	e->de_wh = wh;
 	e->de_order = order;
 	l->dl_pool_len += len;
 	return 0;
@@ -305,7 +311,10 @@ static int udir_cmp(const void *a, const void *b)
 	c = strcmp(udir_sort_pool + x->de_name, udir_sort_pool + y->de_name);
 	if (c)
 		return c;
-	return x->de_order - y->de_order;
+	if (x->de_order != y->de_order)
+		return x->de_order - y->de_order;
+	/* In one branch the name itself beats its OCI whiteout, which hides only below. */
+	return (int)x->de_wh - (int)y->de_wh;
 }
 
 static int udir_read_copy(struct union_export *ux, uint64_t dir, struct udir_list *l, int fd,
@@ -321,17 +330,29 @@ static int udir_read_copy(struct union_export *ux, uint64_t dir, struct udir_lis
 	if (r < 0)
 		return r;
 	while ((r = fsio_dir_next(d, &name, &type, NULL)) == 1) {
-		if (uname_hidden(dir, name) || strlen(name) > STORE_NAME_MAX)
+		bool wh = false;
+
+		if (strlen(name) > STORE_NAME_MAX)
 			continue;
-		if (type == DT_UNKNOWN) {
+		if (uwh_marker(name)) {
+			/* ".wh.<name>" hides <name> below; the rest are markers and our own. */
+			name += strlen(UWH_PREFIX);
+			if (!*name || uwh_marker(name) || uname_hidden(dir, name))
+				continue;
+			wh = true;
+			type = DT_UNKNOWN;
+		} else if (uname_hidden(dir, name)) {
+			continue;
+		} else if (type == DT_UNKNOWN || type == DT_CHR) {
 			r = fsio_statat(fd, name, &st);
 			if (r == -ENOENT)
 				continue;
 			if (r < 0)
 				break;
 			type = (unsigned char)((st.st_mode & S_IFMT) >> 12);
+			wh = uwh_is_whiteout(fd, name, &st);
 		}
-		r = udir_add(l, name, udir_cookie(ux, name), type, branch, order);
+		r = udir_add(l, name, udir_cookie(ux, name), type, branch, order, wh);
 		if (r < 0)
 			break;
 	}
@@ -375,6 +396,12 @@ static int udir_build(struct union_export *ux, uint64_t dir, const struct udirse
 			continue;
 		l->dl_ents[keep++] = l->dl_ents[i];
 	}
+	l->dl_n = keep;
+	/* ... and if that one is a whiteout, the name is gone. */
+	keep = 0;
+	for (size_t i = 0; i < l->dl_n; i++)
+		if (!l->dl_ents[i].de_wh)
+			l->dl_ents[keep++] = l->dl_ents[i];
 	l->dl_n = keep;
 	l->dl_refs = 1;
 	*out = l;
@@ -426,6 +453,32 @@ static int udir_get(struct union_export *ux, uint64_t dir, const struct udirset 
 	pthread_mutex_unlock(&dc->dc_lock);
 	*out = l;
 out:
+	free(src);
+	return r;
+}
+
+int udir_empty(struct union_export *ux, const struct udirset *ds)
+{
+	struct udir_list *l = NULL;
+	struct udir_src *src;
+	struct ufound f;
+	int r;
+
+	src = malloc((size_t)(ds->ds_n ? ds->ds_n : 1) * sizeof(*src));
+	if (!src)
+		return -ENOMEM;
+	r = udir_sources(ds, src);
+	if (r == 0)
+		r = udir_build(ux, 0, ds, src, &l);
+	for (size_t i = 0; r == 0 && i < l->dl_n; i++) {
+		r = ures_find(ux, ds, udir_name(l, &l->dl_ents[i]), UFIND_STAT, &f);
+		ufound_release(&f);
+		if (r == 0)
+			r = -ENOTEMPTY;
+		else if (r == -ENOENT)
+			r = 0;
+	}
+	udir_list_free(l);
 	free(src);
 	return r;
 }

@@ -75,7 +75,7 @@ bool uname_dot(const char *name)
 
 bool uname_hidden(uint64_t dir, const char *name)
 {
-	return dir == STORE_ROOT_INO && !strcmp(name, UNION_WORK_NAME);
+	return uwh_marker(name) || (dir == STORE_ROOT_INO && !strcmp(name, UNION_WORK_NAME));
 }
 
 void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino)

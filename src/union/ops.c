@@ -1,13 +1,16 @@
 /*
- * Namespace changes: create, mkdir, symlink, mknod, remove, rmdir, rename, link.
+ * Namespace changes: create, mkdir, symlink, mknod and link here, with the helpers that
+ * remove.c and rename.c share.
  *
  * Every change goes to the upper branch. The file system change and its store update run
  * inside one store write transaction, which serialises them against each other and
  * against lookups that add records, so the map never sees half a rename. NFSv3 wants
  * the result on stable storage before the reply: the directories touched are fsynced.
  *
- * Removing or renaming away a name that a lower branch also has needs a whiteout (the
- * union semantics issue); until then such requests fail with -EROFS.
+ * New objects are made with the client's identity, so the kernel checks permissions and
+ * sets owner, group and inherited ACLs. One made over a whiteout is built under a
+ * temporary marker name beside it and renamed over the whiteout, so the name is never
+ * free for the lower object to show through; a new directory there is opaque.
  */
 #include <errno.h>
 #include <string.h>
@@ -28,7 +31,7 @@ struct uop_new {
 	const struct union_setattr *un_sa;   /* may be NULL */
 };
 
-static void uop_out(struct union_export *ux, const struct stat *st, uint64_t ino,
+void uop_out(struct union_export *ux, const struct stat *st, uint64_t ino,
 		    struct stat *out)
 {
 	if (out) {
@@ -38,19 +41,16 @@ static void uop_out(struct union_export *ux, const struct stat *st, uint64_t ino
 }
 
 /* WCC data on failure too: the directory's attributes after the attempt, if it was found. */
-static void uop_fail_post(struct union_export *ux, const struct uobj *d, uint64_t dir,
+void uop_fail_post(struct union_export *ux, const struct uobj *d, uint64_t dir,
 			  struct stat *post)
 {
 	if (post && d->uo_dirs.ds_n > 0 && fsio_stat(d->uo_dirs.ds_fd[0], post) == 0)
 		ures_fix_stat(ux, post, dir);
 }
 
-/*
- * Resolves the directory a change happens in and gives it an upper copy. The client must
- * be allowed to change the directory before any copy is made for it.
- */
-static int uop_dir(struct union_export *ux, uint64_t dir, struct uobj *d)
+int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj *d)
 {
+	struct ufound f;
 	int r;
 
 	if (ux->ux_ro)
@@ -60,20 +60,30 @@ static int uop_dir(struct union_export *ux, uint64_t dir, struct uobj *d)
 		return r;
 	if (!S_ISDIR(d->uo_st.st_mode))
 		return -ENOTDIR;
-	if (d->uo_rec.si_branch == 0)
+	if (d->uo_dirs.ds_branch[0] == 0)
 		return 0;
+	if (name) {
+		/* Nothing to change, nothing to copy. */
+		r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT, &f);
+		ufound_release(&f);
+		if (r < 0)
+			return r;
+	}
 	if (!fsio_may(&d->uo_st, W_OK | X_OK))
 		return -EACCES;
 	uobj_release(d);
-	return ures_resolve(ux, NULL, dir, URES_UPPER, d);
+	r = ures_resolve(ux, NULL, dir, URES_UPPER, d);
+	if (r == 0 && d->uo_dirs.ds_branch[0] != 0)
+		r = -EROFS;
+	return r;
 }
 
-static int uop_begin(struct union_export *ux, struct store_txn **t)
+int uop_begin(struct union_export *ux, struct store_txn **t)
 {
 	return store_begin(ux->ux_store, true, t);
 }
 
-static int uop_end(struct store_txn *t, int r)
+int uop_end(struct store_txn *t, int r)
 {
 	if (r < 0) {
 		store_abort(t);
@@ -103,12 +113,8 @@ static bool uop_other_name(int fd, const char *skip, uint64_t real, char *out)
 	return found;
 }
 
-/*
- * The store side of a name going away from directory dir (upper copy fd): last says the
- * object itself is gone, so its record goes and its handles become stale.
- */
-static int uop_forget(struct union_export *ux, struct store_txn *t, uint64_t dir, int fd,
-		      const char *name, const struct ufound *f, bool last)
+int uop_forget(struct union_export *ux, struct store_txn *t, uint64_t dir, int fd,
+	       const char *name, const struct ufound *f, bool last)
 {
 	struct store_inode rec;
 	uint64_t ino;
@@ -137,9 +143,73 @@ static int uop_forget(struct union_export *ux, struct store_txn *t, uint64_t dir
 		return r == -ENOENT ? 0 : r;
 	}
 	/* The record's own name goes but the file lives on: follow a sibling link if any. */
-	if (uop_other_name(fd, name, rec.si_real_ino, rec.si_name))
+	if (rec.si_branch == 0 && uop_other_name(fd, name, rec.si_real_ino, rec.si_name))
 		return store_update(t, ux->ux_id, &rec);
 	return 0;
+}
+
+bool uop_sticky_ok(const struct stat *dir, const struct stat *obj)
+{
+	return !(dir->st_mode & S_ISVTX) || fsio_owns(dir) || fsio_owns(obj);
+}
+
+int uop_swap_in(int fd, const char *tmp, const char *name, bool dir)
+{
+	struct fsio_ids ids;
+	int r;
+
+	fsio_become_root(&ids);
+	if (!dir) {
+		r = fsio_rename(fd, tmp, fd, name, false);
+	} else {
+		/* A directory cannot replace a non-directory: swap, then drop the whiteout. */
+		r = fsio_rename2(fd, tmp, fd, name, FSIO_EXCHANGE);
+		if (r == 0)
+			fsio_unlink(fd, tmp, false);
+	}
+	fsio_restore(&ids);
+	return r;
+}
+
+void uop_drop_tmp(int fd, const char *tmp)
+{
+	struct fsio_ids ids;
+	struct stat st;
+
+	fsio_become_root(&ids);
+	if (fsio_statat(fd, tmp, &st) == 0)
+		fsio_unlink(fd, tmp, S_ISDIR(st.st_mode));
+	fsio_restore(&ids);
+}
+
+/*
+ * What occupies name in the upper directory fd when the union lookup found nothing there:
+ * 1 for a whiteout, 0 for nothing, -EEXIST for anything else (another file system).
+ */
+int uop_upper_whiteout(int fd, const char *name)
+{
+	struct stat st;
+	int r = fsio_statat(fd, name, &st);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	return uwh_is_whiteout(fd, name, &st) ? 1 : -EEXIST;
+}
+
+int uop_new_name(uint64_t dir, const char *name)
+{
+	int r = uname_check(name);
+
+	if (r == 0 && uname_dot(name))
+		return -EEXIST;
+	/* Marker names mean something else on disk; the work directory is ours. */
+	if (r == 0 && uwh_marker(name))
+		return -EINVAL;
+	if (r == 0 && uname_hidden(dir, name))
+		return -EACCES;
+	return r;
 }
 
 static void uop_verf_times(const uint8_t *v, struct timespec ts[2])
@@ -218,6 +288,44 @@ static int uop_make(int fd, const char *name, const struct uop_new *n, int *nfd)
 	return r;
 }
 
+/*
+ * Makes the new object at a name the union shows as free. Over a whiteout, or where a
+ * lower directory would merge into a new directory, it is built under a temporary name,
+ * made opaque if a directory, and then takes the name in one rename.
+ */
+static int uop_make_over(struct union_export *ux, const struct uobj *d, const char *name,
+			 const struct uop_new *n, int *nfd)
+{
+	int r, upfd = d->uo_dirs.ds_fd[0];
+	bool dir = n->un_kind == UOP_DIR, wh, opaque;
+	char tmp[64];
+
+	r = uop_upper_whiteout(upfd, name);
+	if (r < 0)
+		return r;
+	wh = r == 1;
+	opaque = dir && (wh || ures_lower_has(ux, &d->uo_dirs, name));
+	if (!wh && !opaque)
+		return uop_make(upfd, name, n, nfd);
+	r = uwh_tmp_name(tmp, sizeof(tmp));
+	if (r == 0)
+		r = uop_make(upfd, tmp, n, nfd);
+	if (r < 0)
+		return r;
+	if (opaque)
+		r = uwh_set_opaque(upfd, tmp);
+	if (r == 0 && wh)
+		r = uop_swap_in(upfd, tmp, name, dir);
+	else if (r == 0)
+		r = fsio_rename(upfd, tmp, upfd, name, true);
+	if (r < 0) {
+		fsio_close(*nfd);
+		*nfd = -1;
+		uop_drop_tmp(upfd, tmp);
+	}
+	return r;
+}
+
 static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 		      const struct uop_new *n, uint64_t *ino, struct stat *st,
 		      struct stat *dirpre, struct stat *dirpost)
@@ -230,13 +338,9 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 	int r, nfd = -1, upfd;
 
 	uobj_init(&d);
-	r = uname_check(name);
-	if (r == 0 && uname_dot(name))
-		r = -EEXIST;
-	if (r == 0 && uname_hidden(dir, name))
-		r = -EACCES;
+	r = uop_new_name(dir, name);
 	if (r == 0)
-		r = uop_dir(ux, dir, &d);
+		r = uop_dir(ux, dir, NULL, &d);
 	if (r < 0)
 		goto out;
 	upfd = d.uo_dirs.ds_fd[0];
@@ -249,7 +353,7 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 		existed = true;
 		r = uop_exists(n, &f);
 	} else if (r == -ENOENT) {
-		r = uop_make(upfd, name, n, &nfd);
+		r = uop_make_over(ux, &d, name, n, &nfd);
 	}
 	if (r == 0)
 		r = ures_map(ux, t, dir, &d.uo_dirs, name, UFIND_STAT, &f, ino);
@@ -338,223 +442,6 @@ int union_mknod(struct union_export *ux, uint64_t dir, const char *name, mode_t 
 	return uop_create(ux, dir, name, &n, ino, st, dirpre, dirpost);
 }
 
-/* Inside the write transaction: removes name from the upper copy of d. */
-static int uop_unlink_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
-			  const struct uobj *d, const char *name, bool rmdir, uint64_t *gone)
-{
-	int upfd = d->uo_dirs.ds_fd[0];
-	struct ufound f;
-	int r;
-
-	r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT | UFIND_BELOW, &f);
-	if (r < 0)
-		return r;
-	if (f.uf_branch != 0 || f.uf_below)
-		return -EROFS; /* a lower copy would show through: needs a whiteout */
-	if (rmdir && !f.uf_dir)
-		return -ENOTDIR;
-	if (!rmdir && f.uf_dir)
-		return -EISDIR;
-	r = fsio_unlink(upfd, name, rmdir);
-	if (r == 0 && rmdir && store_find_name(t, ux->ux_id, dir, name, gone) < 0)
-		*gone = 0;
-	if (r == 0)
-		r = uop_forget(ux, t, dir, upfd, name, &f, rmdir || f.uf_st.st_nlink <= 1);
-	return r;
-}
-
-static int uop_unlink(struct union_export *ux, uint64_t dir, const char *name, bool rmdir,
-		      struct stat *dirpre, struct stat *dirpost)
-{
-	struct store_txn *t;
-	struct uobj d;
-	uint64_t gone = 0;
-	int r;
-
-	uobj_init(&d);
-	r = uname_check(name);
-	if (r == 0 && uname_dot(name))
-		r = rmdir && !strcmp(name, ".") ? -EINVAL : -EACCES;
-	if (r == 0 && uname_hidden(dir, name))
-		r = -ENOENT;
-	if (r == 0 && ux->ux_ro)
-		r = -EROFS;
-	if (r == 0)
-		r = ures_resolve(ux, NULL, dir, 0, &d);
-	if (r == 0 && !S_ISDIR(d.uo_st.st_mode))
-		r = -ENOTDIR;
-	if (r == 0) {
-		uop_out(ux, &d.uo_st, dir, dirpre);
-		r = uop_begin(ux, &t);
-	}
-	if (r == 0)
-		r = uop_end(t, uop_unlink_txn(ux, t, dir, &d, name, rmdir, &gone));
-	if (r < 0)
-		goto out;
-	r = fsio_fsync_dir(d.uo_dirs.ds_fd[0]);
-	udir_invalidate(ux, dir);
-	if (gone)
-		udir_invalidate(ux, gone);
-	if (r == 0 && dirpost) {
-		r = fsio_stat(d.uo_dirs.ds_fd[0], dirpost);
-		ures_fix_stat(ux, dirpost, dir);
-	}
-out:
-	if (r < 0)
-		uop_fail_post(ux, &d, dir, dirpost);
-	uobj_release(&d);
-	return r;
-}
-
-int union_remove(struct union_export *ux, uint64_t dir, const char *name,
-		 struct stat *dirpre, struct stat *dirpost)
-{
-	return uop_unlink(ux, dir, name, false, dirpre, dirpost);
-}
-
-int union_rmdir(struct union_export *ux, uint64_t dir, const char *name,
-		struct stat *dirpre, struct stat *dirpost)
-{
-	return uop_unlink(ux, dir, name, true, dirpre, dirpost);
-}
-
-/* Whether the target of a rename may be replaced in the upper alone. */
-static int uop_rename_target(const struct ufound *src, const struct ufound *dst)
-{
-	if (dst->uf_branch == 0) {
-		/* A directory over a lower directory, or a merged target: needs opaque dirs. */
-		if ((src->uf_dir && dst->uf_below_dir) || (dst->uf_dir && dst->uf_below))
-			return -EROFS;
-		return 0;
-	}
-	if (src->uf_dir && !dst->uf_dir)
-		return -ENOTDIR;
-	if (!src->uf_dir && dst->uf_dir)
-		return -EISDIR;
-	return src->uf_dir ? -EROFS : 0;
-}
-
-/* The store side of a rename: the object keeps its ino under its new name. */
-static int uop_moved(struct union_export *ux, struct store_txn *t, uint64_t ino,
-		     uint64_t fromdir, const char *fromname, uint64_t todir, const char *toname)
-{
-	struct store_inode rec;
-	int r;
-
-	r = store_get(t, ux->ux_id, ino, &rec);
-	if (r < 0)
-		return r;
-	if (rec.si_parent == fromdir && !strcmp(rec.si_name, fromname)) {
-		rec.si_parent = todir;
-		strcpy(rec.si_name, toname);
-		return store_update(t, ux->ux_id, &rec);
-	}
-	r = store_del_name(t, ux->ux_id, fromdir, fromname);
-	if (r == 0 || r == -ENOENT)
-		r = store_add_name(t, ux->ux_id, todir, toname, ino);
-	return r;
-}
-
-/* Inside the write transaction: moves fromname of fd to toname of td, in the upper. */
-static int uop_rename_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdir,
-			  const struct uobj *fd, const char *fromname, uint64_t todir,
-			  const struct uobj *td, const char *toname, uint64_t *gone)
-{
-	struct ufound sf, tf;
-	bool target = false;
-	uint64_t ino;
-	int r;
-
-	r = ures_find(ux, &fd->uo_dirs, fromname, UFIND_STAT | UFIND_BELOW, &sf);
-	if (r < 0)
-		return r;
-	if (sf.uf_branch != 0 || sf.uf_below)
-		return -EROFS; /* the old name needs a whiteout */
-	r = ures_find(ux, &td->uo_dirs, toname, UFIND_STAT | UFIND_BELOW, &tf);
-	if (r == 0) {
-		target = tf.uf_branch == 0;
-		r = uop_rename_target(&sf, &tf);
-		if (r == 0 && target && tf.uf_st.st_ino == sf.uf_st.st_ino)
-			return 0; /* two names of one file: rename does nothing */
-	} else if (r == -ENOENT) {
-		r = 0;
-	}
-	if (r == 0)
-		r = ures_map(ux, t, fromdir, &fd->uo_dirs, fromname, UFIND_STAT, &sf, &ino);
-	if (r < 0)
-		return r;
-	if (target && tf.uf_dir && store_find_name(t, ux->ux_id, todir, toname, gone) < 0)
-		*gone = 0;
-	r = fsio_rename(fd->uo_dirs.ds_fd[0], fromname, td->uo_dirs.ds_fd[0], toname, false);
-	if (r == 0 && target)
-		r = uop_forget(ux, t, todir, td->uo_dirs.ds_fd[0], toname, &tf,
-			       tf.uf_dir || tf.uf_st.st_nlink <= 1);
-	if (r == 0)
-		r = uop_moved(ux, t, ino, fromdir, fromname, todir, toname);
-	return r;
-}
-
-int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname,
-		 uint64_t todir, const char *toname, struct stat *frompre, struct stat *frompost,
-		 struct stat *topre, struct stat *topost)
-{
-	struct store_txn *t;
-	struct uobj fd, td;
-	uint64_t gone = 0;
-	int r, sfd, tfd;
-
-	uobj_init(&fd);
-	uobj_init(&td);
-	r = uname_check(fromname);
-	if (r == 0)
-		r = uname_check(toname);
-	if (r == 0 && (uname_dot(fromname) || uname_dot(toname)))
-		r = -EINVAL;
-	if (r == 0 && uname_hidden(fromdir, fromname))
-		r = -ENOENT;
-	if (r == 0 && uname_hidden(todir, toname))
-		r = -EACCES;
-	if (r == 0)
-		r = uop_dir(ux, fromdir, &fd);
-	if (r == 0)
-		r = uop_dir(ux, todir, &td);
-	if (r == 0) {
-		uop_out(ux, &fd.uo_st, fromdir, frompre);
-		uop_out(ux, &td.uo_st, todir, topre);
-		r = uop_begin(ux, &t);
-	}
-	if (r == 0)
-		r = uop_end(t, uop_rename_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname,
-					      &gone));
-	if (r < 0)
-		goto out;
-	sfd = fd.uo_dirs.ds_fd[0];
-	tfd = td.uo_dirs.ds_fd[0];
-	r = fsio_fsync_dir(sfd);
-	if (r == 0 && fromdir != todir)
-		r = fsio_fsync_dir(tfd);
-	udir_invalidate(ux, fromdir);
-	udir_invalidate(ux, todir);
-	if (gone)
-		udir_invalidate(ux, gone);
-	if (r == 0 && frompost) {
-		r = fsio_stat(sfd, frompost);
-		ures_fix_stat(ux, frompost, fromdir);
-	}
-	if (r == 0 && topost) {
-		r = fsio_stat(tfd, topost);
-		ures_fix_stat(ux, topost, todir);
-	}
-out:
-	if (r < 0) {
-		uop_fail_post(ux, &fd, fromdir, frompost);
-		uop_fail_post(ux, &td, todir, topost);
-	}
-	uobj_release(&fd);
-	uobj_release(&td);
-	return r;
-}
-
 /*
  * The store side of a new link. The newest name becomes the record's own: links are
  * mostly made to keep a file while its older names go (git objects, snapshot trees), and
@@ -581,6 +468,28 @@ static int uop_linked(struct union_export *ux, struct store_txn *t, uint64_t ino
 	return r;
 }
 
+/* Links the resolved upper object o as name in upper directory fd, over a whiteout too. */
+static int uop_link_over(int fd, const struct uobj *o, const char *name)
+{
+	char tmp[64];
+	int r;
+
+	r = uop_upper_whiteout(fd, name);
+	if (r == 0)
+		return fsio_link(o->uo_pfd, o->uo_rec.si_name, fd, name);
+	if (r < 0)
+		return r;
+	r = uwh_tmp_name(tmp, sizeof(tmp));
+	if (r == 0)
+		r = fsio_link(o->uo_pfd, o->uo_rec.si_name, fd, tmp);
+	if (r == 0) {
+		r = uop_swap_in(fd, tmp, name, false);
+		if (r < 0)
+			uop_drop_tmp(fd, tmp);
+	}
+	return r;
+}
+
 int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *name,
 	       struct stat *post, struct stat *dirpre, struct stat *dirpost)
 {
@@ -592,11 +501,7 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 	uobj_init(&o);
 	uobj_init(&d);
 	uobj_init(&now);
-	r = uname_check(name);
-	if (r == 0 && uname_dot(name))
-		r = -EEXIST;
-	if (r == 0 && uname_hidden(dir, name))
-		r = -EACCES;
+	r = uop_new_name(dir, name);
 	if (r == 0 && ux->ux_ro)
 		r = -EROFS;
 	if (r == 0)
@@ -604,7 +509,13 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 	if (r == 0 && S_ISDIR(o.uo_st.st_mode))
 		r = -EPERM;
 	if (r == 0)
-		r = uop_dir(ux, dir, &d);
+		r = uop_dir(ux, dir, NULL, &d);
+	if (r == 0) {
+		/* No copy-up for a link that cannot be made. */
+		r = ures_find(ux, &d.uo_dirs, name, UFIND_STAT, &f);
+		ufound_release(&f);
+		r = r == 0 ? -EEXIST : r == -ENOENT ? 0 : r;
+	}
 	if (r == 0 && o.uo_rec.si_branch != 0)
 		r = ucopy_up(ux, &o);
 	if (r < 0)
@@ -622,7 +533,7 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 	if (r == 0 && now.uo_rec.si_branch != 0)
 		r = -ESTALE;
 	if (r == 0)
-		r = fsio_link(now.uo_pfd, now.uo_rec.si_name, upfd, name);
+		r = uop_link_over(upfd, &now, name);
 	if (r == 0)
 		r = uop_linked(ux, t, ino, dir, name);
 	r = uop_end(t, r);

@@ -7,73 +7,19 @@
  * a directory is whatever directory sits at its path, and the record follows it.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fsio.h"
 #include "uint.h"
 
-void ufound_release(struct ufound *f)
-{
-	uds_release(&f->uf_dirs);
-}
-
-int ures_find(struct union_export *ux, const struct udirset *parent, const char *name,
-	      int flags, struct ufound *f)
-{
-	bool found = false, merging = false;
-	int r;
-
-	memset(f, 0, sizeof(*f));
-	uds_init(&f->uf_dirs);
-	for (int i = 0; i < parent->ds_n; i++) {
-		struct stat st;
-		int fd;
-
-		r = fsio_statat(parent->ds_fd[i], name, &st);
-		/*
-		 * A mount point inside a branch is not crossed: inode numbers are only unique
-		 * within one file system, and the map keys objects by them.
-		 */
-		if (r == -ENOENT || (r == 0 && st.st_dev != ux->ux_dev[parent->ds_branch[i]]))
-			continue;
-		if (r < 0)
-			goto fail;
-		if (found) {
-			f->uf_below = true;
-			f->uf_below_dir |= S_ISDIR(st.st_mode);
-		} else {
-			found = true;
-			f->uf_dir = merging = S_ISDIR(st.st_mode);
-			f->uf_branch = parent->ds_branch[i];
-			f->uf_pidx = i;
-			f->uf_st = st;
-		}
-		if (merging && !S_ISDIR(st.st_mode))
-			merging = false; /* a lower non-directory ends the merge */
-		if (merging && !(flags & UFIND_STAT)) {
-			r = fsio_open_dir(parent->ds_fd[i], name, &fd);
-			if (r < 0)
-				goto fail;
-			f->uf_dirs.ds_fd[f->uf_dirs.ds_n] = fd;
-			f->uf_dirs.ds_branch[f->uf_dirs.ds_n++] = parent->ds_branch[i];
-		}
-		if (!merging && !(flags & UFIND_BELOW))
-			break;
-		if ((flags & UFIND_STAT) && !(flags & UFIND_BELOW))
-			break;
-	}
-	return found ? 0 : -ENOENT;
-fail:
-	ufound_release(f);
-	return r;
-}
-
 void uobj_init(struct uobj *o)
 {
 	memset(&o->uo_rec, 0, sizeof(o->uo_rec));
 	uds_init(&o->uo_dirs);
 	o->uo_pfd = o->uo_fd = o->uo_upfd = -1;
+	o->uo_origin = NULL;
 }
 
 void uobj_release(struct uobj *o)
@@ -83,6 +29,31 @@ void uobj_release(struct uobj *o)
 	fsio_close(o->uo_fd);
 	fsio_close(o->uo_upfd);
 	o->uo_pfd = o->uo_fd = o->uo_upfd = -1;
+	free(o->uo_origin);
+	o->uo_origin = NULL;
+}
+
+/*
+ * The origin of a child directory: where its lower copies are, given its parent's. A
+ * redirect on the child's upper copy replaces the path ("/a/b") or the last name ("b").
+ */
+static int ures_origin_step(char *path, const char *name, const char *redirect)
+{
+	size_t len = strlen(path);
+
+	if (redirect && redirect[0] == '/') {
+		if (strlen(redirect) >= PATH_MAX)
+			return -ENAMETOOLONG;
+		strcpy(path, redirect);
+		return 0;
+	}
+	if (redirect)
+		name = redirect;
+	if (len + 1 + strlen(name) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	path[len] = '/';
+	strcpy(path + len + 1, name);
+	return 0;
 }
 
 /* Store reads go through the caller's write transaction, or a read one of our own. */
@@ -206,9 +177,9 @@ static int ures_rekey(struct union_export *ux, struct store_txn *wtxn,
 	return r == -ENOENT ? -ESTALE : r;
 }
 
-/* Walks one directory level down: set becomes the copies of name. */
+/* Walks one directory level down: set becomes the copies of name; opath follows. */
 static int ures_step(struct union_export *ux, struct udirset *set, uint64_t pino,
-		     const char *name, int flags)
+		     const char *name, int flags, char *opath)
 {
 	struct ufound f;
 	int r;
@@ -216,6 +187,8 @@ static int ures_step(struct union_export *ux, struct udirset *set, uint64_t pino
 	r = ures_find(ux, set, name, 0, &f);
 	if (r == -ENOENT || (r == 0 && !f.uf_dir))
 		r = -ESTALE;
+	if (r == 0 && opath)
+		r = ures_origin_step(opath, name, f.uf_redirect);
 	if (r == 0 && (flags & URES_UPPER) && f.uf_dirs.ds_branch[0] != 0)
 		r = ucopy_dir(ux, pino, set, name, &f);
 	if (r < 0) {
@@ -224,6 +197,8 @@ static int ures_step(struct union_export *ux, struct udirset *set, uint64_t pino
 	}
 	uds_release(set);
 	*set = f.uf_dirs;
+	uds_init(&f.uf_dirs);
+	ufound_release(&f);
 	return 0;
 }
 
@@ -245,6 +220,8 @@ static int ures_final_dir(struct union_export *ux, struct store_txn *wtxn, int f
 	}
 	if (r == 0)
 		r = fsio_stat(f->uf_dirs.ds_fd[0], &o->uo_st);
+	if (r == 0 && o->uo_origin)
+		r = ures_origin_step(o->uo_origin, o->uo_rec.si_name, f->uf_redirect);
 	if (r == 0) {
 		o->uo_dirs = f->uf_dirs;
 		uds_init(&f->uf_dirs);
@@ -281,12 +258,19 @@ int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, 
 	int r;
 
 	uobj_init(o);
-	uds_init(&f.uf_dirs);
+	ufound_init(&f);
 	if (ux->ux_ro)
 		flags &= ~URES_UPPER;
 	r = uchain_load(ux, wtxn, ino, &o->uo_rec, &c);
 	if (r < 0)
 		return r;
+	if (flags & URES_ORIGIN) {
+		o->uo_origin = calloc(1, PATH_MAX);
+		if (!o->uo_origin) {
+			uchain_free(&c);
+			return -ENOMEM;
+		}
+	}
 	uds_root(ux, &set);
 	if (c.uc_n == 0) {
 		r = fsio_stat(ux->ux_rootfd[0], &o->uo_st);
@@ -295,7 +279,8 @@ int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, 
 		goto out;
 	}
 	for (int k = c.uc_n - 1; k >= 1 && r == 0; k--)
-		r = ures_step(ux, &set, c.uc_recs[k].si_parent, c.uc_recs[k].si_name, flags);
+		r = ures_step(ux, &set, c.uc_recs[k].si_parent, c.uc_recs[k].si_name, flags,
+			      o->uo_origin);
 	if (r == 0)
 		r = ures_find(ux, &set, o->uo_rec.si_name, 0, &f);
 	if (r == -ENOENT)

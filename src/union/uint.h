@@ -57,7 +57,8 @@ struct ufound {
 	struct stat uf_st;       /* lstat of the topmost copy (real st_ino) */
 	struct udirset uf_dirs;  /* directories (unless UFIND_STAT): every merged copy */
 	bool uf_below;           /* UFIND_BELOW: a branch below the topmost has the name too */
-	bool uf_below_dir;       /* ... and one of those is a directory */
+	bool uf_below_dir;       /* ... and the first of those is a directory */
+	char *uf_redirect;       /* directories: the upper copy's redirect, if any (malloc) */
 };
 
 enum {
@@ -65,10 +66,16 @@ enum {
 	UFIND_BELOW = 1 << 1,    /* look at every branch to fill uf_below */
 };
 
+void ufound_init(struct ufound *f);
 void ufound_release(struct ufound *f);
-/* Looks name up in the copies of a directory, union style. -ENOENT when absent. */
+/*
+ * Looks name up in the copies of a directory, union style (find.c): -ENOENT when absent
+ * or hidden by a whiteout. f is initialised either way; release it.
+ */
 int ures_find(struct union_export *ux, const struct udirset *parent, const char *name,
 	      int flags, struct ufound *f);
+/* Whether any lower copy of the directory has an entry name, hidden or not. */
+bool ures_lower_has(struct union_export *ux, const struct udirset *parent, const char *name);
 
 /* A resolved object. */
 struct uobj {
@@ -78,10 +85,12 @@ struct uobj {
 	int uo_pfd;                  /* non-directories: O_PATH of the parent copy holding it */
 	int uo_fd;                   /* non-directories: O_PATH of the object itself */
 	int uo_upfd;                 /* non-directories: O_PATH of the parent's upper copy, or -1 */
+	char *uo_origin;             /* URES_ORIGIN: where its lower copies are, "/a/b" (malloc) */
 };
 
 enum {
 	URES_UPPER = 1 << 0,     /* make sure the directory (or a file's parent) is in the upper */
+	URES_ORIGIN = 1 << 1,    /* directories: fill uo_origin */
 };
 
 void uobj_init(struct uobj *o);
@@ -112,8 +121,37 @@ void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino)
 /* Name checks: 0, -EINVAL ("", '/'), -ENAMETOOLONG. */
 int uname_check(const char *name);
 bool uname_dot(const char *name);
-/* Internal names that clients never see. */
+/* Internal names that clients never see: the work directory and every marker name. */
 bool uname_hidden(uint64_t dir, const char *name);
+
+/* Markers (whiteout.c). */
+#define UWH_PREFIX ".wh."
+#define UWH_OPAQUE ".wh..wh..opq"
+/* Temporary names in upper directories; marker names, so never visible. */
+#define UWH_TMP_PREFIX ".wh..unionnfsd."
+
+/* Whether name is a marker name (".wh.*"), which clients never see or make. */
+bool uwh_marker(const char *name);
+/* Whether the object st at name in dirfd is an overlayfs whiteout. */
+bool uwh_is_whiteout(int dirfd, const char *name, const struct stat *st);
+/* Whether dirfd holds the OCI whiteout ".wh.<name>". */
+bool uwh_oci(int dirfd, const char *name);
+/*
+ * The markers of the directory dirfd (an O_PATH fd): opaque, or else a redirect (malloc,
+ * NULL when none; malformed ones are ignored).
+ */
+int uwh_dir_read(int dirfd, bool *opaque, char **redirect);
+/* Makes a whiteout at name, which must not exist, with the caller's identity if possible. */
+int uwh_make(int dirfd, const char *name);
+/* Marks a directory opaque, or sets its redirect (name "" for dirfd itself); as root. */
+int uwh_set_opaque(int dirfd, const char *name);
+int uwh_set_redirect(int dirfd, const char *name, const char *path);
+/* A fresh temporary name (UWH_TMP_PREFIX...). */
+int uwh_tmp_name(char *buf, size_t len);
+/* Whether an xattr is overlay metadata, never copied or shown. */
+bool uwh_overlay_xattr(const char *attr);
+/* Removes directory name of parentfd with the markers in it, as root; -ENOTEMPTY if more. */
+int uwh_purge_dir(int parentfd, const char *name);
 
 /* Copy-up (copyup.c). */
 /* Creates the upper copy of directory name (found as f) inside parent, whose [0] is the upper. */
@@ -126,6 +164,42 @@ int ucopy_up(struct union_export *ux, struct uobj *o);
 int udir_cache_new(struct udir_cache **out);
 void udir_cache_free(struct udir_cache *dc);
 void udir_invalidate(struct union_export *ux, uint64_t dir);
+/* 0 when the merged directory with copies ds shows no entry, else -ENOTEMPTY (or -errno). */
+int udir_empty(struct union_export *ux, const struct udirset *ds);
+
+/* Namespace changes (ops.c, shared with remove.c and rename.c). */
+void uop_out(struct union_export *ux, const struct stat *st, uint64_t ino, struct stat *out);
+/* WCC data on failure too: the directory's attributes after the attempt, if it was found. */
+void uop_fail_post(struct union_export *ux, const struct uobj *d, uint64_t dir,
+		   struct stat *post);
+/*
+ * Resolves the directory a change happens in and gives it an upper copy. The client must
+ * be allowed to change the directory before any copy is made for it, and name (unless
+ * NULL) must exist in it: a change that fails anyway copies nothing.
+ */
+int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj *d);
+int uop_begin(struct union_export *ux, struct store_txn **t);
+/* Commits t if r is 0, else aborts it; returns the outcome. */
+int uop_end(struct store_txn *t, int r);
+/* Checks a name for a new object: -EEXIST for dots, -EINVAL for markers, -EACCES for ours. */
+int uop_new_name(uint64_t dir, const char *name);
+/*
+ * The store side of a name going away from directory dir (upper copy fd): last says the
+ * object itself is gone, so its record goes and its handles become stale.
+ */
+int uop_forget(struct union_export *ux, struct store_txn *t, uint64_t dir, int fd,
+	       const char *name, const struct ufound *f, bool last);
+/* Whether the caller may remove obj from a directory dir that may have the sticky bit. */
+bool uop_sticky_ok(const struct stat *dir, const struct stat *obj);
+/*
+ * In upper directory fd, as root: tmp takes name's place, replacing what is there (a
+ * whiteout). A directory is swapped in and the whiteout it displaced removed.
+ */
+int uop_swap_in(int fd, const char *tmp, const char *name, bool dir);
+/* Removes a temporary left by a failed change, as root. */
+void uop_drop_tmp(int fd, const char *tmp);
+/* What the union saw as free at name in upper fd: 1 a whiteout, 0 nothing, -EEXIST other. */
+int uop_upper_whiteout(int fd, const char *name);
 
 /* Attribute changes on (dirfd, name); directories are (fd, "."). io.c */
 int uattr_apply(int dirfd, const char *name, const struct stat *cur,

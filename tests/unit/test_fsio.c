@@ -201,6 +201,47 @@ static void test_dir_listing(void **state)
 	fsio_dir_close(d);
 }
 
+static void test_xattrs(void **state)
+{
+	struct fx *f = *state;
+	char buf[64];
+	struct stat st;
+	size_t len;
+	int fd;
+
+	assert_int_equal(fsio_mkdir(f->fd, "d", 0755), 0);
+	assert_int_equal(fsio_symlink("d", f->fd, "l"), 0);
+	assert_int_equal(fsio_setxattr(f->fd, "d", "user.a", "one", 3), 0);
+	assert_int_equal(fsio_getxattr(f->fd, "d", "user.a", buf, sizeof(buf), &len), 0);
+	assert_int_equal(len, 3);
+	assert_memory_equal(buf, "one", 3);
+	assert_int_equal(fsio_getxattr(f->fd, "d", "user.a", buf, 1, &len), -ERANGE);
+	assert_int_equal(fsio_getxattr(f->fd, "d", "user.b", buf, sizeof(buf), &len), -ENODATA);
+	/* The directory itself through its own fd, and never through a symlink. */
+	assert_int_equal(fsio_open_dir(f->fd, "d", &fd), 0);
+	assert_int_equal(fsio_getxattr(fd, "", "user.a", buf, sizeof(buf), &len), 0);
+	assert_int_equal(fsio_listxattr(fd, "", buf, sizeof(buf), &len), 0);
+	assert_true(len >= 7);
+	assert_non_null(memmem(buf, len, "user.a", 7));
+	assert_int_equal(fsio_removexattr(fd, "", "user.a"), 0);
+	assert_int_equal(fsio_getxattr(fd, "", "user.a", buf, sizeof(buf), &len), -ENODATA);
+	fsio_close(fd);
+	assert_true(fsio_getxattr(f->fd, "l", "user.a", buf, sizeof(buf), &len) < 0);
+	assert_int_equal(fsio_getxattr(f->fd, "a/b", "user.a", buf, sizeof(buf), &len), -EINVAL);
+	/* Exchange and whiteout renames. */
+	assert_int_equal(fsio_open_file(f->fd, "f", O_CREAT | O_WRONLY, 0644, &fd), 0);
+	fsio_close(fd);
+	assert_int_equal(fsio_rename2(f->fd, "f", f->fd, "d", FSIO_EXCHANGE), 0);
+	assert_int_equal(fsio_statat(f->fd, "f", &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(fsio_rename2(f->fd, "d", f->fd, "g", FSIO_WHITEOUT), 0);
+	assert_int_equal(fsio_statat(f->fd, "d", &st), 0);
+	assert_true(S_ISCHR(st.st_mode));
+	assert_int_equal(st.st_rdev, 0);
+	assert_int_equal(fsio_statat(f->fd, "g", &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+}
+
 static void test_ids(void **state)
 {
 	struct fsio_ids ids;
@@ -236,6 +277,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_sparse, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dir_listing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_xattrs, setup, teardown),
 		cmocka_unit_test(test_ids),
 	};
 

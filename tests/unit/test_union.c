@@ -931,11 +931,8 @@ static void test_two_shadow_and_merge(void **state)
 	assert_int_equal(find_name(names, n, "l"), 1);
 	for (int i = 2; i < n; i++)
 		assert_int_equal(lk(f, d, names[i]), inos[i]);
-	/* Lower-only removal needs whiteouts (later): refused, nothing changed. */
-	assert_int_equal(union_remove(f->ux, 1, "lowonly", NULL, NULL), -EROFS);
-	assert_int_equal(union_remove(f->ux, 1, "both", NULL, NULL), -EROFS);
-	assert_int_equal(union_rename(f->ux, 1, "lowonly", 1, "z", NULL, NULL, NULL, NULL), -EROFS);
-	assert_int_equal(union_rmdir(f->ux, 1, "d", NULL, NULL), -EROFS);
+	/* A merged directory with entries in it is not empty, whichever branch has them. */
+	assert_int_equal(union_rmdir(f->ux, 1, "d", NULL, NULL), -ENOTEMPTY);
 	assert_int_equal(union_create(f->ux, 1, "lowonly", UNION_GUARDED, &no_sa, NULL, &ino, &st,
 				      NULL, NULL), -EEXIST);
 }
@@ -1033,7 +1030,12 @@ static void test_two_copy_up(void **state)
 	assert_int_equal(union_getattr(f->ux, a, &st), 0);
 	/* Pure-upper objects in a merged directory are plain to remove. */
 	assert_int_equal(union_remove(f->ux, d, "sym2", NULL, NULL), 0);
-	assert_int_equal(union_remove(f->ux, d, "file", NULL, NULL), -EROFS);
+	/* A copied-up one leaves a whiteout, and the lower copy stays hidden. */
+	assert_int_equal(union_remove(f->ux, d, "file", NULL, NULL), 0);
+	assert_int_equal(union_lookup(f->ux, d, "file", &ino, &st), -ENOENT);
+	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
+	get_file(f->lo, "d/file", buf, sizeof(buf));
+	assert_string_equal(buf, "lower data");
 }
 
 static void test_two_rename_and_dirs(void **state)
@@ -1058,18 +1060,18 @@ static void test_two_rename_and_dirs(void **state)
 	assert_string_equal(buf, "upper");
 	get_file(f->lo, "target", buf, sizeof(buf));
 	assert_string_equal(buf, "lower");
-	/* Directories over lower directories would merge: not without opaque dirs. */
 	d = mk_dir(f, 1, "newdir");
-	assert_int_equal(union_rename(f->ux, 1, "newdir", 1, "ldir2", NULL, NULL, NULL, NULL),
-			 -EROFS);
 	assert_int_equal(union_rename(f->ux, 1, "newdir", 1, "target", NULL, NULL, NULL, NULL),
 			 -ENOTDIR);
 	assert_int_equal(union_rename(f->ux, 1, "target", 1, "ldir2", NULL, NULL, NULL, NULL),
-			 -EROFS); /* the lower "target" would show through */
+			 -EISDIR);
+	/* A new directory over an empty lower one takes its name. */
+	assert_int_equal(union_rename(f->ux, 1, "newdir", 1, "ldir2", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(lk(f, 1, "ldir2"), d);
+	assert_int_equal(union_lookup(f->ux, 1, "newdir", &ino, &st), -ENOENT);
 	mk_file(f, 1, "b");
 	assert_int_equal(union_rename(f->ux, 1, "b", 1, "ldir2", NULL, NULL, NULL, NULL),
 			 -EISDIR);
-	assert_int_equal(lk(f, 1, "newdir"), d);
 	/* setattr on a lower directory copies the directory alone. */
 	ld = lk(f, 1, "ldir");
 	assert_int_equal(union_setattr(f->ux, ld, &sa, NULL, NULL, &st), 0);

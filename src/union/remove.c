@@ -1,0 +1,146 @@
+/*
+ * Remove and rmdir.
+ *
+ * A name only the upper has is simply removed. A name a lower branch shows (or would show
+ * once the upper's copy is gone) is replaced by a whiteout in one rename, never removed
+ * first, so a crash cannot bring the lower object back. A merged directory may go when
+ * all that is left in it are whiteouts: the upper copy goes with them, swapped for a
+ * whiteout in one rename.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "fsio.h"
+#include "log.h"
+#include "uint.h"
+
+/* Puts a whiteout where the upper object name is, in one rename; the object goes. */
+static int urm_whiteout_over(int fd, const char *name, bool dir)
+{
+	char tmp[64];
+	int r;
+
+	r = uwh_tmp_name(tmp, sizeof(tmp));
+	if (r == 0)
+		r = uwh_make(fd, tmp);
+	if (r < 0)
+		return r;
+	/* With the client's identity: the kernel checks it may remove name. */
+	r = fsio_rename2(fd, tmp, fd, name, dir ? FSIO_EXCHANGE : 0);
+	if (r < 0) {
+		uop_drop_tmp(fd, tmp);
+		return r;
+	}
+	/* The name is settled; what is left over is only hidden clutter. */
+	if (dir && uwh_purge_dir(fd, tmp) < 0)
+		log_warn("could not remove %s (a removed directory's whiteouts)", tmp);
+	return 0;
+}
+
+/* Removes an upper directory no lower branch has; whiteouts in it go along. */
+static int urm_rmdir_upper(int fd, const char *name)
+{
+	char tmp[64];
+	int r;
+
+	r = fsio_unlink(fd, name, true);
+	if (r != -ENOTEMPTY && r != -EEXIST)
+		return r;
+	/* Only markers are left (the union showed it empty): move it aside at once. */
+	r = uwh_tmp_name(tmp, sizeof(tmp));
+	if (r == 0)
+		r = fsio_rename(fd, name, fd, tmp, true);
+	if (r == 0 && uwh_purge_dir(fd, tmp) < 0)
+		log_warn("could not remove %s (a removed directory's whiteouts)", tmp);
+	return r;
+}
+
+/* Inside the write transaction: removes name from directory d (which has an upper copy). */
+static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
+		   const struct uobj *d, const char *name, bool rmdir, uint64_t *gone)
+{
+	int upfd = d->uo_dirs.ds_fd[0];
+	struct ufound f;
+	bool whiteout, last;
+	int r;
+
+	r = ures_find(ux, &d->uo_dirs, name, UFIND_BELOW | (rmdir ? 0 : UFIND_STAT), &f);
+	if (r < 0)
+		return r;
+	if (rmdir && !f.uf_dir)
+		r = -ENOTDIR;
+	else if (!rmdir && f.uf_dir)
+		r = -EISDIR;
+	else if (rmdir)
+		r = udir_empty(ux, &f.uf_dirs);
+	if (r < 0)
+		goto out;
+	whiteout = f.uf_branch != 0 || f.uf_below;
+	if (rmdir && store_find_name(t, ux->ux_id, dir, name, gone) < 0)
+		*gone = 0;
+	if (f.uf_branch == 0 && !whiteout) {
+		r = rmdir ? urm_rmdir_upper(upfd, name) : fsio_unlink(upfd, name, false);
+	} else if (f.uf_branch == 0) {
+		r = urm_whiteout_over(upfd, name, rmdir);
+	} else {
+		/* Nothing of it in the upper: the kernel sees a create, so check as unlink would. */
+		r = uop_sticky_ok(&d->uo_st, &f.uf_st) ? uwh_make(upfd, name) : -EPERM;
+	}
+	last = rmdir || f.uf_st.st_nlink <= 1;
+	if (r == 0)
+		r = uop_forget(ux, t, dir, upfd, name, &f, last);
+out:
+	ufound_release(&f);
+	return r;
+}
+
+static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, bool rmdir,
+		      struct stat *dirpre, struct stat *dirpost)
+{
+	struct store_txn *t;
+	struct uobj d;
+	uint64_t gone = 0;
+	int r;
+
+	uobj_init(&d);
+	r = uname_check(name);
+	if (r == 0 && uname_dot(name))
+		r = rmdir && !strcmp(name, ".") ? -EINVAL : -EACCES;
+	if (r == 0 && uname_hidden(dir, name))
+		r = -ENOENT;
+	if (r == 0)
+		r = uop_dir(ux, dir, name, &d);
+	if (r == 0) {
+		uop_out(ux, &d.uo_st, dir, dirpre);
+		r = uop_begin(ux, &t);
+	}
+	if (r == 0)
+		r = uop_end(t, urm_txn(ux, t, dir, &d, name, rmdir, &gone));
+	if (r < 0)
+		goto out;
+	r = fsio_fsync_dir(d.uo_dirs.ds_fd[0]);
+	udir_invalidate(ux, dir);
+	if (gone)
+		udir_invalidate(ux, gone);
+	if (r == 0 && dirpost) {
+		r = fsio_stat(d.uo_dirs.ds_fd[0], dirpost);
+		ures_fix_stat(ux, dirpost, dir);
+	}
+out:
+	if (r < 0)
+		uop_fail_post(ux, &d, dir, dirpost);
+	uobj_release(&d);
+	return r;
+}
+
+int union_remove(struct union_export *ux, uint64_t dir, const char *name,
+		 struct stat *dirpre, struct stat *dirpost)
+{
+	return urm_unlink(ux, dir, name, false, dirpre, dirpost);
+}
+
+int union_rmdir(struct union_export *ux, uint64_t dir, const char *name,
+		struct stat *dirpre, struct stat *dirpost)
+{
+	return urm_unlink(ux, dir, name, true, dirpre, dirpost);
+}

@@ -1,0 +1,289 @@
+/*
+ * Rename, in every combination of layers, keeping the object's ino.
+ *
+ * The source is brought to the upper first: a lower file is copied up; a lower or merged
+ * directory gets an upper copy of itself alone, with a redirect to where its lower copies
+ * are, so its contents follow it without a recursive copy (overlayfs's redirect_dir). The
+ * move is then one rename in the upper that leaves a whiteout at the old name when a lower
+ * branch has it, and replaces whatever is at the new name, a whiteout included. A
+ * directory moved over a name a lower branch has is made opaque unless it carries a
+ * redirect, so that lower directory does not merge into it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsio.h"
+#include "log.h"
+#include "uint.h"
+
+/* The store side: the object keeps its ino under its new name. */
+static int urn_moved(struct union_export *ux, struct store_txn *t, uint64_t ino,
+		     uint64_t fromdir, const char *fromname, uint64_t todir, const char *toname)
+{
+	struct store_inode rec;
+	int r;
+
+	r = store_get(t, ux->ux_id, ino, &rec);
+	if (r < 0)
+		return r;
+	if (rec.si_parent == fromdir && !strcmp(rec.si_name, fromname)) {
+		rec.si_parent = todir;
+		strcpy(rec.si_name, toname);
+		return store_update(t, ux->ux_id, &rec);
+	}
+	r = store_del_name(t, ux->ux_id, fromdir, fromname);
+	if (r == 0 || r == -ENOENT)
+		r = store_add_name(t, ux->ux_id, todir, toname, ino);
+	return r;
+}
+
+/* Before the transaction (copy-up takes its own): a lower non-directory source goes up. */
+static int urn_copy_source(struct union_export *ux, uint64_t fromdir, const struct uobj *fd,
+			   const char *fromname)
+{
+	struct ufound f;
+	struct uobj o;
+	uint64_t ino;
+	int r;
+
+	uobj_init(&o);
+	r = ures_map(ux, NULL, fromdir, &fd->uo_dirs, fromname, UFIND_STAT, &f, &ino);
+	if (r < 0)
+		return r;
+	if (!f.uf_dir && f.uf_branch != 0) {
+		r = ures_resolve(ux, NULL, ino, 0, &o);
+		if (r == 0)
+			r = ucopy_up(ux, &o);
+	}
+	ufound_release(&f);
+	uobj_release(&o);
+	return r;
+}
+
+/*
+ * Gives directory ino an upper copy of its own and the marker that keeps its contents
+ * right at its new place: a redirect to its lower copies, or opacity over a lower name.
+ */
+static int urn_dir_marks(struct union_export *ux, struct store_txn *t, uint64_t ino,
+			 const struct uobj *td, const char *toname)
+{
+	char *redirect = NULL;
+	struct uobj so;
+	bool opaque;
+	int r, fd;
+
+	r = ures_resolve(ux, t, ino, URES_UPPER | URES_ORIGIN, &so);
+	if (r == 0 && so.uo_dirs.ds_branch[0] != 0)
+		r = -EROFS;
+	if (r < 0)
+		goto out;
+	fd = so.uo_dirs.ds_fd[0];
+	r = uwh_dir_read(fd, &opaque, &redirect);
+	if (r < 0 || opaque)
+		goto out;
+	if (so.uo_dirs.ds_n > 1 || redirect) {
+		/* Always absolute: a plain name would mean a sibling at the new place. */
+		if (!redirect || strcmp(redirect, so.uo_origin))
+			r = uwh_set_redirect(fd, "", so.uo_origin);
+	} else if (ures_lower_has(ux, &td->uo_dirs, toname)) {
+		r = uwh_set_opaque(fd, "");
+	} else {
+		goto out;
+	}
+	if (r == 0)
+		r = fsio_fsync_dir(fd);
+out:
+	free(redirect);
+	uobj_release(&so);
+	return r;
+}
+
+/*
+ * An upper directory at the target holds whiteouts, so the kernel would not replace it:
+ * swap a whiteout in for it (the name stays hidden below) and keep it at *tmp.
+ */
+static int urn_clear_target(int fd, const char *toname, char *tmp, size_t len)
+{
+	int r;
+
+	r = uwh_tmp_name(tmp, len);
+	if (r == 0)
+		r = uwh_make(fd, tmp);
+	if (r < 0)
+		return r;
+	r = fsio_rename2(fd, tmp, fd, toname, FSIO_EXCHANGE);
+	if (r < 0)
+		uop_drop_tmp(fd, tmp);
+	return r;
+}
+
+/*
+ * The move itself, with the client's identity so the kernel checks it; over a whiteout
+ * owned by someone else in a sticky directory, as root once the source side is checked.
+ */
+static int urn_move(int ffd, const char *fromname, int tfd, const char *toname, bool dir,
+		    bool over_wh, bool whiteout, const struct stat *fromst,
+		    const struct stat *srcst)
+{
+	unsigned how = whiteout ? FSIO_WHITEOUT : 0;
+	struct fsio_ids ids;
+	int r;
+
+	/* A directory cannot replace a whiteout: swap them, the whiteout lands at the source. */
+	if (dir && over_wh)
+		how = FSIO_EXCHANGE;
+	r = fsio_rename2(ffd, fromname, tfd, toname, how);
+	if (r == -EPERM && over_wh && uop_sticky_ok(fromst, srcst)) {
+		fsio_become_root(&ids);
+		r = fsio_rename2(ffd, fromname, tfd, toname, how);
+		fsio_restore(&ids);
+	}
+	if (r == 0 && dir && over_wh && !whiteout) {
+		fsio_become_root(&ids);
+		r = fsio_unlink(ffd, fromname, false);
+		fsio_restore(&ids);
+		if (r < 0) /* the whiteout would hide nothing: harmless, but say so */
+			log_warn("a stray whiteout was left at %s: %s", fromname, strerror(-r));
+		r = 0;
+	}
+	return r;
+}
+
+/* The target: whether it may be replaced, and whether it is the source itself. */
+static int urn_target(const struct ufound *sf, const struct ufound *tf, uint64_t sino,
+		      uint64_t tino)
+{
+	if (sino == tino)
+		return 1; /* the same object: rename does nothing */
+	if (sf->uf_dir && !tf->uf_dir)
+		return -ENOTDIR;
+	if (!sf->uf_dir && tf->uf_dir)
+		return -EISDIR;
+	return 0;
+}
+
+/* Inside the write transaction: moves fromname of fd to toname of td. */
+static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdir,
+		   const struct uobj *fd, const char *fromname, uint64_t todir,
+		   const struct uobj *td, const char *toname, uint64_t *gone)
+{
+	int ffd = fd->uo_dirs.ds_fd[0], tfd = td->uo_dirs.ds_fd[0];
+	struct ufound sf, tf;
+	bool target, whiteout, over_wh, cleared = false;
+	uint64_t sino, tino = 0;
+	char tmp[64];
+	int r;
+
+	ufound_init(&tf);
+	r = ures_map(ux, t, fromdir, &fd->uo_dirs, fromname, UFIND_STAT | UFIND_BELOW, &sf, &sino);
+	if (r < 0)
+		return r;
+	r = ures_map(ux, t, todir, &td->uo_dirs, toname, 0, &tf, &tino);
+	target = r == 0;
+	if (r == -ENOENT)
+		r = 0;
+	if (r == 0 && target)
+		r = urn_target(&sf, &tf, sino, tino);
+	if (r == 0 && target && tf.uf_dir)
+		r = udir_empty(ux, &tf.uf_dirs);
+	if (r == 0 && !sf.uf_dir && sf.uf_branch != 0)
+		r = -ESTALE; /* copied up before, replaced since */
+	if (r != 0)
+		goto out;
+	whiteout = sf.uf_branch != 0 || sf.uf_below;
+	if (sf.uf_dir)
+		r = urn_dir_marks(ux, t, sino, td, toname);
+	if (r == 0 && target && tf.uf_dir && tf.uf_branch == 0) {
+		r = urn_clear_target(tfd, toname, tmp, sizeof(tmp));
+		cleared = r == 0;
+	}
+	if (r == 0)
+		r = uop_upper_whiteout(tfd, toname);
+	if (r == -EEXIST && target && tf.uf_branch == 0)
+		r = 0; /* an upper object to replace */
+	if (r < 0)
+		goto out;
+	over_wh = r == 1;
+	r = urn_move(ffd, fromname, tfd, toname, sf.uf_dir, over_wh, whiteout, &fd->uo_st,
+		     &sf.uf_st);
+	if (r < 0 && cleared)
+		fsio_rename2(tfd, tmp, tfd, toname, FSIO_EXCHANGE); /* put the target back */
+	if (r < 0)
+		goto out;
+	if (cleared && uwh_purge_dir(tfd, tmp) < 0)
+		log_warn("could not remove %s (a replaced directory's whiteouts)", tmp);
+	if (target && tf.uf_dir)
+		*gone = tino;
+	if (target)
+		r = uop_forget(ux, t, todir, tfd, toname, &tf,
+			       tf.uf_dir || tf.uf_st.st_nlink <= 1);
+	if (r == 0)
+		r = urn_moved(ux, t, sino, fromdir, fromname, todir, toname);
+out:
+	ufound_release(&sf);
+	ufound_release(&tf);
+	return r < 0 ? r : 0;
+}
+
+int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname,
+		 uint64_t todir, const char *toname, struct stat *frompre, struct stat *frompost,
+		 struct stat *topre, struct stat *topost)
+{
+	struct store_txn *t;
+	struct uobj fd, td;
+	uint64_t gone = 0;
+	int r, sfd, tfd;
+
+	uobj_init(&fd);
+	uobj_init(&td);
+	r = uname_check(fromname);
+	if (r == 0)
+		r = uname_check(toname);
+	if (r == 0 && (uname_dot(fromname) || uname_dot(toname)))
+		r = -EINVAL;
+	if (r == 0 && uname_hidden(fromdir, fromname))
+		r = -ENOENT;
+	if (r == 0 && uname_hidden(todir, toname))
+		r = uwh_marker(toname) ? -EINVAL : -EACCES;
+	if (r == 0)
+		r = uop_dir(ux, fromdir, fromname, &fd);
+	if (r == 0)
+		r = uop_dir(ux, todir, NULL, &td);
+	if (r == 0)
+		r = urn_copy_source(ux, fromdir, &fd, fromname);
+	if (r == 0) {
+		uop_out(ux, &fd.uo_st, fromdir, frompre);
+		uop_out(ux, &td.uo_st, todir, topre);
+		r = uop_begin(ux, &t);
+	}
+	if (r == 0)
+		r = uop_end(t, urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, &gone));
+	if (r < 0)
+		goto out;
+	sfd = fd.uo_dirs.ds_fd[0];
+	tfd = td.uo_dirs.ds_fd[0];
+	r = fsio_fsync_dir(sfd);
+	if (r == 0 && fromdir != todir)
+		r = fsio_fsync_dir(tfd);
+	udir_invalidate(ux, fromdir);
+	udir_invalidate(ux, todir);
+	if (gone)
+		udir_invalidate(ux, gone);
+	if (r == 0 && frompost) {
+		r = fsio_stat(sfd, frompost);
+		ures_fix_stat(ux, frompost, fromdir);
+	}
+	if (r == 0 && topost) {
+		r = fsio_stat(tfd, topost);
+		ures_fix_stat(ux, topost, todir);
+	}
+out:
+	if (r < 0) {
+		uop_fail_post(ux, &fd, fromdir, frompost);
+		uop_fail_post(ux, &td, todir, topost);
+	}
+	uobj_release(&fd);
+	uobj_release(&td);
+	return r;
+}

@@ -1,0 +1,993 @@
+/*
+ * Union semantics against real temporary branches (2 and 3 of them): whiteouts and opaque
+ * directories in overlayfs and OCI formats in every branch, removal, creation over
+ * whiteouts, renames in every layer combination, directory renames with redirects, hard
+ * links across copy-up, branches changed by hand. Each case is checked again after the
+ * union and the store are closed and reopened (a server restart).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "store.h"
+#include "union.h"
+
+#define MAXB 3
+
+struct fx {
+	char base[64];
+	char br[MAXB][256];          /* [0] upper, then the lowers top-down */
+	char state[256];
+	char *branches[MAXB];
+	int n;
+	struct store *st;
+	struct union_export *ux;
+};
+
+static const struct union_setattr no_sa;
+
+static void fx_open(struct fx *f)
+{
+	struct export_conf ec = { 0 };
+	char err[512] = "";
+
+	if (store_open(f->state, &f->st, err, sizeof(err)) < 0)
+		fail_msg("store_open: %s", err);
+	ec.ec_name = "/u";
+	ec.ec_branches = f->branches;
+	ec.ec_nbranches = f->n;
+	if (union_open(&ec, f->st, &f->ux, err, sizeof(err)) < 0)
+		fail_msg("union_open: %s", err);
+}
+
+static void fx_close(struct fx *f)
+{
+	union_close(f->ux);
+	store_close(f->st);
+	f->ux = NULL;
+	f->st = NULL;
+}
+
+/* A server restart. */
+static void fx_restart(struct fx *f)
+{
+	fx_close(f);
+	fx_open(f);
+}
+
+static struct fx *fx_new(int n)
+{
+	static const char *const names[MAXB] = { "upper", "middle", "lower" };
+	struct fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	strcpy(f->base, "/tmp/test_union_sem.XXXXXX");
+	assert_non_null(mkdtemp(f->base));
+	snprintf(f->state, sizeof(f->state), "%s/state", f->base);
+	for (int i = 0; i < n; i++) {
+		char path[sizeof(f->br[0])];
+
+		snprintf(path, sizeof(path), "%s/%s", f->base, names[n == 2 && i == 1 ? 2 : i]);
+		strcpy(f->br[i], path);
+		assert_int_equal(mkdir(f->br[i], 0755), 0);
+		f->branches[i] = f->br[i];
+	}
+	f->n = n;
+	return f;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int setup2(void **state)
+{
+	if (geteuid() != 0)
+		skip(); /* whiteouts and trusted.* xattrs need root */
+	*state = fx_new(2);
+	return 0;
+}
+
+static int setup3(void **state)
+{
+	if (geteuid() != 0)
+		skip();
+	*state = fx_new(3);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	if (!f)
+		return 0;
+	if (f->ux)
+		fx_close(f);
+	nftw(f->base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+/* ---- building branches by hand ---- */
+
+static const char *P(struct fx *f, int b, const char *rel)
+{
+	static char buf[4][PATH_MAX];
+	static int k;
+
+	k = (k + 1) % 4;
+	assert_true(snprintf(buf[k], PATH_MAX, "%s/%s", f->br[b], rel) < PATH_MAX);
+	return buf[k];
+}
+
+static void put(struct fx *f, int b, const char *rel, const char *data)
+{
+	int fd = open(P(f, b, rel), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+	close(fd);
+}
+
+static void pdir(struct fx *f, int b, const char *rel)
+{
+	assert_int_equal(mkdir(P(f, b, rel), 0755), 0);
+}
+
+static void pwh(struct fx *f, int b, const char *rel)
+{
+	assert_int_equal(mknod(P(f, b, rel), S_IFCHR, makedev(0, 0)), 0);
+}
+
+static void pxattr(struct fx *f, int b, const char *rel, const char *attr, const char *val)
+{
+	assert_int_equal(lsetxattr(P(f, b, rel), attr, val, strlen(val), 0), 0);
+}
+
+static bool on_disk(struct fx *f, int b, const char *rel, struct stat *st)
+{
+	struct stat tmp;
+
+	return lstat(P(f, b, rel), st ? st : &tmp) == 0;
+}
+
+static bool is_wh(struct fx *f, int b, const char *rel)
+{
+	struct stat st;
+
+	return lstat(P(f, b, rel), &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == 0;
+}
+
+static bool xattr_is(struct fx *f, int b, const char *rel, const char *attr, const char *val)
+{
+	char buf[PATH_MAX];
+	ssize_t n = lgetxattr(P(f, b, rel), attr, buf, sizeof(buf) - 1);
+
+	if (n < 0)
+		return false;
+	buf[n] = '\0';
+	return !strcmp(buf, val);
+}
+
+static void disk_read(struct fx *f, int b, const char *rel, char *buf, size_t size)
+{
+	int fd = open(P(f, b, rel), O_RDONLY);
+	ssize_t n;
+
+	assert_true(fd >= 0);
+	n = read(fd, buf, size - 1);
+	assert_true(n >= 0);
+	buf[n] = '\0';
+	close(fd);
+}
+
+/* Whether an upper directory holds any of our temporary names. */
+static bool has_tmp(struct fx *f, const char *rel)
+{
+	DIR *d = opendir(P(f, 0, rel));
+	struct dirent *de;
+	bool found = false;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		found |= !strncmp(de->d_name, ".wh..unionnfsd.", 15);
+	closedir(d);
+	return found;
+}
+
+/* ---- through the union ---- */
+
+/* The ino of a slash-separated path from the root; 0 when it is not there. */
+static uint64_t walk(struct fx *f, const char *path)
+{
+	char buf[PATH_MAX], *save = NULL, *c;
+	uint64_t ino = STORE_ROOT_INO;
+	struct stat st;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		int r = union_lookup(f->ux, ino, c, &ino, &st);
+
+		if (r == -ENOENT)
+			return 0;
+		assert_int_equal(r, 0);
+		assert_int_equal(st.st_ino, ino);
+	}
+	return ino;
+}
+
+static uint64_t W(struct fx *f, const char *path)
+{
+	uint64_t ino = walk(f, path);
+
+	if (!ino)
+		fail_msg("%s: not found through the union", path);
+	return ino;
+}
+
+static void gone(struct fx *f, const char *path)
+{
+	if (walk(f, path))
+		fail_msg("%s: still visible through the union", path);
+}
+
+static mode_t type_of(struct fx *f, uint64_t ino)
+{
+	struct stat st;
+
+	assert_int_equal(union_getattr(f->ux, ino, &st), 0);
+	assert_int_equal(st.st_ino, ino);
+	return st.st_mode & S_IFMT;
+}
+
+static void rd(struct fx *f, uint64_t ino, char *buf, uint32_t size)
+{
+	uint32_t n;
+	bool eof;
+
+	assert_int_equal(union_read(f->ux, ino, 0, size - 1, buf, &n, &eof, NULL), 0);
+	buf[n] = '\0';
+}
+
+static void expect_data(struct fx *f, const char *path, const char *data)
+{
+	char buf[256];
+
+	rd(f, W(f, path), buf, sizeof(buf));
+	assert_string_equal(buf, data);
+}
+
+static void wr(struct fx *f, uint64_t ino, const char *data)
+{
+	enum union_stable c;
+	uint32_t n;
+
+	assert_int_equal(union_write(f->ux, ino, 0, (uint32_t)strlen(data), data,
+				     UNION_FILE_SYNC, &n, &c, NULL, NULL), 0);
+}
+
+struct names {
+	int n;
+	char v[64][64];
+	uint64_t ino[64];
+	mode_t type[64];
+	bool attrs;
+};
+
+static int names_add(void *ctx, const struct union_dirent *de)
+{
+	struct names *l = ctx;
+
+	if (!strcmp(de->ud_name, ".") || !strcmp(de->ud_name, ".."))
+		return 0;
+	assert_true(l->n < 64);
+	snprintf(l->v[l->n], sizeof(l->v[0]), "%s", de->ud_name);
+	l->ino[l->n] = de->ud_ino;
+	l->type[l->n] = de->ud_type;
+	if (de->ud_st)
+		assert_int_equal(de->ud_st->st_ino, de->ud_ino);
+	l->n++;
+	return 0;
+}
+
+static int names_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/*
+ * The listing of a directory as "a,b,c" (sorted), checked both ways (plain and with
+ * attributes), each entry's fileid and type equal to a lookup's.
+ */
+static const char *ls(struct fx *f, const char *path)
+{
+	static char out[4096];
+	struct names l = { 0 }, la = { 0 };
+	uint64_t dir = W(f, path);
+	bool eof;
+
+	assert_int_equal(union_readdir(f->ux, dir, 0, false, names_add, &l, &eof), 0);
+	assert_true(eof);
+	assert_int_equal(union_readdir(f->ux, dir, 0, true, names_add, &la, &eof), 0);
+	assert_int_equal(la.n, l.n);
+	for (int i = 0; i < l.n; i++) {
+		struct stat st;
+		uint64_t ino;
+
+		assert_int_equal(union_lookup(f->ux, dir, l.v[i], &ino, &st), 0);
+		assert_int_equal(ino, l.ino[i]);
+		assert_int_equal(ino, la.ino[i]);
+		assert_int_equal(st.st_mode & S_IFMT, l.type[i]);
+	}
+	qsort(l.v, (size_t)l.n, sizeof(l.v[0]), names_cmp);
+	out[0] = '\0';
+	for (int i = 0; i < l.n; i++) {
+		if (i)
+			strcat(out, ",");
+		strcat(out, l.v[i]);
+	}
+	return out;
+}
+
+static uint64_t mk(struct fx *f, const char *dirpath, const char *name)
+{
+	uint64_t ino;
+	struct stat st;
+
+	assert_int_equal(union_create(f->ux, W(f, dirpath), name, UNION_GUARDED, &no_sa, NULL,
+				      &ino, &st, NULL, NULL), 0);
+	return ino;
+}
+
+static uint64_t mkd(struct fx *f, const char *dirpath, const char *name)
+{
+	uint64_t ino;
+	struct stat st;
+
+	assert_int_equal(union_mkdir(f->ux, W(f, dirpath), name, &no_sa, &ino, &st, NULL, NULL),
+			 0);
+	return ino;
+}
+
+static int rm(struct fx *f, const char *dirpath, const char *name)
+{
+	return union_remove(f->ux, W(f, dirpath), name, NULL, NULL);
+}
+
+static int rmd(struct fx *f, const char *dirpath, const char *name)
+{
+	return union_rmdir(f->ux, W(f, dirpath), name, NULL, NULL);
+}
+
+static int mv(struct fx *f, const char *fd, const char *fn, const char *td, const char *tn)
+{
+	return union_rename(f->ux, W(f, fd), fn, W(f, td), tn, NULL, NULL, NULL, NULL);
+}
+
+/* ---- 1. reading markers ---- */
+
+/* Markers of both formats in all three branches, and what the union makes of them. */
+static void build_markers(struct fx *f)
+{
+	/* lower: the oldest layer */
+	put(f, 2, "a", "lower a");
+	put(f, 2, "b", "lower b");
+	put(f, 2, "c", "lower c");
+	put(f, 2, "keep", "lower keep");
+	pdir(f, 2, "d");
+	put(f, 2, "d/x", "");
+	pdir(f, 2, "e");
+	put(f, 2, "e/z", "");
+	put(f, 2, "f", "lower file f");
+	pdir(f, 2, "g");
+	put(f, 2, "g/k", "");
+	pdir(f, 2, "w");
+	put(f, 2, "w/old", "");
+	pdir(f, 2, "s");
+	put(f, 2, "s/deep", "");
+	put(f, 2, "s/both", "lower both");
+	/* middle: overlayfs and OCI markers over the lower */
+	pwh(f, 1, "a");
+	put(f, 1, ".wh.b", "");
+	pdir(f, 1, "d");
+	pxattr(f, 1, "d", "trusted.overlay.opaque", "y");
+	put(f, 1, "d/m", "");
+	pdir(f, 1, "e");
+	put(f, 1, "e/.wh..wh..opq", "");
+	put(f, 1, "e/n", "");
+	pdir(f, 1, "f");
+	put(f, 1, "f/q", "");
+	put(f, 1, "g", "middle file g");
+	pwh(f, 1, "w");
+	pdir(f, 1, "s");
+	put(f, 1, "s/.wh.deep", "");
+	put(f, 1, "s/both", "middle both");
+	put(f, 1, "s/.wh.both", ""); /* hides only below: the middle's own stays */
+	/* upper */
+	put(f, 0, "c", "");
+	pxattr(f, 0, "c", "user.overlay.whiteout", "y");
+	pdir(f, 0, "w");
+	put(f, 0, "w/new", "");
+	put(f, 0, "empty", "");
+	pwh(f, 0, "ghost"); /* a whiteout hiding nothing is no file either */
+}
+
+static void check_markers(struct fx *f)
+{
+	gone(f, "a");
+	gone(f, "b");
+	gone(f, "c");
+	gone(f, "ghost");
+	gone(f, ".wh.b");
+	expect_data(f, "keep", "lower keep");
+	expect_data(f, "empty", "");
+	assert_string_equal(ls(f, "/"), "d,e,empty,f,g,keep,s,w");
+	/* An opaque directory hides the lower children, in both formats. */
+	assert_string_equal(ls(f, "d"), "m");
+	gone(f, "d/x");
+	assert_string_equal(ls(f, "e"), "n");
+	gone(f, "e/z");
+	gone(f, "e/.wh..wh..opq");
+	/* A directory shadows a file below, and a file a directory. */
+	assert_int_equal(type_of(f, W(f, "f")), S_IFDIR);
+	assert_string_equal(ls(f, "f"), "q");
+	assert_int_equal(type_of(f, W(f, "g")), S_IFREG);
+	expect_data(f, "g", "middle file g");
+	/* A whiteout in the middle stops the merge of the directories around it. */
+	assert_string_equal(ls(f, "w"), "new");
+	gone(f, "w/old");
+	assert_string_equal(ls(f, "s"), "both");
+	expect_data(f, "s/both", "middle both");
+}
+
+static void test_read_markers(void **state)
+{
+	struct fx *f = *state;
+
+	build_markers(f);
+	fx_open(f);
+	check_markers(f);
+	fx_restart(f);
+	check_markers(f);
+}
+
+static void test_marker_names(void **state)
+{
+	struct fx *f = *state;
+	struct stat st;
+	uint64_t ino, a;
+
+	put(f, 1, "lf", "x");
+	fx_open(f);
+	a = mk(f, "/", "a");
+	assert_int_equal(union_create(f->ux, 1, ".wh.a", UNION_GUARDED, &no_sa, NULL, &ino, &st,
+				      NULL, NULL), -EINVAL);
+	assert_int_equal(union_create(f->ux, 1, ".wh..wh..opq", UNION_UNCHECKED, &no_sa, NULL, &ino,
+				      &st, NULL, NULL), -EINVAL);
+	assert_int_equal(union_mkdir(f->ux, 1, ".wh.d", &no_sa, &ino, &st, NULL, NULL), -EINVAL);
+	assert_int_equal(union_symlink(f->ux, 1, ".wh.s", "t", &no_sa, &ino, &st, NULL, NULL),
+			 -EINVAL);
+	assert_int_equal(union_mknod(f->ux, 1, ".wh.p", S_IFIFO, 0, &no_sa, &ino, &st, NULL,
+				     NULL), -EINVAL);
+	assert_int_equal(union_link(f->ux, a, 1, ".wh.l", NULL, NULL, NULL), -EINVAL);
+	assert_int_equal(mv(f, "/", "a", "/", ".wh.lf"), -EINVAL);
+	/* A character device 0/0 is a whiteout on disk: clients may not make one. */
+	assert_int_equal(union_mknod(f->ux, 1, "c", S_IFCHR, 0, &no_sa, &ino, &st, NULL, NULL),
+			 -EPERM);
+	assert_false(on_disk(f, 0, ".wh.a", NULL));
+	assert_false(on_disk(f, 0, ".wh.lf", NULL));
+	put(f, 0, ".wh.zz", "");
+	assert_int_equal(rm(f, "/", ".wh.zz"), -ENOENT);
+	assert_int_equal(union_lookup(f->ux, 1, ".wh.zz", &ino, &st), -ENOENT);
+	assert_string_equal(ls(f, "/"), "a,lf");
+}
+
+/* ---- 2. writing markers ---- */
+
+static void test_remove(void **state)
+{
+	struct fx *f = *state;
+	char buf[64];
+	uint64_t lo, bo;
+	struct stat st;
+
+	put(f, 1, "lowonly", "low");
+	put(f, 1, "both", "lower");
+	put(f, 0, "both", "upper");
+	put(f, 0, "pure", "pure");
+	pdir(f, 1, "ld");
+	put(f, 1, "ld/x", "");
+	fx_open(f);
+	lo = W(f, "lowonly");
+	bo = W(f, "both");
+	assert_int_equal(rm(f, "/", "lowonly"), 0);
+	assert_int_equal(rm(f, "/", "both"), 0);
+	assert_int_equal(rm(f, "/", "pure"), 0);
+	assert_int_equal(rm(f, "/", "ld"), -EISDIR);
+	assert_int_equal(rmd(f, "ld", "x"), -ENOTDIR);
+	assert_int_equal(rm(f, "/", "lowonly"), -ENOENT);
+	assert_int_equal(union_getattr(f->ux, lo, &st), -ESTALE);
+	assert_int_equal(union_getattr(f->ux, bo, &st), -ESTALE);
+	for (int pass = 0; pass < 2; pass++) {
+		gone(f, "lowonly");
+		gone(f, "both");
+		gone(f, "pure");
+		assert_string_equal(ls(f, "/"), "ld");
+		/* A whiteout where a lower has the name; nothing at all for a pure-upper one. */
+		assert_true(is_wh(f, 0, "lowonly"));
+		assert_true(is_wh(f, 0, "both"));
+		assert_false(on_disk(f, 0, "pure", NULL));
+		disk_read(f, 1, "lowonly", buf, sizeof(buf));
+		assert_string_equal(buf, "low");
+		assert_false(has_tmp(f, ""));
+		fx_restart(f);
+	}
+	/* A lower name removed inside a lower-only directory: the directory comes up alone. */
+	assert_int_equal(rm(f, "ld", "x"), 0);
+	assert_true(is_wh(f, 0, "ld/x"));
+	assert_string_equal(ls(f, "ld"), "");
+}
+
+static void test_rmdir(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d, ino;
+
+	pdir(f, 1, "d");
+	put(f, 1, "d/a", "");
+	put(f, 1, "d/b", "");
+	pdir(f, 0, "d");
+	put(f, 0, "d/u", "");
+	pdir(f, 1, "ld");
+	pdir(f, 1, "ld/sub");
+	put(f, 1, "ld/sub/x", "");
+	pdir(f, 0, "pd");
+	pwh(f, 0, "pd/stray");
+	pdir(f, 1, "t");
+	pdir(f, 1, "t/x");
+	pdir(f, 1, "t/x/y");
+	put(f, 1, "t/x/y/z", "");
+	put(f, 1, "t/x/f", "");
+	fx_open(f);
+	d = W(f, "d");
+	assert_int_equal(rmd(f, "/", "d"), -ENOTEMPTY);
+	assert_int_equal(rm(f, "d", "a"), 0);
+	assert_int_equal(rmd(f, "/", "d"), -ENOTEMPTY);
+	assert_int_equal(rm(f, "d", "b"), 0);
+	assert_int_equal(rmd(f, "/", "d"), -ENOTEMPTY); /* an upper file is left */
+	assert_int_equal(rm(f, "d", "u"), 0);
+	/* Only whiteouts remain: the upper copy goes with them, a whiteout takes its place. */
+	assert_int_equal(rmd(f, "/", "d"), 0);
+	assert_true(is_wh(f, 0, "d"));
+	assert_int_equal(union_getattr(f->ux, d, &(struct stat){ 0 }), -ESTALE);
+	/* A lower-only directory with lower entries is not empty. */
+	assert_int_equal(rmd(f, "/", "ld"), -ENOTEMPTY);
+	assert_int_equal(rm(f, "ld/sub", "x"), 0);
+	assert_int_equal(rmd(f, "ld", "sub"), 0);
+	assert_int_equal(rmd(f, "/", "ld"), 0);
+	assert_true(is_wh(f, 0, "ld"));
+	/* A pure-upper directory holding a stray whiteout goes without leaving one. */
+	assert_int_equal(rmd(f, "/", "pd"), 0);
+	assert_false(on_disk(f, 0, "pd", NULL));
+	/* rm -rf of a lower tree, bottom up. */
+	assert_int_equal(rm(f, "t/x/y", "z"), 0);
+	assert_int_equal(rmd(f, "t/x", "y"), 0);
+	assert_int_equal(rm(f, "t/x", "f"), 0);
+	assert_int_equal(rmd(f, "t", "x"), 0);
+	assert_int_equal(rmd(f, "/", "t"), 0);
+	assert_false(has_tmp(f, ""));
+	for (int pass = 0; pass < 2; pass++) {
+		assert_string_equal(ls(f, "/"), "");
+		fx_restart(f);
+	}
+	/* mkdir where a lower directory was removed: a new, empty, opaque directory. */
+	ino = mkd(f, "/", "d");
+	assert_true(ino != d);
+	mkd(f, "/", "ld");
+	mkd(f, "/", "t");
+	for (int pass = 0; pass < 2; pass++) {
+		assert_string_equal(ls(f, "d"), "");
+		assert_string_equal(ls(f, "ld"), "");
+		assert_string_equal(ls(f, "t"), "");
+		gone(f, "d/a");
+		gone(f, "t/x");
+		assert_true(xattr_is(f, 0, "d", "trusted.overlay.opaque", "y"));
+		assert_true(xattr_is(f, 0, "t", "trusted.overlay.opaque", "y"));
+		assert_int_equal(W(f, "d"), ino);
+		fx_restart(f);
+	}
+	/* ... and it is then an ordinary directory to remove again. */
+	mk(f, "d", "n");
+	assert_int_equal(rmd(f, "/", "d"), -ENOTEMPTY);
+	assert_int_equal(rm(f, "d", "n"), 0);
+	assert_int_equal(rmd(f, "/", "d"), 0);
+	assert_true(is_wh(f, 0, "d"));
+	assert_int_equal(rmd(f, "/", "keep"), -ENOENT);
+}
+
+static void test_create_over_whiteout(void **state)
+{
+	uint8_t v[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	struct fx *f = *state;
+	uint64_t ino[8], x, e, e2;
+	struct stat st;
+	char buf[64];
+	size_t len;
+
+	for (int i = 1; i <= 7; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		put(f, 1, name, "old lower data");
+	}
+	pdir(f, 1, "D");
+	put(f, 1, "D/c", "");
+	pdir(f, 1, "E");
+	put(f, 1, "E/c", "");
+	fx_open(f);
+	for (int i = 1; i <= 7; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		ino[i] = W(f, name);
+		assert_int_equal(rm(f, "/", name), 0);
+	}
+	assert_int_equal(rm(f, "D", "c"), 0);
+	assert_int_equal(rmd(f, "/", "D"), 0);
+	assert_int_equal(rm(f, "E", "c"), 0);
+	assert_int_equal(rmd(f, "/", "E"), 0);
+	x = mk(f, "/", "x");
+	wr(f, x, "xdata");
+	/* Each kind of object over a whiteout: the new object only. */
+	assert_int_equal(union_create(f->ux, 1, "f1", UNION_GUARDED, &no_sa, NULL, &e, &st, NULL,
+				      NULL), 0);
+	assert_true(e != ino[1]);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(union_symlink(f->ux, 1, "f2", "target", &no_sa, &e, &st, NULL, NULL), 0);
+	assert_int_equal(union_mknod(f->ux, 1, "f3", S_IFIFO, 0, &no_sa, &e, &st, NULL, NULL), 0);
+	assert_int_equal(union_link(f->ux, x, 1, "f4", &st, NULL, NULL), 0);
+	assert_int_equal(st.st_nlink, 2);
+	mkd(f, "/", "f5");
+	assert_int_equal(union_create(f->ux, 1, "f6", UNION_EXCLUSIVE, NULL, v, &e, &st, NULL,
+				      NULL), 0);
+	assert_int_equal(union_create(f->ux, 1, "f6", UNION_EXCLUSIVE, NULL, v, &e2, &st, NULL,
+				      NULL), 0);
+	assert_int_equal(e2, e);
+	assert_int_equal(union_create(f->ux, 1, "f7", UNION_UNCHECKED, &no_sa, NULL, &e, &st, NULL,
+				      NULL), 0);
+	mk(f, "/", "D");
+	mkd(f, "/", "E");
+	assert_false(has_tmp(f, ""));
+	for (int pass = 0; pass < 2; pass++) {
+		expect_data(f, "f1", "");
+		assert_int_equal(union_readlink(f->ux, W(f, "f2"), buf, sizeof(buf), &len, NULL), 0);
+		assert_string_equal(buf, "target");
+		assert_int_equal(type_of(f, W(f, "f3")), S_IFIFO);
+		assert_int_equal(W(f, "f4"), x);
+		expect_data(f, "f4", "xdata");
+		assert_string_equal(ls(f, "f5"), "");
+		assert_true(xattr_is(f, 0, "f5", "trusted.overlay.opaque", "y"));
+		expect_data(f, "f7", "");
+		assert_int_equal(type_of(f, W(f, "D")), S_IFREG);
+		assert_string_equal(ls(f, "E"), "");
+		assert_string_equal(ls(f, "/"), "D,E,f1,f2,f3,f4,f5,f6,f7,x");
+		fx_restart(f);
+	}
+	/* Without a whiteout, mkdir over a name only a lower has never happens (EEXIST). */
+	assert_int_equal(union_mkdir(f->ux, 1, "f1", &no_sa, &e, &st, NULL, NULL), -EEXIST);
+}
+
+/* ---- renames of files ---- */
+
+static void test_rename_files(void **state)
+{
+	struct fx *f = *state;
+	uint64_t lo1, both, pu, pu2, lt, la, lb, x, w;
+	struct stat st;
+
+	put(f, 1, "lo1", "lo1 data");
+	put(f, 1, "both", "both lower");
+	put(f, 0, "both", "both upper");
+	put(f, 0, "pu", "pu data");
+	put(f, 0, "pu2", "pu2 data");
+	put(f, 1, "lt", "lt lower");
+	put(f, 1, "la", "la data");
+	put(f, 1, "lb", "lb data");
+	put(f, 0, "x", "x data");
+	put(f, 1, "w", "w lower");
+	pdir(f, 1, "ldir");
+	put(f, 1, "ldir/old", "");
+	pdir(f, 1, "ldir2");
+	fx_open(f);
+	lo1 = W(f, "lo1");
+	both = W(f, "both");
+	pu = W(f, "pu");
+	pu2 = W(f, "pu2");
+	lt = W(f, "lt");
+	la = W(f, "la");
+	lb = W(f, "lb");
+	x = W(f, "x");
+	w = W(f, "w");
+	assert_int_equal(mv(f, "/", "lo1", "/", "n1"), 0);          /* lower only */
+	assert_int_equal(mv(f, "/", "both", "/", "n2"), 0);         /* upper over lower */
+	assert_int_equal(mv(f, "/", "pu", "/", "n3"), 0);           /* upper only */
+	assert_int_equal(mv(f, "/", "pu2", "/", "lt"), 0);          /* over a lower file */
+	assert_int_equal(mv(f, "/", "la", "/", "lb"), 0);           /* lower over lower */
+	assert_int_equal(mv(f, "/", "x", "ldir", "x"), 0);          /* into a lower dir */
+	assert_int_equal(rm(f, "/", "w"), 0);
+	assert_int_equal(mv(f, "/", "n3", "/", "w"), 0);            /* over a whiteout */
+	assert_int_equal(mv(f, "/", "n1", "/", "n1"), 0);           /* over itself */
+	assert_int_equal(mv(f, "/", "n2", "ldir2", "n2"), 0);       /* and back, via a lower dir */
+	assert_int_equal(mv(f, "ldir2", "n2", "/", "both"), 0);
+	assert_int_equal(mv(f, "/", "n1", "/", "ldir"), -EISDIR);
+	assert_int_equal(mv(f, "/", "nope", "/", "zz"), -ENOENT);
+	assert_int_equal(union_getattr(f->ux, lt, &st), -ESTALE);
+	assert_int_equal(union_getattr(f->ux, lb, &st), -ESTALE);
+	assert_false(has_tmp(f, ""));
+	for (int pass = 0; pass < 2; pass++) {
+		assert_int_equal(W(f, "n1"), lo1);
+		expect_data(f, "n1", "lo1 data");
+		assert_int_equal(W(f, "both"), both);
+		expect_data(f, "both", "both upper");
+		assert_int_equal(W(f, "w"), pu);
+		expect_data(f, "w", "pu data");
+		assert_int_equal(W(f, "lt"), pu2);
+		expect_data(f, "lt", "pu2 data");
+		assert_int_equal(W(f, "lb"), la);
+		expect_data(f, "lb", "la data");
+		assert_int_equal(W(f, "ldir/x"), x);
+		expect_data(f, "ldir/x", "x data");
+		assert_string_equal(ls(f, "/"), "both,lb,ldir,ldir2,lt,n1,w");
+		assert_string_equal(ls(f, "ldir"), "old,x");
+		assert_string_equal(ls(f, "ldir2"), "");
+		/* Whiteouts where lower names were left; none for a pure-upper one. */
+		assert_true(is_wh(f, 0, "lo1"));
+		assert_true(is_wh(f, 0, "la"));
+		assert_false(on_disk(f, 0, "pu", NULL));
+		assert_false(on_disk(f, 0, "n2", NULL));
+		assert_int_equal(union_getattr(f->ux, w, &st), -ESTALE);
+		fx_restart(f);
+	}
+}
+
+/* ---- 3. directory renames with redirects ---- */
+
+static void test_rename_dirs(void **state)
+{
+	struct fx *f = *state;
+	uint64_t A, f1, sub, g, B, bl, bu, E;
+	struct stat st;
+	char buf[64];
+
+	pdir(f, 1, "A");
+	put(f, 1, "A/f1", "f1 data");
+	pdir(f, 1, "A/sub");
+	put(f, 1, "A/sub/g", "g data");
+	pdir(f, 1, "B");
+	put(f, 1, "B/l", "l");
+	pdir(f, 0, "B");
+	put(f, 0, "B/u", "u");
+	pdir(f, 1, "full");
+	put(f, 1, "full/x", "");
+	fx_open(f);
+	A = W(f, "A");
+	f1 = W(f, "A/f1");
+	sub = W(f, "A/sub");
+	g = W(f, "A/sub/g");
+	B = W(f, "B");
+	bl = W(f, "B/l");
+	bu = W(f, "B/u");
+	/* A lower directory: only the directory is copied, with a redirect. */
+	assert_int_equal(mv(f, "/", "A", "/", "C"), 0);
+	assert_true(is_wh(f, 0, "A"));
+	assert_true(xattr_is(f, 0, "C", "trusted.overlay.redirect", "/A"));
+	assert_false(on_disk(f, 0, "C/f1", NULL));
+	assert_false(on_disk(f, 0, "C/sub", NULL));
+	/* A merged directory into a new one. */
+	mkd(f, "/", "D");
+	assert_int_equal(mv(f, "/", "B", "D", "B2"), 0);
+	assert_true(xattr_is(f, 0, "D/B2", "trusted.overlay.redirect", "/B"));
+	/* A child of a renamed directory: its redirect names its lower place, not the union's. */
+	assert_int_equal(mv(f, "C", "sub", "/", "E"), 0);
+	assert_true(xattr_is(f, 0, "E", "trusted.overlay.redirect", "/A/sub"));
+	E = sub;
+	/* Renaming a redirected directory again keeps the redirect. */
+	assert_int_equal(mv(f, "/", "C", "/", "F"), 0);
+	assert_true(xattr_is(f, 0, "F", "trusted.overlay.redirect", "/A"));
+	/* The old name is free for a new, empty directory. */
+	mkd(f, "/", "A");
+	/* Errors leave everything as it was. */
+	assert_int_equal(mv(f, "/", "F", "/", "full"), -ENOTEMPTY);
+	assert_int_equal(mv(f, "/", "F", "F", "inside"), -EINVAL);
+	assert_int_equal(mv(f, "/", "E", "F", "f1"), -ENOTDIR);
+	for (int pass = 0; pass < 2; pass++) {
+		assert_int_equal(W(f, "F"), A);
+		assert_int_equal(W(f, "F/f1"), f1);
+		assert_int_equal(W(f, "E"), E);
+		assert_int_equal(W(f, "E/g"), g);
+		assert_int_equal(W(f, "D/B2"), B);
+		assert_int_equal(W(f, "D/B2/l"), bl);
+		assert_int_equal(W(f, "D/B2/u"), bu);
+		assert_int_equal(walk(f, "E/.."), STORE_ROOT_INO);
+		expect_data(f, "F/f1", "f1 data");
+		expect_data(f, "E/g", "g data");
+		assert_string_equal(ls(f, "/"), "A,D,E,F,full");
+		assert_string_equal(ls(f, "F"), "f1");
+		assert_string_equal(ls(f, "E"), "g");
+		assert_string_equal(ls(f, "D/B2"), "l,u");
+		assert_string_equal(ls(f, "A"), "");
+		assert_string_equal(ls(f, "full"), "x");
+		gone(f, "C");
+		gone(f, "B");
+		assert_int_equal(union_getattr(f->ux, sub, &st), 0);
+		fx_restart(f);
+	}
+	/* Writing through the renamed directory copies the file up there, ino kept. */
+	wr(f, f1, "F1");
+	fx_restart(f);
+	assert_int_equal(W(f, "F/f1"), f1);
+	expect_data(f, "F/f1", "F1 data");
+	disk_read(f, 0, "F/f1", buf, sizeof(buf));
+	assert_string_equal(buf, "F1 data");
+	disk_read(f, 1, "A/f1", buf, sizeof(buf));
+	assert_string_equal(buf, "f1 data");
+	/* A pure-upper directory over an empty lower one becomes opaque. */
+	pdir(f, 1, "elow");
+	mkd(f, "/", "nd");
+	mk(f, "nd", "inside");
+	assert_int_equal(mv(f, "/", "nd", "/", "elow"), 0);
+	assert_true(xattr_is(f, 0, "elow", "trusted.overlay.opaque", "y"));
+	assert_string_equal(ls(f, "elow"), "inside");
+}
+
+/* Directories merged over three branches keep every layer's entries through a rename. */
+static void test_rename_dir_three(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, m, l;
+
+	pdir(f, 1, "A");
+	put(f, 1, "A/m", "m");
+	pdir(f, 2, "A");
+	put(f, 2, "A/l", "l");
+	put(f, 2, "A/hid", "");
+	put(f, 1, "A/.wh.hid", "");
+	fx_open(f);
+	a = W(f, "A");
+	m = W(f, "A/m");
+	l = W(f, "A/l");
+	assert_string_equal(ls(f, "A"), "l,m");
+	assert_int_equal(mv(f, "/", "A", "/", "Z"), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		assert_int_equal(W(f, "Z"), a);
+		assert_int_equal(W(f, "Z/m"), m);
+		assert_int_equal(W(f, "Z/l"), l);
+		assert_string_equal(ls(f, "Z"), "l,m");
+		assert_string_equal(ls(f, "/"), "Z");
+		fx_restart(f);
+	}
+}
+
+/* ---- OCI image layers as lowers ---- */
+
+static void test_oci_layers(void **state)
+{
+	struct fx *f = *state;
+	uint64_t keep;
+
+	/* The older layer. */
+	put(f, 2, "gone", "");
+	pdir(f, 2, "dir");
+	put(f, 2, "dir/old", "");
+	put(f, 2, "keep", "keep");
+	pdir(f, 2, "sub");
+	put(f, 2, "sub/a", "");
+	put(f, 2, "sub/b", "");
+	pdir(f, 2, "same");
+	put(f, 2, "same/lowest", "");
+	/* The newer layer, as an image unpacks it. */
+	put(f, 1, ".wh.gone", "");
+	pdir(f, 1, "dir");
+	put(f, 1, "dir/.wh..wh..opq", "");
+	put(f, 1, "dir/new", "");
+	pdir(f, 1, "sub");
+	put(f, 1, "sub/.wh.a", "");
+	pdir(f, 1, "same");
+	put(f, 1, "same/mine", "");
+	put(f, 1, ".wh.same", ""); /* replaced in this layer: its own copy shows, alone */
+	fx_open(f);
+	for (int pass = 0; pass < 2; pass++) {
+		gone(f, "gone");
+		assert_string_equal(ls(f, "/"), "dir,keep,same,sub");
+		assert_string_equal(ls(f, "dir"), "new");
+		assert_string_equal(ls(f, "sub"), "b");
+		assert_string_equal(ls(f, "same"), "mine");
+		gone(f, "dir/.wh..wh..opq");
+		gone(f, "sub/.wh.a");
+		fx_restart(f);
+	}
+	/* Changes through the union go to the upper in overlayfs format. */
+	keep = W(f, "keep");
+	assert_int_equal(rm(f, "sub", "b"), 0);
+	assert_true(is_wh(f, 0, "sub/b"));
+	assert_int_equal(rmd(f, "/", "sub"), 0);
+	assert_int_equal(mv(f, "/", "keep", "dir", "kept"), 0);
+	fx_restart(f);
+	assert_string_equal(ls(f, "/"), "dir,same");
+	assert_int_equal(W(f, "dir/kept"), keep);
+	expect_data(f, "dir/kept", "keep");
+}
+
+/* A whiteout in a middle branch (as after rotating an upper down) hides everything below. */
+static void test_middle_whiteout(void **state)
+{
+	struct fx *f = *state;
+	uint64_t ino;
+
+	put(f, 2, "f", "lowest");
+	pwh(f, 1, "f");
+	put(f, 2, "g", "lowest");
+	put(f, 1, ".wh.g", "");
+	pdir(f, 2, "m");
+	put(f, 2, "m/old", "");
+	pwh(f, 1, "m");
+	pdir(f, 0, "m");
+	put(f, 0, "m/new", "");
+	fx_open(f);
+	gone(f, "f");
+	gone(f, "g");
+	assert_string_equal(ls(f, "m"), "new");
+	/* Made again through the union: the new object only, here to stay. */
+	ino = mk(f, "/", "f");
+	mkd(f, "/", "g");
+	assert_int_equal(rm(f, "m", "new"), 0);
+	assert_int_equal(rmd(f, "/", "m"), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		assert_int_equal(W(f, "f"), ino);
+		expect_data(f, "f", "");
+		assert_string_equal(ls(f, "g"), "");
+		gone(f, "m");
+		assert_string_equal(ls(f, "/"), "f,g");
+		fx_restart(f);
+	}
+	/* No whiteout was needed for m in the upper: the middle one hides the lowest. */
+	assert_false(on_disk(f, 0, "m", NULL));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_read_markers, setup3, teardown),
+		cmocka_unit_test_setup_teardown(test_marker_names, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_remove, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_rmdir, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_create_over_whiteout, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_rename_files, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_rename_dirs, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_rename_dir_three, setup3, teardown),
+		cmocka_unit_test_setup_teardown(test_oci_layers, setup3, teardown),
+		cmocka_unit_test_setup_teardown(test_middle_whiteout, setup3, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
