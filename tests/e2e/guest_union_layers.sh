@@ -28,7 +28,7 @@ three_whiteout_mid_check() {
 three_shadow_mid_do() { :; }
 three_shadow_mid_check() {
 	ck "c (mid over base)" "$(cat $T/c 2>&1)" "mid c"
-	ck "a (base only)" "$(cat $T/a 2>&1)" "base a"
+	ck "keep (base only)" "$(cat $T/keep 2>&1)" "base keep"
 	ck "mid_only" "$(cat $T/mid_only 2>&1)" "mid only"
 	ck "f/g/gfile (deep in base)" "$(cat $T/f/g/gfile 2>&1)" "base g"
 }

@@ -299,5 +299,6 @@ kernel_complaints
 
 ROW=unmount
 row unmount
+exec 5<&- 6<&-
 umount $M || bad "umount failed"
 summary
