@@ -248,10 +248,101 @@ mknod_0_0_check() {
 	fi
 }
 
+# --- refused changes: O_EXCL create and mkdir over existing names, chmod and truncate
+#     without permission (no copy-up may follow; the host checks the upper) ---
+refused_do() {
+	fails "exists" sh -c "set -C; echo new > $M/f_excl"
+	fails "exists" mkdir $M/f_excl
+	fails "exists" mkdir $M/f_shadow
+	fails "not permitted" $H/uxattr runas 1000 1000 chmod 600 $M/f_noperm
+	fails "denied" $H/uxattr runas 1000 1000 truncate -s 0 $M/f_noperm
+	fails "denied" $H/uxattr runas 1000 1000 sh -c "echo x >> $M/f_noperm"
+}
+refused_check() {
+	ck "f_excl content" "$(cat $M/f_excl 2>&1)" excl
+	ck "f_noperm mode" "$(stat -c %a $M/f_noperm 2>&1)" 644
+	ck "f_noperm content" "$(cat $M/f_noperm 2>&1)" "no permission"
+}
+
+# --- link of a lower file: one fileid, nlink 2 ---
+link_lower_do() {
+	keep f_linksrc.ino "$(ino $M/f_linksrc)"
+	run ln $M/f_linksrc $M/f_linknew
+	fails "exists" ln $M/f_linksrc $M/f_excl
+	fails "" ln $M/dir_target $M/dir_link
+}
+link_lower_check() {
+	ck "f_linksrc fileid" "$(ino $M/f_linksrc)" "$(kept f_linksrc.ino)"
+	ck "f_linknew fileid" "$(ino $M/f_linknew)" "$(kept f_linksrc.ino)"
+	ck "f_linksrc link count" "$(stat -c %h $M/f_linksrc 2>&1)" 2
+	ck "f_linknew link count" "$(stat -c %h $M/f_linknew 2>&1)" 2
+	ck "f_linknew content" "$(cat $M/f_linknew 2>&1)" "link source"
+	gone $M/dir_link
+}
+
+# --- unlink one alias of a lower hard link: the other's nlink drops ---
+hardlink_unlink_do() {
+	keep hl_d.ino "$(ino $M/hl_d)"
+	run rm $M/hl_c
+}
+hardlink_unlink_check() {
+	gone $M/hl_c
+	ck "hl_d link count" "$(stat -c %h $M/hl_d 2>&1)" 1
+	ck "hl_d content" "$(cat $M/hl_d 2>&1)" pair
+	ck "hl_d fileid" "$(ino $M/hl_d)" "$(kept hl_d.ino)"
+}
+
+# --- renames: over an existing lower file, there and back, into a lower-only dir, inside a
+#     renamed dir ---
+rename_more_do() {
+	keep f_rsrc.ino "$(ino $M/f_rsrc)"
+	run mv $M/f_rsrc $M/f_rdst
+	keep f_rb.ino "$(ino $M/f_rb)"
+	run mv $M/f_rb $M/f_rb2
+	run mv $M/f_rb2 $M/f_rb
+	keep f_into.ino "$(ino $M/f_into)"
+	run mv $M/f_into $M/dir_target/
+	keep dir_rn2.x.ino "$(ino $M/dir_rn2/inner/x)"
+	run mv $M/dir_rn2 $M/dir_rn2b
+	run mv $M/dir_rn2b/inner/x $M/dir_rn2b/x2
+}
+rename_more_check() {
+	gone $M/f_rsrc
+	ck "f_rdst content (renamed over)" "$(cat $M/f_rdst 2>&1)" rsrc
+	ck "f_rdst fileid" "$(ino $M/f_rdst)" "$(kept f_rsrc.ino)"
+	gone $M/f_rb2
+	ck "f_rb content" "$(cat $M/f_rb 2>&1)" "rename back"
+	ck "f_rb fileid" "$(ino $M/f_rb)" "$(kept f_rb.ino)"
+	ck "dir_target listing" "$(listing $M/dir_target)" "f_into t1"
+	ck "dir_target/f_into fileid" "$(ino $M/dir_target/f_into)" "$(kept f_into.ino)"
+	gone $M/dir_rn2
+	ck "dir_rn2b listing" "$(listing $M/dir_rn2b)" "inner x2"
+	ck "dir_rn2b/inner listing" "$(listing $M/dir_rn2b/inner)" ""
+	ck "dir_rn2b/x2 fileid" "$(ino $M/dir_rn2b/x2)" "$(kept dir_rn2.x.ino)"
+	ck "dir_rn2b/x2 content" "$(cat $M/dir_rn2b/x2 2>&1)" x
+}
+
+# --- rmdir of a dir holding an upper-only file; a pure-upper file removed; mkdir -p ---
+misc_do() {
+	run rm $M/dir_mix/l
+	echo new > $M/dir_mix/new || bad "create dir_mix/new"
+	fails "not empty" rmdir $M/dir_mix
+	echo pure > $M/f_pure || bad "create f_pure"
+	run rm $M/f_pure
+	run mkdir -p $M/dir_deep/a/b/c
+	fails "Not a directory" rmdir $M/f_excl
+}
+misc_check() {
+	ck "dir_mix listing" "$(listing $M/dir_mix)" new
+	gone $M/f_pure
+	ck "dir_deep/a listing" "$(listing $M/dir_deep/a)" b
+	[ -d $M/dir_deep/a/b/c ] || bad "dir_deep/a/b/c is missing"
+}
+
 # --- readdir: exact listing, no duplicates, no markers, fileids equal to GETATTR's ---
 readdir_do() { :; }
 readdir_check() {
-	want="dir_notempty dir_rename dir_renamed dir_rmrf dir_setattr dof f_append f_chmod f_getattr f_middle f_otrunc f_recreate f_renamed f_shadow f_symover f_trunc fod hl_a hl_b merged sparse sym_lower"
+	want="dir_deep dir_mix dir_notempty dir_rename dir_renamed dir_rmrf dir_rn2b dir_setattr dir_target dof f_append f_chmod f_excl f_getattr f_linknew f_linksrc f_middle f_noperm f_otrunc f_rb f_rdst f_recreate f_renamed f_shadow f_symover f_trunc fod hl_a hl_b hl_d merged sparse sym_lower"
 	[ "$(kept mknod)" = made ] && want=$(echo "$want f_mknod" | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/ $//')
 	ck "root listing" "$(listing $M)" "$want"
 	ck "duplicate names in the root" "$(ls -A $M | sort | uniq -d | tr '\n' ' ')" ""
@@ -267,14 +358,14 @@ readdir_check() {
 	done > /tmp/ino.mismatch
 	ck "readdir fileids differing from getattr" "$(cat /tmp/ino.mismatch | tr '\n' ' ')" ""
 	# two distinct objects never share a fileid (hl_a/hl_b are one object)
-	find $M ! -name hl_b -exec stat -c %i {} + | sort | uniq -d > /tmp/ino.dup
+	find $M ! -name hl_b ! -name f_linknew -exec stat -c %i {} + | sort | uniq -d > /tmp/ino.dup
 	ck "fileids shared by distinct objects" "$(cat /tmp/ino.dup | tr '\n' ' ')" ""
 	# entry types from READDIR (find -type) agree with stat
 	ck "directories by find -type d" "$(cd $M && find . -maxdepth 1 -type d | sort | tr '\n' ' ')" \
-		". ./dir_notempty ./dir_rename ./dir_renamed ./dir_rmrf ./dir_setattr ./dof ./merged "
+		". ./dir_deep ./dir_mix ./dir_notempty ./dir_rename ./dir_renamed ./dir_rmrf ./dir_rn2b ./dir_setattr ./dir_target ./dof ./merged "
 }
 
-ROWS="lookup_shadow getattr_fileid setattr_chmod setattr_dir truncate write sparse create_over_removed unlink_lower unlink_both rmdir_merged rmdir_notempty mkdir_opaque rename_file rename_dir hardlink symlink_over_removed mknod_0_0 readdir"
+ROWS="lookup_shadow getattr_fileid setattr_chmod setattr_dir truncate write sparse create_over_removed unlink_lower unlink_both rmdir_merged rmdir_notempty mkdir_opaque rename_file rename_dir hardlink symlink_over_removed mknod_0_0 refused link_lower hardlink_unlink rename_more misc readdir"
 
 ROW=mount
 row mount

@@ -116,17 +116,21 @@ e2e_init() {
 #   uxattr hexset PATH NAME HEX
 #   uxattr list PATH              one name per line
 #   uxattr whiteout PATH          makes the character device 0/0 (an overlayfs whiteout)
+#   uxattr runas UID GID CMD...   runs CMD with that identity and no supplementary groups
 e2e_build_tool() {
 	mkdir -p "$BUILD/e2e"
 	E2E_TOOL=$(cd "$BUILD/e2e" && pwd)/uxattr
 	[ -x "$E2E_TOOL" ] && [ "$E2E_TOOL" -nt "$E2E_HERE/lib.sh" ] && return 0
 	gcc -std=gnu11 -O1 -Wall -Werror -static -x c -o "$E2E_TOOL.tmp" - <<-'EOF' ||
 		#include <errno.h>
+		#include <grp.h>
 		#include <stdio.h>
+		#include <stdlib.h>
 		#include <string.h>
 		#include <sys/stat.h>
 		#include <sys/sysmacros.h>
 		#include <sys/xattr.h>
+		#include <unistd.h>
 		int main(int argc, char **argv)
 		{
 			char buf[65536];
@@ -171,12 +175,19 @@ e2e_build_tool() {
 					puts(buf + i);
 				return 0;
 			}
+			if (argc >= 5 && !strcmp(argv[1], "runas")) {
+				if (setgroups(0, NULL) < 0 || setgid(atoi(argv[3])) < 0 ||
+				    setuid(atoi(argv[2])) < 0)
+					return perror("runas"), 2;
+				execvp(argv[4], argv + 4);
+				return perror(argv[4]), 127;
+			}
 			if (argc == 3 && !strcmp(argv[1], "whiteout")) {
 				if (mknod(argv[2], S_IFCHR | 0, makedev(0, 0)) < 0)
 					return perror(argv[2]), 2;
 				return 0;
 			}
-			fprintf(stderr, "usage: uxattr get|hexget PATH NAME | set|hexset PATH NAME VALUE | list PATH | whiteout PATH\n");
+			fprintf(stderr, "usage: uxattr get|hexget PATH NAME | set|hexset PATH NAME VALUE | list PATH | whiteout PATH | runas UID GID CMD...\n");
 			return 2;
 		}
 	EOF

@@ -44,6 +44,18 @@ mkdir "$L/dir_setattr" && echo k1 > "$L/dir_setattr/k1" && chmod 755 "$L/dir_set
 mkdir -p "$L/fod" && echo child > "$L/fod/child"
 printf 'lower file\n' > "$L/dof"
 mkdir "$L/merged" && echo l1 > "$L/merged/l1" && echo l2 > "$L/merged/l2"
+printf 'excl\n' > "$L/f_excl"
+printf 'link source\n' > "$L/f_linksrc"
+printf 'pair\n' > "$L/hl_c" && ln "$L/hl_c" "$L/hl_d"
+printf 'rsrc\n' > "$L/f_rsrc"
+printf 'rdst\n' > "$L/f_rdst"
+printf 'rename back\n' > "$L/f_rb"
+printf 'into\n' > "$L/f_into"
+mkdir "$L/dir_target" && echo t1 > "$L/dir_target/t1"
+mkdir -p "$L/dir_rn2/inner" && echo x > "$L/dir_rn2/inner/x"
+mkdir "$L/dir_mix" && echo l > "$L/dir_mix/l"
+mkdir -p "$L/dir_deep/a"
+printf 'no permission\n' > "$L/f_noperm" && chmod 644 "$L/f_noperm"
 # a 64 MiB sparse file: data at 0, 32 MiB and the last bytes
 truncate -s 64M "$L/sparse"
 printf 'start' | dd of="$L/sparse" conv=notrunc status=none
@@ -135,6 +147,21 @@ if [ -f "$U/sparse" ]; then
 	fi
 else
 	e2e_result sparse_copy_stays_sparse host 0 "upper/sparse is $(desc "$U/sparse") after a write, want the copied-up file"
+fi
+
+# refused changes (EEXIST, EPERM, EACCES) and a pure-upper file's removal leave no trace
+for n in f_excl f_noperm f_pure; do
+	if [ -e "$U/$n" ] || [ -L "$U/$n" ]; then
+		e2e_result "no_copy_$n" host 0 "upper/$n is $(desc "$U/$n"), want nothing there"
+	else
+		e2e_result "no_copy_$n" host 1
+	fi
+done
+
+if [ -f "$U/f_linksrc" ] && [ "$(stat -c %i "$U/f_linksrc")" = "$(stat -c %i "$U/f_linknew" 2> /dev/null)" ]; then
+	e2e_result link_lower_upper host 1
+else
+	e2e_result link_lower_upper host 0 "upper/f_linksrc is $(desc "$U/f_linksrc") and upper/f_linknew $(desc "$U/f_linknew"), want one file under both names"
 fi
 
 if [ -L "$U/f_symover" ]; then
