@@ -33,8 +33,7 @@ static void ucopy_sweep(int workfd)
 	fsio_dir_close(d);
 }
 
-/* The work directory, made on first use: a read-only export never gets here. */
-static int ucopy_workdir(struct union_export *ux, int *fd)
+int ucopy_workdir(struct union_export *ux, int *fd)
 {
 	struct fsio_ids ids;
 	int r = 0;
@@ -226,15 +225,30 @@ static int ucopy_make(struct uobj *o, int workfd, const char *tmp, struct stat *
 	return r;
 }
 
+/*
+ * Under the write lock, once this copy-up has won: a lower file with other names goes
+ * into the hard-link index before it takes its name, so no name can miss it.
+ */
+static int ucopy_index(struct union_export *ux, const struct store_inode *rec, int workfd,
+		       const char *tmp, bool *indexed)
+{
+	int r = uhl_index(ux, workfd, tmp, rec->si_branch, rec->si_real_ino);
+
+	*indexed = r == 0;
+	return r;
+}
+
 int ucopy_up(struct union_export *ux, struct uobj *o)
 {
 	uint64_t ino = o->uo_rec.si_ino, pino = o->uo_rec.si_parent;
+	struct store_inode lower;
 	struct store_txn *t = NULL;
 	struct fsio_ids ids;
 	struct stat cst;
 	struct uobj now;
 	char tmp[64];
-	bool made = false;
+	bool made = false, links, indexed = false;
+	nlink_t nlink;
 	int r, workfd;
 
 	if (ux->ux_ro)
@@ -245,6 +259,9 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 		return r;
 	if (o->uo_upfd < 0)
 		return -EROFS;
+	lower = o->uo_rec;
+	nlink = o->uo_st.st_nlink;
+	links = !S_ISDIR(o->uo_st.st_mode) && nlink > 1;
 	r = ucopy_workdir(ux, &workfd);
 	if (r == 0)
 		r = fsio_random_name(UCOPY_TMP_PREFIX, tmp, sizeof(tmp));
@@ -254,6 +271,8 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 	r = ucopy_make(o, workfd, tmp, &cst);
 	fsio_restore(&ids);
 	made = r != -EEXIST; /* a name clash is someone else's file */
+	if (r == 0 && links)
+		r = uhl_prepare(workfd, tmp, nlink);
 	if (r < 0)
 		goto out;
 	r = store_begin(ux->ux_store, true, &t);
@@ -266,6 +285,8 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 		goto out;
 	}
 	uobj_release(&now);
+	if (r == 0 && links)
+		r = ucopy_index(ux, &lower, workfd, tmp, &indexed);
 	if (r < 0)
 		goto out;
 	fsio_become_root(&ids);
@@ -285,6 +306,10 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 	else
 		store_abort(t);
 	t = NULL;
+	if (r == 0 && indexed)
+		r = uhl_indexed(ux, ino, (uint64_t)cst.st_ino, lower.si_branch, lower.si_real_ino,
+				nlink);
+	indexed = false;
 	if (r == 0)
 		r = fsio_fsync_dir(o->uo_upfd);
 	if (r == 0)
@@ -293,6 +318,8 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 out:
 	if (t)
 		store_abort(t);
+	if (indexed)
+		uhl_unindex(ux, lower.si_branch, lower.si_real_ino);
 	if (made) {
 		fsio_become_root(&ids);
 		fsio_unlink(workfd, tmp, false);

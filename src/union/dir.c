@@ -601,7 +601,13 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 
 				if (fd < 0 || fsio_statat(fd, de.ud_name, &st) < 0)
 					continue;
-				ures_fix_stat(ux, &st, de.ud_ino);
+				/* A lower name of a file with several may have been linked up. */
+				if (e->de_branch != 0 && !S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+					if (union_getattr(ux, de.ud_ino, &st) < 0)
+						continue;
+				} else {
+					ures_fix_stat(ux, &st, de.ud_ino);
+				}
 				de.ud_st = &st;
 				de.ud_type = st.st_mode & S_IFMT;
 			}

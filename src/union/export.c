@@ -80,6 +80,7 @@ bool uname_hidden(uint64_t dir, const char *name)
 
 void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino)
 {
+	uhl_fix_nlink(ux, st, ino);
 	st->st_ino = (ino_t)ino;
 	st->st_dev = (dev_t)union_fsid(ux);
 }
@@ -138,6 +139,7 @@ static void union_free(struct union_export *ux)
 		free(ux->ux_paths[i]);
 	}
 	fsio_close(ux->ux_workfd);
+	uhl_close(ux);
 	udir_cache_free(ux->ux_dcache);
 	pthread_mutex_destroy(&ux->ux_work_lock);
 	free(ux->ux_rootfd);
@@ -216,6 +218,12 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	if (r < 0)
 		goto fail;
 	union_cookie_key(st, ux->ux_cookie_key);
+	r = uhl_open(ux);
+	if (r < 0) {
+		snprintf(err, errlen, "export %s: hard-link index in %s/%s: %s; check the upper "
+			 "branch", ec->ec_name, ux->ux_paths[0], UNION_WORK_NAME, strerror(-r));
+		goto fail;
+	}
 	free(ids);
 	*out = ux;
 	return 0;

@@ -148,6 +148,47 @@ int uop_forget(struct union_export *ux, struct store_txn *t, uint64_t dir, int f
 	return 0;
 }
 
+int uop_links_up(struct union_export *ux, uint64_t dir, const struct uobj *d,
+		 const char *name)
+{
+	struct ufound f;
+	struct uobj o;
+	uint64_t ino;
+	int r;
+
+	uobj_init(&o);
+	r = ures_map(ux, NULL, dir, &d->uo_dirs, name, UFIND_STAT, &f, &ino);
+	if (r < 0)
+		return r == -ENOENT ? 0 : r;
+	if (!f.uf_dir && f.uf_branch != 0 && f.uf_st.st_nlink > 1) {
+		ufound_release(&f);
+		r = fsio_may(&d->uo_st, W_OK | X_OK) ? 0 : -EACCES;
+		if (r == 0)
+			r = ures_resolve(ux, NULL, ino, 0, &o);
+		if (r == 0)
+			r = ucopy_up(ux, &o);
+		/* Looking the name up again links it to the copy. */
+		if (r == 0)
+			r = ures_map(ux, NULL, dir, &d->uo_dirs, name, UFIND_STAT, &f, &ino);
+	}
+	ufound_release(&f);
+	uobj_release(&o);
+	return r == -ENOENT ? 0 : r;
+}
+
+nlink_t uop_nlink(struct union_export *ux, struct store_txn *t, uint64_t dir,
+		  const char *name, const struct ufound *f, uint64_t *ino)
+{
+	*ino = 0;
+	if (f->uf_dir)
+		return 1;
+	if (store_find_name(t, ux->ux_id, dir, name, ino) < 0) {
+		*ino = 0;
+		return f->uf_st.st_nlink;
+	}
+	return uhl_nlink(ux, *ino, &f->uf_st);
+}
+
 bool uop_sticky_ok(const struct stat *dir, const struct stat *obj)
 {
 	return !(dir->st_mode & S_ISVTX) || fsio_owns(dir) || fsio_owns(obj);

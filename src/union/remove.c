@@ -62,6 +62,7 @@ static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
 	int upfd = d->uo_dirs.ds_fd[0];
 	struct ufound f;
 	bool whiteout, last;
+	uint64_t ino;
 	int r;
 
 	r = ures_find(ux, &d->uo_dirs, name, UFIND_BELOW | (rmdir ? 0 : UFIND_STAT), &f);
@@ -86,9 +87,11 @@ static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
 		/* Nothing of it in the upper: the kernel sees a create, so check as unlink would. */
 		r = uop_sticky_ok(&d->uo_st, &f.uf_st) ? uwh_make(upfd, name) : -EPERM;
 	}
-	last = rmdir || f.uf_st.st_nlink <= 1;
+	last = rmdir || uop_nlink(ux, t, dir, name, &f, &ino) <= 1;
 	if (r == 0)
 		r = uop_forget(ux, t, dir, upfd, name, &f, last);
+	if (r == 0 && last && !rmdir && ino)
+		uhl_forget(ux, ino);
 out:
 	ufound_release(&f);
 	return r;
@@ -110,6 +113,8 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		r = -ENOENT;
 	if (r == 0)
 		r = uop_dir(ux, dir, name, &d);
+	if (r == 0 && !rmdir)
+		r = uop_links_up(ux, dir, &d, name);
 	if (r == 0) {
 		uop_out(ux, &d.uo_st, dir, dirpre);
 		r = uop_begin(ux, &t);

@@ -215,9 +215,14 @@ static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdi
 		log_warn("could not remove %s (a replaced directory's whiteouts)", tmp);
 	if (target && tf.uf_dir)
 		*gone = tino;
-	if (target)
-		r = uop_forget(ux, t, todir, tfd, toname, &tf,
-			       tf.uf_dir || tf.uf_st.st_nlink <= 1);
+	if (target) {
+		uint64_t ino;
+		bool last = uop_nlink(ux, t, todir, toname, &tf, &ino) <= 1;
+
+		r = uop_forget(ux, t, todir, tfd, toname, &tf, last);
+		if (r == 0 && last && ino)
+			uhl_forget(ux, ino);
+	}
 	if (r == 0)
 		r = urn_moved(ux, t, sino, fromdir, fromname, todir, toname);
 out:
@@ -252,6 +257,8 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		r = uop_dir(ux, todir, NULL, &td);
 	if (r == 0)
 		r = urn_copy_source(ux, fromdir, &fd, fromname);
+	if (r == 0)
+		r = uop_links_up(ux, todir, &td, toname);
 	if (r == 0) {
 		uop_out(ux, &fd.uo_st, fromdir, frompre);
 		uop_out(ux, &td.uo_st, todir, topre);

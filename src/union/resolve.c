@@ -249,6 +249,31 @@ static int ures_final_file(struct udirset *set, const struct ufound *f, struct u
 	return r < 0 ? r : 0;
 }
 
+/*
+ * An indexed file whose names are all gone while lower names still wait for their link-up
+ * lives on in the index: it is reached there.
+ */
+static int ures_from_index(struct union_export *ux, struct uobj *o)
+{
+	char name[STORE_NAME_MAX + 1];
+	int r;
+
+	fsio_close(o->uo_pfd);
+	fsio_close(o->uo_fd);
+	fsio_close(o->uo_upfd);
+	o->uo_pfd = o->uo_fd = o->uo_upfd = -1;
+	r = uhl_open_copy(ux, o->uo_rec.si_ino, o->uo_rec.si_real_ino, &o->uo_pfd, name);
+	if (r == 0)
+		r = fsio_open_node(o->uo_pfd, name, &o->uo_fd);
+	if (r == 0)
+		r = fsio_stat(o->uo_fd, &o->uo_st);
+	if (r == 0 && (uint64_t)o->uo_st.st_ino != o->uo_rec.si_real_ino)
+		r = -ESTALE;
+	if (r == 0)
+		strcpy(o->uo_rec.si_name, name);
+	return r < 0 ? -ESTALE : 0;
+}
+
 int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, int flags,
 		 struct uobj *o)
 {
@@ -292,6 +317,8 @@ int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, 
 	else
 		r = ures_final_file(&set, &f, o);
 out:
+	if (r == -ESTALE && c.uc_n > 0 && !ures_is_dir_rec(&o->uo_rec) && o->uo_rec.si_branch == 0)
+		r = ures_from_index(ux, o);
 	ufound_release(&f);
 	uds_release(&set);
 	if (r < 0)
@@ -348,13 +375,63 @@ static int ures_map_read(struct union_export *ux, uint64_t pino, const char *nam
 	return 0;
 }
 
+/*
+ * A lower name of a file with several names, whose copy-up (through another name) put
+ * it in the index: the name is linked to the upper copy here and now, and f describes
+ * that link. -ENOENT when the file was never copied up.
+ */
+static int ures_link_up(struct union_export *ux, struct store_txn *t, uint64_t pino,
+			const struct udirset *parent, const char *name, struct ufound *f)
+{
+	struct stat ist;
+	struct uobj d;
+	uint64_t ino;
+	int r, upfd = -1;
+
+	uobj_init(&d);
+	r = uhl_find(ux, f->uf_branch, (uint64_t)f->uf_st.st_ino, &ist);
+	if (r == 0) /* a copy the map took, not the leftover of a copy-up cut short */
+		r = store_find_real(t, ux->ux_id, 0, (uint64_t)ist.st_ino, &ino);
+	if (r < 0)
+		return r;
+	if (parent->ds_n > 0 && parent->ds_branch[0] == 0) {
+		upfd = parent->ds_fd[0];
+	} else {
+		r = ures_resolve(ux, t, pino, URES_UPPER, &d);
+		if (r == 0 && d.uo_dirs.ds_branch[0] != 0)
+			r = -EROFS;
+		if (r == 0)
+			upfd = d.uo_dirs.ds_fd[0];
+	}
+	if (r == 0)
+		r = uhl_link_up(ux, f->uf_branch, (uint64_t)f->uf_st.st_ino, upfd, name);
+	if (r == 0)
+		r = fsio_fsync_dir(upfd);
+	if (r == 0)
+		r = fsio_statat(upfd, name, &f->uf_st);
+	if (r == 0) {
+		f->uf_branch = 0;
+		f->uf_below = true;
+		udir_invalidate(ux, pino);
+	}
+	uobj_release(&d);
+	return r;
+}
+
 /* The slow path, inside a write transaction, on a fresh look at the name. */
 static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t pino,
-			  const char *name, const struct ufound *f, uint64_t *ino)
+			  const struct udirset *parent, const char *name, struct ufound *f,
+			  uint64_t *ino)
 {
 	struct store_inode rec;
 	uint64_t other;
 	int r;
+
+	if (!f->uf_dir && f->uf_branch != 0 && f->uf_st.st_nlink > 1 && !ux->ux_ro) {
+		r = ures_link_up(ux, t, pino, parent, name, f);
+		if (r < 0 && r != -ENOENT)
+			return r;
+	}
 
 	r = store_find_name(t, ux->ux_id, pino, name, ino);
 	if (r == 0)
@@ -440,7 +517,7 @@ int ures_map(struct union_export *ux, struct store_txn *wtxn, uint64_t pino,
 		if (r < 0)
 			goto out;
 	}
-	r = ures_map_write(ux, t, pino, name, f, ino);
+	r = ures_map_write(ux, t, pino, parent, name, f, ino);
 out:
 	if (t != wtxn) {
 		if (r == 0)

@@ -17,6 +17,7 @@
 #define UNION_MAX_DEPTH 2048
 
 struct udir_cache;
+struct uhl_table;
 
 struct union_export {
 	uint16_t ux_id;
@@ -31,6 +32,7 @@ struct union_export {
 	pthread_mutex_t ux_work_lock;
 	int ux_workfd;           /* O_PATH of the work directory, -1 until copy-up needs it */
 	struct udir_cache *ux_dcache;
+	struct uhl_table *ux_hl;     /* hard links across copy-up (hlink.c) */
 };
 
 /* The copies of one union directory, top-down. */
@@ -159,6 +161,36 @@ int ucopy_dir(struct union_export *ux, uint64_t pino, const struct udirset *pare
 	      const char *name, struct ufound *f);
 /* Copies a lower non-directory up and re-resolves o to the upper copy, same ino. */
 int ucopy_up(struct union_export *ux, struct uobj *o);
+/* The work directory (an O_PATH fd owned by ux), made on first use. */
+int ucopy_workdir(struct union_export *ux, int *fd);
+
+/* Hard links across copy-up (hlink.c). */
+/* Loads the index at start-up; forgets entries of copy-ups that never finished. */
+int uhl_open(struct union_export *ux);
+void uhl_close(struct union_export *ux);
+/* Corrects st_nlink of the upper copy of an indexed object to the union's count. */
+void uhl_fix_nlink(const struct union_export *ux, struct stat *st, uint64_t ino);
+/* The union nlink of ino whose copy has attributes st. */
+nlink_t uhl_nlink(struct union_export *ux, uint64_t ino, const struct stat *st);
+/* The indexed upper copy of lower inode (b, lower): its attributes, -ENOENT if none. */
+int uhl_find(struct union_export *ux, uint8_t b, uint64_t lower, struct stat *st);
+/* Copy-up of a file with lower_nlink names: records the names still to link up on it. */
+int uhl_prepare(int dirfd, const char *name, nlink_t lower_nlink);
+/* Links the copy (dirfd, name) into the index as lower inode (b, lower); as root. */
+int uhl_index(struct union_export *ux, int dirfd, const char *name, uint8_t b,
+	      uint64_t lower);
+void uhl_unindex(struct union_export *ux, uint8_t b, uint64_t lower);
+/* After the map took the copy-up: object ino is indexed, its copy is real. */
+int uhl_indexed(struct union_export *ux, uint64_t ino, uint64_t real, uint8_t b,
+		uint64_t lower, nlink_t lower_nlink);
+/* Links the indexed copy of (b, lower) as name in upper directory dirfd, one name less due. */
+int uhl_link_up(struct union_export *ux, uint8_t b, uint64_t lower, int dirfd,
+		const char *name);
+/* The object ino is gone: its index entry goes too. */
+void uhl_forget(struct union_export *ux, uint64_t ino);
+/* Where the copy of indexed object ino (upper inode real) can be reached: the index. */
+int uhl_open_copy(struct union_export *ux, uint64_t ino, uint64_t real, int *dirfd,
+		  char *name);
 
 /* Listing cache (dir.c). */
 int udir_cache_new(struct udir_cache **out);
@@ -189,6 +221,16 @@ int uop_new_name(uint64_t dir, const char *name);
  */
 int uop_forget(struct union_export *ux, struct store_txn *t, uint64_t dir, int fd,
 	       const char *name, const struct ufound *f, bool last);
+/*
+ * Before a lower name of a file with several names is removed or replaced: the file is
+ * copied up (into the hard-link index) and the name linked up, so that the union's count
+ * of the file's names can go down (overlayfs does the same with its index).
+ */
+int uop_links_up(struct union_export *ux, uint64_t dir, const struct uobj *d,
+		 const char *name);
+/* The union nlink of what f found at name in dir (1 for directories); *ino its ino or 0. */
+nlink_t uop_nlink(struct union_export *ux, struct store_txn *t, uint64_t dir,
+		  const char *name, const struct ufound *f, uint64_t *ino);
 /* Whether the caller may remove obj from a directory dir that may have the sticky bit. */
 bool uop_sticky_ok(const struct stat *dir, const struct stat *obj);
 /*

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,21 @@ static bool has_tmp(struct fx *f, const char *rel)
 		found |= !strncmp(de->d_name, ".wh..unionnfsd.", 15);
 	closedir(d);
 	return found;
+}
+
+/* Entries in an upper directory. */
+static int count_dir(struct fx *f, const char *rel)
+{
+	DIR *d = opendir(P(f, 0, rel));
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return n;
 }
 
 /* ---- through the union ---- */
@@ -974,6 +990,299 @@ static void test_middle_whiteout(void **state)
 	assert_false(on_disk(f, 0, "m", NULL));
 }
 
+/* ---- 4. hard links across copy-up ---- */
+
+static nlink_t nlink_of(struct fx *f, uint64_t ino)
+{
+	struct stat st;
+
+	assert_int_equal(union_getattr(f->ux, ino, &st), 0);
+	return st.st_nlink;
+}
+
+static void plink(struct fx *f, int b, const char *from, const char *to)
+{
+	char p1[PATH_MAX];
+
+	snprintf(p1, sizeof(p1), "%s", P(f, b, from));
+	assert_int_equal(link(p1, P(f, b, to)), 0);
+}
+
+static bool same_inode(struct fx *f, int b, const char *x, const char *y)
+{
+	struct stat a, c;
+
+	return lstat(P(f, b, x), &a) == 0 && lstat(P(f, b, y), &c) == 0 && a.st_ino == c.st_ino;
+}
+
+/* Write through one name of a lower file with three: every name shows it, always. */
+static void test_hardlink_write(void **state)
+{
+	struct fx *f = *state;
+	struct stat st;
+	uint64_t ino;
+
+	put(f, 1, "foo", "old data");
+	pdir(f, 1, "d");
+	pdir(f, 1, "e");
+	plink(f, 1, "foo", "d/bar");
+	plink(f, 1, "foo", "e/baz");
+	fx_open(f);
+	ino = W(f, "foo");
+	assert_int_equal(W(f, "d/bar"), ino);
+	assert_int_equal(nlink_of(f, ino), 3);
+	wr(f, ino, "NEW");
+	assert_int_equal(nlink_of(f, ino), 3);
+	expect_data(f, "foo", "NEW data");
+	/* The other names see the new data before they are even looked up again. */
+	fx_restart(f);
+	assert_int_equal(nlink_of(f, ino), 3);
+	assert_int_equal(W(f, "d/bar"), ino);
+	expect_data(f, "d/bar", "NEW data");
+	assert_true(same_inode(f, 0, "foo", "d/bar"));
+	assert_int_equal(union_lookup(f->ux, W(f, "d"), "bar", &ino, &st), 0);
+	assert_int_equal(st.st_nlink, 3);
+	assert_int_equal(st.st_size, 8);
+	fx_restart(f);
+	assert_int_equal(W(f, "e/baz"), ino);
+	expect_data(f, "e/baz", "NEW data");
+	assert_int_equal(nlink_of(f, ino), 3);
+	assert_true(same_inode(f, 0, "foo", "e/baz"));
+	/* Listings with attributes agree. */
+	assert_string_equal(ls(f, "e"), "baz");
+	fx_restart(f);
+	assert_int_equal(nlink_of(f, ino), 3);
+	expect_data(f, "foo", "NEW data");
+}
+
+/* chmod through one name; then a name removed, renamed, linked, before and after restarts. */
+static void test_hardlink_names(void **state)
+{
+	struct union_setattr sa = { .ua_mask = USET_MODE, .ua_mode = 0600 };
+	struct fx *f = *state;
+	uint64_t x, p, r, s;
+	struct stat st;
+
+	put(f, 1, "x", "x");
+	plink(f, 1, "x", "y");
+	put(f, 1, "p", "p data");
+	plink(f, 1, "p", "q");
+	put(f, 1, "r1", "r");
+	plink(f, 1, "r1", "r2");
+	put(f, 1, "s1", "s");
+	plink(f, 1, "s1", "s2");
+	fx_open(f);
+	x = W(f, "x");
+	assert_int_equal(union_setattr(f->ux, W(f, "y"), &sa, NULL, NULL, &st), 0);
+	assert_int_equal(st.st_ino, x);
+	p = W(f, "p");
+	assert_int_equal(rm(f, "/", "q"), 0);
+	r = W(f, "r1");
+	assert_int_equal(mv(f, "/", "r1", "/", "r3"), 0);
+	s = W(f, "s1");
+	assert_int_equal(union_link(f->ux, s, 1, "s3", &st, NULL, NULL), 0);
+	assert_int_equal(st.st_nlink, 3);
+	for (int pass = 0; pass < 2; pass++) {
+		assert_int_equal(W(f, "x"), x);
+		assert_int_equal(type_of(f, x), S_IFREG);
+		assert_int_equal(union_getattr(f->ux, x, &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0600);
+		assert_int_equal(st.st_nlink, 2);
+		assert_int_equal(W(f, "p"), p);
+		assert_int_equal(nlink_of(f, p), 1);
+		expect_data(f, "p", "p data");
+		gone(f, "q");
+		assert_int_equal(W(f, "r3"), r);
+		assert_int_equal(W(f, "r2"), r);
+		assert_int_equal(nlink_of(f, r), 2);
+		gone(f, "r1");
+		assert_int_equal(W(f, "s3"), s);
+		assert_int_equal(W(f, "s2"), s);
+		assert_int_equal(nlink_of(f, s), 3);
+		fx_restart(f);
+	}
+	/* The last name goes: so does the object, and its index entry. */
+	assert_int_equal(count_dir(f, ".unionnfsd.work/index"), 4);
+	assert_int_equal(rm(f, "/", "p"), 0);
+	assert_int_equal(union_getattr(f->ux, p, &st), -ESTALE);
+	assert_int_equal(count_dir(f, ".unionnfsd.work/index"), 3);
+	fx_restart(f);
+	gone(f, "p");
+	assert_string_equal(ls(f, "/"), "r2,r3,s1,s2,s3,x,y");
+}
+
+/* Every upper name removed while a lower name still waits: the object lives on. */
+static void test_hardlink_waiting(void **state)
+{
+	struct fx *f = *state;
+	uint64_t t;
+
+	put(f, 1, "t1", "old");
+	pdir(f, 1, "far");
+	plink(f, 1, "t1", "far/t2");
+	fx_open(f);
+	t = W(f, "t1");
+	wr(f, t, "new");
+	assert_int_equal(rm(f, "/", "t1"), 0);
+	assert_int_equal(nlink_of(f, t), 1);
+	fx_restart(f);
+	assert_int_equal(nlink_of(f, t), 1);
+	assert_int_equal(W(f, "far/t2"), t);
+	expect_data(f, "far/t2", "new");
+	assert_int_equal(nlink_of(f, t), 1);
+	gone(f, "t1");
+	assert_int_equal(rm(f, "far", "t2"), 0);
+	assert_int_equal(union_getattr(f->ux, t, &(struct stat){ 0 }), -ESTALE);
+}
+
+/* Concurrent first writes and lookups through several names: one copy, all data in it. */
+struct racer {
+	struct fx *rc_fx;
+	uint64_t rc_ino;
+	int rc_id;
+	int rc_err;
+};
+
+static void *race_run(void *arg)
+{
+	struct racer *rc = arg;
+	char name[16], data[2] = { (char)('A' + rc->rc_id), 0 };
+	enum union_stable c;
+	uint64_t ino;
+	struct stat st;
+	uint32_t n;
+
+	snprintf(name, sizeof(name), "h%d", rc->rc_id);
+	if (union_lookup(rc->rc_fx->ux, 1, name, &ino, &st) < 0 || ino != rc->rc_ino)
+		rc->rc_err++;
+	if (union_write(rc->rc_fx->ux, rc->rc_ino, (uint64_t)rc->rc_id, 1, data, UNION_UNSTABLE,
+			&n, &c, NULL, NULL) < 0 || n != 1)
+		rc->rc_err++;
+	if (union_lookup(rc->rc_fx->ux, 1, name, &ino, &st) < 0 || ino != rc->rc_ino)
+		rc->rc_err++;
+	return NULL;
+}
+
+static void test_hardlink_race(void **state)
+{
+	struct fx *f = *state;
+	struct racer rc[4];
+	pthread_t th[4];
+	uint64_t ino;
+
+	put(f, 1, "h0", "....");
+	for (int i = 1; i < 4; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "h%d", i);
+		plink(f, 1, "h0", name);
+	}
+	fx_open(f);
+	ino = W(f, "h0");
+	for (int i = 0; i < 4; i++) {
+		rc[i] = (struct racer){ .rc_fx = f, .rc_ino = ino, .rc_id = i };
+		assert_int_equal(pthread_create(&th[i], NULL, race_run, &rc[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(rc[i].rc_err, 0);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < 4; i++) {
+			char name[16];
+
+			snprintf(name, sizeof(name), "h%d", i);
+			assert_int_equal(W(f, name), ino);
+			expect_data(f, name, "ABCD");
+		}
+		assert_int_equal(nlink_of(f, ino), 4);
+		assert_int_equal(count_dir(f, ".unionnfsd.work"), 1); /* only the index */
+		fx_restart(f);
+	}
+}
+
+/* ---- copy-up details ---- */
+
+static void test_copy_up_xattrs(void **state)
+{
+	struct fx *f = *state;
+	char buf[64];
+	uint64_t a, d;
+
+	put(f, 1, "a", "a");
+	pxattr(f, 1, "a", "user.note", "kept");
+	pxattr(f, 1, "a", "trusted.overlay.origin", "theirs");
+	pdir(f, 1, "d");
+	pxattr(f, 1, "d", "user.dirnote", "kept too");
+	pxattr(f, 1, "d", "trusted.overlay.redirect", "/elsewhere");
+	fx_open(f);
+	a = W(f, "a");
+	d = W(f, "d");
+	wr(f, a, "A");
+	mk(f, "d", "new");
+	assert_true(xattr_is(f, 0, "a", "user.note", "kept"));
+	assert_false(xattr_is(f, 0, "a", "trusted.overlay.origin", "theirs"));
+	assert_true(xattr_is(f, 0, "d", "user.dirnote", "kept too"));
+	assert_false(xattr_is(f, 0, "d", "trusted.overlay.redirect", "/elsewhere"));
+	disk_read(f, 1, "a", buf, sizeof(buf));
+	assert_string_equal(buf, "a");
+	assert_int_equal(W(f, "d"), d);
+	assert_string_equal(ls(f, "d"), "new");
+}
+
+/* ---- 5. lower branches changed by hand while serving ---- */
+
+static void test_lower_changed(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, d, x, r, r2;
+	struct stat st;
+	char buf[32];
+	uint32_t n;
+	bool eof;
+
+	put(f, 1, "a", "a");
+	pdir(f, 1, "d");
+	put(f, 1, "d/x", "x");
+	put(f, 1, "r", "first");
+	put(f, 1, "m", "before");
+	fx_open(f);
+	a = W(f, "a");
+	d = W(f, "d");
+	x = W(f, "d/x");
+	r = W(f, "r");
+	assert_string_equal(ls(f, "/"), "a,d,m,r");
+	usleep(30000); /* past the window in which listings are not trusted */
+	put(f, 1, "new", "n");
+	assert_string_equal(ls(f, "/"), "a,d,m,new,r");
+	assert_int_equal(unlink(P(f, 1, "a")), 0);
+	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
+	assert_int_equal(union_read(f->ux, a, 0, 10, buf, &n, &eof, NULL), -ESTALE);
+	gone(f, "a");
+	assert_int_equal(unlink(P(f, 1, "d/x")), 0);
+	assert_int_equal(rmdir(P(f, 1, "d")), 0);
+	assert_int_equal(union_getattr(f->ux, x, &st), -ESTALE);
+	assert_int_equal(union_getattr(f->ux, d, &st), -ESTALE);
+	gone(f, "d");
+	/* Replaced by another file: the old handle is stale, the name a new object. */
+	assert_int_equal(unlink(P(f, 1, "r")), 0);
+	put(f, 1, "r", "second");
+	assert_int_equal(union_read(f->ux, r, 0, 10, buf, &n, &eof, NULL), -ESTALE);
+	r2 = W(f, "r");
+	assert_true(r2 != r);
+	expect_data(f, "r", "second");
+	/* Changed in place: the same file, its new data. */
+	put(f, 1, "m", "after");
+	expect_data(f, "m", "after");
+	/* A whiteout put in the upper by hand hides the lower file. */
+	pwh(f, 0, "m");
+	gone(f, "m");
+	assert_string_equal(ls(f, "/"), "new,r");
+	fx_restart(f);
+	assert_string_equal(ls(f, "/"), "new,r");
+	assert_int_equal(W(f, "r"), r2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -987,6 +1296,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rename_dir_three, setup3, teardown),
 		cmocka_unit_test_setup_teardown(test_oci_layers, setup3, teardown),
 		cmocka_unit_test_setup_teardown(test_middle_whiteout, setup3, teardown),
+		cmocka_unit_test_setup_teardown(test_hardlink_write, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_hardlink_names, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_hardlink_waiting, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_hardlink_race, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_copy_up_xattrs, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_lower_changed, setup2, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
