@@ -83,7 +83,7 @@ static int ucopy_xattr(int sfd, const char *sname, int dfd, const char *dname,
 
 /*
  * Copies the extended attributes of (sfd, sname) to (dfd, dname), except overlay
- * metadata, which describes the lower copy's place in its own stack. Runs as root.
+ * metadata, which describes the lower copy's place in its own stack, and ours. As root.
  */
 static int ucopy_xattrs(int sfd, const char *sname, int dfd, const char *dname)
 {
@@ -103,7 +103,7 @@ static int ucopy_xattrs(int sfd, const char *sname, int dfd, const char *dname)
 	if (r == 0) {
 		list[got] = '\0';
 		for (size_t off = 0; r == 0 && off < got; off += strlen(list + off) + 1)
-			if (!uwh_overlay_xattr(list + off))
+			if (!uwh_internal_xattr(list + off))
 				r = ucopy_xattr(sfd, sname, dfd, dname, list + off);
 	}
 	free(list);

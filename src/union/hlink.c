@@ -140,6 +140,10 @@ static int uhl_load_one(struct union_export *ux, struct store_txn *t, const char
 	struct stat st;
 	int r;
 
+	if (!strncmp(name, "tmp.", 4) && !ux->ux_ro) {
+		fsio_unlink(ht->ht_dirfd, name, false); /* an index link cut short */
+		return 0;
+	}
 	if (sscanf(name, "%u-", &b) != 1 || b >= (unsigned)ux->ux_nbranches || !strchr(name, '-'))
 		return 0;
 	e.he_branch = (uint8_t)b;

@@ -52,7 +52,12 @@ static int urn_copy_source(struct union_export *ux, uint64_t fromdir, const stru
 	if (r < 0)
 		return r;
 	if (!f.uf_dir && f.uf_branch != 0) {
-		r = ures_resolve(ux, NULL, ino, 0, &o);
+		/* No copy-up for a rename the client may not make. */
+		r = fsio_may(&fd->uo_st, W_OK | X_OK) ? 0 : -EACCES;
+		if (r == 0 && !uop_sticky_ok(&fd->uo_st, &f.uf_st))
+			r = -EPERM;
+		if (r == 0)
+			r = ures_resolve(ux, NULL, ino, 0, &o);
 		if (r == 0)
 			r = ucopy_up(ux, &o);
 	}
@@ -231,6 +236,16 @@ out:
 	return r < 0 ? r : 0;
 }
 
+/* A rename of a name onto itself changes nothing, once the name is known to exist. */
+static int urn_itself(struct union_export *ux, const struct uobj *d, const char *name)
+{
+	struct ufound f;
+	int r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT, &f);
+
+	ufound_release(&f);
+	return r;
+}
+
 int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname,
 		 uint64_t todir, const char *toname, struct stat *frompre, struct stat *frompost,
 		 struct stat *topre, struct stat *topost)
@@ -253,6 +268,14 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		r = uwh_marker(toname) ? -EINVAL : -EACCES;
 	if (r == 0)
 		r = uop_dir(ux, fromdir, fromname, &fd);
+	if (r == 0 && fromdir == todir && !strcmp(fromname, toname)) {
+		r = urn_itself(ux, &fd, fromname);
+		uop_out(ux, &fd.uo_st, fromdir, frompre);
+		uop_out(ux, &fd.uo_st, fromdir, frompost);
+		uop_out(ux, &fd.uo_st, todir, topre);
+		uop_out(ux, &fd.uo_st, todir, topost);
+		goto out;
+	}
 	if (r == 0)
 		r = uop_dir(ux, todir, NULL, &td);
 	if (r == 0)

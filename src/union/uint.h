@@ -150,8 +150,8 @@ int uwh_set_opaque(int dirfd, const char *name);
 int uwh_set_redirect(int dirfd, const char *name, const char *path);
 /* A fresh temporary name (UWH_TMP_PREFIX...). */
 int uwh_tmp_name(char *buf, size_t len);
-/* Whether an xattr is overlay metadata, never copied or shown. */
-bool uwh_overlay_xattr(const char *attr);
+/* Whether an xattr is overlay metadata or ours, never copied or shown. */
+bool uwh_internal_xattr(const char *attr);
 /* Removes directory name of parentfd with the markers in it, as root; -ENOTEMPTY if more. */
 int uwh_purge_dir(int parentfd, const char *name);
 

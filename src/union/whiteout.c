@@ -265,8 +265,10 @@ int uwh_tmp_name(char *buf, size_t len)
 	return fsio_random_name(UWH_TMP_PREFIX, buf, len);
 }
 
-bool uwh_overlay_xattr(const char *attr)
+bool uwh_internal_xattr(const char *attr)
 {
+	if (!strncmp(attr, "trusted.unionnfsd.", 18) || !strncmp(attr, "user.unionnfsd.", 15))
+		return true;
 	for (size_t n = 0; n < sizeof(uwh_ns) / sizeof(uwh_ns[0]); n++) {
 		size_t pl = strlen(uwh_ns[n]);
 

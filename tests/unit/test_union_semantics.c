@@ -25,6 +25,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "cred.h"
 #include "store.h"
 #include "union.h"
 
@@ -1201,6 +1202,90 @@ static void test_hardlink_race(void **state)
 	}
 }
 
+/* ---- with a client's identity ---- */
+
+static void as_user(uid_t uid)
+{
+	struct cred cr = { .cr_uid = uid, .cr_gid = uid };
+
+	assert_int_equal(cred_apply(&cr), 0);
+}
+
+static void pown(struct fx *f, int b, const char *rel, uid_t uid, mode_t mode)
+{
+	assert_int_equal(lchown(P(f, b, rel), uid, uid), 0);
+	assert_int_equal(chmod(P(f, b, rel), mode), 0);
+}
+
+/* The kernel checks the client for every change; refused ones copy nothing up. */
+static void test_as_client(void **state)
+{
+	struct union_setattr sa = { .ua_mask = USET_MODE, .ua_mode = 0600 };
+	struct fx *f = *state;
+	struct stat st;
+	uint64_t ino;
+
+	pown(f, 0, "", 1000, 0755);
+	pown(f, 1, "", 1000, 0755);
+	put(f, 1, "mine", "m");
+	pown(f, 1, "mine", 1000, 0644);
+	pdir(f, 1, "d");
+	pown(f, 1, "d", 1000, 0755);
+	put(f, 1, "d/f", "f");
+	pdir(f, 1, "ro");
+	put(f, 1, "ro/x", "x");
+	pdir(f, 1, "tmp");
+	pown(f, 1, "tmp", 0, 01777);
+	put(f, 1, "tmp/other", "o");
+	pown(f, 1, "tmp/other", 2000, 0666);
+	put(f, 1, "tmp/own", "o");
+	pown(f, 1, "tmp/own", 1000, 0644);
+	put(f, 1, "hl1", "old");
+	pown(f, 1, "hl1", 1000, 0600);
+	pdir(f, 1, "far");
+	plink(f, 1, "hl1", "far/hl2");
+	fx_open(f);
+	as_user(1000);
+	/* Hard links: a copy reached through the index, linked up later, as the client. */
+	ino = W(f, "hl1");
+	wr(f, ino, "new");
+	assert_int_equal(rm(f, "/", "hl1"), 0);
+	{
+		char buf[16];
+
+		rd(f, ino, buf, sizeof(buf));
+		assert_string_equal(buf, "new");
+	}
+	expect_data(f, "far/hl2", "new");
+	assert_int_equal(W(f, "far/hl2"), ino);
+	assert_int_equal(rm(f, "/", "mine"), 0);
+	assert_int_equal(mv(f, "/", "d", "/", "d2"), 0);
+	assert_int_equal(rm(f, "ro", "x"), -EACCES);
+	assert_int_equal(union_create(f->ux, W(f, "ro"), "n", UNION_GUARDED, &no_sa, NULL, &ino,
+				      &st, NULL, NULL), -EACCES);
+	assert_int_equal(union_setattr(f->ux, W(f, "ro/x"), &sa, NULL, NULL, NULL), -EPERM);
+	assert_int_equal(rm(f, "tmp", "other"), -EPERM);
+	assert_int_equal(mv(f, "tmp", "other", "tmp", "o2"), -EPERM);
+	assert_int_equal(rm(f, "tmp", "own"), 0);
+	mkd(f, "/", "mine");
+	assert_int_equal(rmd(f, "/", "d2"), -ENOTEMPTY);
+	cred_restore();
+	assert_false(on_disk(f, 0, "ro", NULL));
+	assert_false(on_disk(f, 0, "tmp/other", NULL));
+	assert_true(is_wh(f, 0, "tmp/own"));
+	assert_true(on_disk(f, 0, "mine", &st));
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_uid, 1000);
+	assert_true(xattr_is(f, 0, "mine", "trusted.overlay.opaque", "y"));
+	assert_true(xattr_is(f, 0, "d2", "trusted.overlay.redirect", "/d"));
+	assert_true(on_disk(f, 0, "d2", &st));
+	assert_int_equal(st.st_uid, 1000);
+	fx_restart(f);
+	expect_data(f, "d2/f", "f");
+	assert_string_equal(ls(f, "/"), "d2,far,mine,ro,tmp");
+	assert_string_equal(ls(f, "tmp"), "other");
+}
+
 /* ---- copy-up details ---- */
 
 static void test_copy_up_xattrs(void **state)
@@ -1301,6 +1386,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hardlink_waiting, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_hardlink_race, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_up_xattrs, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_as_client, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_lower_changed, setup2, teardown),
 	};
 
