@@ -139,6 +139,13 @@ static int urn_move(int ffd, const char *fromname, int tfd, const char *toname, 
 	if (dir && over_wh)
 		how = FSIO_EXCHANGE;
 	r = fsio_rename2(ffd, fromname, tfd, toname, how);
+	if (r == -EINVAL && how == FSIO_WHITEOUT) {
+		/* A file system without RENAME_WHITEOUT: the whiteout follows the rename. */
+		r = fsio_rename2(ffd, fromname, tfd, toname, 0);
+		if (r == 0)
+			r = uwh_make(ffd, fromname);
+		return r;
+	}
 	if (r == -EPERM && over_wh && uop_sticky_ok(fromst, srcst)) {
 		fsio_become_root(&ids);
 		r = fsio_rename2(ffd, fromname, tfd, toname, how);
