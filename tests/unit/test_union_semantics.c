@@ -401,6 +401,9 @@ static int mv(struct fx *f, const char *fd, const char *fn, const char *td, cons
 	return union_rename(f->ux, W(f, fd), fn, W(f, td), tn, NULL, NULL, NULL, NULL);
 }
 
+static nlink_t nlink_of(struct fx *f, uint64_t ino);
+static void plink(struct fx *f, int b, const char *from, const char *to);
+
 /* ---- 1. reading markers ---- */
 
 /* Markers of both formats in all three branches, and what the union makes of them. */
@@ -875,6 +878,95 @@ static void test_rename_dirs(void **state)
 	assert_int_equal(mv(f, "/", "nd", "/", "elow"), 0);
 	assert_true(xattr_is(f, 0, "elow", "trusted.overlay.opaque", "y"));
 	assert_string_equal(ls(f, "elow"), "inside");
+}
+
+/* Directories moved onto names that whiteouts or whiteout-only directories hold. */
+static void test_rename_dir_targets(void **state)
+{
+	struct fx *f = *state;
+	uint64_t y, p, q;
+
+	pdir(f, 1, "X");
+	put(f, 1, "X/oldx", "");
+	pdir(f, 1, "Y");
+	put(f, 1, "Y/y", "y");
+	pdir(f, 1, "D");
+	put(f, 1, "D/a", "");
+	pdir(f, 1, "E");
+	put(f, 1, "E/e", "");
+	fx_open(f);
+	/* A lower directory over the whiteout of a removed lower directory. */
+	assert_int_equal(rm(f, "X", "oldx"), 0);
+	assert_int_equal(rmd(f, "/", "X"), 0);
+	y = W(f, "Y");
+	assert_int_equal(mv(f, "/", "Y", "/", "X"), 0);
+	/* A pure-upper directory over one holding only whiteouts. */
+	assert_int_equal(rm(f, "D", "a"), 0);
+	p = mkd(f, "/", "P");
+	mk(f, "P", "pf");
+	assert_int_equal(mv(f, "/", "P", "/", "D"), 0);
+	/* A pure-upper directory over a whiteout, where nothing else needs one. */
+	assert_int_equal(rm(f, "E", "e"), 0);
+	assert_int_equal(rmd(f, "/", "E"), 0);
+	q = mkd(f, "/", "Q");
+	assert_int_equal(mv(f, "/", "Q", "/", "E"), 0);
+	assert_false(has_tmp(f, ""));
+	for (int pass = 0; pass < 2; pass++) {
+		assert_int_equal(W(f, "X"), y);
+		assert_string_equal(ls(f, "X"), "y");
+		expect_data(f, "X/y", "y");
+		gone(f, "Y");
+		assert_true(is_wh(f, 0, "Y"));
+		assert_int_equal(W(f, "D"), p);
+		assert_string_equal(ls(f, "D"), "pf");
+		assert_int_equal(W(f, "E"), q);
+		assert_string_equal(ls(f, "E"), "");
+		assert_false(on_disk(f, 0, "Q", NULL));
+		assert_false(on_disk(f, 0, "P", NULL));
+		assert_string_equal(ls(f, "/"), "D,E,X");
+		fx_restart(f);
+	}
+}
+
+/* Cycles of renames over lower files, a hard-linked pair among them. */
+static void test_rename_cycles(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, b, c, h;
+
+	put(f, 1, "a", "A");
+	put(f, 1, "b", "B");
+	put(f, 1, "c", "C");
+	put(f, 1, "h", "H");
+	plink(f, 1, "h", "h2");
+	fx_open(f);
+	a = W(f, "a");
+	b = W(f, "b");
+	c = W(f, "c");
+	h = W(f, "h");
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(mv(f, "/", "a", "/", "t"), 0);
+		assert_int_equal(mv(f, "/", "b", "/", "a"), 0);
+		assert_int_equal(mv(f, "/", "c", "/", "b"), 0);
+		assert_int_equal(mv(f, "/", "t", "/", "c"), 0);
+		assert_int_equal(mv(f, "/", "h", "/", "hx"), 0);
+		assert_int_equal(mv(f, "/", "hx", "/", "h"), 0);
+		fx_restart(f);
+		/* After each round the contents moved one name back. */
+		uint64_t want[3][3] = { { b, c, a }, { c, a, b }, { a, b, c } };
+		const char *data[3][3] = { { "B", "C", "A" }, { "C", "A", "B" }, { "A", "B", "C" } };
+
+		assert_int_equal(W(f, "a"), want[round][0]);
+		assert_int_equal(W(f, "b"), want[round][1]);
+		assert_int_equal(W(f, "c"), want[round][2]);
+		expect_data(f, "a", data[round][0]);
+		expect_data(f, "b", data[round][1]);
+		expect_data(f, "c", data[round][2]);
+		assert_int_equal(W(f, "h"), h);
+		assert_int_equal(W(f, "h2"), h);
+		assert_int_equal(nlink_of(f, h), 2);
+		assert_string_equal(ls(f, "/"), "a,b,c,h,h2");
+	}
 }
 
 /* Directories merged over three branches keep every layer's entries through a rename. */
@@ -1378,6 +1470,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_over_whiteout, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_rename_files, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_rename_dirs, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_rename_dir_targets, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_rename_cycles, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_rename_dir_three, setup3, teardown),
 		cmocka_unit_test_setup_teardown(test_oci_layers, setup3, teardown),
 		cmocka_unit_test_setup_teardown(test_middle_whiteout, setup3, teardown),
