@@ -10,6 +10,11 @@ DIRS="chmod create deldir delete hardlink mkdirover opq overwrite renamedir rena
 
 # manifest DIR: manifest.sh without the server's work directory (compared separately)
 manifest() { sh $H/manifest.sh "$1" | grep -v '^\./\.unionnfsd\.work'; }
+# nolinks: a manifest without the link counts of regular files. The server keeps an index
+# link to every copied-up lower hard link in its work directory and reports the union's
+# count; overlayfs without its own index reports the upper's raw count. That difference is
+# logged, not failed: the names, types, modes, owners, sizes, times and contents must agree.
+nolinks() { sed -E 's/^([^ ]+ F [^|]*[|][^|]*[|][^|]*[|][^|]*)[|][0-9]+ /\1 /' "$1"; }
 
 row mount
 mount_union /union || { bad "mount of 10.0.2.2:/union failed"; summary; exit 1; }
@@ -94,25 +99,32 @@ if [ -e /ovl/.unionnfsd.work ]; then
 	echo "note: overlayfs shows the server's work directory .unionnfsd.work (left out of the comparison); it holds: $(ls -A /ovl/.unionnfsd.work | tr '\n' ' ')"
 fi
 
+if ! diff /tmp/nfs.manifest /tmp/ovl.manifest > /tmp/d; then
+	echo "note: link counts (or more) differ between the NFS view (-) and overlayfs (+):"
+	grep '^[-+][^-+]' /tmp/d | sed 's/^/    /'
+fi
+nolinks /tmp/nfs.manifest > /tmp/nfs.cmp
+nolinks /tmp/ovl.manifest > /tmp/ovl.cmp
+
 # one row per top-level directory, so a difference points at the operation that made it
 for d in $DIRS; do
 	row "same_$d"
-	grep "^\./$d[/ ]" /tmp/nfs.manifest > /tmp/a
-	grep "^\./$d[/ ]" /tmp/ovl.manifest > /tmp/b
+	grep "^\./$d[/ ]" /tmp/nfs.cmp > /tmp/a
+	grep "^\./$d[/ ]" /tmp/ovl.cmp > /tmp/b
 	if ! diff /tmp/a /tmp/b > /tmp/d; then
 		sed 's/^/    /' /tmp/d
 		bad "NFS view (-) and overlayfs view (+) differ: $(grep '^[-+][^-+]' /tmp/d | head -4 | tr '\n' ' ')"
 	fi
 done
 row same_top
-grep -v -E "^\./($(echo $DIRS | tr ' ' '|'))[/ ]" /tmp/nfs.manifest > /tmp/a
-grep -v -E "^\./($(echo $DIRS | tr ' ' '|'))[/ ]" /tmp/ovl.manifest > /tmp/b
+grep -v -E "^\./($(echo $DIRS | tr ' ' '|'))[/ ]" /tmp/nfs.cmp > /tmp/a
+grep -v -E "^\./($(echo $DIRS | tr ' ' '|'))[/ ]" /tmp/ovl.cmp > /tmp/b
 if ! diff /tmp/a /tmp/b > /tmp/d; then
 	sed 's/^/    /' /tmp/d
 	bad "NFS view (-) and overlayfs view (+) differ: $(grep '^[-+][^-+]' /tmp/d | head -4 | tr '\n' ' ')"
 fi
 row same_everything
 ck "entries in the NFS and overlayfs views" "$(wc -l < /tmp/ovl.manifest)" "$(wc -l < /tmp/nfs.manifest)"
-diff /tmp/nfs.manifest /tmp/ovl.manifest > /dev/null || bad "the views differ (see the rows above)"
+diff /tmp/nfs.cmp /tmp/ovl.cmp > /dev/null || bad "the views differ (see the rows above)"
 umount /ovl || bad "umount /ovl failed"
 summary
