@@ -1,7 +1,8 @@
 #!/bin/sh
 # The guest half of test_union_bigdir.sh, run by busybox sh in the VM as /host/run.sh.
 # Lists /mnt/big (50,000 merged entries) with ls -l and find, cold, and checks it; again
-# after a server restart; then ls -l once more with a restart while it runs.
+# after a server restart; then ls -l once more with a restart while it runs; then ls while
+# names are created and removed.
 . /host/lib.sh
 D=$M/big
 N=50000
@@ -92,6 +93,35 @@ ck "ls -l entries without attributes" "$(grep -c '?' /tmp/ls-l2)" 0
 awk 'NR > 1 { print $NF }' /tmp/ls-l2 > /tmp/ls-l2-names
 check_listing "ls -l across a restart" /tmp/ls-l2-names
 kernel_complaints
+
+# Creates and removes while ls lists: every name that stays must come exactly once, and
+# nothing twice; the names that come or go may or may not be in that listing.
+PHASE=churn
+echo 3 > /proc/sys/vm/drop_caches
+row ls
+ls $D > /tmp/churn &
+lister=$!
+i=0
+while [ $i -lt 100 ]; do
+	n=$(printf '%05d' $i)
+	echo x > $D/extra$n
+	rm $D/n$(printf '%05d' $((40000 + i))) $D/n$(printf '%05d' $((100 + i)))
+	i=$((i + 1))
+done
+kill -0 $lister 2> /dev/null || echo "note: ls ended before the creates and removes did"
+wait $lister || bad "ls failed while the directory changed"
+ck "duplicates in the listing taken while the directory changed" "$(sort /tmp/churn | uniq -d | head -5 | tr '\n' ' ')" ""
+# the survivors: all but n00100..n00199 and n40000..n40099
+grep -v -E '^n(001[0-9][0-9]|400[0-9][0-9])$' /tmp/want > /tmp/survivors
+sort /tmp/churn | grep -v '^extra' > /tmp/churn.sorted
+ck "survivors missing from the listing taken while the directory changed" \
+	"$(awk 'NR == FNR { seen[$0] = 1; next } !($0 in seen)' /tmp/churn.sorted /tmp/survivors | head -5 | tr '\n' ' ')" ""
+echo 3 > /proc/sys/vm/drop_caches
+ls $D > /tmp/after-churn
+seq -w 0 99 | sed 's/^/extra000/' > /tmp/extras
+sort /tmp/survivors /tmp/extras > /tmp/want-after
+ck "names after the creates and removes" "$(sort /tmp/after-churn | cmp - /tmp/want-after 2>&1)" ""
+ck "gone00000 still hidden" "$(ls -a $D | grep -c '^gone')" 0
 
 row unmount
 umount $M || bad "umount failed"

@@ -5,6 +5,7 @@
 . /host/lib.sh
 T=/mnt/three
 O=/mnt/oci
+Hd=/mnt/hand
 
 # common: fileids from READDIR equal GETATTR's, no two names share one, no marker names
 consistent() { # consistent DIR
@@ -130,11 +131,40 @@ oci_listing_check() {
 	consistent $O
 }
 
-ROWS="three_whiteout_mid three_shadow_mid three_merged_whiteout three_opaque_mid three_rmdir_hidden three_unlink_base three_create_over_mid_whiteout three_mkdir_over_mid_whiteout three_listing oci_whiteout oci_marker_names oci_opaque oci_rmdir_hidden oci_merged oci_unlink_base oci_create_over_wh oci_listing"
+# ---------------- /hand: a lower branch changed by hand ----------------
+hand_changed_do() {
+	ck "/hand listing before" "$(listing $Hd)" "a b gd"
+	ck "/hand/gd listing before" "$(listing $Hd/gd)" "g"
+	keep hand.a.ino "$(ino $Hd/a)"
+	exec 7< $Hd/b
+	host_hook hand
+	echo 3 > /proc/sys/vm/drop_caches
+	got=$(cat <&7 2>&1)
+	exec 7<&-
+	case $got in
+	b | *"Stale"* | *"No such file"* | *"I/O error"*) echo "read through a descriptor of the removed b: '$got'" ;;
+	*) bad "read through a descriptor of the file removed by hand gave '$got', want 'b' or an error" ;;
+	esac
+	echo 3 > /proc/sys/vm/drop_caches
+}
+hand_changed_check() {
+	ck "/hand listing" "$(listing $Hd)" "a c d"
+	ck "c added by hand" "$(cat $Hd/c 2>&1)" "by hand"
+	ck "d/e added by hand" "$(cat $Hd/d/e 2>&1)" "e"
+	gone $Hd/b
+	gone $Hd/gd
+	ck "a fileid" "$(ino $Hd/a)" "$(kept hand.a.ino)"
+	ck "a" "$(cat $Hd/a 2>&1)" "a"
+	consistent $Hd
+}
+
+ROWS="three_whiteout_mid three_shadow_mid three_merged_whiteout three_opaque_mid three_rmdir_hidden three_unlink_base three_create_over_mid_whiteout three_mkdir_over_mid_whiteout three_listing oci_whiteout oci_marker_names oci_opaque oci_rmdir_hidden oci_merged oci_unlink_base oci_create_over_wh oci_listing hand_changed"
 
 row mount
 mount_union /three $T || { bad "mount of 10.0.2.2:/three failed"; summary; exit 1; }
 mount_union /oci $O || { bad "mount of 10.0.2.2:/oci failed"; summary; exit 1; }
+# no cached lookups: the server, not the client's dentry cache, must say what is gone
+mount_union /hand $Hd lookupcache=none || { bad "mount of 10.0.2.2:/hand failed"; summary; exit 1; }
 # every name's fileid before any change, to compare after the restart
 (cd /mnt && find three oci -exec stat -c '%n %i' {} + | sort) > /tmp/inos.start
 for r in $ROWS; do
@@ -164,4 +194,5 @@ kernel_complaints
 row unmount
 umount $T || bad "umount $T failed"
 umount $O || bad "umount $O failed"
+umount $Hd || bad "umount $Hd failed"
 summary

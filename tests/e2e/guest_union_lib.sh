@@ -60,9 +60,9 @@ kept() { cat "/tmp/keep.$1" 2> /dev/null; }
 listing() { ls -A "$1" 2>&1 | sort | tr '\n' ' ' | sed 's/ $//'; }
 md5() { md5sum < "$1" 2>&1 | cut -c1-32; }
 
-mount_union() { # mount_union EXPORT [DIR]
+mount_union() { # mount_union EXPORT [DIR [MORE_OPTIONS]]
 	mkdir -p "${2:-$M}"
-	mount -t nfs -o "vers=3,proto=tcp,port=$NFS_PORT,mountport=$MOUNT_PORT,mountproto=tcp,nolock,addr=10.0.2.2" \
+	mount -t nfs -o "vers=3,proto=tcp,port=$NFS_PORT,mountport=$MOUNT_PORT,mountproto=tcp,nolock,addr=10.0.2.2${3:+,$3}" \
 		"10.0.2.2:$1" "${2:-$M}"
 }
 

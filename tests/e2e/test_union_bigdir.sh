@@ -3,7 +3,8 @@
 # NFS client in qemu (tests/e2e/guest_union_bigdir.sh) with `ls -l` and `find`: complete,
 # correct (exact names, no duplicates, upper copies shadow lower ones, whited-out names
 # absent) and the listing time logged on lines starting with "TIMING". Listed again after a
-# server restart, and once more (ls -l) with a restart in the middle of the listing.
+# server restart, once more (ls -l) with a restart in the middle of the listing, and (ls)
+# while names are created and removed.
 #   lower: n00000..n29999 (n00000..n00009 are directories) and gone00000..gone00099
 #   upper: n25000..n49999 (5,000 names in both branches) and whiteouts of gone*
 #

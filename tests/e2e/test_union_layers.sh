@@ -8,7 +8,10 @@
 # tests/e2e/guest_union_layers.sh checks that hidden names are invisible (lookup and
 # listings), that markers never show, and that changes through NFS over the hidden names
 # (create, mkdir, remove, rmdir) do the right thing, before and after a server restart.
-# The host then checks that the lower branches are unchanged.
+# A third export, /hand, has its lower changed by hand while the guest has it mounted: new
+# names must appear, removed ones go (ENOENT, or ESTALE through an open descriptor), and the
+# server must neither crash nor serve wrong data.
+# The host then checks that the lower branches of /three and /oci are unchanged.
 #
 # Ports 12051 (NFS) and 12052 (MOUNT), no portmapper. Needs root, qemu-system-x86, a kernel
 # in /boot with its modules, busybox-static, cpio and gcc: deploy/install-deps installs them.
@@ -59,11 +62,25 @@ mkdir "$Ly/odir3" && echo "layer v" > "$Ly/odir3/v"
 echo "layer file" > "$Ly/layerfile"
 : > "$Ly/.wh.nothing"
 
+# --- /hand: a lower changed by hand while served (e2e_hook_hand) ---
+Hd=$work/hand
+mkdir -p "$Hd/upper" "$Hd/lower/gd"
+echo a > "$Hd/lower/a"
+echo b > "$Hd/lower/b"
+echo g > "$Hd/lower/gd/g"
+e2e_hook_hand() {
+	echo "by hand" > "$Hd/lower/c"
+	rm "$Hd/lower/b"
+	mkdir "$Hd/lower/d" && echo e > "$Hd/lower/d/e"
+	rm -r "$Hd/lower/gd"
+}
+
 for b in mid base; do e2e_tree_manifest "$T/$b" > "$work/three-$b.before"; done
 for b in layer base; do e2e_tree_manifest "$O/$b" > "$work/oci-$b.before"; done
 
 e2e_export /three "$T/upper:$T/mid:$T/base"
 e2e_export /oci "$O/upper:$O/layer:$O/base"
+e2e_export /hand "$Hd/upper:$Hd/lower"
 e2e_start_server
 echo "server started on ports $E2E_PORT/$E2E_MPORT: /three and /oci"
 e2e_run_vm "$E2E_HERE/guest_union_layers.sh" 300
