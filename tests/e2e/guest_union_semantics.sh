@@ -339,10 +339,51 @@ misc_check() {
 	[ -d $M/dir_deep/a/b/c ] || bad "dir_deep/a/b/c is missing"
 }
 
+# --- first writes to lower files from two clients at once (a second mount that shares no
+#     cache with the first): one copy-up, both writes kept, one fileid ---
+M2=/mnt2
+concurrent_copyup_do() {
+	mount_union /union $M2 nosharecache || { bad "second mount with nosharecache failed"; return; }
+	for i in 0 1 2 3 4 5 6 7 8 9; do
+		printf A | dd of=$M/cc$i bs=1 seek=100 conv=notrunc 2> /dev/null &
+		printf B | dd of=$M2/cc$i bs=1 seek=60000 conv=notrunc 2> /dev/null &
+	done
+	wait
+	sync
+	echo 3 > /proc/sys/vm/drop_caches
+}
+concurrent_copyup_check() {
+	for i in 0 1 2 3 4 5 6 7 8 9; do
+		for m in $M $M2; do
+			ck "$m/cc$i size" "$(stat -c %s $m/cc$i 2>&1)" 65536
+			ck "$m/cc$i byte 100" "$(dd if=$m/cc$i bs=1 skip=100 count=1 2> /dev/null)" A
+			ck "$m/cc$i byte 60000" "$(dd if=$m/cc$i bs=1 skip=60000 count=1 2> /dev/null)" B
+			ck "$m/cc$i other bytes" "$(tr -d x < $m/cc$i)" AB
+		done
+		ck "cc$i fileid on both mounts" "$(ino $M2/cc$i)" "$(ino $M/cc$i)"
+	done
+}
+
+# --- rename of a copied-up lower hard link ---
+hardlink_rename_do() {
+	keep hr.ino "$(ino $M/hr_a)"
+	run chmod 600 $M/hr_a
+	run mv $M/hr_a $M/hr_c
+}
+hardlink_rename_check() {
+	gone $M/hr_a
+	for n in hr_b hr_c; do
+		ck "$n fileid" "$(ino $M/$n)" "$(kept hr.ino)"
+		ck "$n mode" "$(stat -c %a $M/$n 2>&1)" 600
+		ck "$n link count" "$(stat -c %h $M/$n 2>&1)" 2
+		ck "$n content" "$(cat $M/$n 2>&1)" "renamed link"
+	done
+}
+
 # --- readdir: exact listing, no duplicates, no markers, fileids equal to GETATTR's ---
 readdir_do() { :; }
 readdir_check() {
-	want="dir_deep dir_mix dir_notempty dir_rename dir_renamed dir_rmrf dir_rn2b dir_setattr dir_target dof f_append f_chmod f_excl f_getattr f_linknew f_linksrc f_middle f_noperm f_otrunc f_rb f_rdst f_recreate f_renamed f_shadow f_symover f_trunc fod hl_a hl_b hl_d merged sparse sym_lower"
+	want="cc0 cc1 cc2 cc3 cc4 cc5 cc6 cc7 cc8 cc9 dir_deep dir_mix dir_notempty dir_rename dir_renamed dir_rmrf dir_rn2b dir_setattr dir_target dof f_append f_chmod f_excl f_getattr f_linknew f_linksrc f_middle f_noperm f_otrunc f_rb f_rdst f_recreate f_renamed f_shadow f_symover f_trunc fod hl_a hl_b hl_d hr_b hr_c merged sparse sym_lower"
 	[ "$(kept mknod)" = made ] && want=$(echo "$want f_mknod" | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/ $//')
 	ck "root listing" "$(listing $M)" "$want"
 	ck "duplicate names in the root" "$(ls -A $M | sort | uniq -d | tr '\n' ' ')" ""
@@ -358,14 +399,14 @@ readdir_check() {
 	done > /tmp/ino.mismatch
 	ck "readdir fileids differing from getattr" "$(cat /tmp/ino.mismatch | tr '\n' ' ')" ""
 	# two distinct objects never share a fileid (hl_a/hl_b are one object)
-	find $M ! -name hl_b ! -name f_linknew -exec stat -c %i {} + | sort | uniq -d > /tmp/ino.dup
+	find $M ! -name hl_b ! -name f_linknew ! -name hr_c -exec stat -c %i {} + | sort | uniq -d > /tmp/ino.dup
 	ck "fileids shared by distinct objects" "$(cat /tmp/ino.dup | tr '\n' ' ')" ""
 	# entry types from READDIR (find -type) agree with stat
 	ck "directories by find -type d" "$(cd $M && find . -maxdepth 1 -type d | sort | tr '\n' ' ')" \
 		". ./dir_deep ./dir_mix ./dir_notempty ./dir_rename ./dir_renamed ./dir_rmrf ./dir_rn2b ./dir_setattr ./dir_target ./dof ./merged "
 }
 
-ROWS="lookup_shadow getattr_fileid setattr_chmod setattr_dir truncate write sparse create_over_removed unlink_lower unlink_both rmdir_merged rmdir_notempty mkdir_opaque rename_file rename_dir hardlink symlink_over_removed mknod_0_0 refused link_lower hardlink_unlink rename_more misc readdir"
+ROWS="lookup_shadow getattr_fileid setattr_chmod setattr_dir truncate write sparse create_over_removed unlink_lower unlink_both rmdir_merged rmdir_notempty mkdir_opaque rename_file rename_dir hardlink symlink_over_removed mknod_0_0 refused link_lower hardlink_unlink rename_more misc concurrent_copyup hardlink_rename readdir"
 
 ROW=mount
 row mount
@@ -391,5 +432,6 @@ kernel_complaints
 ROW=unmount
 row unmount
 exec 5<&- 6<&-
+umount $M2 || bad "umount $M2 failed"
 umount $M || bad "umount failed"
 summary
