@@ -12,11 +12,20 @@
 struct ev_loop;
 struct net_server;
 
+/* Zero in a limit means its default (NET_DEFAULT_*), except no_idle_timeout: 0 is off. */
 struct net_opts {
 	const char *no_listen;   /* NULL: all addresses (IPv6 any with v4 mapped, else IPv4 any) */
 	int no_workers;
 	uint32_t no_max_record;
+	unsigned no_max_conns;      /* open TCP connections; more are accepted and closed at once */
+	unsigned no_idle_timeout;   /* seconds without I/O and with no call being served; 0: never */
+	unsigned no_max_requests;   /* calls in flight per TCP connection */
+	uint64_t no_max_buffered;   /* request, reassembly and reply bytes across all connections */
 };
+
+#define NET_DEFAULT_MAX_CONNS 1024u
+#define NET_DEFAULT_MAX_REQUESTS 64u
+#define NET_DEFAULT_MAX_BUFFERED (256ull << 20)
 
 int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct net_server **out);
 

@@ -14,9 +14,14 @@
  * - struct net_job: one per record; owned by the loop, then by the pool while it runs,
  *   then by the loop again, which queues its reply for writing or frees it.
  *
- * Memory is bounded per connection: reading pauses while NET_MAX_INFLIGHT calls (or
+ * Memory is bounded per connection: reading pauses while max_requests calls (or
  * NET_MAX_INBYTES of them) are being served, or while NET_MAX_OUTQ reply bytes wait for a
- * client that does not read.
+ * client that does not read. It is bounded across connections too: ns_buffered counts
+ * request, reassembly, pending and reply bytes of every connection, and once it reaches
+ * max_buffered only connections holding (almost) nothing may read, so a crowd of clients
+ * that never read cannot exhaust memory while a well-behaved client still gets its small
+ * calls through. Connections stuck without I/O are closed after idle_timeout, and past
+ * max_conns new connections are accepted and closed at once.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,7 +45,6 @@
 
 #define NET_DEFAULT_WORKERS 4
 #define NET_DEFAULT_MAX_RECORD ((1u << 20) + (64u << 10))
-#define NET_MAX_INFLIGHT 64                /* calls per TCP connection */
 #define NET_MAX_INBYTES (16u << 20)         /* request bytes in flight per TCP connection */
 #define NET_MAX_OUTQ (4u << 20)             /* queued reply bytes per TCP connection */
 #define NET_UDP_MAX_INFLIGHT 256           /* calls per UDP socket */
@@ -51,6 +55,8 @@
 #define NET_SHUTDOWN_WAIT 5.0
 #define NET_PORT0_TRIES 8
 #define NET_ADDRSTR (INET6_ADDRSTRLEN + 8)
+#define NET_PRESSURE_RX (64u << 10)         /* partial record a connection may grow under pressure */
+#define NET_WARN_EVERY 60.0                 /* seconds between repeated limit warnings */
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -104,6 +110,8 @@ struct net_conn {
 	unsigned nc_refs;
 	unsigned nc_inflight;
 	size_t nc_inbytes;                     /* request bytes of the calls in flight */
+	size_t nc_rxacct;                      /* reassembly buffer counted in ns_buffered */
+	ev_tstamp nc_last;                     /* last byte read or written */
 	bool nc_open;
 	bool nc_eof;                           /* peer finished sending: close once answered */
 	bool nc_dirty;
@@ -123,6 +131,16 @@ struct net_server {
 	struct ev_loop *ns_loop;
 	char *ns_listen;
 	uint32_t ns_max_record;
+	unsigned ns_max_conns;
+	unsigned ns_max_requests;
+	unsigned ns_idle;                      /* seconds, 0: off */
+	uint64_t ns_max_buffered;
+	uint64_t ns_buffered;                  /* see the comment at the top */
+	bool ns_pressured;                     /* a connection was paused by ns_max_buffered */
+	unsigned ns_nconns;
+	ev_tstamp ns_full_warned, ns_buf_warned;
+	ev_timer ns_idle_timer;
+	bool ns_idle_on;
 	struct workers *ns_workers;
 	ev_async ns_async;
 	bool ns_async_on;
@@ -137,6 +155,7 @@ struct net_server {
 
 static void conn_close(struct net_conn *c);
 static void conn_after_io(struct net_conn *c);
+static void net_relieve(struct net_server *srv);
 
 /* ---- addresses ---- */
 
@@ -231,10 +250,47 @@ static void conn_unref(struct net_conn *c)
 		free(c);
 }
 
-static bool conn_full(const struct net_conn *c)
+/*
+ * Under global pressure a connection may still read while it holds no calls or replies
+ * and only a small partial record: that keeps each well-behaved client moving (one call
+ * at a time) and bounds the overshoot per connection.
+ */
+static bool conn_full(struct net_conn *c)
 {
-	return c->nc_inflight >= NET_MAX_INFLIGHT || c->nc_inbytes >= NET_MAX_INBYTES ||
-	       c->nc_outbytes >= NET_MAX_OUTQ;
+	struct net_server *srv = c->nc_srv;
+	char a[NET_ADDRSTR];
+
+	if (c->nc_inflight >= srv->ns_max_requests || c->nc_inbytes >= NET_MAX_INBYTES ||
+	    c->nc_outbytes >= NET_MAX_OUTQ)
+		return true;
+	if (srv->ns_buffered < srv->ns_max_buffered)
+		return false;
+	if (c->nc_inbytes == 0 && c->nc_outbytes == 0 && c->nc_rxacct < NET_PRESSURE_RX)
+		return false;
+	if (!srv->ns_pressured && ev_now(srv->ns_loop) - srv->ns_buf_warned >= NET_WARN_EVERY) {
+		srv->ns_buf_warned = ev_now(srv->ns_loop);
+		log_warn("net: %llu bytes are buffered for clients, the max-buffered limit; pausing reads from connections holding data (first %s) until replies drain (raise max-buffered if legitimate clients stall)",
+			 (unsigned long long)srv->ns_buffered,
+			 net_addrstr(&c->nc_peer, c->nc_peerlen, a));
+	}
+	srv->ns_pressured = true;
+	return true;
+}
+
+/* Keeps ns_buffered in step with the reassembly buffer's size. */
+static void conn_sync_rx(struct net_conn *c)
+{
+	c->nc_srv->ns_buffered -= c->nc_rxacct;
+	c->nc_rxacct = c->nc_rx.rr_cap;
+	c->nc_srv->ns_buffered += c->nc_rxacct;
+}
+
+static void conn_drop_pend(struct net_conn *c)
+{
+	c->nc_srv->ns_buffered -= c->nc_pendlen;
+	free(c->nc_pend);
+	c->nc_pend = NULL;
+	c->nc_pendlen = c->nc_pendoff = 0;
 }
 
 /* The one destructor of an open connection. Drops the socket's reference. */
@@ -262,10 +318,12 @@ static void conn_close(struct net_conn *c)
 		job_free(j);
 	}
 	c->nc_outq = c->nc_outtail = NULL;
+	srv->ns_buffered -= c->nc_outbytes;
 	c->nc_outbytes = 0;
-	free(c->nc_pend);
-	c->nc_pend = NULL;
+	conn_drop_pend(c);
 	record_free(&c->nc_rx);
+	conn_sync_rx(c);
+	srv->ns_nconns--;
 	conn_unref(c);
 }
 
@@ -295,6 +353,7 @@ static bool conn_submit(struct net_conn *c, uint8_t *rec, size_t len)
 	c->nc_refs++;
 	c->nc_inflight++;
 	c->nc_inbytes += len;
+	c->nc_srv->ns_buffered += len;
 	net_submit(c->nc_srv, j);
 	return true;
 }
@@ -311,13 +370,17 @@ static ssize_t conn_feed(struct net_conn *c, const uint8_t *data, size_t len)
 	char a[NET_ADDRSTR];
 
 	while (pos < len && !conn_full(c)) {
-		switch (record_feed(&c->nc_rx, data + pos, len - pos, &used)) {
+		enum record_status st = record_feed(&c->nc_rx, data + pos, len - pos, &used);
+
+		conn_sync_rx(c);
+		switch (st) {
 		case RECORD_MORE:
 			pos += used;
 			break;
 		case RECORD_DONE:
 			pos += used;
 			rec = record_take(&c->nc_rx, &rlen);
+			conn_sync_rx(c);
 			if (!conn_submit(c, rec, rlen))
 				return -1;
 			break;
@@ -361,11 +424,8 @@ static int conn_feed_pending(struct net_conn *c)
 	if (n < 0)
 		return -1;
 	c->nc_pendoff += (size_t)n;
-	if (c->nc_pendoff == c->nc_pendlen) {
-		free(c->nc_pend);
-		c->nc_pend = NULL;
-		c->nc_pendlen = c->nc_pendoff = 0;
-	}
+	if (c->nc_pendoff == c->nc_pendlen)
+		conn_drop_pend(c);
 	return 0;
 }
 
@@ -410,6 +470,9 @@ static int conn_flush(struct net_conn *c)
 			return -1;
 		}
 		c->nc_outbytes -= (size_t)n;
+		srv->ns_buffered -= (uint64_t)n;
+		if (n > 0)
+			c->nc_last = ev_now(srv->ns_loop);
 		while (n > 0) {
 			size_t left;
 
@@ -470,9 +533,11 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->nc_eof = true;
 		record_free(&c->nc_rx);
 		record_init(&c->nc_rx, c->nc_srv->ns_max_record);
+		conn_sync_rx(c);
 		conn_after_io(c);
 		return;
 	}
+	c->nc_last = ev_now(loop);
 	used = conn_feed(c, buf, (size_t)n);
 	if (used < 0)
 		return;
@@ -487,6 +552,7 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		memcpy(c->nc_pend, buf + used, (size_t)(n - used));
 		c->nc_pendlen = (size_t)(n - used);
 		c->nc_pendoff = 0;
+		c->nc_srv->ns_buffered += c->nc_pendlen;
 	}
 	conn_update_reading(c);
 }
@@ -500,6 +566,7 @@ static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 	if (conn_flush(c) < 0)
 		return;
 	conn_after_io(c);
+	net_relieve(c->nc_srv);
 }
 
 static void conn_new(struct net_server *srv, int fd, const struct sockaddr_storage *peer,
@@ -518,6 +585,8 @@ static void conn_new(struct net_server *srv, int fd, const struct sockaddr_stora
 	c->nc_fd = fd;
 	c->nc_refs = 1;
 	c->nc_open = true;
+	c->nc_last = ev_now(srv->ns_loop);
+	srv->ns_nconns++;
 	memcpy(&c->nc_peer, peer, peerlen);
 	c->nc_peerlen = peerlen;
 	c->nc_locallen = sizeof(c->nc_local);
@@ -548,6 +617,24 @@ static void listener_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		ev_io_start(loop, &l->nl_accept);
 }
 
+/*
+ * Past max_conns a connection is accepted and closed at once rather than left in the
+ * backlog: the client learns immediately, and the backlog cannot hide a flood.
+ */
+static void listener_refuse(struct net_listener *l, int fd, const struct sockaddr_storage *peer,
+			    socklen_t peerlen)
+{
+	struct net_server *srv = l->nl_srv;
+	char a[NET_ADDRSTR];
+
+	close(fd);
+	if (ev_now(srv->ns_loop) - srv->ns_full_warned < NET_WARN_EVERY)
+		return;
+	srv->ns_full_warned = ev_now(srv->ns_loop);
+	log_warn("net: %u connections are open, the max-connections limit; closing new ones (first from %s) until some end (raise max-connections if the clients are legitimate)",
+		 srv->ns_nconns, net_addrstr(peer, peerlen, a));
+}
+
 static void listener_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct net_listener *l = container_of(w, struct net_listener, nl_accept);
@@ -560,6 +647,10 @@ static void listener_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		peerlen = sizeof(peer);
 		fd = accept4(l->nl_tcp, (struct sockaddr *)&peer, &peerlen,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0 && l->nl_srv->ns_nconns >= l->nl_srv->ns_max_conns) {
+			listener_refuse(l, fd, &peer, peerlen);
+			continue;
+		}
 		if (fd >= 0) {
 			conn_new(l->nl_srv, fd, &peer, peerlen);
 			continue;
@@ -755,6 +846,49 @@ static void udp_reply(struct net_listener *l, struct net_job *j)
 			  net_addrstr(&j->nj_peer, j->nj_peerlen, a), strerror(errno));
 }
 
+/* ---- limits across connections ---- */
+
+/* Once the buffered bytes fell below the limit, lets every paused connection go on. */
+static void net_relieve(struct net_server *srv)
+{
+	struct net_conn *c, *next;
+
+	if (!srv->ns_pressured || srv->ns_shutting || srv->ns_buffered >= srv->ns_max_buffered)
+		return;
+	srv->ns_pressured = false;
+	for (c = srv->ns_conns; c != NULL; c = next) {
+		next = c->nc_next;
+		conn_after_io(c);
+	}
+}
+
+/*
+ * Closes connections without a byte read or written for ns_idle seconds and no call
+ * being served: idle clients, and clients that stopped reading their replies.
+ */
+static void net_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct net_server *srv = container_of(w, struct net_server, ns_idle_timer);
+	struct net_conn *c, *next;
+	ev_tstamp now = ev_now(loop);
+	unsigned closed = 0;
+	char a[NET_ADDRSTR];
+
+	(void)revents;
+	for (c = srv->ns_conns; c != NULL; c = next) {
+		next = c->nc_next;
+		if (c->nc_inflight > 0 || now - c->nc_last < (ev_tstamp)srv->ns_idle)
+			continue;
+		log_debug("net: closing %s: no traffic for %u s (idle-timeout)",
+			  net_addrstr(&c->nc_peer, c->nc_peerlen, a), srv->ns_idle);
+		conn_close(c);
+		closed++;
+	}
+	if (closed > 0)
+		log_info("net: closed %u connections idle for %u s (idle-timeout)", closed, srv->ns_idle);
+	net_relieve(srv);
+}
+
 /* ---- completions ---- */
 
 static void net_complete_all(struct net_server *srv)
@@ -780,6 +914,7 @@ static void net_complete_all(struct net_server *srv)
 		c = j->nj_conn;
 		c->nc_inflight--;
 		c->nc_inbytes -= j->nj_len;
+		srv->ns_buffered -= j->nj_len;
 		if (c->nc_open && j->nj_reply != NULL) {
 			j->nj_next = NULL;
 			if (c->nc_outtail)
@@ -788,6 +923,7 @@ static void net_complete_all(struct net_server *srv)
 				c->nc_outq = j;
 			c->nc_outtail = j;
 			c->nc_outbytes += j->nj_replylen;
+			srv->ns_buffered += j->nj_replylen;
 		} else {
 			job_free(j);
 		}
@@ -811,6 +947,7 @@ static void net_complete_all(struct net_server *srv)
 			conn_after_io(c);
 		conn_unref(c);
 	}
+	net_relieve(srv);
 }
 
 static void net_async_cb(struct ev_loop *loop, ev_async *w, int revents)
@@ -833,6 +970,11 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
 		return -ENOMEM;
 	srv->ns_loop = loop;
 	srv->ns_max_record = opts->no_max_record ? opts->no_max_record : NET_DEFAULT_MAX_RECORD;
+	srv->ns_max_conns = opts->no_max_conns ? opts->no_max_conns : NET_DEFAULT_MAX_CONNS;
+	srv->ns_max_requests = opts->no_max_requests ? opts->no_max_requests : NET_DEFAULT_MAX_REQUESTS;
+	srv->ns_max_buffered = opts->no_max_buffered ? opts->no_max_buffered : NET_DEFAULT_MAX_BUFFERED;
+	srv->ns_idle = opts->no_idle_timeout;
+	srv->ns_full_warned = srv->ns_buf_warned = -NET_WARN_EVERY;
 	if (opts->no_listen != NULL && (srv->ns_listen = strdup(opts->no_listen)) == NULL)
 		goto fail;
 	srv->ns_rbuf = malloc(NET_READ_CHUNK);
@@ -844,6 +986,19 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
 	/* The async watcher alone must not keep ev_run() from returning. */
 	ev_unref(loop);
 	srv->ns_async_on = true;
+	if (srv->ns_idle > 0) {
+		/* A sweep a few times per timeout: one timer, however many connections. */
+		ev_tstamp every = srv->ns_idle / 4.0;
+
+		if (every < 0.25)
+			every = 0.25;
+		if (every > 30.0)
+			every = 30.0;
+		ev_timer_init(&srv->ns_idle_timer, net_idle_cb, every, every);
+		ev_timer_start(loop, &srv->ns_idle_timer);
+		ev_unref(loop);
+		srv->ns_idle_on = true;
+	}
 	rc = workers_create(opts->no_workers > 0 ? opts->no_workers : NET_DEFAULT_WORKERS,
 			    net_notify, srv, &srv->ns_workers);
 	if (rc < 0)
@@ -1079,6 +1234,11 @@ void net_server_shutdown(struct net_server *srv)
 	if (srv->ns_shutting)
 		return;
 	srv->ns_shutting = true;
+	if (srv->ns_idle_on) {
+		ev_ref(loop);
+		ev_timer_stop(loop, &srv->ns_idle_timer);
+		srv->ns_idle_on = false;
+	}
 	for (l = srv->ns_listeners; l != NULL; l = l->nl_next) {
 		ev_io_stop(loop, &l->nl_accept);
 		ev_timer_stop(loop, &l->nl_backoff);
