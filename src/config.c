@@ -24,6 +24,15 @@
 #define CONFIG_MIN_MAX_RECORD CONFIG_DEFAULT_MAX_RECORD
 #define CONFIG_MAX_MAX_RECORD (64 * 1024 * 1024)
 #define CONFIG_MAX_WORKERS 256
+#define CONFIG_DEFAULT_MAX_CONNS 1024
+#define CONFIG_MAX_MAX_CONNS 1000000
+#define CONFIG_DEFAULT_IDLE_TIMEOUT 300
+#define CONFIG_MAX_IDLE_TIMEOUT 604800           /* a week */
+#define CONFIG_DEFAULT_MAX_REQUESTS 64
+#define CONFIG_MAX_MAX_REQUESTS 4096
+#define CONFIG_DEFAULT_MAX_BUFFERED (256ull << 20)
+#define CONFIG_MIN_MAX_BUFFERED (4ull << 20)
+#define CONFIG_MAX_MAX_BUFFERED (1ull << 40)
 #define CONFIG_NAME_MAX 400      /* the inode map keys exports by name (store.c); MOUNT allows 1024 */
 #define CONFIG_ANON_ID 65534
 
@@ -35,6 +44,8 @@ static const char config_usage[] =
 	"usage: unionnfsd [-f] [-c FILE] [--listen ADDR] [--port N] [--mount-port N] [--state DIR]\n"
 	"                 [--portmap auto|rpcbind|builtin|off] [-e NAME=BRANCH[:BRANCH...] [-o OPTS]]...\n"
 	"                 [--workers N] [--max-record BYTES] [--portmap-port N] [--help]\n"
+	"                 [--max-connections N] [--idle-timeout SECONDS]\n"
+	"                 [--max-requests-per-connection N] [--max-buffered BYTES]\n"
 	"\n"
 	"  -f                  stay in the foreground and log to stderr (default: daemon, syslog)\n"
 	"  -c FILE             read settings from FILE at this point; later settings win\n"
@@ -53,6 +64,14 @@ static const char config_usage[] =
 	"  --portmap-port N    port of the built-in portmapper (default 111)\n"
 	"  --workers N         file system worker threads (default 8)\n"
 	"  --max-record BYTES  largest RPC record accepted (default 1052672)\n"
+	"  --max-connections N open TCP connections; more are accepted and closed at once\n"
+	"                      (default 1024)\n"
+	"  --idle-timeout SECONDS  close a TCP connection without traffic and with no call\n"
+	"                      being served for this long; 0 never (default 300)\n"
+	"  --max-requests-per-connection N  calls served at once per TCP connection; reading\n"
+	"                      pauses beyond it (default 64)\n"
+	"  --max-buffered BYTES  request and reply bytes held for all clients together;\n"
+	"                      beyond it only clients holding nothing are read (default 268435456)\n"
 	"  -h, --help          show this text\n";
 
 void config_init(struct config *cf)
@@ -68,6 +87,10 @@ void config_init(struct config *cf)
 	cf->cf_portmap = PORTMAP_AUTO;
 	cf->cf_workers = CONFIG_DEFAULT_WORKERS;
 	cf->cf_max_record = CONFIG_DEFAULT_MAX_RECORD;
+	cf->cf_max_conns = CONFIG_DEFAULT_MAX_CONNS;
+	cf->cf_idle_timeout = CONFIG_DEFAULT_IDLE_TIMEOUT;
+	cf->cf_max_requests = CONFIG_DEFAULT_MAX_REQUESTS;
+	cf->cf_max_buffered = CONFIG_DEFAULT_MAX_BUFFERED;
 	cf->cf_exports = NULL;
 	cf->cf_nexports = 0;
 }
@@ -429,6 +452,10 @@ enum config_key {
 	KEY_PORTMAP,
 	KEY_WORKERS,
 	KEY_MAX_RECORD,
+	KEY_MAX_CONNS,
+	KEY_IDLE_TIMEOUT,
+	KEY_MAX_REQUESTS,
+	KEY_MAX_BUFFERED,
 };
 
 /* Scalar settings: the flag --NAME and the config file directive NAME. */
@@ -444,6 +471,10 @@ static const struct {
 	{ "portmap", KEY_PORTMAP },
 	{ "workers", KEY_WORKERS },
 	{ "max-record", KEY_MAX_RECORD },
+	{ "max-connections", KEY_MAX_CONNS },
+	{ "idle-timeout", KEY_IDLE_TIMEOUT },
+	{ "max-requests-per-connection", KEY_MAX_REQUESTS },
+	{ "max-buffered", KEY_MAX_BUFFERED },
 };
 
 static int config_find_key(const char *name, size_t len)
@@ -520,6 +551,27 @@ static int config_set(struct config *cf, enum config_key key, const char *value,
 		}
 		cf->cf_max_record = (uint32_t)v;
 		return 0;
+	case KEY_MAX_CONNS:
+		if (config_parse_range(value, 1, CONFIG_MAX_MAX_CONNS, &v, err, errlen) < 0)
+			return -1;
+		cf->cf_max_conns = (unsigned)v;
+		return 0;
+	case KEY_IDLE_TIMEOUT:
+		if (config_parse_range(value, 0, CONFIG_MAX_IDLE_TIMEOUT, &v, err, errlen) < 0)
+			return -1;
+		cf->cf_idle_timeout = (unsigned)v;
+		return 0;
+	case KEY_MAX_REQUESTS:
+		if (config_parse_range(value, 1, CONFIG_MAX_MAX_REQUESTS, &v, err, errlen) < 0)
+			return -1;
+		cf->cf_max_requests = (unsigned)v;
+		return 0;
+	case KEY_MAX_BUFFERED:
+		if (config_parse_range(value, CONFIG_MIN_MAX_BUFFERED, CONFIG_MAX_MAX_BUFFERED, &v, err,
+				       errlen) < 0)
+			return -1;
+		cf->cf_max_buffered = v;
+		return 0;
 	}
 	config_err(err, errlen, "internal error: unknown setting");
 	return -1;
@@ -549,7 +601,8 @@ static int config_split(char *line, char **words, int max)
 }
 
 #define CONFIG_FILE_KEYS \
-	"listen, port, mount-port, portmap-port, state, portmap, workers, max-record, export, foreground"
+	"listen, port, mount-port, portmap-port, state, portmap, workers, max-record, " \
+	"max-connections, idle-timeout, max-requests-per-connection, max-buffered, export, foreground"
 
 static int config_file_line(struct config *cf, char *line, char *err, size_t errlen)
 {
@@ -789,6 +842,17 @@ int config_validate(const struct config *cf, char *err, size_t errlen)
 	if (cf->cf_max_record < CONFIG_MIN_MAX_RECORD || cf->cf_max_record > CONFIG_MAX_MAX_RECORD) {
 		config_err(err, errlen, "max-record must be %d..%d", CONFIG_MIN_MAX_RECORD,
 			   CONFIG_MAX_MAX_RECORD);
+		return -1;
+	}
+	if (cf->cf_max_conns < 1 || cf->cf_max_conns > CONFIG_MAX_MAX_CONNS ||
+	    cf->cf_idle_timeout > CONFIG_MAX_IDLE_TIMEOUT || cf->cf_max_requests < 1 ||
+	    cf->cf_max_requests > CONFIG_MAX_MAX_REQUESTS ||
+	    cf->cf_max_buffered < CONFIG_MIN_MAX_BUFFERED ||
+	    cf->cf_max_buffered > CONFIG_MAX_MAX_BUFFERED) {
+		config_err(err, errlen,
+			   "max-connections must be 1..%d, idle-timeout 0..%d, max-requests-per-connection 1..%d and max-buffered %llu..%llu",
+			   CONFIG_MAX_MAX_CONNS, CONFIG_MAX_IDLE_TIMEOUT, CONFIG_MAX_MAX_REQUESTS,
+			   CONFIG_MIN_MAX_BUFFERED, CONFIG_MAX_MAX_BUFFERED);
 		return -1;
 	}
 	return 0;

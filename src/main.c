@@ -368,6 +368,10 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		.no_listen = cf->cf_listen,
 		.no_workers = cf->cf_workers,
 		.no_max_record = cf->cf_max_record,
+		.no_max_conns = cf->cf_max_conns,
+		.no_idle_timeout = cf->cf_idle_timeout,
+		.no_max_requests = cf->cf_max_requests,
+		.no_max_buffered = cf->cf_max_buffered,
 	};
 	rc = net_server_create(mc->mc_loop, &no, &mc->mc_net);
 	if (rc < 0) {

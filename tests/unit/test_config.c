@@ -167,6 +167,48 @@ static void test_bad_numbers(void **state)
 	assert_int_equal(fx->cf.cf_workers, 8);
 }
 
+static void expect_file_error(struct fixture *fx, const char *text, const char *expect);
+
+/* The network limits: flags, file directives, defaults and the bounds in the messages. */
+static void test_net_limits(void **state)
+{
+	struct fixture *fx = *state;
+	const char *path;
+
+	assert_int_equal(fx->cf.cf_max_conns, 1024);
+	assert_int_equal(fx->cf.cf_idle_timeout, 300);
+	assert_int_equal(fx->cf.cf_max_requests, 64);
+	assert_true(fx->cf.cf_max_buffered == 268435456ull);
+	assert_int_equal(PARSE(fx, "--max-connections", "10", "--idle-timeout", "0",
+			       "--max-requests-per-connection=4", "--max-buffered", "4194304"), 0);
+	assert_int_equal(fx->cf.cf_max_conns, 10);
+	assert_int_equal(fx->cf.cf_idle_timeout, 0);
+	assert_int_equal(fx->cf.cf_max_requests, 4);
+	assert_true(fx->cf.cf_max_buffered == 4194304ull);
+
+	assert_int_equal(PARSE(fx, "--max-connections", "0"), -1);
+	assert_string_equal(fx->err, "option --max-connections: '0' is not a number in 1..1000000");
+	assert_int_equal(PARSE(fx, "--idle-timeout", "604801"), -1);
+	assert_string_equal(fx->err, "option --idle-timeout: '604801' is not a number in 0..604800");
+	assert_int_equal(PARSE(fx, "--max-requests-per-connection", "4097"), -1);
+	assert_string_equal(fx->err, "option --max-requests-per-connection: '4097' is not a number "
+				     "in 1..4096");
+	assert_int_equal(PARSE(fx, "--max-buffered", "1m"), -1);
+	assert_string_equal(fx->err, "option --max-buffered: '1m' is not a number in "
+				     "4194304..1099511627776");
+	assert_int_equal(fx->cf.cf_max_conns, 10);
+
+	path = write_file(fx, "max-connections 2000\nidle-timeout 2\n"
+			      "max-requests-per-connection 128\nmax-buffered 1099511627776\n");
+	assert_int_equal(config_parse_file(&fx->cf, path, fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(fx->cf.cf_max_conns, 2000);
+	assert_int_equal(fx->cf.cf_idle_timeout, 2);
+	assert_int_equal(fx->cf.cf_max_requests, 128);
+	assert_true(fx->cf.cf_max_buffered == 1099511627776ull);
+	expect_file_error(fx, "idle-timeout -1\n",
+			  "1: idle-timeout: '-1' is not a number in 0..604800");
+}
+
 static void test_bad_strings(void **state)
 {
 	struct fixture *fx = *state;
@@ -500,7 +542,8 @@ static void test_file_bad_lines(void **state)
 
 	expect_file_error(fx, "port 2049\n\nrww 1\n",
 			  "3: unknown option 'rww' (expected listen, port, mount-port, portmap-port, "
-			  "state, portmap, workers, max-record, export, foreground)");
+			  "state, portmap, workers, max-record, max-connections, idle-timeout, "
+			  "max-requests-per-connection, max-buffered, export, foreground)");
 	expect_file_error(fx, "export /union /srv/upper rww\n",
 			  "1: unknown export option 'rww' (expected ro, rw, root_squash, "
 			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure)");
@@ -622,6 +665,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_inline_values_and_ipv6, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_portmap_modes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_numbers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_net_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_strings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_and_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_help, setup, teardown),
