@@ -37,8 +37,15 @@ UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_SRC = $(sort $(wildcard tests/integration/test_*.c))
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 INTEG_COMMON = $(wildcard tests/integration/common.c)
+# libFuzzer targets (tests/fuzz/fuzz_*.c): `make fuzz` runs them (clang, build/fuzz/),
+# `make test` replays their corpus through the same sources built with $(CC).
+FUZZ_TARGETS = $(patsubst tests/fuzz/%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_HELPERS = tests/fuzz/serve_env.c
+FUZZ_REPLAY = $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/replay_%)
+FUZZ_SECONDS ?= 60
+FUZZ_DIR = build/fuzz
 
-.PHONY: all test check install clean unit integration e2e
+.PHONY: all test check install clean unit integration e2e fuzz fuzz-build fuzz-merge fuzz-seeds
 .SECONDARY: $(GEN_H) $(GEN_C)
 all: $(BUILD)/unionnfsd
 
@@ -69,10 +76,46 @@ $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_COMMON) $(LIB_O) $(G
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/integration $(LDFLAGS_ALL) -o $@ $< $(INTEG_COMMON) $(LIB_O) $(LIBS) -lnfs -lcmocka
 
+$(BUILD)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(FUZZ_HELPERS) $(LIB_O) $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/fuzz $(LDFLAGS_ALL) -o $@ $< tests/fuzz/replay.c $(FUZZ_HELPERS) $(LIB_O) $(LIBS)
+$(BUILD)/tests/fuzz/gen_seeds: tests/fuzz/gen_seeds.c $(FUZZ_HELPERS) $(LIB_O) $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/fuzz $(LDFLAGS_ALL) -o $@ $< $(FUZZ_HELPERS) $(LIB_O) $(LIBS)
+# Built inside `make fuzz-build` (BUILD=build/fuzz, CC=clang): every object carries coverage.
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_HELPERS) $(LIB_O) $(GEN_H)
+	$(CC) $(CFLAGS_ALL) -Itests/fuzz $(LDFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(FUZZ_HELPERS) $(LIB_O) $(LIBS)
+
+# Other people's code need not be clang -Werror clean to be fuzzed.
+fuzz-build:
+	$(MAKE) BUILD=$(FUZZ_DIR) CC=clang SAN=1 OPT=-O1 \
+		CFLAGS='-fsanitize=fuzzer-no-link -Wno-error' $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
+# New inputs land in build/fuzz/new/<target>; tests/fuzz/corpus/<target> is only read.
+fuzz: fuzz-build
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_DIR)/new/$$t tests/fuzz/corpus/$$t; \
+		echo "== $$t for $(FUZZ_SECONDS)s"; \
+		ASAN_OPTIONS=detect_leaks=1 $(FUZZ_DIR)/$$t -max_total_time=$(FUZZ_SECONDS) \
+			-timeout=10 -max_len=4096 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_DIR)/$$t- $(FUZZ_DIR)/new/$$t tests/fuzz/corpus/$$t; \
+	done
+# Folds build/fuzz/new into the corpus, minimized: only inputs that add coverage stay.
+fuzz-merge: fuzz-build
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		rm -rf $(FUZZ_DIR)/merged/$$t; mkdir -p $(FUZZ_DIR)/merged/$$t $(FUZZ_DIR)/new/$$t; \
+		$(FUZZ_DIR)/$$t -merge=1 $(FUZZ_DIR)/merged/$$t tests/fuzz/corpus/$$t $(FUZZ_DIR)/new/$$t; \
+		rm -rf tests/fuzz/corpus/$$t; mv $(FUZZ_DIR)/merged/$$t tests/fuzz/corpus/$$t; \
+		rm -rf $(FUZZ_DIR)/new/$$t; \
+	done
+# Regenerates the hand-made seeds (valid calls for every procedure) into the corpus.
+fuzz-seeds: $(BUILD)/tests/fuzz/gen_seeds
+	mkdir -p tests/fuzz/corpus
+	$(BUILD)/tests/fuzz/gen_seeds tests/fuzz/corpus
+
 unit: $(UNIT_BIN)
 integration: $(BUILD)/unionnfsd $(INTEG_BIN)
 
-test: $(BUILD)/unionnfsd $(UNIT_BIN) $(INTEG_BIN)
+test: $(BUILD)/unionnfsd $(UNIT_BIN) $(INTEG_BIN) $(FUZZ_REPLAY)
 	BUILD=$(BUILD) tests/run-tests
 
 check:

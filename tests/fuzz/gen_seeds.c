@@ -1,0 +1,404 @@
+/*
+ * Writes the hand-made seeds of the fuzz corpus: a valid call with valid handles (fixed
+ * key, see serve_env.h) for every NFS v3, MOUNT v1/v3 and portmapper procedure, encoded
+ * with the generated XDR routines. Each seed is served once on a pristine tree and its
+ * reply status printed, so a seed that stops reaching its handler shows up.
+ *   gen_seeds CORPUS   (writes CORPUS/fuzz_serve, fuzz_call and fuzz_record)
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <rpc/rpc.h>
+#include <rpc/pmap_prot.h>
+
+#include "mount3.h"
+#include "nfs3.h"
+#include "rpc.h"
+#include "serve_env.h"
+
+#define XP(fn) ((xdrproc_t)(void (*)(void))(fn))
+#define SEED_MAX 8192
+
+static const char *gen_dir;
+static uint8_t gen_fh[SENV_NOBJ][FH_LEN];
+static unsigned gen_n;
+
+static nfs_fh3 fh(enum senv_obj o)
+{
+	nfs_fh3 f = { .data = { .data_len = FH_LEN, .data_val = (char *)gen_fh[o] } };
+
+	return f;
+}
+
+static diropargs3 dirop(enum senv_obj dir, const char *name)
+{
+	diropargs3 d = { .dir = fh(dir), .name = (char *)name };
+
+	return d;
+}
+
+static void gen_write(const char *target, const char *name, const uint8_t *p, size_t n)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", gen_dir, target);
+	if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+		perror(path);
+		exit(1);
+	}
+	snprintf(path, sizeof(path), "%s/%s/seed-%s", gen_dir, target, name);
+	f = fopen(path, "wb");
+	if (f == NULL || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+		perror(path);
+		exit(1);
+	}
+}
+
+/* The call header: AUTH_SYS as root (or AUTH_NONE when uid is -1), AUTH_NONE verifier. */
+static bool gen_header(XDR *x, uint32_t prog, uint32_t vers, uint32_t proc, int64_t uid)
+{
+	uint32_t w[] = { 0x1000 + gen_n, CALL, 2, prog, vers, proc };
+	bool ok = true;
+
+	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++)
+		ok = ok && xdr_u_int(x, &w[i]);
+	if (uid < 0) {
+		uint32_t none[] = { AUTH_NONE, 0 };
+
+		ok = ok && xdr_u_int(x, &none[0]) && xdr_u_int(x, &none[1]);
+	} else {
+		char *machine = "fuzzhost";
+		uint32_t flavor = AUTH_SYS, len = 4 + 4 + 8 + 4 + 4 + 4 + 2 * 4, stamp = 7;
+		uint32_t id = (uint32_t)uid, ng = 2, g1 = 0, g2 = 100;
+
+		ok = ok && xdr_u_int(x, &flavor) && xdr_u_int(x, &len) && xdr_u_int(x, &stamp) &&
+		     xdr_string(x, &machine, 255) && xdr_u_int(x, &id) && xdr_u_int(x, &id) &&
+		     xdr_u_int(x, &ng) && xdr_u_int(x, &g1) && xdr_u_int(x, &g2);
+	}
+	{
+		uint32_t verf[] = { AUTH_NONE, 0 };
+
+		ok = ok && xdr_u_int(x, &verf[0]) && xdr_u_int(x, &verf[1]);
+	}
+	return ok;
+}
+
+/* The reply's accept_stat and, for a successful call, its first result word. */
+static void gen_check(const char *name, const uint8_t *rec, size_t n)
+{
+	struct sockaddr_in peer = { .sin_family = AF_INET, .sin_port = htons(700) };
+	size_t outlen = 0;
+	uint8_t *out;
+	uint32_t w[8] = { 0 };
+
+	senv_reset();
+	peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	out = rpc_serve(rec, n, (struct sockaddr *)&peer, sizeof(peer), IPPROTO_TCP, &outlen);
+	if (out == NULL) {
+		printf("%-24s no reply\n", name);
+		return;
+	}
+	memcpy(w, out + 4, outlen - 4 < sizeof(w) ? outlen - 4 : sizeof(w));
+	if (ntohl(w[2]) != MSG_ACCEPTED)
+		printf("%-24s denied (%u)\n", name, ntohl(w[3]));
+	else if (ntohl(w[5]) != SUCCESS)
+		printf("%-24s accept_stat %u\n", name, ntohl(w[5]));
+	else
+		printf("%-24s ok, first result word %u\n", name, outlen >= 32 ? ntohl(w[6]) : 0);
+	free(out);
+}
+
+static void gen_uid(const char *name, uint32_t prog, uint32_t vers, uint32_t proc,
+		    xdrproc_t fn, void *args, int64_t uid)
+{
+	uint8_t buf[SEED_MAX], rec[SEED_MAX + 8];
+	XDR x;
+	size_t n;
+	uint8_t hdr[3] = { 0x0f, 0xff, (uint8_t)gen_n };
+	uint32_t mark;
+
+	xdrmem_create(&x, (char *)buf, sizeof(buf), XDR_ENCODE);
+	if (!gen_header(&x, prog, vers, proc, uid) || (fn != NULL && !fn(&x, args))) {
+		fprintf(stderr, "%s: cannot encode\n", name);
+		exit(1);
+	}
+	n = xdr_getpos(&x);
+	xdr_destroy(&x);
+	gen_n++;
+	gen_write("fuzz_serve", name, buf, n);
+	gen_write("fuzz_call", name, buf, n);
+	/* fuzz_record: max 4095, then the call as two fragments. */
+	memcpy(rec, hdr, 3);
+	mark = htonl((uint32_t)(n / 2));
+	memcpy(rec + 3, &mark, 4);
+	memcpy(rec + 7, buf, n / 2);
+	mark = htonl(0x80000000u | (uint32_t)(n - n / 2));
+	memcpy(rec + 7 + n / 2, &mark, 4);
+	memcpy(rec + 11 + n / 2, buf + n / 2, n - n / 2);
+	gen_write("fuzz_record", name, rec, n + 8 + 3);
+	gen_check(name, buf, n);
+}
+
+static void gen(const char *name, uint32_t prog, uint32_t vers, uint32_t proc, xdrproc_t fn,
+		void *args)
+{
+	gen_uid(name, prog, vers, proc, fn, args, 0);
+}
+
+static sattr3 attrs_mode(uint32_t mode)
+{
+	sattr3 s;
+
+	memset(&s, 0, sizeof(s));
+	s.mode.set_it = TRUE;
+	s.mode.set_mode3_u.mode = mode;
+	return s;
+}
+
+static void gen_nfs(void)
+{
+	static char data[] = "fuzz data";
+	static char target[] = "file";
+	const uint32_t P = NFS_PROGRAM, V = NFS_V3;
+
+	gen("nfs-null", P, V, 0, XP(xdr_void), NULL);
+	gen_uid("nfs-null-authnone", P, V, 0, XP(xdr_void), NULL, -1);
+	{
+		GETATTR3args a = { .object = fh(SENV_FILE) };
+
+		gen("nfs-getattr", P, V, 1, XP(xdr_GETATTR3args), &a);
+		a.object = fh(SENV_ROOT);
+		gen("nfs-getattr-root", P, V, 1, XP(xdr_GETATTR3args), &a);
+	}
+	{
+		SETATTR3args a;
+
+		memset(&a, 0, sizeof(a));
+		a.object = fh(SENV_FILE);
+		a.new_attributes = attrs_mode(0600);
+		a.new_attributes.size.set_it = TRUE;
+		a.new_attributes.size.set_size3_u.size = 3;
+		a.new_attributes.mtime.set_it = SET_TO_SERVER_TIME;
+		gen("nfs-setattr", P, V, 2, XP(xdr_SETATTR3args), &a);
+		a.object = fh(SENV_UPFILE);
+		a.new_attributes.uid.set_it = TRUE;
+		a.new_attributes.uid.set_uid3_u.uid = 1000;
+		a.guard.check = TRUE;
+		gen("nfs-setattr-guard", P, V, 2, XP(xdr_SETATTR3args), &a);
+	}
+	{
+		LOOKUP3args a = { .what = dirop(SENV_ROOT, "file") };
+
+		gen("nfs-lookup", P, V, 3, XP(xdr_LOOKUP3args), &a);
+		a.what = dirop(SENV_DIR, "..");
+		gen("nfs-lookup-dotdot", P, V, 3, XP(xdr_LOOKUP3args), &a);
+		a.what = dirop(SENV_DIR, "inner");
+		gen("nfs-lookup-inner", P, V, 3, XP(xdr_LOOKUP3args), &a);
+	}
+	{
+		ACCESS3args a = { .object = fh(SENV_DIR), .access = 0x3f };
+
+		gen("nfs-access", P, V, 4, XP(xdr_ACCESS3args), &a);
+		gen_uid("nfs-access-user", P, V, 4, XP(xdr_ACCESS3args), &a, 1000);
+	}
+	{
+		READLINK3args a = { .symlink = fh(SENV_LINK) };
+
+		gen("nfs-readlink", P, V, 5, XP(xdr_READLINK3args), &a);
+	}
+	{
+		READ3args a = { .file = fh(SENV_FILE), .offset = 2, .count = 100 };
+
+		gen("nfs-read", P, V, 6, XP(xdr_READ3args), &a);
+	}
+	{
+		WRITE3args a = { .file = fh(SENV_FILE), .offset = 4, .count = sizeof(data) - 1,
+				 .stable = FILE_SYNC, .data = { sizeof(data) - 1, data } };
+
+		gen("nfs-write", P, V, 7, XP(xdr_WRITE3args), &a);
+		a.file = fh(SENV_UPFILE);
+		a.stable = UNSTABLE;
+		gen("nfs-write-upper", P, V, 7, XP(xdr_WRITE3args), &a);
+	}
+	{
+		CREATE3args a;
+
+		memset(&a, 0, sizeof(a));
+		a.where = dirop(SENV_ROOT, "new");
+		a.how.mode = UNCHECKED;
+		a.how.createhow3_u.obj_attributes = attrs_mode(0644);
+		gen("nfs-create", P, V, 8, XP(xdr_CREATE3args), &a);
+		a.where = dirop(SENV_DIR, "excl");
+		a.how.mode = EXCLUSIVE;
+		memcpy(a.how.createhow3_u.verf, "verifier", NFS3_CREATEVERFSIZE);
+		gen("nfs-create-excl", P, V, 8, XP(xdr_CREATE3args), &a);
+	}
+	{
+		MKDIR3args a = { .where = dirop(SENV_DIR, "sub"), .attributes = attrs_mode(0755) };
+
+		gen("nfs-mkdir", P, V, 9, XP(xdr_MKDIR3args), &a);
+	}
+	{
+		SYMLINK3args a = { .where = dirop(SENV_ROOT, "sl") };
+
+		a.symlink.symlink_attributes = attrs_mode(0777);
+		a.symlink.symlink_data = target;
+		gen("nfs-symlink", P, V, 10, XP(xdr_SYMLINK3args), &a);
+	}
+	{
+		MKNOD3args a;
+
+		memset(&a, 0, sizeof(a));
+		a.where = dirop(SENV_ROOT, "fifo");
+		a.what.type = NF3FIFO;
+		a.what.mknoddata3_u.pipe_attributes = attrs_mode(0644);
+		gen("nfs-mknod-fifo", P, V, 11, XP(xdr_MKNOD3args), &a);
+		a.where = dirop(SENV_ROOT, "chr");
+		a.what.type = NF3CHR;
+		a.what.mknoddata3_u.device.dev_attributes = attrs_mode(0600);
+		a.what.mknoddata3_u.device.spec.specdata1 = 1;
+		a.what.mknoddata3_u.device.spec.specdata2 = 3;
+		gen("nfs-mknod-chr", P, V, 11, XP(xdr_MKNOD3args), &a);
+	}
+	{
+		REMOVE3args a = { .object = dirop(SENV_ROOT, "file") };
+
+		gen("nfs-remove", P, V, 12, XP(xdr_REMOVE3args), &a);
+		a.object = dirop(SENV_ROOT, "upfile");
+		gen("nfs-remove-upper", P, V, 12, XP(xdr_REMOVE3args), &a);
+	}
+	{
+		RMDIR3args a = { .object = dirop(SENV_ROOT, "dir") };
+
+		gen("nfs-rmdir", P, V, 13, XP(xdr_RMDIR3args), &a);
+	}
+	{
+		RENAME3args a = { .from = dirop(SENV_ROOT, "file"), .to = dirop(SENV_DIR, "moved") };
+
+		gen("nfs-rename", P, V, 14, XP(xdr_RENAME3args), &a);
+		a.from = dirop(SENV_ROOT, "dir");
+		a.to = dirop(SENV_ROOT, "dir2");
+		gen("nfs-rename-dir", P, V, 14, XP(xdr_RENAME3args), &a);
+	}
+	{
+		LINK3args a = { .file = fh(SENV_FILE), .link = dirop(SENV_DIR, "hard") };
+
+		gen("nfs-link", P, V, 15, XP(xdr_LINK3args), &a);
+	}
+	{
+		READDIR3args a = { .dir = fh(SENV_ROOT), .cookie = 0, .count = 1024 };
+
+		gen("nfs-readdir", P, V, 16, XP(xdr_READDIR3args), &a);
+		a.cookie = 2;
+		gen("nfs-readdir-cookie", P, V, 16, XP(xdr_READDIR3args), &a);
+	}
+	{
+		READDIRPLUS3args a = { .dir = fh(SENV_DIR), .dircount = 512, .maxcount = 4096 };
+
+		gen("nfs-readdirplus", P, V, 17, XP(xdr_READDIRPLUS3args), &a);
+	}
+	{
+		FSSTAT3args a = { .fsroot = fh(SENV_ROOT) };
+
+		gen("nfs-fsstat", P, V, 18, XP(xdr_FSSTAT3args), &a);
+	}
+	{
+		FSINFO3args a = { .fsroot = fh(SENV_ROOT) };
+
+		gen("nfs-fsinfo", P, V, 19, XP(xdr_FSINFO3args), &a);
+	}
+	{
+		PATHCONF3args a = { .object = fh(SENV_FILE) };
+
+		gen("nfs-pathconf", P, V, 20, XP(xdr_PATHCONF3args), &a);
+	}
+	{
+		COMMIT3args a = { .file = fh(SENV_UPFILE), .offset = 0, .count = 0 };
+
+		gen("nfs-commit", P, V, 21, XP(xdr_COMMIT3args), &a);
+	}
+}
+
+static void gen_mount(void)
+{
+	static char *path = "/union";
+	static char *bad = "/nope";
+
+	for (uint32_t v = 1; v <= 3; v += 2) {
+		char name[32];
+
+#define GEN_MNT(label, proc, fn, args) \
+		snprintf(name, sizeof(name), "mnt%u-%s", v, label); \
+		gen(name, MOUNT_PROGRAM, v, proc, XP(fn), args)
+		GEN_MNT("null", 0, xdr_void, NULL);
+		GEN_MNT("mnt", 1, xdr_dirpath, &path);
+		GEN_MNT("mnt-bad", 1, xdr_dirpath, &bad);
+		GEN_MNT("dump", 2, xdr_void, NULL);
+		GEN_MNT("umnt", 3, xdr_dirpath, &path);
+		GEN_MNT("umntall", 4, xdr_void, NULL);
+		GEN_MNT("export", 5, xdr_void, NULL);
+#undef GEN_MNT
+	}
+}
+
+static bool_t gen_xdr_rpcb(XDR *x, void *p)
+{
+	char **s = p;
+	uint32_t prog = 100003, vers = 3;
+
+	return xdr_u_int(x, &prog) && xdr_u_int(x, &vers) && xdr_string(x, &s[0], 64) &&
+	       xdr_string(x, &s[1], 128) && xdr_string(x, &s[2], 255);
+}
+
+static void gen_portmap(void)
+{
+	struct pmap pm = { .pm_prog = 100003, .pm_vers = 3, .pm_prot = IPPROTO_TCP };
+	char *rb[3] = { "tcp", "", "" };
+	char *rb6[3] = { "udp6", "::1.8.1", "me" };
+
+	gen("pm2-null", 100000, 2, 0, XP(xdr_void), NULL);
+	gen("pm2-set", 100000, 2, 1, XP(xdr_pmap), &pm);
+	gen("pm2-unset", 100000, 2, 2, XP(xdr_pmap), &pm);
+	gen("pm2-getport", 100000, 2, 3, XP(xdr_pmap), &pm);
+	gen("pm2-dump", 100000, 2, 4, XP(xdr_void), NULL);
+	for (uint32_t v = 3; v <= 4; v++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "pm%u-null", v);
+		gen(name, 100000, v, 0, XP(xdr_void), NULL);
+		snprintf(name, sizeof(name), "pm%u-set", v);
+		gen(name, 100000, v, 1, XP(gen_xdr_rpcb), rb);
+		snprintf(name, sizeof(name), "pm%u-getaddr", v);
+		gen(name, 100000, v, 3, XP(gen_xdr_rpcb), rb);
+		snprintf(name, sizeof(name), "pm%u-getaddr6", v);
+		gen(name, 100000, v, 3, XP(gen_xdr_rpcb), rb6);
+		snprintf(name, sizeof(name), "pm%u-dump", v);
+		gen(name, 100000, v, 4, XP(xdr_void), NULL);
+		snprintf(name, sizeof(name), "pm%u-gettime", v);
+		gen(name, 100000, v, 6, XP(xdr_void), NULL);
+	}
+	gen("pm4-getversaddr", 100000, 4, 9, XP(gen_xdr_rpcb), rb);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+		return 2;
+	}
+	gen_dir = argv[1];
+	senv_open();
+	for (int i = 0; i < SENV_NOBJ; i++)
+		senv_handle((enum senv_obj)i, gen_fh[i]);
+	gen_nfs();
+	gen_mount();
+	gen_portmap();
+	senv_close();
+	printf("%u seeds written to %s\n", gen_n, gen_dir);
+	return 0;
+}

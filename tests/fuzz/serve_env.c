@@ -1,0 +1,192 @@
+/*
+ * The served world of fuzz_serve and gen_seeds (see serve_env.h). Everything lives under
+ * one mkdtemp() directory, removed by senv_close(); the server never follows symlinks,
+ * so nothing a fuzzed call does can land outside it.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "nfs.h"
+#include "portmap.h"
+#include "rpc.h"
+#include "store.h"
+#include "union.h"
+#include "serve_env.h"
+
+const char *const senv_names[SENV_NOBJ] = { "", "file", "dir", "inner", "link", "upfile" };
+
+static struct {
+	char se_root[64];
+	char se_upper[96];
+	char se_lower[96];
+	char se_state[96];
+	char *se_branches[2];
+	struct export_conf se_ec;
+	struct config se_cf;
+	struct store *se_store;
+	struct union_export *se_ux;
+	struct union_export *se_exports[1];
+	struct nfs_server se_ns;
+	struct fh se_fh[SENV_NOBJ];
+	int se_open;
+} senv;
+
+static void senv_die(const char *what, const char *why)
+{
+	fprintf(stderr, "fuzz serve env: %s: %s\n", what, why);
+	abort();
+}
+
+static void senv_file(const char *dir, const char *name, const char *data)
+{
+	char path[192];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, data, strlen(data)) != (ssize_t)strlen(data))
+		senv_die(path, "cannot write");
+	close(fd);
+}
+
+static void senv_mkdir(const char *path)
+{
+	if (mkdir(path, 0755) != 0)
+		senv_die(path, "cannot create the directory");
+}
+
+static int senv_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void senv_wipe(void)
+{
+	/* FTW_PHYS: never follow a symlink a fuzzed call made. */
+	nftw(senv.se_upper, senv_rm, 16, FTW_DEPTH | FTW_PHYS);
+	nftw(senv.se_lower, senv_rm, 16, FTW_DEPTH | FTW_PHYS);
+	nftw(senv.se_state, senv_rm, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void senv_start(void)
+{
+	static const struct rpc_program *const programs[] = {
+		&nfs3_program, &mount_program, &portmap_program,
+	};
+	static const struct portmap_mapping maps[] = {
+		{ 100003, 3, IPPROTO_TCP, 2049 }, { 100003, 3, IPPROTO_UDP, 2049 },
+		{ 100005, 1, IPPROTO_TCP, 20048 }, { 100005, 3, IPPROTO_TCP, 20048 },
+		{ 100005, 3, IPPROTO_UDP, 20048 },
+	};
+	char err[512], sub[160];
+	uint64_t parent[SENV_NOBJ] = { 0, STORE_ROOT_INO, STORE_ROOT_INO, 0, STORE_ROOT_INO,
+				       STORE_ROOT_INO };
+
+	senv_mkdir(senv.se_upper);
+	senv_mkdir(senv.se_lower);
+	senv_mkdir(senv.se_state);
+	senv_file(senv.se_lower, "file", "hello, lower\n");
+	snprintf(sub, sizeof(sub), "%s/dir", senv.se_lower);
+	senv_mkdir(sub);
+	senv_file(sub, "inner", "inner\n");
+	snprintf(sub, sizeof(sub), "%s/link", senv.se_lower);
+	if (symlink("file", sub) != 0)
+		senv_die(sub, "cannot create the symlink");
+	senv_file(senv.se_upper, "upfile", "upper\n");
+
+	if (store_open(senv.se_state, &senv.se_store, err, sizeof(err)) != 0)
+		senv_die("store_open", err);
+	if (union_open(&senv.se_ec, senv.se_store, &senv.se_ux, err, sizeof(err)) != 0)
+		senv_die("union_open", err);
+	nfs_server_init(&senv.se_ns, &senv.se_cf);
+	senv.se_exports[0] = senv.se_ux;
+	senv.se_ns.ns_exports = senv.se_exports;
+	senv.se_ns.ns_nexports = 1;
+	/* A fixed key instead of the store's random one: seeds on disk hold valid handles. */
+	memset(senv.se_ns.ns_handle_key, 0x5a, sizeof(senv.se_ns.ns_handle_key));
+	portmap_builtin_set(maps, (int)(sizeof(maps) / sizeof(maps[0])));
+	rpc_dispatch_init(programs, 3, &senv.se_ns);
+
+	/* Looked up in a fixed order on a fresh store, so the inode numbers are fixed too. */
+	senv.se_fh[SENV_ROOT] = (struct fh){ .fh_export = union_export_id(senv.se_ux),
+					     .fh_ino = STORE_ROOT_INO };
+	for (int i = SENV_FILE; i < SENV_NOBJ; i++) {
+		uint64_t dir = parent[i] ? parent[i] : senv.se_fh[SENV_DIR].fh_ino;
+		struct stat st;
+		int rc = union_lookup(senv.se_ux, dir, senv_names[i], &senv.se_fh[i].fh_ino, &st);
+
+		if (rc != 0)
+			senv_die(senv_names[i], strerror(-rc));
+		senv.se_fh[i].fh_export = senv.se_fh[SENV_ROOT].fh_export;
+	}
+	senv.se_open = 1;
+}
+
+static void senv_stop(void)
+{
+	if (!senv.se_open)
+		return;
+	rpc_dispatch_init(NULL, 0, NULL);
+	union_close(senv.se_ux);
+	store_close(senv.se_store);
+	nfs_server_destroy(&senv.se_ns);
+	senv.se_ux = NULL;
+	senv.se_store = NULL;
+	senv.se_open = 0;
+}
+
+void senv_open(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(senv.se_root, sizeof(senv.se_root), "%s/fuzz_serve.XXXXXX",
+		 tmp && *tmp && strlen(tmp) < 32 ? tmp : "/tmp");
+	if (mkdtemp(senv.se_root) == NULL)
+		senv_die(senv.se_root, "mkdtemp failed");
+	snprintf(senv.se_upper, sizeof(senv.se_upper), "%s/upper", senv.se_root);
+	snprintf(senv.se_lower, sizeof(senv.se_lower), "%s/lower", senv.se_root);
+	snprintf(senv.se_state, sizeof(senv.se_state), "%s/state", senv.se_root);
+	senv.se_branches[0] = senv.se_upper;
+	senv.se_branches[1] = senv.se_lower;
+	senv.se_ec.ec_name = "/union";
+	senv.se_ec.ec_branches = senv.se_branches;
+	senv.se_ec.ec_nbranches = 2;
+	senv.se_ec.ec_opts.eo_squash = SQUASH_NONE;
+	senv.se_ec.ec_opts.eo_anonuid = 65534;
+	senv.se_ec.ec_opts.eo_anongid = 65534;
+	senv.se_ec.ec_opts.eo_secure = true;
+	senv.se_cf.cf_exports = &senv.se_ec;
+	senv.se_cf.cf_nexports = 1;
+	senv_start();
+}
+
+void senv_reset(void)
+{
+	senv_stop();
+	senv_wipe();
+	senv_start();
+}
+
+void senv_close(void)
+{
+	senv_stop();
+	senv_wipe();
+	rmdir(senv.se_root);
+}
+
+void senv_handle(enum senv_obj o, uint8_t out[FH_LEN])
+{
+	fh_encode(&senv.se_fh[o], senv.se_ns.ns_handle_key, out);
+}
