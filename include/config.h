@@ -24,11 +24,24 @@ struct export_opts {
 	bool eo_secure;          /* default true: client source port must be < 1024 */
 };
 
+struct export_rule;          /* exports.h */
+
 struct export_conf {
 	char *ec_name;           /* mount path as clients name it, e.g. "/union" */
 	char **ec_branches;      /* absolute paths, top-down: [0] is the writable upper */
 	int ec_nbranches;
+	/*
+	 * The options of the one-rule forms ("-e ... -o OPTS", "export NAME BRANCHES OPTS");
+	 * the union layer takes eo_ro from here at open. The rule form leaves the defaults.
+	 */
 	struct export_opts ec_opts;
+	/*
+	 * Client rules, first match wins. A parsed config always has at least one ("*" with
+	 * ec_opts for the one-rule forms); an export built by hand with none admits every
+	 * client with ec_opts. Host names are already resolved.
+	 */
+	struct export_rule *ec_rules;
+	int ec_nrules;
 };
 
 enum portmap_mode { PORTMAP_AUTO = 0, PORTMAP_RPCBIND, PORTMAP_BUILTIN, PORTMAP_OFF };
@@ -66,6 +79,13 @@ int config_parse_file(struct config *cf, const char *path, char *err, size_t err
 
 /* Applies comma-separated exports(5) words to opts. Returns 0, or -1 naming the bad word. */
 int config_parse_export_opts(struct export_opts *opts, const char *words, char *err, size_t errlen);
+
+/*
+ * Appends the client rule "CLIENT(OPTS)" to export ec ("CLIENT()" takes the defaults:
+ * rw, root_squash, anonuid/anongid 65534, secure), resolving a host name at once.
+ * Returns 0, or -1 naming the bad word and the fix in err.
+ */
+int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t errlen);
 
 /* Checks the whole config (at least one export, no duplicate names, ...). */
 int config_validate(const struct config *cf, char *err, size_t errlen);

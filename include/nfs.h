@@ -24,6 +24,12 @@ struct nfs_server {
 	int ns_nexports;
 	uint8_t ns_write_verf[NFS_WRITE_VERF_LEN]; /* new on every start */
 	uint8_t ns_handle_key[STORE_KEY_LEN];
+	/*
+	 * Guards the client rules (ec_rules, ec_nrules, ec_opts of ns_cfg's exports): calls
+	 * match under the read lock and copy the options out; a SIGHUP reload swaps the
+	 * tables under the write lock, so no call ever sees a half-replaced table.
+	 */
+	pthread_rwlock_t ns_rules_lock;
 	pthread_mutex_t ns_mounts_lock;        /* guards ns_mounts (MOUNT DUMP/UMNT) */
 	struct mount_entry *ns_mounts;
 };
@@ -34,5 +40,12 @@ extern const struct rpc_program mount_program;
 /* Sets up locks and a fresh write verifier; exports must be filled in by the caller. */
 void nfs_server_init(struct nfs_server *ns, const struct config *cf);
 void nfs_server_destroy(struct nfs_server *ns);
+
+/*
+ * The options of the first rule of export index i admitting rq's peer, copied to *out.
+ * False when no rule admits it. An export without rules admits everyone with ec_opts.
+ */
+bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
+		  struct export_opts *out);
 
 #endif

@@ -5,6 +5,7 @@
  * Settings apply in the order they are read, so a later one wins; exports accumulate.
  */
 #include "config.h"
+#include "exports.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,7 +43,8 @@
 
 static const char config_usage[] =
 	"usage: unionnfsd [-f] [-c FILE] [--listen ADDR] [--port N] [--mount-port N] [--state DIR]\n"
-	"                 [--portmap auto|rpcbind|builtin|off] [-e NAME=BRANCH[:BRANCH...] [-o OPTS]]...\n"
+	"                 [--portmap auto|rpcbind|builtin|off] [-e NAME=BRANCH[:BRANCH...]\n"
+	"                 [-o OPTS | --client CLIENT(OPTS)...]]...\n"
 	"                 [--workers N] [--max-record BYTES] [--portmap-port N] [--help]\n"
 	"                 [--max-connections N] [--idle-timeout SECONDS]\n"
 	"                 [--max-requests-per-connection N] [--max-buffered BYTES]\n"
@@ -55,6 +57,11 @@ static const char config_usage[] =
 	"  -o OPTS             exports(5) options for the preceding -e, comma-separated:\n"
 	"                      rw (default) | ro, root_squash (default) | no_root_squash |\n"
 	"                      all_squash, anonuid=N, anongid=N, secure (default) | insecure\n"
+	"                      (the export is then open to every client: the rule *(OPTS))\n"
+	"  --client CLIENT(OPTS)  instead of -o: a client rule for the preceding -e; repeat it,\n"
+	"                      the first matching rule wins. CLIENT is *, an IPv4 or IPv6\n"
+	"                      address, a CIDR network (10.0.0.0/8, fd00::/8) or a host name\n"
+	"                      (resolved at start and on SIGHUP); CLIENT() takes the defaults\n"
 	"  --listen ADDR       numeric IPv4 or IPv6 address to listen on (default: all)\n"
 	"  --port N            NFS port, TCP and UDP (default 2049; 0 picks a free port)\n"
 	"  --mount-port N      MOUNT port, TCP and UDP (default 20048; 0 picks a free port)\n"
@@ -103,6 +110,7 @@ static void config_export_free(struct export_conf *ec)
 	for (i = 0; i < ec->ec_nbranches; i++)
 		free(ec->ec_branches[i]);
 	free(ec->ec_branches);
+	exports_rules_free(ec->ec_rules, ec->ec_nrules);
 	memset(ec, 0, sizeof(*ec));
 }
 
@@ -264,6 +272,90 @@ out:
 	return rc;
 }
 
+#define CONFIG_MAX_RULES 256
+
+static void config_default_opts(struct export_opts *o)
+{
+	o->eo_ro = false;
+	o->eo_squash = SQUASH_ROOT;
+	o->eo_anonuid = CONFIG_ANON_ID;
+	o->eo_anongid = CONFIG_ANON_ID;
+	o->eo_secure = true;
+}
+
+/* Appends rule r (taken over, even on failure) to ec. */
+static int config_push_rule(struct export_conf *ec, struct export_rule *r, char *err,
+			    size_t errlen)
+{
+	struct export_rule *grown;
+
+	if (ec->ec_nrules >= CONFIG_MAX_RULES) {
+		config_err(err, errlen, "export %s has more than %d client rules; use CIDR networks",
+			   ec->ec_name, CONFIG_MAX_RULES);
+		goto fail;
+	}
+	grown = realloc(ec->ec_rules, (size_t)(ec->ec_nrules + 1) * sizeof(*grown));
+	if (!grown) {
+		config_err(err, errlen, "out of memory");
+		goto fail;
+	}
+	ec->ec_rules = grown;
+	ec->ec_rules[ec->ec_nrules++] = *r;
+	memset(r, 0, sizeof(*r));
+	return 0;
+fail:
+	exports_rule_free(r);
+	return -1;
+}
+
+int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t errlen)
+{
+	struct export_rule r;
+	const char *open = strchr(word, '(');
+	size_t wlen = strlen(word);
+	char *spec = NULL, *opts = NULL;
+	int rc = -1;
+
+	memset(&r, 0, sizeof(r));
+	if (!open || wlen < 2 || word[wlen - 1] != ')' || strchr(open + 1, '(') ||
+	    strchr(open, ')') != word + wlen - 1) {
+		config_err(err, errlen,
+			   "client rule '%.200s' is not CLIENT(OPTIONS); write e.g. 10.0.0.0/8(rw,no_root_squash) or *(ro), CLIENT() for the defaults",
+			   word);
+		goto out;
+	}
+	spec = strndup(word, (size_t)(open - word));
+	opts = strndup(open + 1, (size_t)(word + wlen - 1 - (open + 1)));
+	if (!spec || !opts) {
+		config_err(err, errlen, "out of memory");
+		goto out;
+	}
+	if (exports_parse_spec(spec, &r, err, errlen) < 0)
+		goto out;
+	config_default_opts(&r.er_opts);
+	if (*opts && config_parse_export_opts(&r.er_opts, opts, err, errlen) < 0)
+		goto out;
+	if (exports_rule_resolve(&r, err, errlen) < 0)
+		goto out;
+	rc = config_push_rule(ec, &r, err, errlen);
+out:
+	exports_rule_free(&r);
+	free(spec);
+	free(opts);
+	return rc;
+}
+
+/* The one-rule forms: "*" with the export's own options. */
+static int config_add_default_rule(struct export_conf *ec, char *err, size_t errlen)
+{
+	struct export_rule r;
+
+	if (exports_parse_spec("*", &r, err, errlen) < 0)
+		return -1;
+	r.er_opts = ec->ec_opts;
+	return config_push_rule(ec, &r, err, errlen);
+}
+
 /*
  * Canonical export name: collapses repeated slashes and drops a trailing one, so
  * "/union/" and "//union" are the export "/union" that MOUNT requests are matched against.
@@ -327,11 +419,7 @@ static int config_add_export(struct config *cf, const char *name, const char *br
 	int i, n = 1, rc = -1;
 
 	memset(&ec, 0, sizeof(ec));
-	ec.ec_opts.eo_ro = false;
-	ec.ec_opts.eo_squash = SQUASH_ROOT;
-	ec.ec_opts.eo_anonuid = CONFIG_ANON_ID;
-	ec.ec_opts.eo_anongid = CONFIG_ANON_ID;
-	ec.ec_opts.eo_secure = true;
+	config_default_opts(&ec.ec_opts);
 
 	ec.ec_name = config_export_name(name, err, errlen);
 	if (!ec.ec_name)
@@ -604,27 +692,57 @@ static int config_split(char *line, char **words, int max)
 	"listen, port, mount-port, portmap-port, state, portmap, workers, max-record, " \
 	"max-connections, idle-timeout, max-requests-per-connection, max-buffered, export, foreground"
 
-static int config_file_line(struct config *cf, char *line, char *err, size_t errlen)
-{
-	char *w[5];
-	int n, k;
+#define CONFIG_MAX_WORDS (3 + CONFIG_MAX_RULES)
 
-	n = config_split(line, w, 4);
-	if (n == 0)
-		return 0;
-	if (!strcmp(w[0], "export")) {
-		if (n < 3 || n > 4) {
-			config_err(err, errlen,
-				   "export takes NAME BRANCH[:BRANCH...] [OPTIONS], e.g. export /union /srv/upper:/srv/base rw");
+/*
+ * "export NAME BRANCHES [OPTS]" is the one rule "*(OPTS)"; "export NAME BRANCHES
+ * CLIENT(OPTS)..." lists the rules. A lone word without '(' stays OPTS, as before rules.
+ */
+static int config_file_export(struct config *cf, char **w, int n, char *err, size_t errlen)
+{
+	struct export_conf *ec;
+	int i;
+
+	if (n < 3) {
+		config_err(err, errlen,
+			   "export takes NAME BRANCH[:BRANCH...] [OPTIONS | CLIENT(OPTIONS)...], e.g. export /union /srv/upper:/srv/base 10.0.0.0/8(rw) *(ro)");
+		return -1;
+	}
+	if (config_add_export(cf, w[1], w[2], err, errlen) < 0)
+		return -1;
+	ec = &cf->cf_exports[cf->cf_nexports - 1];
+	if (n == 3 || (n == 4 && !strchr(w[3], '('))) {
+		if (n == 4 && config_parse_export_opts(&ec->ec_opts, w[3], err, errlen) < 0)
+			return -1;
+		return config_add_default_rule(ec, err, errlen);
+	}
+	for (i = 3; i < n; i++) {
+		if (config_add_rule(ec, w[i], err, errlen) < 0) {
+			char prefix[64];
+
+			snprintf(prefix, sizeof(prefix), "export %.40s: ", ec->ec_name);
+			config_err_prefix(err, errlen, prefix);
 			return -1;
 		}
-		if (config_add_export(cf, w[1], w[2], err, errlen) < 0)
-			return -1;
-		if (n == 4 && config_parse_export_opts(&cf->cf_exports[cf->cf_nexports - 1].ec_opts,
-						       w[3], err, errlen) < 0)
-			return -1;
-		return 0;
 	}
+	return 0;
+}
+
+static int config_file_line(struct config *cf, char *line, char *err, size_t errlen)
+{
+	char *w[CONFIG_MAX_WORDS + 1];
+	int n, k;
+
+	n = config_split(line, w, CONFIG_MAX_WORDS);
+	if (n == 0)
+		return 0;
+	if (n > CONFIG_MAX_WORDS) {
+		config_err(err, errlen, "more than %d words on one line; an export takes at most %d client rules",
+			   CONFIG_MAX_WORDS, CONFIG_MAX_RULES);
+		return -1;
+	}
+	if (!strcmp(w[0], "export"))
+		return config_file_export(cf, w, n, err, errlen);
 	if (!strcmp(w[0], "foreground")) {
 		if (n == 1 || (n == 2 && !strcmp(w[1], "yes"))) {
 			cf->cf_foreground = true;
@@ -715,7 +833,8 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 {
 	const char *arg, *val, *eq;
 	char optname[48];
-	int i, k, last_e = -1;
+	int i, k, last_e = -1, first_e = -1;
+	bool last_e_opts = false;
 	size_t nlen;
 
 	for (i = 1; i < argc; i++) {
@@ -741,9 +860,32 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 				return -1;
 			}
 			last_e = cf->cf_nexports - 1;
+			last_e_opts = false;
+			if (first_e < 0)
+				first_e = last_e;
+		} else if (!strcmp(arg, "--client")) {
+			if (!(val = config_arg_value(argc, argv, &i, NULL, "--client", err, errlen)))
+				return -1;
+			if (last_e < 0 || last_e_opts) {
+				config_err(err, errlen,
+					   "option --client: '%.200s' must follow the -e it applies to, without -o (put the options in the rule), e.g. -e /union=/srv/upper --client '10.0.0.0/8(rw)'",
+					   val);
+				return -1;
+			}
+			if (config_add_rule(&cf->cf_exports[last_e], val, err, errlen) < 0) {
+				config_err_prefix(err, errlen, "option --client: ");
+				return -1;
+			}
 		} else if (!strcmp(arg, "-o")) {
 			if (!(val = config_arg_value(argc, argv, &i, NULL, "-o", err, errlen)))
 				return -1;
+			if (last_e >= 0 && cf->cf_exports[last_e].ec_nrules > 0) {
+				config_err(err, errlen,
+					   "option -o: '%.200s' follows --client rules of the same -e; put the options in the rules, e.g. --client '*(%.200s)'",
+					   val, val);
+				return -1;
+			}
+			last_e_opts = true;
 			if (last_e < 0) {
 				config_err(err, errlen,
 					   "option -o: '%s' must follow the -e it applies to, e.g. -e /union=/srv/upper -o %s",
@@ -782,6 +924,14 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 			config_err(err, errlen,
 				   "unexpected argument '%.200s'; exports are given as -e NAME=BRANCH[:BRANCH...]",
 				   arg);
+			return -1;
+		}
+	}
+	/* -e exports without --client rules are open to "*" with their -o options. */
+	for (k = first_e < 0 ? cf->cf_nexports : first_e; k < cf->cf_nexports; k++) {
+		if (cf->cf_exports[k].ec_nrules == 0 &&
+		    config_add_default_rule(&cf->cf_exports[k], err, errlen) < 0) {
+			config_err_prefix(err, errlen, "option -e: ");
 			return -1;
 		}
 	}

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "exports.h"
 #include "fsio.h"
 #include "log.h"
 #include "net.h"
@@ -55,6 +56,8 @@ struct main_ctx {
 	ev_signal mc_sigterm;
 	ev_signal mc_sigint;
 	ev_signal mc_sighup;
+	int mc_argc;                        /* the command line, re-read on SIGHUP */
+	char **mc_argv;                     /* with -c paths made absolute (we chdir to /) */
 	bool mc_signals;
 	char mc_report[MAIN_REPORT_LEN];    /* start-up lines for the waiting parent */
 	size_t mc_report_len;
@@ -264,12 +267,151 @@ static void main_on_stop(struct ev_loop *loop, ev_signal *w, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
+/* Host names in client rules were resolved while parsing; say to what. */
+static void main_log_rules(const struct config *cf)
+{
+	char addrs[512];
+	int i, j;
+
+	for (i = 0; i < cf->cf_nexports; i++) {
+		const struct export_conf *ec = &cf->cf_exports[i];
+
+		for (j = 0; j < ec->ec_nrules; j++) {
+			if (ec->ec_rules[j].er_kind != EXPORTS_HOST)
+				continue;
+			exports_rule_addrs(&ec->ec_rules[j], addrs, sizeof(addrs));
+			log_info("export %s: client %s resolves to %s", ec->ec_name,
+				 ec->ec_rules[j].er_spec, addrs);
+		}
+	}
+}
+
+static bool main_same_branches(const struct export_conf *a, const struct export_conf *b)
+{
+	int i;
+
+	if (a->ec_nbranches != b->ec_nbranches)
+		return false;
+	for (i = 0; i < a->ec_nbranches; i++)
+		if (strcmp(a->ec_branches[i], b->ec_branches[i]) != 0)
+			return false;
+	return true;
+}
+
+static int main_find_export(const struct config *cf, const char *name)
+{
+	int i;
+
+	for (i = 0; i < cf->cf_nexports; i++)
+		if (!strcmp(cf->cf_exports[i].ec_name, name))
+			return i;
+	return -1;
+}
+
+/*
+ * SIGHUP: parses the original command line (and so the -c file) again and swaps in the
+ * client rules of every export whose branch stack is unchanged. Anything else needs a
+ * restart and is left as it was. Host names are resolved here, on the event loop: a slow
+ * DNS server delays other clients for as long as the lookups take.
+ */
+static void main_reload(struct main_ctx *mc)
+{
+	struct config nc;
+	struct config *oc = &mc->mc_cfg;
+	char err[MAIN_ERRLEN];
+	int i, j, n = 0, rc;
+
+	config_init(&nc);
+	rc = config_parse_args(&nc, mc->mc_argc, mc->mc_argv, err, sizeof(err));
+	if (rc == 0)
+		rc = config_validate(&nc, err, sizeof(err));
+	if (rc != 0) {
+		log_err("SIGHUP: the new configuration has an error, keeping the running one: %s", err);
+		goto out;
+	}
+	main_log_rules(&nc);
+	for (j = 0; j < nc.cf_nexports; j++)
+		if (main_find_export(oc, nc.cf_exports[j].ec_name) < 0)
+			log_warn("SIGHUP: export %s is new; it needs a restart of unionnfsd to be served",
+				 nc.cf_exports[j].ec_name);
+	pthread_rwlock_wrlock(&mc->mc_nfs.ns_rules_lock);
+	for (i = 0; i < oc->cf_nexports; i++) {
+		struct export_conf *o = &oc->cf_exports[i], *ne, tmp;
+
+		j = main_find_export(&nc, o->ec_name);
+		if (j < 0 || !main_same_branches(o, &nc.cf_exports[j]))
+			continue;
+		ne = &nc.cf_exports[j];
+		tmp = *o;
+		o->ec_rules = ne->ec_rules;
+		o->ec_nrules = ne->ec_nrules;
+		o->ec_opts = ne->ec_opts;
+		/* the old table goes away with nc, after the lock is released */
+		ne->ec_rules = tmp.ec_rules;
+		ne->ec_nrules = tmp.ec_nrules;
+		n++;
+	}
+	pthread_rwlock_unlock(&mc->mc_nfs.ns_rules_lock);
+	for (i = 0; i < oc->cf_nexports; i++) {
+		const struct export_conf *o = &oc->cf_exports[i];
+
+		j = main_find_export(&nc, o->ec_name);
+		if (j < 0)
+			log_warn("SIGHUP: export %s is no longer configured; it is still served with its old rules until unionnfsd is restarted",
+				 o->ec_name);
+		else if (!main_same_branches(o, &nc.cf_exports[j]))
+			log_warn("SIGHUP: the branches of export %s changed; that needs a restart of unionnfsd, until then it is served as before (old branches and rules)",
+				 o->ec_name);
+		else if (!o->ec_opts.eo_ro && mc->mc_exports[i] && union_read_only(mc->mc_exports[i]))
+			log_warn("SIGHUP: export %s was started 'ro'; it becomes writable only after a restart of unionnfsd",
+				 o->ec_name);
+	}
+	log_info("SIGHUP: configuration reloaded; new client rules apply to %d export%s (other settings, such as ports, need a restart)",
+		 n, n == 1 ? "" : "s");
+out:
+	config_free(&nc);
+}
+
 static void main_on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	(void)loop;
-	(void)w;
 	(void)revents;
-	log_info("SIGHUP: reload not supported yet; restart unionnfsd to apply a new configuration");
+	main_reload(w->data);
+}
+
+/*
+ * A copy of argv for reloading, with every -c path made absolute: a daemon runs in /,
+ * where a relative path would name another file.
+ */
+static int main_save_argv(struct main_ctx *mc, int argc, char **argv)
+{
+	int i;
+
+	mc->mc_argv = calloc((size_t)argc + 1, sizeof(char *));
+	if (!mc->mc_argv)
+		return -1;
+	mc->mc_argc = argc;
+	for (i = 0; i < argc; i++) {
+		if (i > 0 && !strcmp(argv[i - 1], "-c") && argv[i][0] != '/')
+			mc->mc_argv[i] = realpath(argv[i], NULL);
+		else
+			mc->mc_argv[i] = strdup(argv[i]);
+		if (!mc->mc_argv[i])
+			return -1;
+	}
+	return 0;
+}
+
+static void main_free_argv(struct main_ctx *mc)
+{
+	int i;
+
+	if (!mc->mc_argv)
+		return;
+	for (i = 0; i < mc->mc_argc; i++)
+		free(mc->mc_argv[i]);
+	free(mc->mc_argv);
+	mc->mc_argv = NULL;
 }
 
 /* Undoes whatever start-up got to, in reverse order. Safe on a half-built context. */
@@ -359,6 +501,7 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	ev_signal_init(&mc->mc_sigterm, main_on_stop, SIGTERM);
 	ev_signal_init(&mc->mc_sigint, main_on_stop, SIGINT);
 	ev_signal_init(&mc->mc_sighup, main_on_hup, SIGHUP);
+	mc->mc_sighup.data = mc;
 	ev_signal_start(mc->mc_loop, &mc->mc_sigterm);
 	ev_signal_start(mc->mc_loop, &mc->mc_sigint);
 	ev_signal_start(mc->mc_loop, &mc->mc_sighup);
@@ -485,6 +628,13 @@ int main(int argc, char **argv)
 		config_free(&mc.mc_cfg);
 		return MAIN_EXIT_START;
 	}
+	if (main_save_argv(&mc, argc, argv) < 0) {
+		fprintf(stderr, "unionnfsd: cannot keep the command line for SIGHUP reloads: %s\n",
+			strerror(errno ? errno : ENOMEM));
+		main_free_argv(&mc);
+		config_free(&mc.mc_cfg);
+		return MAIN_EXIT_START;
+	}
 
 	if (!mc.mc_cfg.cf_foreground) {
 		if (pipe2(pipefd, O_CLOEXEC) < 0) {
@@ -512,6 +662,7 @@ int main(int argc, char **argv)
 	}
 
 	log_init(mc.mc_cfg.cf_foreground, "unionnfsd");
+	main_log_rules(&mc.mc_cfg);
 	signal(SIGPIPE, SIG_IGN);
 	fsio_init();
 
@@ -541,6 +692,7 @@ int main(int argc, char **argv)
 	log_info("stopped");
 	status = MAIN_EXIT_OK;
 out:
+	main_free_argv(&mc);
 	config_free(&mc.mc_cfg);
 	return status;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exports.h"
 #include "log.h"
 #include "nfs_internal.h"
 
@@ -174,6 +175,7 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	struct nfs_server *ns = rq->rq_ctx;
 	char host[INET6_ADDRSTRLEN];
 	const struct export_conf *ec;
+	struct export_opts eo;
 	struct nfs_call nc;
 	const char *rest;
 	mountstat3 st;
@@ -189,7 +191,13 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 		return MNT3ERR_NOENT;
 	}
 	ec = &ns->ns_cfg->cf_exports[i];
-	if (!nfs_peer_secure(rq, &ec->ec_opts)) {
+	if (!nfs_rule_for(ns, i, rq, &eo)) {
+		log_warn("MOUNT of %s from %s refused (MNT3ERR_ACCES): no client rule of export %s "
+			 "admits %s; add a rule for it to the export if it should mount",
+			 path, host, ec->ec_name, host);
+		return MNT3ERR_ACCES;
+	}
+	if (!nfs_peer_secure(rq, &eo)) {
 		log_warn("MOUNT of %s from %s port %d refused: the export is 'secure' (source port "
 			 "must be below 1024); add 'insecure' to the export options to allow it",
 			 path, host, nfs_peer_port(rq));
@@ -297,25 +305,35 @@ enum rpc_outcome mnt_export(struct rpc_req *rq, void *args, void *res)
 {
 	struct nfs_server *ns = rq->rq_ctx;
 	mntexports *r = res, *tail = r;
+	const struct export_conf *ec;
 	struct exportnode *ex;
-	struct groupnode *gr;
+	struct groupnode *gr, **gtail;
 	const char *name;
 	size_t len;
-	int i;
+	int i, j;
 
 	(void)args;
 	*r = NULL;
+	/* The rule specifiers as written, in order: what showmount -e prints as the groups. */
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
 	for (i = 0; i < ns->ns_cfg->cf_nexports; i++) {
-		name = ns->ns_cfg->cf_exports[i].ec_name;
+		ec = &ns->ns_cfg->cf_exports[i];
+		name = ec->ec_name;
 		len = strlen(name);
 		ex = rpc_alloc(rq, sizeof(*ex));
 		ex->ex_dir = memcpy(rpc_alloc(rq, len + 1), name, len);
-		/* No per-client lists yet: every export is open to any host. */
-		gr = rpc_alloc(rq, sizeof(*gr));
-		gr->gr_name = memcpy(rpc_alloc(rq, 2), "*", 1);
-		ex->ex_groups = gr;
+		gtail = &ex->ex_groups;
+		for (j = 0; j < (ec->ec_nrules > 0 ? ec->ec_nrules : 1); j++) {
+			name = ec->ec_nrules > 0 ? ec->ec_rules[j].er_spec : "*";
+			len = strlen(name);
+			gr = rpc_alloc(rq, sizeof(*gr));
+			gr->gr_name = memcpy(rpc_alloc(rq, len + 1), name, len);
+			*gtail = gr;
+			gtail = &gr->gr_next;
+		}
 		*tail = ex;
 		tail = &ex->ex_next;
 	}
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
 	return RPC_OUT_REPLY;
 }

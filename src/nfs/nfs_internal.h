@@ -41,7 +41,7 @@ struct nfs_call {
 	struct rpc_req *nc_rq;
 	struct nfs_server *nc_ns;
 	struct union_export *nc_ux;
-	const struct export_opts *nc_opts;
+	struct export_opts nc_opts;  /* of the client rule that admitted the caller */
 	uint64_t nc_ino;         /* object named by the call's first handle */
 	struct cred nc_cred;     /* squashed identity, applied to this thread */
 	bool nc_ro;              /* read-only export */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exports.h"
 #include "log.h"
 #include "nfs_internal.h"
 
@@ -34,7 +35,29 @@ void nfs_server_init(struct nfs_server *ns, const struct config *cf)
 	for (i = 0; i < NFS_WRITE_VERF_LEN; i++)
 		ns->ns_write_verf[i] ^= (uint8_t)(now >> (8 * i));
 	pthread_mutex_init(&ns->ns_mounts_lock, NULL);
+	pthread_rwlock_init(&ns->ns_rules_lock, NULL);
 	ns->ns_mounts = NULL;
+}
+
+bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
+		  struct export_opts *out)
+{
+	const struct export_conf *ec;
+	bool ok = true;
+	int r;
+
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	ec = &ns->ns_cfg->cf_exports[i];
+	if (ec->ec_nrules == 0) {
+		*out = ec->ec_opts;
+	} else {
+		r = exports_match(ec->ec_rules, ec->ec_nrules, (const struct sockaddr *)&rq->rq_peer);
+		if (r >= 0)
+			*out = ec->ec_rules[r].er_opts;
+		ok = r >= 0;
+	}
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	return ok;
 }
 
 void nfs_server_destroy(struct nfs_server *ns)
@@ -49,6 +72,7 @@ void nfs_server_destroy(struct nfs_server *ns)
 	}
 	ns->ns_mounts = NULL;
 	pthread_mutex_destroy(&ns->ns_mounts_lock);
+	pthread_rwlock_destroy(&ns->ns_rules_lock);
 }
 
 uint32_t nfs_max_io(const struct rpc_req *rq)
@@ -120,6 +144,21 @@ static int nfs_export_index(const struct nfs_server *ns, uint16_t id)
 	return -1;
 }
 
+/* One line per minute at most: a refused client retries forever. */
+static void nfs_log_refused(const struct rpc_req *rq, const char *export)
+{
+	static _Atomic time_t last;
+	time_t now = time(NULL), prev = atomic_load(&last);
+	char host[INET6_ADDRSTRLEN];
+
+	if (now - prev < 60 || !atomic_compare_exchange_strong(&last, &prev, now))
+		return;
+	nfs_peer_host(rq, host, sizeof(host));
+	log_warn("refusing NFS call from %s to %s with NFS3ERR_ACCES: no client rule of the "
+		 "export admits it (was it removed by a reload?); add a rule for it to the export",
+		 host, export);
+}
+
 /* One line per minute at most: an insecure client retries forever. */
 static void nfs_log_insecure(const struct rpc_req *rq, const char *export)
 {
@@ -156,7 +195,13 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 		return false;
 	}
 	ec = &ns->ns_cfg->cf_exports[i];
-	if (!nfs_peer_secure(rq, &ec->ec_opts)) {
+	/* The handle only names the export: the caller must still be one of its clients. */
+	if (!nfs_rule_for(ns, i, rq, &nc->nc_opts)) {
+		nfs_log_refused(rq, ec->ec_name);
+		*status = NFS3ERR_ACCES;
+		return false;
+	}
+	if (!nfs_peer_secure(rq, &nc->nc_opts)) {
 		nfs_log_insecure(rq, ec->ec_name);
 		*out = RPC_OUT_AUTH_TOOWEAK;
 		return false;
@@ -164,14 +209,13 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 	nc->nc_rq = rq;
 	nc->nc_ns = ns;
 	nc->nc_ux = ns->ns_exports[i];
-	nc->nc_opts = &ec->ec_opts;
 	nc->nc_ino = h.fh_ino;
-	nc->nc_ro = ec->ec_opts.eo_ro || union_read_only(nc->nc_ux);
+	nc->nc_ro = nc->nc_opts.eo_ro || union_read_only(nc->nc_ux);
 	if (kind == NFS_CALL_MODIFIES && nc->nc_ro) {
 		*status = NFS3ERR_ROFS;
 		return false;
 	}
-	cred_squash(&rq->rq_cred, nc->nc_opts, &nc->nc_cred);
+	cred_squash(&rq->rq_cred, &nc->nc_opts, &nc->nc_cred);
 	if (cred_apply(&nc->nc_cred) != 0) {
 		*status = NFS3ERR_SERVERFAULT;
 		return false;

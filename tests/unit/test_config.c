@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "exports.h"
 
 struct fixture {
 	struct config cf;
@@ -551,11 +552,11 @@ static void test_file_bad_lines(void **state)
 	expect_file_error(fx, "port\n", "1: port takes exactly one value");
 	expect_file_error(fx, "port 1 2\n", "1: port takes exactly one value");
 	expect_file_error(fx, "export /union\n",
-			  "1: export takes NAME BRANCH[:BRANCH...] [OPTIONS], e.g. export /union "
-			  "/srv/upper:/srv/base rw");
+			  "1: export takes NAME BRANCH[:BRANCH...] [OPTIONS | CLIENT(OPTIONS)...], "
+			  "e.g. export /union /srv/upper:/srv/base 10.0.0.0/8(rw) *(ro)");
 	expect_file_error(fx, "export /u /a ro extra\n",
-			  "1: export takes NAME BRANCH[:BRANCH...] [OPTIONS], e.g. export /union "
-			  "/srv/upper:/srv/base rw");
+			  "1: export /u: client rule 'ro' is not CLIENT(OPTIONS); write e.g. "
+			  "10.0.0.0/8(rw,no_root_squash) or *(ro), CLIENT() for the defaults");
 	expect_file_error(fx, "export /u a/b\n",
 			  "1: export /u: branch 'a/b' is not an absolute path; give the full path, "
 			  "e.g. /srv/upper");
@@ -657,6 +658,126 @@ static void test_small_error_buffer(void **state)
 	assert_string_equal(small, "option -o: unkn");
 }
 
+/* Client rules in the config file: order kept, options per rule, the one-rule forms. */
+static void test_file_rules(void **state)
+{
+	struct fixture *fx = *state;
+	const struct export_conf *ec;
+	const char *path;
+
+	path = write_file(fx, "export /u /a 10.0.0.0/8(rw,no_root_squash) 192.168.1.7(ro) "
+			      "fd00::/8(all_squash,anonuid=5,anongid=6) localhost() *(ro,insecure)\n"
+			      "export /v /b ro,insecure\n"
+			      "export /w /c\n");
+	assert_int_equal(config_parse_file(&fx->cf, path, fx->err, sizeof(fx->err)), 0);
+	ec = &fx->cf.cf_exports[0];
+	assert_int_equal(ec->ec_nrules, 5);
+	assert_false(ec->ec_opts.eo_ro);
+	assert_string_equal(ec->ec_rules[0].er_spec, "10.0.0.0/8");
+	assert_int_equal(ec->ec_rules[0].er_kind, EXPORTS_NET);
+	assert_false(ec->ec_rules[0].er_opts.eo_ro);
+	assert_int_equal(ec->ec_rules[0].er_opts.eo_squash, SQUASH_NONE);
+	assert_true(ec->ec_rules[0].er_opts.eo_secure);
+	assert_true(ec->ec_rules[1].er_opts.eo_ro);
+	assert_int_equal(ec->ec_rules[1].er_opts.eo_squash, SQUASH_ROOT);
+	assert_int_equal(ec->ec_rules[2].er_opts.eo_squash, SQUASH_ALL);
+	assert_int_equal(ec->ec_rules[2].er_opts.eo_anonuid, 5);
+	assert_int_equal(ec->ec_rules[2].er_opts.eo_anongid, 6);
+	/* host names are resolved while parsing */
+	assert_int_equal(ec->ec_rules[3].er_kind, EXPORTS_HOST);
+	assert_true(ec->ec_rules[3].er_nnets >= 1);
+	assert_int_equal(ec->ec_rules[3].er_opts.eo_anonuid, 65534);
+	assert_int_equal(ec->ec_rules[4].er_kind, EXPORTS_ANY);
+	assert_true(ec->ec_rules[4].er_opts.eo_ro);
+	assert_false(ec->ec_rules[4].er_opts.eo_secure);
+
+	ec = &fx->cf.cf_exports[1];
+	assert_int_equal(ec->ec_nrules, 1);
+	assert_string_equal(ec->ec_rules[0].er_spec, "*");
+	assert_true(ec->ec_rules[0].er_opts.eo_ro);
+	assert_false(ec->ec_rules[0].er_opts.eo_secure);
+	assert_true(ec->ec_opts.eo_ro);
+	ec = &fx->cf.cf_exports[2];
+	assert_int_equal(ec->ec_nrules, 1);
+	assert_int_equal(ec->ec_rules[0].er_kind, EXPORTS_ANY);
+	assert_int_equal(ec->ec_rules[0].er_opts.eo_squash, SQUASH_ROOT);
+	assert_true(ec->ec_rules[0].er_opts.eo_secure);
+}
+
+static void test_file_bad_rules(void **state)
+{
+	struct fixture *fx = *state;
+
+	expect_file_error(fx, "\nexport /u /a 10.0.0.0/33(rw)\n",
+			  "2: export /u: client '10.0.0.0/33': '33' is not an IPv4 prefix length "
+			  "0..32; write e.g. 10.0.0.0/8");
+	expect_file_error(fx, "export /u /a *(rw,bogus)\n",
+			  "1: export /u: unknown export option 'bogus' (expected ro, rw, root_squash, "
+			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure)");
+	expect_file_error(fx, "export /u /a *(rw\n",
+			  "1: export /u: client rule '*(rw' is not CLIENT(OPTIONS); write e.g. "
+			  "10.0.0.0/8(rw,no_root_squash) or *(ro), CLIENT() for the defaults");
+	expect_file_error(fx, "export /u /a *(rw) 10.0.0.1\n",
+			  "1: export /u: client rule '10.0.0.1' is not CLIENT(OPTIONS); write e.g. "
+			  "10.0.0.0/8(rw,no_root_squash) or *(ro), CLIENT() for the defaults");
+	/* the resolver's own words vary (no DNS at all, NXDOMAIN): only our parts are fixed */
+	config_free(&fx->cf);
+	config_init(&fx->cf);
+	unlink(fx->path);
+	assert_int_equal(config_parse_file(&fx->cf, write_file(fx, "export /u /a no-such-host.invalid(ro)\n"),
+					   fx->err, sizeof(fx->err)), -1);
+	assert_non_null(strstr(fx->err, ":1: export /u: client host name 'no-such-host.invalid' does not resolve ("));
+	assert_non_null(strstr(fx->err, "); fix the name, add it to /etc/hosts, or give its address"));
+	unlink(fx->path);
+	fx->path[0] = '\0';
+	expect_file_error(fx, "export /u /a a!b(ro)\n",
+			  "1: export /u: client 'a!b' is not *, an IPv4 or IPv6 address, a CIDR "
+			  "network (10.0.0.0/8, fd00::/8) or a host name");
+}
+
+/* -e with -o is the rule *(OPTS); --client gives rules; the two do not mix. */
+static void test_client_flag(void **state)
+{
+	struct fixture *fx = *state;
+	const struct export_conf *ec;
+
+	assert_int_equal(PARSE(fx, "-e", "/u=/a", "-o", "ro", "-e", "/v=/b", "--client",
+			       "127.0.0.1(rw,insecure)", "--client", "::1/128(ro)", "-e", "/w=/c"),
+			 0);
+	ec = &fx->cf.cf_exports[0];
+	assert_int_equal(ec->ec_nrules, 1);
+	assert_string_equal(ec->ec_rules[0].er_spec, "*");
+	assert_true(ec->ec_rules[0].er_opts.eo_ro);
+	ec = &fx->cf.cf_exports[1];
+	assert_int_equal(ec->ec_nrules, 2);
+	assert_string_equal(ec->ec_rules[0].er_spec, "127.0.0.1");
+	assert_false(ec->ec_rules[0].er_opts.eo_secure);
+	assert_string_equal(ec->ec_rules[1].er_spec, "::1/128");
+	assert_true(ec->ec_rules[1].er_opts.eo_ro);
+	ec = &fx->cf.cf_exports[2];
+	assert_int_equal(ec->ec_nrules, 1);
+	assert_false(ec->ec_rules[0].er_opts.eo_ro);
+
+	config_free(&fx->cf);
+	config_init(&fx->cf);
+	assert_int_equal(PARSE(fx, "--client", "*(ro)"), -1);
+	assert_non_null(strstr(fx->err, "option --client: '*(ro)' must follow the -e"));
+	config_free(&fx->cf);
+	config_init(&fx->cf);
+	assert_int_equal(PARSE(fx, "-e", "/u=/a", "-o", "ro", "--client", "*(ro)"), -1);
+	assert_non_null(strstr(fx->err, "without -o"));
+	config_free(&fx->cf);
+	config_init(&fx->cf);
+	assert_int_equal(PARSE(fx, "-e", "/u=/a", "--client", "*(ro)", "-o", "rw"), -1);
+	assert_string_equal(fx->err, "option -o: 'rw' follows --client rules of the same -e; put "
+				     "the options in the rules, e.g. --client '*(rw)'");
+	config_free(&fx->cf);
+	config_init(&fx->cf);
+	assert_int_equal(PARSE(fx, "-e", "/u=/a", "--client", "1.2.3.4/40(rw)"), -1);
+	assert_string_equal(fx->err, "option --client: client '1.2.3.4/40': '40' is not an IPv4 "
+				     "prefix length 0..32; write e.g. 10.0.0.0/8");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -683,6 +804,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_validate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_good, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_bad_lines, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_bad_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_client_flag, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_nul_byte, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mix_file_and_flags, setup, teardown),
