@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "exports.h"
 #include "nfs.h"
 #include "portmap.h"
 #include "rpc.h"
@@ -22,6 +23,10 @@
 #include "serve_env.h"
 
 const char *const senv_names[SENV_NOBJ] = { "", "file", "dir", "inner", "link", "upfile" };
+
+static const char *const senv_rules[] = {
+	"10.0.0.0/8(ro)", "::1(rw,all_squash)", "127.0.0.1(rw,no_root_squash)", "*(ro)",
+};
 
 static struct {
 	char se_root[64];
@@ -169,6 +174,13 @@ void senv_open(void)
 	senv.se_ec.ec_opts.eo_secure = true;
 	senv.se_cf.cf_exports = &senv.se_ec;
 	senv.se_cf.cf_nexports = 1;
+	/* Client rules, so every call goes through matching; the fuzzed peer is 127.0.0.1:700. */
+	for (size_t i = 0; i < sizeof(senv_rules) / sizeof(senv_rules[0]); i++) {
+		char err[512];
+
+		if (config_add_rule(&senv.se_ec, senv_rules[i], err, sizeof(err)) != 0)
+			senv_die(senv_rules[i], err);
+	}
 	senv_start();
 }
 
@@ -184,6 +196,9 @@ void senv_close(void)
 	senv_stop();
 	senv_wipe();
 	rmdir(senv.se_root);
+	exports_rules_free(senv.se_ec.ec_rules, senv.se_ec.ec_nrules);
+	senv.se_ec.ec_rules = NULL;
+	senv.se_ec.ec_nrules = 0;
 }
 
 void senv_handle(enum senv_obj o, uint8_t out[FH_LEN])
