@@ -1,0 +1,456 @@
+/*
+ * Client rules of an export against the real server: who may mount, NFS calls checked on
+ * every request (a handle alone is no key), per-rule ro and squashing, and SIGHUP reloads
+ * that remove a client, keep the others' sessions and survive a broken config file.
+ *
+ * Two clients on one host: libtirpc clients bound to 127.0.0.1 or to 127.0.0.2 before
+ * connecting (all of 127/8 is loopback on Linux). The rules are 'insecure' so the tests do
+ * not depend on reserved source ports.
+ */
+#include "common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MNT3ERR_ACCES_ 13
+#define RELOADED "SIGHUP: configuration reloaded"
+
+static struct it_server srv;
+static char cfgpath[PATH_MAX];
+
+static void write_config(const char *rules)
+{
+	char text[2 * PATH_MAX + 1024];
+	int n;
+
+	n = snprintf(text, sizeof(text),
+		     "# written by test_rules\nport 0\nmount-port 0\nportmap off\nstate %s\n"
+		     "export %s %s %s\n",
+		     srv.is_state, IT_EXPORT, srv.is_upper, rules);
+	assert_true(n > 0 && (size_t)n < sizeof(text));
+	it_write_file(cfgpath, text, (size_t)n);
+}
+
+static void start(const char *rules)
+{
+	it_server_init(&srv, false);
+	/* squashed users must be able to create in the export root */
+	chmod(srv.is_upper, 0777);
+	it_path(cfgpath, "%s/rules.conf", srv.is_dir);
+	write_config(rules);
+	srv.is_config = cfgpath;
+	if (it_server_start(&srv) != 0)
+		fail_msg("the server did not start with the rules %s", rules);
+}
+
+static int after_each(void **state)
+{
+	(void)state;
+	if (srv.is_pid > 0 && it_server_stop(&srv) != 0) {
+		it_server_cleanup(&srv);
+		return -1;
+	}
+	it_server_cleanup(&srv);
+	return 0;
+}
+
+static int count_in_log(const char *text)
+{
+	char *log = it_read_file(srv.is_log, NULL), *p;
+	int n = 0;
+
+	if (!log)
+		return 0;
+	for (p = log; (p = strstr(p, text)) != NULL; p += strlen(text))
+		n++;
+	free(log);
+	return n;
+}
+
+/* Rewrites the config, sends SIGHUP and waits until the server logged `done` once more. */
+static void reload(const char *rules, const char *done)
+{
+	int before = count_in_log(done);
+	time_t end = time(NULL) + 10;
+
+	write_config(rules);
+	assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
+	while (count_in_log(done) == before) {
+		if (time(NULL) > end) {
+			it_server_dump_log(&srv);
+			fail_msg("no '%s' in the log 10 s after SIGHUP", done);
+		}
+		usleep(20000);
+	}
+}
+
+/* A TCP client from source address src (127.0.0.x) acting as uid/gid with AUTH_SYS. */
+static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port, uint32_t uid,
+			uint32_t gid)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	CLIENT *c;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0)
+		fail_msg("bind to %s: %s", src, strerror(errno));
+	c = clnttcp_create(&sin, prog, vers, &fd, 0, 0);
+	if (!c)
+		fail_msg("cannot connect from %s to port %d: %s", src, port,
+			 clnt_spcreateerror("clnt"));
+	clnt_control(c, CLSET_FD_CLOSE, NULL);
+	auth_destroy(c->cl_auth);
+	c->cl_auth = authunix_create("rules-test", uid, gid, 0, NULL);
+	assert_non_null(c->cl_auth);
+	return c;
+}
+
+static CLIENT *nfs_from(const char *src, uint32_t uid, uint32_t gid)
+{
+	return clnt_src(src, NFS_PROGRAM, NFS_V3, srv.is_nfs_port, uid, gid);
+}
+
+struct mntres {
+	int mr_status;
+	nfs_fh3 mr_fh;
+	int *mr_flavors;
+	u_int mr_nflavors;
+};
+
+static bool_t xdr_path(XDR *x, char **path)
+{
+	return xdr_string(x, path, 1024);
+}
+
+static bool_t xdr_mntres(XDR *x, struct mntres *r)
+{
+	if (!xdr_int(x, &r->mr_status))
+		return FALSE;
+	if (r->mr_status != IT_MNT_OK)
+		return TRUE;
+	if (!xdr_bytes(x, &r->mr_fh.data.data_val, &r->mr_fh.data.data_len, NFS3_FHSIZE))
+		return FALSE;
+	return xdr_array(x, (char **)&r->mr_flavors, &r->mr_nflavors, 64, sizeof(int),
+			 (xdrproc_t)xdr_int);
+}
+
+/* MNT of the export from src; the status, and the handle in fh (if given) on success. */
+static int mnt_from(const char *src, nfs_fh3 *fh)
+{
+	CLIENT *c = clnt_src(src, IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0);
+	struct mntres res;
+	enum clnt_stat cs;
+	char *p = IT_EXPORT;
+
+	memset(&res, 0, sizeof(res));
+	cs = it_call(c, IT_MNTPROC_MNT, (xdrproc_t)xdr_path, &p, (xdrproc_t)xdr_mntres, &res);
+	if (cs != RPC_SUCCESS)
+		fail_msg("MNT from %s: %s", src, clnt_sperrno(cs));
+	if (res.mr_status == IT_MNT_OK && fh) {
+		fh->data = res.mr_fh.data;
+		res.mr_fh.data.data_val = NULL;
+	}
+	free(res.mr_fh.data.data_val);
+	free(res.mr_flavors);
+	it_clnt_destroy(c);
+	return res.mr_status;
+}
+
+/* The groups MOUNT EXPORT lists for the first export, joined by spaces. */
+struct exportres {
+	char ex_dir[256];
+	char ex_groups[512];
+};
+
+static bool_t xdr_exportres(XDR *x, struct exportres *r)
+{
+	bool_t more, gmore, first = TRUE;
+	char *s;
+
+	if (x->x_op != XDR_DECODE)
+		return TRUE;
+	if (!xdr_bool(x, &more))
+		return FALSE;
+	while (more) {
+		s = NULL;
+		if (!xdr_string(x, &s, 1024))
+			return FALSE;
+		if (first)
+			snprintf(r->ex_dir, sizeof(r->ex_dir), "%s", s);
+		free(s);
+		if (!xdr_bool(x, &gmore))
+			return FALSE;
+		while (gmore) {
+			s = NULL;
+			if (!xdr_string(x, &s, 1024))
+				return FALSE;
+			if (first) {
+				size_t l = strlen(r->ex_groups);
+
+				snprintf(r->ex_groups + l, sizeof(r->ex_groups) - l, "%s%s",
+					 l ? " " : "", s);
+			}
+			free(s);
+			if (!xdr_bool(x, &gmore))
+				return FALSE;
+		}
+		first = FALSE;
+		if (!xdr_bool(x, &more))
+			return FALSE;
+	}
+	return TRUE;
+}
+
+static nfsstat3 create_file(CLIENT *c, const nfs_fh3 *dir, const char *name)
+{
+	CREATE3args args;
+	CREATE3res res;
+	enum clnt_stat cs;
+	nfsstat3 st;
+
+	memset(&args, 0, sizeof(args));
+	memset(&res, 0, sizeof(res));
+	args.where.dir = *dir;
+	args.where.name = (char *)name;
+	args.how.mode = UNCHECKED;
+	args.how.createhow3_u.obj_attributes.mode.set_it = TRUE;
+	args.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
+	cs = it_call(c, NFSPROC3_CREATE, (xdrproc_t)xdr_CREATE3args, &args,
+		     (xdrproc_t)xdr_CREATE3res, &res);
+	if (cs != RPC_SUCCESS)
+		fail_msg("CREATE %s: %s", name, clnt_sperrno(cs));
+	st = res.status;
+	it_free((xdrproc_t)xdr_CREATE3res, &res);
+	return st;
+}
+
+static nfsstat3 make_dir(CLIENT *c, const nfs_fh3 *dir, const char *name)
+{
+	MKDIR3args args;
+	MKDIR3res res;
+	enum clnt_stat cs;
+	nfsstat3 st;
+
+	memset(&args, 0, sizeof(args));
+	memset(&res, 0, sizeof(res));
+	args.where.dir = *dir;
+	args.where.name = (char *)name;
+	args.attributes.mode.set_it = TRUE;
+	args.attributes.mode.set_mode3_u.mode = 0755;
+	cs = it_call(c, NFSPROC3_MKDIR, (xdrproc_t)xdr_MKDIR3args, &args,
+		     (xdrproc_t)xdr_MKDIR3res, &res);
+	if (cs != RPC_SUCCESS)
+		fail_msg("MKDIR %s: %s", name, clnt_sperrno(cs));
+	st = res.status;
+	it_free((xdrproc_t)xdr_MKDIR3res, &res);
+	return st;
+}
+
+static void upper_stat(const char *name, struct stat *st)
+{
+	char path[PATH_MAX];
+
+	it_path(path, "%s/%s", srv.is_upper, name);
+	if (lstat(path, st) != 0)
+		fail_msg("%s: %s", path, strerror(errno));
+}
+
+static void assert_absent(const char *name)
+{
+	char path[PATH_MAX];
+
+	it_path(path, "%s/%s", srv.is_upper, name);
+	if (it_exists(path))
+		fail_msg("%s exists after a refused call", path);
+}
+
+/* A client no rule admits cannot mount; EXPORT lists the rules' clients. */
+static void test_mount_refused(void **state)
+{
+	struct exportres ex;
+	nfs_fh3 fh = { 0 };
+	CLIENT *c;
+
+	(void)state;
+	start("127.0.0.2(rw,insecure) 10.0.0.0/8(ro) fd00::/8()");
+	assert_int_equal(mnt_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
+	assert_true(it_server_log_contains(&srv, "no client rule of export /union admits 127.0.0.1"));
+	assert_int_equal(mnt_from("127.0.0.2", &fh), IT_MNT_OK);
+	it_fh_free(&fh);
+
+	memset(&ex, 0, sizeof(ex));
+	c = clnt_src("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0);
+	assert_int_equal(it_call(c, IT_MNTPROC_EXPORT, (xdrproc_t)it_xdr_void, NULL,
+				 (xdrproc_t)xdr_exportres, &ex), RPC_SUCCESS);
+	it_clnt_destroy(c);
+	assert_string_equal(ex.ex_dir, IT_EXPORT);
+	assert_string_equal(ex.ex_groups, "127.0.0.2 10.0.0.0/8 fd00::/8");
+}
+
+/*
+ * A handle obtained while admitted is no key after a reload removed the client, on the
+ * old connection and on a new one; the client that stays keeps its session (same
+ * connection, same handle, no remount); a broken config changes nothing.
+ */
+static void test_reload(void **state)
+{
+	nfs_fh3 fh1 = { 0 }, fh2 = { 0 };
+	CLIENT *c1, *c2, *c1b;
+	fattr3 attr;
+
+	(void)state;
+	start("127.0.0.1(rw,insecure,no_root_squash) 127.0.0.2(rw,insecure)");
+	assert_int_equal(mnt_from("127.0.0.1", &fh1), IT_MNT_OK);
+	assert_int_equal(mnt_from("127.0.0.2", &fh2), IT_MNT_OK);
+	c1 = nfs_from("127.0.0.1", 0, 0);
+	c2 = nfs_from("127.0.0.2", 1000, 1000);
+	it_assert_status(it_getattr(c1, &fh1, &attr), NFS3_OK);
+	it_assert_status(it_getattr(c2, &fh2, &attr), NFS3_OK);
+
+	reload("127.0.0.2(rw,insecure)", RELOADED);
+	it_assert_status(it_getattr(c1, &fh1, &attr), NFS3ERR_ACCES);
+	it_assert_status(create_file(c1, &fh1, "after-removal"), NFS3ERR_ACCES);
+	assert_absent("after-removal");
+	c1b = nfs_from("127.0.0.1", 0, 0);
+	it_assert_status(it_getattr(c1b, &fh1, &attr), NFS3ERR_ACCES);
+	/* the other client's handle does not help either: the rule is per peer */
+	it_assert_status(it_getattr(c1b, &fh2, &attr), NFS3ERR_ACCES);
+	it_clnt_destroy(c1b);
+	assert_int_equal(mnt_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
+	it_assert_status(it_getattr(c2, &fh2, &attr), NFS3_OK);
+	it_assert_status(create_file(c2, &fh2, "kept"), NFS3_OK);
+
+	/* a config with an error: the old rules stay, the log names FILE:LINE */
+	reload("127.0.0.1(rw,insecure) 127.0.0.2(rw,bogus)", "keeping the running one");
+	{
+		char want[PATH_MAX + 128];
+
+		snprintf(want, sizeof(want), "%s:6: export /union: unknown export option 'bogus'",
+			 cfgpath);
+		assert_true(it_server_log_contains(&srv, want));
+	}
+	it_assert_status(it_getattr(c1, &fh1, &attr), NFS3ERR_ACCES);
+	it_assert_status(it_getattr(c2, &fh2, &attr), NFS3_OK);
+
+	/* admitted again: the old handle and connection work again */
+	reload("127.0.0.1(rw,insecure,no_root_squash) 127.0.0.2(rw,insecure)", RELOADED);
+	it_assert_status(it_getattr(c1, &fh1, &attr), NFS3_OK);
+	it_assert_status(it_getattr(c2, &fh2, &attr), NFS3_OK);
+	it_clnt_destroy(c1);
+	it_clnt_destroy(c2);
+	it_fh_free(&fh1);
+	it_fh_free(&fh2);
+}
+
+/* ro for one client, rw for the rest: the ro client's writes are refused without trace. */
+static void test_ro_rule(void **state)
+{
+	nfs_fh3 fh1 = { 0 }, fh2 = { 0 };
+	CLIENT *c1, *c2;
+	struct stat st;
+
+	(void)state;
+	start("127.0.0.1(ro,insecure,no_root_squash) *(rw,insecure,no_root_squash)");
+	assert_int_equal(mnt_from("127.0.0.1", &fh1), IT_MNT_OK);
+	assert_int_equal(mnt_from("127.0.0.2", &fh2), IT_MNT_OK);
+	c1 = nfs_from("127.0.0.1", 0, 0);
+	c2 = nfs_from("127.0.0.2", 0, 0);
+	it_assert_status(create_file(c1, &fh1, "ro-file"), NFS3ERR_ROFS);
+	it_assert_status(make_dir(c1, &fh1, "ro-dir"), NFS3ERR_ROFS);
+	assert_absent("ro-file");
+	assert_absent("ro-dir");
+	it_assert_status(create_file(c2, &fh2, "rw-file"), NFS3_OK);
+	upper_stat("rw-file", &st);
+	/* the handle of the rw client does not make the ro client writable */
+	it_assert_status(create_file(c1, &fh2, "ro-file2"), NFS3ERR_ROFS);
+	assert_absent("ro-file2");
+	it_clnt_destroy(c1);
+	it_clnt_destroy(c2);
+	it_fh_free(&fh1);
+	it_fh_free(&fh2);
+}
+
+/* root_squash (the default) maps root to the rule's anonuid/anongid; no_root_squash does not. */
+static void test_root_squash(void **state)
+{
+	nfs_fh3 fh1 = { 0 }, fh2 = { 0 };
+	CLIENT *c1, *c2;
+	struct stat st;
+
+	(void)state;
+	start("127.0.0.1(rw,insecure,anonuid=4321,anongid=4322) 127.0.0.2(rw,insecure,no_root_squash)");
+	assert_int_equal(mnt_from("127.0.0.1", &fh1), IT_MNT_OK);
+	assert_int_equal(mnt_from("127.0.0.2", &fh2), IT_MNT_OK);
+	c1 = nfs_from("127.0.0.1", 0, 0);
+	c2 = nfs_from("127.0.0.2", 0, 0);
+	it_assert_status(create_file(c1, &fh1, "squashed"), NFS3_OK);
+	upper_stat("squashed", &st);
+	assert_int_equal(st.st_uid, 4321);
+	assert_int_equal(st.st_gid, 4322);
+	it_assert_status(create_file(c2, &fh2, "root"), NFS3_OK);
+	upper_stat("root", &st);
+	assert_int_equal(st.st_uid, 0);
+	assert_int_equal(st.st_gid, 0);
+	/* a non-root user keeps its identity under root_squash */
+	it_clnt_destroy(c1);
+	c1 = nfs_from("127.0.0.1", 1000, 1001);
+	it_assert_status(create_file(c1, &fh1, "user"), NFS3_OK);
+	upper_stat("user", &st);
+	assert_int_equal(st.st_uid, 1000);
+	assert_int_equal(st.st_gid, 1001);
+	it_clnt_destroy(c1);
+	it_clnt_destroy(c2);
+	it_fh_free(&fh1);
+	it_fh_free(&fh2);
+}
+
+/* all_squash maps every user, and a reload changes the mapping for the next call. */
+static void test_all_squash(void **state)
+{
+	nfs_fh3 fh = { 0 };
+	struct stat st;
+	CLIENT *c;
+
+	(void)state;
+	start("127.0.0.1(rw,insecure,all_squash,anonuid=2001,anongid=2002)");
+	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
+	c = nfs_from("127.0.0.1", 1000, 1000);
+	it_assert_status(create_file(c, &fh, "a"), NFS3_OK);
+	upper_stat("a", &st);
+	assert_int_equal(st.st_uid, 2001);
+	assert_int_equal(st.st_gid, 2002);
+
+	reload("127.0.0.1(rw,insecure,all_squash,anonuid=3001,anongid=3002)", RELOADED);
+	it_assert_status(create_file(c, &fh, "b"), NFS3_OK);
+	upper_stat("b", &st);
+	assert_int_equal(st.st_uid, 3001);
+	assert_int_equal(st.st_gid, 3002);
+	it_clnt_destroy(c);
+	it_fh_free(&fh);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_mount_refused, after_each),
+		cmocka_unit_test_teardown(test_reload, after_each),
+		cmocka_unit_test_teardown(test_ro_rule, after_each),
+		cmocka_unit_test_teardown(test_root_squash, after_each),
+		cmocka_unit_test_teardown(test_all_squash, after_each),
+	};
+
+	return cmocka_run_group_tests_name("rules", tests, NULL, NULL);
+}
