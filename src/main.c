@@ -286,6 +286,25 @@ static void main_log_rules(const struct config *cf)
 	}
 }
 
+/* "serving /u (2 branches; clients 10.0.0.0/8 rw, * ro)" */
+static void main_log_serving(const struct export_conf *ec)
+{
+	char rules[400];
+	size_t used = 0;
+	int j, n;
+
+	rules[0] = '\0';
+	for (j = 0; j < ec->ec_nrules; j++) {
+		n = snprintf(rules + used, sizeof(rules) - used, "%s%s %s", j ? ", " : "",
+			     ec->ec_rules[j].er_spec, ec->ec_rules[j].er_opts.eo_ro ? "ro" : "rw");
+		if (n < 0 || (size_t)n >= sizeof(rules) - used)
+			break;
+		used += (size_t)n;
+	}
+	log_info("serving %s (%d branch%s; clients %s)", ec->ec_name, ec->ec_nbranches,
+		 ec->ec_nbranches == 1 ? "" : "es", rules);
+}
+
 static bool main_same_branches(const struct export_conf *a, const struct export_conf *b)
 {
 	int i;
@@ -362,7 +381,10 @@ static void main_reload(struct main_ctx *mc)
 		else if (!main_same_branches(o, &nc.cf_exports[j]))
 			log_warn("SIGHUP: the branches of export %s changed; that needs a restart of unionnfsd, until then it is served as before (old branches and rules)",
 				 o->ec_name);
-		else if (!o->ec_opts.eo_ro && mc->mc_exports[i] && union_read_only(mc->mc_exports[i]))
+		else
+			main_log_serving(o);
+		if (j >= 0 && main_same_branches(o, &nc.cf_exports[j]) && !o->ec_opts.eo_ro &&
+		    mc->mc_exports[i] && union_read_only(mc->mc_exports[i]))
 			log_warn("SIGHUP: export %s was started 'ro'; it becomes writable only after a restart of unionnfsd",
 				 o->ec_name);
 	}
@@ -543,10 +565,7 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	main_report(mc, "nfs port %d", mc->mc_nfs_port);
 	main_report(mc, "mount port %d", mc->mc_mount_port);
 	for (i = 0; i < cf->cf_nexports; i++)
-		log_info("serving %s (%d branch%s, %s)", cf->cf_exports[i].ec_name,
-			 cf->cf_exports[i].ec_nbranches,
-			 cf->cf_exports[i].ec_nbranches == 1 ? "" : "es",
-			 cf->cf_exports[i].ec_opts.eo_ro ? "ro" : "rw");
+		main_log_serving(&cf->cf_exports[i]);
 	return 0;
 }
 
