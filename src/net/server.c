@@ -17,7 +17,8 @@
  * Memory is bounded per connection: reading pauses while max_requests calls (or
  * NET_MAX_INBYTES of them) are being served, or while NET_MAX_OUTQ reply bytes wait for a
  * client that does not read. It is bounded across connections too: ns_buffered counts
- * request, reassembly, pending and reply bytes of every connection, and once it reaches
+ * request, reassembly, pending and reply bytes of every connection (a call in flight
+ * counts the reply it may produce, see net_reply_estimate()), and once it reaches
  * max_buffered only connections holding (almost) nothing may read, so a crowd of clients
  * that never read cannot exhaust memory while a well-behaved client still gets its small
  * calls through. Connections stuck without I/O are closed after idle_timeout, and past
@@ -57,6 +58,9 @@
 #define NET_ADDRSTR (INET6_ADDRSTRLEN + 8)
 #define NET_PRESSURE_RX (64u << 10)         /* partial record a connection may grow under pressure */
 #define NET_WARN_EVERY 60.0                 /* seconds between repeated limit warnings */
+#define NET_RESERVE_BIG ((1u << 20) + (8u << 10)) /* reply estimate: READ, READDIR(PLUS) */
+#define NET_RESERVE_SMALL (8u << 10)        /* reply estimate: every other call */
+#define NET_NFS_PROGRAM 100003u
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -85,6 +89,7 @@ struct net_job {
 	struct net_pktinfo nj_pkt;
 	uint8_t *nj_reply;                 /* from rpc_serve_at(), 4 reserved bytes first */
 	size_t nj_replylen;
+	size_t nj_reserve;                 /* TCP: counted in ns_buffered while in flight */
 };
 
 struct net_listener {
@@ -265,7 +270,7 @@ static bool conn_full(struct net_conn *c)
 		return true;
 	if (srv->ns_buffered < srv->ns_max_buffered)
 		return false;
-	if (c->nc_inbytes == 0 && c->nc_outbytes == 0 && c->nc_rxacct < NET_PRESSURE_RX)
+	if (c->nc_inflight == 0 && c->nc_outbytes == 0 && c->nc_rxacct < NET_PRESSURE_RX)
 		return false;
 	if (!srv->ns_pressured && ev_now(srv->ns_loop) - srv->ns_buf_warned >= NET_WARN_EVERY) {
 		srv->ns_buf_warned = ev_now(srv->ns_loop);
@@ -327,6 +332,28 @@ static void conn_close(struct net_conn *c)
 	conn_unref(c);
 }
 
+/*
+ * What a call may need for its reply, counted while it is in flight: small requests can
+ * ask for large replies, so counting request bytes alone would let pipelined READs of
+ * clients that never read pile up far past max_buffered. Only the calls with large
+ * replies (NFS READ, READDIR, READDIRPLUS) are charged the largest reply; the estimate
+ * is replaced by the real size when the reply comes back.
+ */
+static size_t net_reply_estimate(const uint8_t *rec, size_t len)
+{
+	uint32_t prog, proc;
+
+	if (len < 24)
+		return NET_RESERVE_SMALL;
+	memcpy(&prog, rec + 12, 4);
+	memcpy(&proc, rec + 20, 4);
+	prog = ntohl(prog);
+	proc = ntohl(proc);
+	if (prog == NET_NFS_PROGRAM && (proc == 6 || proc == 16 || proc == 17))
+		return NET_RESERVE_BIG;
+	return NET_RESERVE_SMALL;
+}
+
 /* Hands a complete record to the pool. False when memory ran out (connection closed). */
 static bool conn_submit(struct net_conn *c, uint8_t *rec, size_t len)
 {
@@ -351,9 +378,10 @@ static bool conn_submit(struct net_conn *c, uint8_t *rec, size_t len)
 	memcpy(&j->nj_local, &c->nc_local, c->nc_locallen);
 	j->nj_locallen = c->nc_locallen;
 	c->nc_refs++;
+	j->nj_reserve = len + net_reply_estimate(rec, len);
 	c->nc_inflight++;
 	c->nc_inbytes += len;
-	c->nc_srv->ns_buffered += len;
+	c->nc_srv->ns_buffered += j->nj_reserve;
 	net_submit(c->nc_srv, j);
 	return true;
 }
@@ -914,7 +942,7 @@ static void net_complete_all(struct net_server *srv)
 		c = j->nj_conn;
 		c->nc_inflight--;
 		c->nc_inbytes -= j->nj_len;
-		srv->ns_buffered -= j->nj_len;
+		srv->ns_buffered -= j->nj_reserve;
 		if (c->nc_open && j->nj_reply != NULL) {
 			j->nj_next = NULL;
 			if (c->nc_outtail)
