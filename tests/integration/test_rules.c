@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,16 @@
 
 static struct it_server srv;
 static char cfgpath[PATH_MAX];
+
+static void write_text(const char *fmt, const char *a, const char *b)
+{
+	char text[4 * PATH_MAX + 1024];
+	int n;
+
+	n = snprintf(text, sizeof(text), fmt, srv.is_state, a, b);
+	assert_true(n > 0 && (size_t)n < sizeof(text));
+	it_write_file(cfgpath, text, (size_t)n);
+}
 
 static void write_config(const char *rules)
 {
@@ -118,6 +129,62 @@ static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port,
 	return c;
 }
 
+/* A UDP client from source address src, as root. */
+static CLIENT *udp_src(const char *src, uint32_t prog, uint32_t vers, int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	struct timeval retry = { 1, 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	CLIENT *c;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0)
+		fail_msg("bind to %s: %s", src, strerror(errno));
+	c = clntudp_bufcreate(&sin, prog, vers, retry, &fd, 65000, 65000);
+	if (!c)
+		fail_msg("cannot create a UDP client from %s: %s", src, clnt_spcreateerror("clnt"));
+	clnt_control(c, CLSET_FD_CLOSE, NULL);
+	auth_destroy(c->cl_auth);
+	c->cl_auth = authunix_create("rules-test", 0, 0, 0, NULL);
+	assert_non_null(c->cl_auth);
+	return c;
+}
+
+/* A TCP client over IPv6 loopback (::1), or NULL when this host has no IPv6 loopback. */
+static CLIENT *tcp6(uint32_t prog, uint32_t vers, int port)
+{
+	static struct sockaddr_in6 sa;
+	struct netbuf nb;
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	CLIENT *c;
+
+	if (fd < 0)
+		return NULL;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin6_family = AF_INET6;
+	sa.sin6_port = htons(port);
+	sa.sin6_addr = in6addr_loopback;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		return NULL;
+	}
+	nb.maxlen = nb.len = sizeof(sa);
+	nb.buf = &sa;
+	c = clnt_vc_create(fd, &nb, prog, vers, 0, 0);
+	if (!c) {
+		close(fd);
+		fail_msg("clnt_vc_create over ::1: %s", clnt_spcreateerror("clnt"));
+	}
+	clnt_control(c, CLSET_FD_CLOSE, NULL);
+	auth_destroy(c->cl_auth);
+	c->cl_auth = authunix_create("rules-test", 0, 0, 0, NULL);
+	assert_non_null(c->cl_auth);
+	return c;
+}
+
 static CLIENT *nfs_from(const char *src, uint32_t uid, uint32_t gid)
 {
 	return clnt_src(src, NFS_PROGRAM, NFS_V3, srv.is_nfs_port, uid, gid);
@@ -147,10 +214,9 @@ static bool_t xdr_mntres(XDR *x, struct mntres *r)
 			 (xdrproc_t)xdr_int);
 }
 
-/* MNT of the export from src; the status, and the handle in fh (if given) on success. */
-static int mnt_from(const char *src, nfs_fh3 *fh)
+/* MNT of the export over c (destroyed); the status, and the handle in fh on success. */
+static int mnt_with(CLIENT *c, nfs_fh3 *fh)
 {
-	CLIENT *c = clnt_src(src, IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0);
 	struct mntres res;
 	enum clnt_stat cs;
 	char *p = IT_EXPORT;
@@ -158,7 +224,7 @@ static int mnt_from(const char *src, nfs_fh3 *fh)
 	memset(&res, 0, sizeof(res));
 	cs = it_call(c, IT_MNTPROC_MNT, (xdrproc_t)xdr_path, &p, (xdrproc_t)xdr_mntres, &res);
 	if (cs != RPC_SUCCESS)
-		fail_msg("MNT from %s: %s", src, clnt_sperrno(cs));
+		fail_msg("MNT: %s", clnt_sperrno(cs));
 	if (res.mr_status == IT_MNT_OK && fh) {
 		fh->data = res.mr_fh.data;
 		res.mr_fh.data.data_val = NULL;
@@ -167,6 +233,11 @@ static int mnt_from(const char *src, nfs_fh3 *fh)
 	free(res.mr_flavors);
 	it_clnt_destroy(c);
 	return res.mr_status;
+}
+
+static int mnt_from(const char *src, nfs_fh3 *fh)
+{
+	return mnt_with(clnt_src(src, IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0), fh);
 }
 
 /* The groups MOUNT EXPORT lists for the first export, joined by spaces. */
@@ -442,6 +513,148 @@ static void test_all_squash(void **state)
 	it_fh_free(&fh);
 }
 
+/* A host name rule admits the addresses the name resolves to, and only those. */
+static void test_host_name(void **state)
+{
+	nfs_fh3 fh = { 0 };
+
+	(void)state;
+	start("localhost(rw,insecure)");
+	assert_true(it_server_log_contains(&srv, "export /union: client localhost resolves to "));
+	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
+	it_fh_free(&fh);
+	assert_int_equal(mnt_from("127.0.0.2", NULL), MNT3ERR_ACCES_);
+}
+
+/* UDP peers are matched like TCP ones. */
+static void test_udp(void **state)
+{
+	nfs_fh3 fh = { 0 };
+	CLIENT *c;
+	fattr3 attr;
+
+	(void)state;
+	start("127.0.0.2(rw,insecure)");
+	assert_int_equal(mnt_with(udp_src("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port), NULL),
+			 MNT3ERR_ACCES_);
+	assert_int_equal(mnt_with(udp_src("127.0.0.2", IT_MOUNT_PROG, 3, srv.is_mount_port), &fh),
+			 IT_MNT_OK);
+	c = udp_src("127.0.0.2", NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
+	it_assert_status(it_getattr(c, &fh, &attr), NFS3_OK);
+	it_clnt_destroy(c);
+	c = udp_src("127.0.0.1", NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
+	it_assert_status(it_getattr(c, &fh, &attr), NFS3ERR_ACCES);
+	it_clnt_destroy(c);
+	it_fh_free(&fh);
+}
+
+/* ::1 is not 127.0.0.1: IPv4 rules do not admit it, an IPv6 rule does. */
+static void test_ipv6(void **state)
+{
+	nfs_fh3 fh = { 0 };
+	CLIENT *c;
+
+	(void)state;
+	start("127.0.0.1(rw,insecure)");
+	c = tcp6(IT_MOUNT_PROG, 3, srv.is_mount_port);
+	if (!c) {
+		fprintf(stderr, "no IPv6 loopback here: test_ipv6 checks nothing\n");
+		return;
+	}
+	assert_int_equal(mnt_with(c, NULL), MNT3ERR_ACCES_);
+	reload("::1(rw,insecure)", RELOADED);
+	assert_int_equal(mnt_with(tcp6(IT_MOUNT_PROG, 3, srv.is_mount_port), &fh), IT_MNT_OK);
+	it_fh_free(&fh);
+	assert_int_equal(mnt_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
+	/* IPv4 peers are compared as ::ffff:a.b.c.d, which ::/0 contains */
+	reload("::/0(rw,insecure)", RELOADED);
+	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
+	it_fh_free(&fh);
+	reload("0.0.0.0/0(rw,insecure)", RELOADED);
+	assert_int_equal(mnt_with(tcp6(IT_MOUNT_PROG, 3, srv.is_mount_port), NULL), MNT3ERR_ACCES_);
+	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
+	it_fh_free(&fh);
+}
+
+/* A reload that changes the branches or adds an export applies none of that and says so. */
+static void test_reload_needs_restart(void **state)
+{
+	char other[PATH_MAX];
+	nfs_fh3 fh = { 0 };
+
+	(void)state;
+	start("127.0.0.1(rw,insecure)");
+	it_path(other, "%s/other", srv.is_dir);
+	assert_int_equal(mkdir(other, 0755), 0);
+	/* new branches and rules that would shut 127.0.0.1 out: neither applies */
+	write_text("port 0\nmount-port 0\nportmap off\nstate %s\n"
+		   "export /union %s 127.0.0.2(rw,insecure)\nexport /new %s\n",
+		   other, other);
+	{
+		int before = count_in_log(RELOADED);
+		time_t end = time(NULL) + 10;
+
+		assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
+		while (count_in_log(RELOADED) == before) {
+			if (time(NULL) > end)
+				fail_msg("no reload in the log");
+			usleep(20000);
+		}
+	}
+	assert_true(it_server_log_contains(&srv, "the branches of export /union changed; that needs a restart"));
+	assert_true(it_server_log_contains(&srv, "export /new is new; it needs a restart"));
+	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
+	it_fh_free(&fh);
+}
+
+struct hammer {
+	nfs_fh3 h_fh;
+	volatile bool h_stop;
+	int h_calls;
+	int h_errors;
+};
+
+static void *hammer_run(void *arg)
+{
+	struct hammer *h = arg;
+	CLIENT *c = nfs_from("127.0.0.2", 1000, 1000);
+	fattr3 attr;
+
+	while (!h->h_stop) {
+		if (it_getattr(c, &h->h_fh, &attr) != NFS3_OK)
+			h->h_errors++;
+		h->h_calls++;
+	}
+	it_clnt_destroy(c);
+	return NULL;
+}
+
+/* Reloads while a client that stays admitted keeps calling: no call of it ever fails. */
+static void test_reload_under_load(void **state)
+{
+	static const char *const rules[] = {
+		"127.0.0.1(ro) 127.0.0.2(rw,insecure) fd00::/8(ro)",
+		"10.0.0.0/8(rw) localhost(ro) 127.0.0.0/24(rw,insecure,all_squash)",
+	};
+	struct hammer h;
+	pthread_t t;
+	int i;
+
+	(void)state;
+	start(rules[0]);
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(mnt_from("127.0.0.2", &h.h_fh), IT_MNT_OK);
+	assert_int_equal(pthread_create(&t, NULL, hammer_run, &h), 0);
+	for (i = 0; i < 20; i++)
+		reload(rules[i % 2], RELOADED);
+	h.h_stop = true;
+	pthread_join(t, NULL);
+	it_fh_free(&h.h_fh);
+	if (h.h_errors != 0)
+		fail_msg("%d of %d GETATTRs failed during reloads", h.h_errors, h.h_calls);
+	assert_true(h.h_calls > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -450,6 +663,11 @@ int main(void)
 		cmocka_unit_test_teardown(test_ro_rule, after_each),
 		cmocka_unit_test_teardown(test_root_squash, after_each),
 		cmocka_unit_test_teardown(test_all_squash, after_each),
+		cmocka_unit_test_teardown(test_host_name, after_each),
+		cmocka_unit_test_teardown(test_udp, after_each),
+		cmocka_unit_test_teardown(test_ipv6, after_each),
+		cmocka_unit_test_teardown(test_reload_needs_restart, after_each),
+		cmocka_unit_test_teardown(test_reload_under_load, after_each),
 	};
 
 	return cmocka_run_group_tests_name("rules", tests, NULL, NULL);
