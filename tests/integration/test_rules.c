@@ -104,9 +104,12 @@ static void reload(const char *rules, const char *done)
 	}
 }
 
-/* A TCP client from source address src (127.0.0.x) acting as uid/gid with AUTH_SYS. */
-static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port, uint32_t uid,
-			uint32_t gid)
+/*
+ * A TCP client from source address src (127.0.0.x) acting as uid/gid with AUTH_SYS, from a
+ * reserved source port (below 1024) when reserved is set.
+ */
+static CLIENT *clnt_src_port(const char *src, uint32_t prog, uint32_t vers, int port,
+			     uint32_t uid, uint32_t gid, bool reserved)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
 	struct sockaddr_in me = { .sin_family = AF_INET };
@@ -116,8 +119,12 @@ static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port,
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_true(fd >= 0);
 	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
-	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0)
+	if (reserved) {
+		if (bindresvport(fd, &me) != 0)
+			fail_msg("bindresvport on %s: %s", src, strerror(errno));
+	} else if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0) {
 		fail_msg("bind to %s: %s", src, strerror(errno));
+	}
 	c = clnttcp_create(&sin, prog, vers, &fd, 0, 0);
 	if (!c)
 		fail_msg("cannot connect from %s to port %d: %s", src, port,
@@ -127,6 +134,12 @@ static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port,
 	c->cl_auth = authunix_create("rules-test", uid, gid, 0, NULL);
 	assert_non_null(c->cl_auth);
 	return c;
+}
+
+static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port, uint32_t uid,
+			uint32_t gid)
+{
+	return clnt_src_port(src, prog, vers, port, uid, gid, false);
 }
 
 /* A UDP client from source address src, as root. */
@@ -607,6 +620,41 @@ static void test_reload_needs_restart(void **state)
 	it_fh_free(&fh);
 }
 
+/* secure is per rule: the rule that admits the client decides whether its port matters. */
+static void test_secure_per_rule(void **state)
+{
+	nfs_fh3 fh = { 0 };
+	fattr3 attr;
+	CLIENT *c;
+
+	(void)state;
+	start("127.0.0.1(rw) 127.0.0.2(rw,insecure)");
+	assert_int_equal(mnt_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
+	assert_true(it_server_log_contains(&srv, "the export is 'secure'"));
+	assert_int_equal(mnt_with(clnt_src_port("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port,
+						0, 0, true), &fh), IT_MNT_OK);
+	c = clnt_src_port("127.0.0.1", NFS_PROGRAM, NFS_V3, srv.is_nfs_port, 0, 0, true);
+	it_assert_status(it_getattr(c, &fh, &attr), NFS3_OK);
+	it_clnt_destroy(c);
+	/* the same handle from an unprivileged port of the same host: AUTH_TOOWEAK */
+	c = nfs_from("127.0.0.1", 0, 0);
+	{
+		GETATTR3args args = { .object = fh };
+		GETATTR3res res;
+		enum clnt_stat cs;
+
+		memset(&res, 0, sizeof(res));
+		cs = it_call(c, NFSPROC3_GETATTR, (xdrproc_t)xdr_GETATTR3args, &args,
+			     (xdrproc_t)xdr_GETATTR3res, &res);
+		assert_int_equal(cs, RPC_AUTHERROR);
+	}
+	it_clnt_destroy(c);
+	c = nfs_from("127.0.0.2", 0, 0);
+	it_assert_status(it_getattr(c, &fh, &attr), NFS3_OK);
+	it_clnt_destroy(c);
+	it_fh_free(&fh);
+}
+
 struct hammer {
 	nfs_fh3 h_fh;
 	volatile bool h_stop;
@@ -668,6 +716,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_ipv6, after_each),
 		cmocka_unit_test_teardown(test_reload_needs_restart, after_each),
 		cmocka_unit_test_teardown(test_reload_under_load, after_each),
+		cmocka_unit_test_teardown(test_secure_per_rule, after_each),
 	};
 
 	return cmocka_run_group_tests_name("rules", tests, NULL, NULL);
