@@ -538,7 +538,7 @@ static void conn_after_io(struct net_conn *c)
 	conn_update_reading(c);
 }
 
-static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void conn_read(struct ev_loop *loop, ev_io *w)
 {
 	struct net_conn *c = container_of(w, struct net_conn, nc_rio);
 	uint8_t *buf = c->nc_srv->ns_rbuf;
@@ -546,7 +546,6 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	char a[NET_ADDRSTR];
 
 	(void)loop;
-	(void)revents;
 	n = read(c->nc_fd, buf, NET_READ_CHUNK);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -583,6 +582,16 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->nc_srv->ns_buffered += c->nc_pendlen;
 	}
 	conn_update_reading(c);
+}
+
+/* Bytes freed by a close here may end a max-buffered pause of other connections. */
+static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct net_server *srv = container_of(w, struct net_conn, nc_rio)->nc_srv;
+
+	(void)revents;
+	conn_read(loop, w);
+	net_relieve(srv);
 }
 
 static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)

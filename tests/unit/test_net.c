@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -358,10 +359,18 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
+static void harness_start_opts(struct harness *h, const struct net_opts *opts);
+
 static void harness_start(struct harness *h, const char *listen)
 {
-	static const struct rpc_program *const progs[] = { &t_program };
 	struct net_opts no = { .no_listen = listen, .no_workers = 3, .no_max_record = 2u << 20 };
+
+	harness_start_opts(h, &no);
+}
+
+static void harness_start_opts(struct harness *h, const struct net_opts *opts)
+{
+	static const struct rpc_program *const progs[] = { &t_program };
 	char err[256];
 
 	memset(h, 0, sizeof(*h));
@@ -371,7 +380,7 @@ static void harness_start(struct harness *h, const char *listen)
 	assert_non_null(h->loop);
 	ev_async_init(&h->stop, stop_cb);
 	ev_async_start(h->loop, &h->stop);
-	assert_int_equal(net_server_create(h->loop, &no, &h->srv), 0);
+	assert_int_equal(net_server_create(h->loop, opts, &h->srv), 0);
 	h->port = net_listen(h->srv, 0, err, sizeof(err));
 	if (h->port < 0)
 		fail_msg("net_listen: %s", err);
@@ -793,6 +802,187 @@ static void test_net_backpressure(void **state)
 	harness_finish(&h);
 }
 
+/* Sends one call of proc on cc (no reply read). */
+static void send_call(struct cconn *cc, uint32_t xid, uint32_t proc)
+{
+	uint8_t req[512];
+	size_t n = mkcall(req + 4, sizeof(req) - 4, xid, TEST_PROG, proc, NULL, 0, false);
+
+	frame(req, (uint32_t)n, true);
+	write_all(cc->cc_fd, req, n + 4);
+}
+
+/*
+ * Whether cc gets a reply (true) or EOF (false). Replies to pipelined calls may come in
+ * any order, so a reply is checked to answer one of the xids from xid up to xid+span.
+ */
+static bool reply_in(struct cconn *cc, uint32_t xid, uint32_t span)
+{
+	size_t len;
+	uint8_t *rec = read_record(cc, &len);
+	struct rep r;
+
+	if (rec == NULL)
+		return false;
+	parse_rep(rec, len, &r);
+	if (r.xid < xid || r.xid > xid + span)
+		fail_msg("reply xid %u, want %u..%u", r.xid, xid, xid + span);
+	free(rec);
+	return true;
+}
+
+static bool reply_or_eof(struct cconn *cc, uint32_t xid)
+{
+	return reply_in(cc, xid, 0);
+}
+
+static double mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Past max_conns a connection is closed at once; the open ones keep working. */
+static void test_net_max_conns(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2, .no_max_conns = 2 };
+	struct cconn *a, *b, *c;
+	struct harness h;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	a = cc_open(h.port);
+	b = cc_open(h.port);
+	send_call(a, 1, 0);
+	assert_true(reply_or_eof(a, 1));
+	send_call(b, 2, 0);
+	assert_true(reply_or_eof(b, 2));
+	c = cc_open(h.port);
+	send_call(c, 3, 0);
+	assert_false(reply_or_eof(c, 3));
+	cc_close(c);
+	send_call(a, 4, 0);
+	assert_true(reply_or_eof(a, 4));
+	/* A slot freed by a close is free again. */
+	cc_close(b);
+	usleep(100 * 1000);
+	c = cc_open(h.port);
+	send_call(c, 5, 0);
+	assert_true(reply_or_eof(c, 5));
+	cc_close(c);
+	cc_close(a);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+/* A connection without traffic is closed after the idle timeout, but not while a call runs. */
+static void test_net_idle_timeout(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2, .no_idle_timeout = 1 };
+	struct cconn *a, *busy;
+	struct harness h;
+	double t0;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	a = cc_open(h.port);
+	busy = cc_open(h.port);
+	send_call(a, 1, 0);
+	assert_true(reply_or_eof(a, 1));
+	t0 = mono_now();
+	/* Eight slow calls back to back keep busy's connection in use for 1.6 s at least. */
+	for (uint32_t i = 0; i < 8; i++)
+		send_call(busy, 100 + i, P_SLOW);
+	assert_false(reply_or_eof(a, 2));
+	assert_true(mono_now() - t0 >= 0.9);
+	assert_true(mono_now() - t0 < 4.0);
+	for (uint32_t i = 0; i < 8; i++)
+		assert_true(reply_in(busy, 100, 7));
+	/* Idle afterwards: closed too. */
+	assert_false(reply_or_eof(busy, 0));
+	cc_close(a);
+	cc_close(busy);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+/* max_requests bounds the calls of one connection served at once. */
+static void test_net_max_requests(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 3, .no_max_requests = 1 };
+	struct cconn *a;
+	struct harness h;
+	double t0, dt;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	a = cc_open(h.port);
+	t0 = mono_now();
+	for (uint32_t i = 0; i < 6; i++)
+		send_call(a, 10 + i, P_SLOW);
+	for (uint32_t i = 0; i < 6; i++)
+		assert_true(reply_or_eof(a, 10 + i));
+	dt = mono_now() - t0;
+	/* One at a time: 6 x 200 ms; three workers in parallel would take 400 ms. */
+	print_message("6 slow calls with max_requests 1 took %.2f s\n", dt);
+	assert_true(dt >= 1.1);
+	cc_close(a);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+/*
+ * A tiny max_buffered: a client that never reads blocks only itself; another client that
+ * holds nothing is still served one call at a time.
+ */
+static void test_net_max_buffered(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2, .no_max_record = 2u << 20,
+			       .no_max_buffered = 1u << 20 };
+	size_t blen = 256u << 10;
+	uint8_t *data = calloc(1, blen), *call = malloc(blen + 512);
+	struct cconn *good;
+	struct harness h;
+	int fd, rcv = 4096;
+	size_t n;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	fd = tcp_connect(AF_INET, h.port);
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	n = mkcall(call + 4, blen + 508, 0x7000, TEST_PROG, P_ECHO, data, (uint32_t)blen, true);
+	frame(call, (uint32_t)n, true);
+	n += 4;
+	/* Echoes of 256 KiB, never read: soon past the 1 MiB limit. */
+	for (int i = 0; i < 40; i++) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		size_t off = 0;
+
+		while (off < n && poll(&pfd, 1, 300) == 1) {
+			ssize_t k = send(fd, call + off, n - off, MSG_DONTWAIT);
+
+			if (k > 0)
+				off += (size_t)k;
+		}
+		if (off < n)
+			break;
+	}
+	good = cc_open(h.port);
+	for (uint32_t i = 0; i < 20; i++) {
+		send_call(good, 500 + i, 0);
+		assert_true(reply_or_eof(good, 500 + i));
+	}
+	cc_close(good);
+	close(fd);
+	free(data);
+	free(call);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
 static void test_net_bad_listen(void **state)
 {
 	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
@@ -830,6 +1020,10 @@ int main(void)
 		cmocka_unit_test(test_net_shutdown),
 		cmocka_unit_test_teardown(test_net_emfile, restore_nofile),
 		cmocka_unit_test(test_net_backpressure),
+		cmocka_unit_test(test_net_max_conns),
+		cmocka_unit_test(test_net_idle_timeout),
+		cmocka_unit_test(test_net_max_requests),
+		cmocka_unit_test(test_net_max_buffered),
 		cmocka_unit_test(test_net_bad_listen),
 	};
 
