@@ -58,6 +58,17 @@ struct main_ctx {
 	ev_signal mc_sighup;
 	int mc_argc;                        /* the command line, re-read on SIGHUP */
 	char **mc_argv;                     /* with -c paths made absolute (we chdir to /) */
+	/*
+	 * A reload parses (and resolves host names) on its own thread, so a slow DNS server
+	 * never stalls the loop; the loop applies the result when mc_reload_done fires.
+	 */
+	pthread_t mc_reload_thread;
+	bool mc_reloading;                  /* the thread runs or its result waits */
+	bool mc_reload_again;               /* SIGHUP during a reload: one more after it */
+	ev_async mc_reload_done;
+	struct config mc_reload_cfg;
+	int mc_reload_rc;
+	char mc_reload_err[MAIN_ERRLEN];
 	bool mc_signals;
 	char mc_report[MAIN_REPORT_LEN];    /* start-up lines for the waiting parent */
 	size_t mc_report_len;
@@ -328,39 +339,28 @@ static int main_find_export(const struct config *cf, const char *name)
 }
 
 /*
- * SIGHUP: parses the original command line (and so the -c file) again and swaps in the
- * client rules of every export whose branch stack is unchanged. Anything else needs a
- * restart and is left as it was. Host names are resolved here, on the event loop: a slow
- * DNS server delays other clients for as long as the lookups take.
+ * SIGHUP, on the loop once the reload thread has parsed the original command line (and so
+ * the -c file) again: swaps in the client rules of every export whose branch stack is
+ * unchanged. Anything else needs a restart and is left as it was.
  */
-static void main_reload(struct main_ctx *mc)
+static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 {
-	struct config nc;
 	struct config *oc = &mc->mc_cfg;
-	char err[MAIN_ERRLEN];
-	int i, j, n = 0, rc;
+	int i, j, n = 0;
 
-	config_init(&nc);
-	rc = config_parse_args(&nc, mc->mc_argc, mc->mc_argv, err, sizeof(err));
-	if (rc == 0)
-		rc = config_validate(&nc, err, sizeof(err));
-	if (rc != 0) {
-		log_err("SIGHUP: the new configuration has an error, keeping the running one: %s", err);
-		goto out;
-	}
-	main_log_rules(&nc);
-	for (j = 0; j < nc.cf_nexports; j++)
-		if (main_find_export(oc, nc.cf_exports[j].ec_name) < 0)
+	main_log_rules(nc);
+	for (j = 0; j < nc->cf_nexports; j++)
+		if (main_find_export(oc, nc->cf_exports[j].ec_name) < 0)
 			log_warn("SIGHUP: export %s is new; it needs a restart of unionnfsd to be served",
-				 nc.cf_exports[j].ec_name);
+				 nc->cf_exports[j].ec_name);
 	pthread_rwlock_wrlock(&mc->mc_nfs.ns_rules_lock);
 	for (i = 0; i < oc->cf_nexports; i++) {
 		struct export_conf *o = &oc->cf_exports[i], *ne, tmp;
 
-		j = main_find_export(&nc, o->ec_name);
-		if (j < 0 || !main_same_branches(o, &nc.cf_exports[j]))
+		j = main_find_export(nc, o->ec_name);
+		if (j < 0 || !main_same_branches(o, &nc->cf_exports[j]))
 			continue;
-		ne = &nc.cf_exports[j];
+		ne = &nc->cf_exports[j];
 		tmp = *o;
 		o->ec_rules = ne->ec_rules;
 		o->ec_nrules = ne->ec_nrules;
@@ -374,31 +374,92 @@ static void main_reload(struct main_ctx *mc)
 	for (i = 0; i < oc->cf_nexports; i++) {
 		const struct export_conf *o = &oc->cf_exports[i];
 
-		j = main_find_export(&nc, o->ec_name);
+		j = main_find_export(nc, o->ec_name);
 		if (j < 0)
 			log_warn("SIGHUP: export %s is no longer configured; it is still served with its old rules until unionnfsd is restarted",
 				 o->ec_name);
-		else if (!main_same_branches(o, &nc.cf_exports[j]))
+		else if (!main_same_branches(o, &nc->cf_exports[j]))
 			log_warn("SIGHUP: the branches of export %s changed; that needs a restart of unionnfsd, until then it is served as before (old branches and rules)",
 				 o->ec_name);
 		else
 			main_log_serving(o);
-		if (j >= 0 && main_same_branches(o, &nc.cf_exports[j]) && !o->ec_opts.eo_ro &&
+		if (j >= 0 && main_same_branches(o, &nc->cf_exports[j]) && !o->ec_opts.eo_ro &&
 		    mc->mc_exports[i] && union_read_only(mc->mc_exports[i]))
 			log_warn("SIGHUP: export %s was started 'ro'; it becomes writable only after a restart of unionnfsd",
 				 o->ec_name);
 	}
 	log_info("SIGHUP: configuration reloaded; new client rules apply to %d export%s (other settings, such as ports, need a restart)",
 		 n, n == 1 ? "" : "s");
-out:
-	config_free(&nc);
+}
+
+static void *main_reload_thread(void *arg)
+{
+	struct main_ctx *mc = arg;
+
+	config_init(&mc->mc_reload_cfg);
+	mc->mc_reload_rc = config_parse_args(&mc->mc_reload_cfg, mc->mc_argc, mc->mc_argv,
+					     mc->mc_reload_err, sizeof(mc->mc_reload_err));
+	if (mc->mc_reload_rc == 0)
+		mc->mc_reload_rc = config_validate(&mc->mc_reload_cfg, mc->mc_reload_err,
+						   sizeof(mc->mc_reload_err));
+	ev_async_send(mc->mc_loop, &mc->mc_reload_done);
+	return NULL;
+}
+
+static void main_reload_start(struct main_ctx *mc)
+{
+	int rc;
+
+	if (mc->mc_reloading) {
+		log_info("SIGHUP: a reload is still running; another one follows it");
+		mc->mc_reload_again = true;
+		return;
+	}
+	log_info("SIGHUP: reloading the configuration");
+	rc = pthread_create(&mc->mc_reload_thread, NULL, main_reload_thread, mc);
+	if (rc != 0) {
+		log_err("SIGHUP: cannot start the reload thread: %s; the configuration is unchanged, send SIGHUP again",
+			strerror(rc));
+		return;
+	}
+	mc->mc_reloading = true;
+}
+
+/* Waits for a reload thread (a DNS timeout at most) and frees what it parsed. */
+static void main_reload_join(struct main_ctx *mc)
+{
+	if (!mc->mc_reloading)
+		return;
+	pthread_join(mc->mc_reload_thread, NULL);
+	mc->mc_reloading = false;
+}
+
+static void main_on_reload_done(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct main_ctx *mc = w->data;
+
+	(void)loop;
+	(void)revents;
+	if (!mc->mc_reloading)
+		return;
+	main_reload_join(mc);
+	if (mc->mc_reload_rc != 0)
+		log_err("SIGHUP: the new configuration has an error, keeping the running one: %s",
+			mc->mc_reload_err);
+	else
+		main_reload_apply(mc, &mc->mc_reload_cfg);
+	config_free(&mc->mc_reload_cfg);
+	if (mc->mc_reload_again) {
+		mc->mc_reload_again = false;
+		main_reload_start(mc);
+	}
 }
 
 static void main_on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	main_reload(w->data);
+	main_reload_start(w->data);
 }
 
 /*
@@ -451,6 +512,9 @@ static void main_teardown(struct main_ctx *mc)
 		mc->mc_registered = false;
 	}
 	if (mc->mc_signals) {
+		main_reload_join(mc);
+		config_free(&mc->mc_reload_cfg);
+		ev_async_stop(mc->mc_loop, &mc->mc_reload_done);
 		ev_signal_stop(mc->mc_loop, &mc->mc_sigterm);
 		ev_signal_stop(mc->mc_loop, &mc->mc_sigint);
 		ev_signal_stop(mc->mc_loop, &mc->mc_sighup);
@@ -524,6 +588,9 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	ev_signal_init(&mc->mc_sigint, main_on_stop, SIGINT);
 	ev_signal_init(&mc->mc_sighup, main_on_hup, SIGHUP);
 	mc->mc_sighup.data = mc;
+	ev_async_init(&mc->mc_reload_done, main_on_reload_done);
+	mc->mc_reload_done.data = mc;
+	ev_async_start(mc->mc_loop, &mc->mc_reload_done);
 	ev_signal_start(mc->mc_loop, &mc->mc_sigterm);
 	ev_signal_start(mc->mc_loop, &mc->mc_sigint);
 	ev_signal_start(mc->mc_loop, &mc->mc_sighup);

@@ -620,6 +620,28 @@ static void test_reload_needs_restart(void **state)
 	it_fh_free(&fh);
 }
 
+/* A burst of SIGHUPs is coalesced, and a SIGTERM right after a SIGHUP still exits cleanly. */
+static void test_sighup_burst(void **state)
+{
+	nfs_fh3 fh = { 0 };
+	int i;
+
+	(void)state;
+	start("127.0.0.2(rw,insecure)");
+	write_config("127.0.0.1(rw,insecure)");
+	for (i = 0; i < 50; i++)
+		assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
+	reload("127.0.0.1(rw,insecure) localhost(ro)", RELOADED);
+	/* the last reload may still be queued: wait until the rules are the newest ones */
+	for (i = 0; i < 500 && !it_server_log_contains(&srv, "clients 127.0.0.1 rw, localhost ro"); i++)
+		usleep(20000);
+	assert_true(it_server_log_contains(&srv, "clients 127.0.0.1 rw, localhost ro"));
+	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
+	it_fh_free(&fh);
+	assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
+	assert_int_equal(it_server_stop(&srv), 0);
+}
+
 /* secure is per rule: the rule that admits the client decides whether its port matters. */
 static void test_secure_per_rule(void **state)
 {
@@ -717,6 +739,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_reload_needs_restart, after_each),
 		cmocka_unit_test_teardown(test_reload_under_load, after_each),
 		cmocka_unit_test_teardown(test_secure_per_rule, after_each),
+		cmocka_unit_test_teardown(test_sighup_burst, after_each),
 	};
 
 	return cmocka_run_group_tests_name("rules", tests, NULL, NULL);
