@@ -863,8 +863,9 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 			last_e_opts = false;
 			if (first_e < 0)
 				first_e = last_e;
-		} else if (!strcmp(arg, "--client")) {
-			if (!(val = config_arg_value(argc, argv, &i, NULL, "--client", err, errlen)))
+		} else if (!strcmp(arg, "--client") || !strncmp(arg, "--client=", 9)) {
+			if (!(val = config_arg_value(argc, argv, &i, arg[8] == '=' ? arg + 9 : NULL,
+						     "--client", err, errlen)))
 				return -1;
 			if (last_e < 0 || last_e_opts) {
 				config_err(err, errlen,

@@ -742,7 +742,7 @@ static void test_client_flag(void **state)
 	const struct export_conf *ec;
 
 	assert_int_equal(PARSE(fx, "-e", "/u=/a", "-o", "ro", "-e", "/v=/b", "--client",
-			       "127.0.0.1(rw,insecure)", "--client", "::1/128(ro)", "-e", "/w=/c"),
+			       "127.0.0.1(rw,insecure)", "--client=::1/128(ro)", "-e", "/w=/c"),
 			 0);
 	ec = &fx->cf.cf_exports[0];
 	assert_int_equal(ec->ec_nrules, 1);
