@@ -20,7 +20,7 @@ since() { awk -v a="$1" -v b="$(up)" 'BEGIN { printf "%.2f", b - a }'; }
 row() {
 	ROW=$1
 	grep -qx "$ROW $PHASE" /tmp/rows || echo "$ROW $PHASE" >> /tmp/rows
-	echo "== $ROW ($PHASE)"
+	echo "== $ROW ($PHASE) at $(up) s"
 }
 bad() { # bad SYMPTOM: marks the current row failed
 	echo "FAIL[$ROW/$PHASE] $*"
