@@ -343,12 +343,50 @@ static int main_find_export(const struct config *cf, const char *name)
  * the -c file) again: swaps in the client rules of every export whose branch stack is
  * unchanged. Anything else needs a restart and is left as it was.
  */
+static bool main_str_differs(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+/* Names the settings a reload cannot apply, so nobody waits for them to take effect. */
+static void main_reload_other_settings(const struct config *oc, const struct config *nc)
+{
+	char names[256] = "";
+	size_t used = 0;
+	int n;
+
+#define MAIN_CHANGED(cond, name) \
+	do { \
+		if ((cond) && used < sizeof(names)) { \
+			n = snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "", name); \
+			if (n > 0) \
+				used += (size_t)n; \
+		} \
+	} while (0)
+	MAIN_CHANGED(main_str_differs(oc->cf_listen, nc->cf_listen), "listen");
+	MAIN_CHANGED(oc->cf_port != nc->cf_port, "port");
+	MAIN_CHANGED(oc->cf_mount_port != nc->cf_mount_port, "mount-port");
+	MAIN_CHANGED(oc->cf_portmap_port != nc->cf_portmap_port, "portmap-port");
+	MAIN_CHANGED(oc->cf_portmap != nc->cf_portmap, "portmap");
+	MAIN_CHANGED(main_str_differs(oc->cf_state_dir, nc->cf_state_dir), "state");
+	MAIN_CHANGED(oc->cf_workers != nc->cf_workers, "workers");
+	MAIN_CHANGED(oc->cf_max_record != nc->cf_max_record, "max-record");
+	MAIN_CHANGED(oc->cf_max_conns != nc->cf_max_conns, "max-connections");
+	MAIN_CHANGED(oc->cf_idle_timeout != nc->cf_idle_timeout, "idle-timeout");
+	MAIN_CHANGED(oc->cf_max_requests != nc->cf_max_requests, "max-requests-per-connection");
+	MAIN_CHANGED(oc->cf_max_buffered != nc->cf_max_buffered, "max-buffered");
+#undef MAIN_CHANGED
+	if (used > 0)
+		log_warn("SIGHUP: changed settings need a restart of unionnfsd to take effect: %s", names);
+}
+
 static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 {
 	struct config *oc = &mc->mc_cfg;
 	int i, j, n = 0;
 
 	main_log_rules(nc);
+	main_reload_other_settings(oc, nc);
 	for (j = 0; j < nc->cf_nexports; j++)
 		if (main_find_export(oc, nc->cf_exports[j].ec_name) < 0)
 			log_warn("SIGHUP: export %s is new; it needs a restart of unionnfsd to be served",

@@ -600,7 +600,7 @@ static void test_reload_needs_restart(void **state)
 	it_path(other, "%s/other", srv.is_dir);
 	assert_int_equal(mkdir(other, 0755), 0);
 	/* new branches and rules that would shut 127.0.0.1 out: neither applies */
-	write_text("port 0\nmount-port 0\nportmap off\nstate %s\n"
+	write_text("port 0\nmount-port 0\nportmap off\nstate %s\nworkers 3\n"
 		   "export /union %s 127.0.0.2(rw,insecure)\nexport /new %s\n",
 		   other, other);
 	{
@@ -616,6 +616,7 @@ static void test_reload_needs_restart(void **state)
 	}
 	assert_true(it_server_log_contains(&srv, "the branches of export /union changed; that needs a restart"));
 	assert_true(it_server_log_contains(&srv, "export /new is new; it needs a restart"));
+	assert_true(it_server_log_contains(&srv, "changed settings need a restart of unionnfsd to take effect: workers"));
 	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
 }
