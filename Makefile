@@ -95,15 +95,21 @@ fuzz: fuzz-build
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		mkdir -p $(FUZZ_DIR)/new/$$t tests/fuzz/corpus/$$t; \
 		echo "== $$t for $(FUZZ_SECONDS)s"; \
-		ASAN_OPTIONS=detect_leaks=1 $(FUZZ_DIR)/$$t -max_total_time=$(FUZZ_SECONDS) \
+		rm -rf $(FUZZ_DIR)/tmp; mkdir -p $(FUZZ_DIR)/tmp; \
+		TMPDIR=$(CURDIR)/$(FUZZ_DIR)/tmp ASAN_OPTIONS=detect_leaks=1 \
+		$(FUZZ_DIR)/$$t -max_total_time=$(FUZZ_SECONDS) \
 			-timeout=10 -max_len=4096 -print_final_stats=1 \
 			-artifact_prefix=$(FUZZ_DIR)/$$t- $(FUZZ_DIR)/new/$$t tests/fuzz/corpus/$$t; \
 	done
-# Folds build/fuzz/new into the corpus, minimized: only inputs that add coverage stay.
+# Folds build/fuzz/new into the corpus, minimized: the hand-made seed-* files and only the
+# inputs that add coverage to them stay.
 fuzz-merge: fuzz-build
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		rm -rf $(FUZZ_DIR)/merged/$$t; mkdir -p $(FUZZ_DIR)/merged/$$t $(FUZZ_DIR)/new/$$t; \
-		$(FUZZ_DIR)/$$t -merge=1 $(FUZZ_DIR)/merged/$$t tests/fuzz/corpus/$$t $(FUZZ_DIR)/new/$$t; \
+		cp tests/fuzz/corpus/$$t/seed-* $(FUZZ_DIR)/merged/$$t/ 2>/dev/null || true; \
+		rm -rf $(FUZZ_DIR)/tmp; mkdir -p $(FUZZ_DIR)/tmp; \
+		TMPDIR=$(CURDIR)/$(FUZZ_DIR)/tmp $(FUZZ_DIR)/$$t -merge=1 \
+			$(FUZZ_DIR)/merged/$$t tests/fuzz/corpus/$$t $(FUZZ_DIR)/new/$$t; \
 		rm -rf tests/fuzz/corpus/$$t; mv $(FUZZ_DIR)/merged/$$t tests/fuzz/corpus/$$t; \
 		rm -rf $(FUZZ_DIR)/new/$$t; \
 	done

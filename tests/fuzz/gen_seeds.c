@@ -26,6 +26,7 @@
 static const char *gen_dir;
 static uint8_t gen_fh[SENV_NOBJ][FH_LEN];
 static unsigned gen_n;
+static uint8_t gen_how;    /* the xid's low byte: how fuzz_serve delivers the call */
 
 static nfs_fh3 fh(enum senv_obj o)
 {
@@ -49,20 +50,24 @@ static void gen_write(const char *target, const char *name, const uint8_t *p, si
 	snprintf(path, sizeof(path), "%s/%s", gen_dir, target);
 	if (mkdir(path, 0755) != 0 && errno != EEXIST) {
 		perror(path);
+		senv_close();
 		exit(1);
 	}
 	snprintf(path, sizeof(path), "%s/%s/seed-%s", gen_dir, target, name);
 	f = fopen(path, "wb");
 	if (f == NULL || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
 		perror(path);
+		senv_close();
 		exit(1);
 	}
 }
 
-/* The call header: AUTH_SYS as root (or AUTH_NONE when uid is -1), AUTH_NONE verifier. */
+/*
+ * The call header: xid with a zero low byte (fuzz_serve: TCP from 127.0.0.1:700), AUTH_SYS
+ * as root (or AUTH_NONE when uid is -1), AUTH_NONE verifier. */
 static bool gen_header(XDR *x, uint32_t prog, uint32_t vers, uint32_t proc, int64_t uid)
 {
-	uint32_t w[] = { 0x1000 + gen_n, CALL, 2, prog, vers, proc };
+	uint32_t w[] = { (0x10 + gen_n) << 8 | gen_how, CALL, 2, prog, vers, proc };
 	bool ok = true;
 
 	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++)
@@ -141,7 +146,8 @@ static void gen_uid(const char *name, uint32_t prog, uint32_t vers, uint32_t pro
 	memcpy(rec + 7 + n / 2, &mark, 4);
 	memcpy(rec + 11 + n / 2, buf + n / 2, n - n / 2);
 	gen_write("fuzz_record", name, rec, n + 8 + 3);
-	gen_check(name, buf, n);
+	if (gen_how == 0)
+		gen_check(name, buf, n);
 }
 
 static void gen(const char *name, uint32_t prog, uint32_t vers, uint32_t proc, xdrproc_t fn,
@@ -324,6 +330,30 @@ static void gen_nfs(void)
 	}
 }
 
+/* A few calls as other clients make them (see fuzz_serve.c for the bits). */
+static void gen_variants(void)
+{
+	static char data[] = "x";
+	WRITE3args w = { .file = fh(SENV_UPFILE), .count = 1, .stable = FILE_SYNC,
+			 .data = { 1, data } };
+	READ3args r = { .file = fh(SENV_FILE), .count = 100000 };
+	static const struct { const char *name; uint8_t how; } v[] = {
+		{ "udp", 1 }, { "insecure", 2 }, { "ro-client", 4 }, { "squash-client", 8 },
+		{ "star-client", 12 },
+	};
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		char name[48];
+
+		gen_how = v[i].how;
+		snprintf(name, sizeof(name), "nfs-write-%s", v[i].name);
+		gen(name, NFS_PROGRAM, NFS_V3, 7, XP(xdr_WRITE3args), &w);
+		snprintf(name, sizeof(name), "nfs-read-%s", v[i].name);
+		gen(name, NFS_PROGRAM, NFS_V3, 6, XP(xdr_READ3args), &r);
+	}
+	gen_how = 0;
+}
+
 static void gen_mount(void)
 {
 	static char *path = "/union";
@@ -396,6 +426,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < SENV_NOBJ; i++)
 		senv_handle((enum senv_obj)i, gen_fh[i]);
 	gen_nfs();
+	gen_variants();
 	gen_mount();
 	gen_portmap();
 	senv_close();

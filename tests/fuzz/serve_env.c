@@ -1,7 +1,8 @@
 /*
  * The served world of fuzz_serve and gen_seeds (see serve_env.h). Everything lives under
- * one mkdtemp() directory, removed by senv_close(); the server never follows symlinks,
- * so nothing a fuzzed call does can land outside it.
+ * one mkdtemp() directory in $TMPDIR, removed by senv_close() (libFuzzer ends with
+ * _exit, so `make fuzz` points TMPDIR into build/fuzz/tmp); the server never follows
+ * symlinks, so nothing a fuzzed call does can land outside it.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -29,10 +30,10 @@ static const char *const senv_rules[] = {
 };
 
 static struct {
-	char se_root[64];
-	char se_upper[96];
-	char se_lower[96];
-	char se_state[96];
+	char se_root[256];
+	char se_upper[272];
+	char se_lower[272];
+	char se_state[272];
 	char *se_branches[2];
 	struct export_conf se_ec;
 	struct config se_cf;
@@ -52,7 +53,7 @@ static void senv_die(const char *what, const char *why)
 
 static void senv_file(const char *dir, const char *name, const char *data)
 {
-	char path[192];
+	char path[512];
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -95,7 +96,7 @@ static void senv_start(void)
 		{ 100005, 1, IPPROTO_TCP, 20048 }, { 100005, 3, IPPROTO_TCP, 20048 },
 		{ 100005, 3, IPPROTO_UDP, 20048 },
 	};
-	char err[512], sub[160];
+	char err[512], sub[512];
 	uint64_t parent[SENV_NOBJ] = { 0, STORE_ROOT_INO, STORE_ROOT_INO, 0, STORE_ROOT_INO,
 				       STORE_ROOT_INO };
 
@@ -157,7 +158,7 @@ void senv_open(void)
 	const char *tmp = getenv("TMPDIR");
 
 	snprintf(senv.se_root, sizeof(senv.se_root), "%s/fuzz_serve.XXXXXX",
-		 tmp && *tmp && strlen(tmp) < 32 ? tmp : "/tmp");
+		 tmp && *tmp == '/' && strlen(tmp) < 200 ? tmp : "/tmp");
 	if (mkdtemp(senv.se_root) == NULL)
 		senv_die(senv.se_root, "mkdtemp failed");
 	snprintf(senv.se_upper, sizeof(senv.se_upper), "%s/upper", senv.se_root);
