@@ -86,7 +86,7 @@ static bool server_is_asan(void)
 {
 	size_t len;
 	char *bin = it_read_file(it_server_binary(), &len);
-	bool asan = bin != NULL && memmem(bin, len, "AddressSanitizer", 16) != NULL;
+	bool asan = bin != NULL && memmem(bin, len, "__asan_init", 11) != NULL;
 
 	free(bin);
 	return asan;
@@ -151,6 +151,7 @@ static void *probe_main(void *arg)
 			break;
 		sleep_s(0.02);
 	}
+	auth_destroy(c->cl_auth);
 	clnt_destroy(c);
 	return NULL;
 }
