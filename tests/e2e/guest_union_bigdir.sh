@@ -12,8 +12,8 @@ seq -w 0 $((N - 1)) | sed 's/^/n/' > /tmp/want
 # check_listing WHAT FILE: FILE holds one name per line; it must be exactly the expected set
 check_listing() {
 	ck "$1: names" "$(wc -l < "$2")" $N
-	ck "$1: duplicates" "$(sort "$2" | uniq -d | head -5 | tr '\n' ' ')" ""
 	sort "$2" > /tmp/got.sorted
+	ck "$1: duplicates" "$(uniq -d /tmp/got.sorted | head -5 | tr '\n' ' ')" ""
 	if ! cmp -s /tmp/got.sorted /tmp/want; then
 		bad "$1: names differ from n00000..n49999: $(diff /tmp/want /tmp/got.sorted | grep '^[-+][^-+]' | head -5 | tr '\n' ' ')"
 	fi
@@ -43,9 +43,11 @@ listing_rows() { # listing_rows LABEL
 
 	row fileids
 	ck "fileids shared by two names" "$(awk 'NR > 1 { print $1 }' /tmp/ls-l | sort | uniq -d | head -5 | tr '\n' ' ')" ""
-	for n in n00000 n00010 n24999 n25000 n29999 n30000 n49999; do
-		ck "ls -i against stat for $n" "$(awk -v n=$n '$NF == n { print $1 }' /tmp/ls-l)" "$(stat -c %i $D/$n)"
-	done
+	awk '$NF ~ /^n(00000|00010|24999|25000|29999|30000|49999)$/ { print $NF, $1 }' /tmp/ls-l > /tmp/some-inos
+	while read -r n i; do
+		ck "ls -i against stat for $n" "$i" "$(stat -c %i $D/$n)"
+	done < /tmp/some-inos
+	ck "names checked against stat" "$(wc -l < /tmp/some-inos)" 7
 
 	row contents
 	ck "n00010 (lower only)" "$(cat $D/n00010 2>&1)" "L n00010"
@@ -96,18 +98,16 @@ kernel_complaints
 PHASE=churn
 echo 3 > /proc/sys/vm/drop_caches
 row ls
+extras=$(seq -w 0 99 | sed "s|^|$D/extra000|")
+removed=$(seq 100 199 | sed "s|^|$D/n00|"; seq 40000 40099 | sed "s|^|$D/n|")
 ls $D > /tmp/churn 2> /tmp/churn.err &
 lister=$!
-i=0
-while [ $i -lt 100 ]; do
-	n=$(printf '%05d' $i)
-	echo x > $D/extra$n
-	rm $D/n$(printf '%05d' $((40000 + i))) $D/n$(printf '%05d' $((100 + i)))
-	i=$((i + 1))
-done
+for f in $extras; do echo x > $f; done &
+rm $removed &
 # busybox ls stats each name after reading the directory: a name removed in between is
 # an error of ls, not of the listing
 wait $lister
+wait
 grep -v -E "^ls: $D/n(001[0-9][0-9]|400[0-9][0-9]): No such file or directory\$" /tmp/churn.err > /tmp/churn.bad
 ck "ls errors (other than removed names) while the directory changed" "$(head -3 /tmp/churn.bad | tr '\n' ' ')" ""
 echo "ls while the directory changed: $(wc -l < /tmp/churn) names, $(wc -l < /tmp/churn.err) removed before ls could stat them"
