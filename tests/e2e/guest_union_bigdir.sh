@@ -98,6 +98,7 @@ kernel_complaints
 PHASE=churn
 echo 3 > /proc/sys/vm/drop_caches
 row ls
+t=$(up)
 extras=$(seq -w 0 99 | sed "s|^|$D/extra000|")
 removed=$(seq 100 199 | sed "s|^|$D/n00|"; seq 40000 40099 | sed "s|^|$D/n|")
 ls $D > /tmp/churn 2> /tmp/churn.err &
@@ -108,6 +109,7 @@ rm $removed &
 # an error of ls, not of the listing
 wait $lister
 wait
+echo "time: ls, 100 creates and 200 removes (100 of lower names) at once: $(since "$t") s"
 grep -v -E "^ls: $D/n(001[0-9][0-9]|400[0-9][0-9]): No such file or directory\$" /tmp/churn.err > /tmp/churn.bad
 ck "ls errors (other than removed names) while the directory changed" "$(head -3 /tmp/churn.bad | tr '\n' ' ')" ""
 echo "ls while the directory changed: $(wc -l < /tmp/churn) names, $(wc -l < /tmp/churn.err) removed before ls could stat them"
