@@ -99,6 +99,7 @@ fuzz: fuzz-build
 		TMPDIR=$(CURDIR)/$(FUZZ_DIR)/tmp ASAN_OPTIONS=detect_leaks=1 \
 		$(FUZZ_DIR)/$$t -max_total_time=$(FUZZ_SECONDS) \
 			-timeout=10 -max_len=4096 -print_final_stats=1 \
+			$$([ -f tests/fuzz/$$t.dict ] && echo -dict=tests/fuzz/$$t.dict) \
 			-artifact_prefix=$(FUZZ_DIR)/$$t- $(FUZZ_DIR)/new/$$t tests/fuzz/corpus/$$t; \
 	done
 # Folds build/fuzz/new into the corpus, minimized: the hand-made seed-* files and only the
