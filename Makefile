@@ -76,14 +76,14 @@ $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_COMMON) $(LIB_O) $(G
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/integration $(LDFLAGS_ALL) -o $@ $< $(INTEG_COMMON) $(LIB_O) $(LIBS) -lnfs -lcmocka
 
-$(BUILD)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(FUZZ_HELPERS) $(LIB_O) $(GEN_H)
+$(BUILD)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(FUZZ_HELPERS) tests/fuzz/serve_env.h $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/fuzz $(LDFLAGS_ALL) -o $@ $< tests/fuzz/replay.c $(FUZZ_HELPERS) $(LIB_O) $(LIBS)
-$(BUILD)/tests/fuzz/gen_seeds: tests/fuzz/gen_seeds.c $(FUZZ_HELPERS) $(LIB_O) $(GEN_H)
+$(BUILD)/tests/fuzz/gen_seeds: tests/fuzz/gen_seeds.c $(FUZZ_HELPERS) tests/fuzz/serve_env.h $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/fuzz $(LDFLAGS_ALL) -o $@ $< $(FUZZ_HELPERS) $(LIB_O) $(LIBS)
 # Built inside `make fuzz-build` (BUILD=build/fuzz, CC=clang): every object carries coverage.
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_HELPERS) $(LIB_O) $(GEN_H)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_HELPERS) tests/fuzz/serve_env.h $(LIB_O) $(GEN_H)
 	$(CC) $(CFLAGS_ALL) -Itests/fuzz $(LDFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(FUZZ_HELPERS) $(LIB_O) $(LIBS)
 
 # Other people's code need not be clang -Werror clean to be fuzzed.
