@@ -21,7 +21,8 @@
  * counts the reply it may produce, see net_reply_estimate()), and once it reaches
  * max_buffered only connections holding (almost) nothing may read, so a crowd of clients
  * that never read cannot exhaust memory while a well-behaved client still gets its small
- * calls through. Connections stuck without I/O are closed after idle_timeout, and past
+ * calls through; at twice max_buffered a call that may produce a large reply waits
+ * parked instead of being served. Connections stuck without I/O are closed after idle_timeout, and past
  * max_conns new connections are accepted and closed at once.
  */
 #include <arpa/inet.h>
@@ -123,6 +124,8 @@ struct net_conn {
 	ev_io nc_rio;
 	ev_io nc_wio;
 	struct record_rx nc_rx;
+	uint8_t *nc_park;                      /* a large-reply call waiting out the pressure */
+	size_t nc_parklen;
 	uint8_t *nc_pend;                      /* read but not yet fed while paused */
 	size_t nc_pendlen, nc_pendoff;
 	struct net_job *nc_outq, *nc_outtail;  /* replies to write, nc_outoff into the first */
@@ -258,7 +261,10 @@ static void conn_unref(struct net_conn *c)
 /*
  * Under global pressure a connection may still read while it holds no calls or replies
  * and only a small partial record: that keeps each well-behaved client moving (one call
- * at a time) and bounds the overshoot per connection.
+ * at a time) while the clients holding data wait. Those single calls overshoot the limit
+ * by a small reply each; a call that may produce a large reply waits parked while the
+ * count is at twice the limit (conn_park), so a crowd of connections each slipping in
+ * one large READ cannot take memory without bound either.
  */
 static bool conn_full(struct net_conn *c)
 {
@@ -266,7 +272,7 @@ static bool conn_full(struct net_conn *c)
 	char a[NET_ADDRSTR];
 
 	if (c->nc_inflight >= srv->ns_max_requests || c->nc_inbytes >= NET_MAX_INBYTES ||
-	    c->nc_outbytes >= NET_MAX_OUTQ)
+	    c->nc_outbytes >= NET_MAX_OUTQ || c->nc_park != NULL)
 		return true;
 	if (srv->ns_buffered < srv->ns_max_buffered)
 		return false;
@@ -280,6 +286,12 @@ static bool conn_full(struct net_conn *c)
 	}
 	srv->ns_pressured = true;
 	return true;
+}
+
+/* At twice max_buffered even calls of idle connections wait if their reply may be large. */
+static bool conn_hard_pressed(const struct net_server *srv)
+{
+	return srv->ns_buffered / 2 >= srv->ns_max_buffered;
 }
 
 /* Keeps ns_buffered in step with the reassembly buffer's size. */
@@ -326,6 +338,10 @@ static void conn_close(struct net_conn *c)
 	srv->ns_buffered -= c->nc_outbytes;
 	c->nc_outbytes = 0;
 	conn_drop_pend(c);
+	srv->ns_buffered -= c->nc_parklen;
+	free(c->nc_park);
+	c->nc_park = NULL;
+	c->nc_parklen = 0;
 	record_free(&c->nc_rx);
 	conn_sync_rx(c);
 	srv->ns_nconns--;
@@ -409,6 +425,13 @@ static ssize_t conn_feed(struct net_conn *c, const uint8_t *data, size_t len)
 			pos += used;
 			rec = record_take(&c->nc_rx, &rlen);
 			conn_sync_rx(c);
+			if (conn_hard_pressed(c->nc_srv) &&
+			    net_reply_estimate(rec, rlen) > NET_RESERVE_SMALL) {
+				c->nc_park = rec;
+				c->nc_parklen = rlen;
+				c->nc_srv->ns_buffered += rlen;
+				break;
+			}
 			if (!conn_submit(c, rec, rlen))
 				return -1;
 			break;
@@ -446,6 +469,18 @@ static int conn_feed_pending(struct net_conn *c)
 {
 	ssize_t n;
 
+	if (c->nc_park != NULL) {
+		uint8_t *rec = c->nc_park;
+		size_t len = c->nc_parklen;
+
+		if (conn_hard_pressed(c->nc_srv))
+			return 0;
+		c->nc_park = NULL;
+		c->nc_parklen = 0;
+		c->nc_srv->ns_buffered -= len;
+		if (!conn_submit(c, rec, len))
+			return -1;
+	}
 	if (c->nc_pend == NULL || conn_full(c))
 		return 0;
 	n = conn_feed(c, c->nc_pend + c->nc_pendoff, c->nc_pendlen - c->nc_pendoff);
@@ -901,7 +936,9 @@ static void net_relieve(struct net_server *srv)
 
 /*
  * Closes connections without a byte read or written for ns_idle seconds and no call
- * being served: idle clients, and clients that stopped reading their replies.
+ * being served: idle clients, clients that stopped reading their replies, and clients
+ * stuck in the middle of a record. A client the server itself stopped reading (under
+ * max_buffered) that holds nothing is only waiting for its turn, and stays.
  */
 static void net_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -915,6 +952,9 @@ static void net_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	for (c = srv->ns_conns; c != NULL; c = next) {
 		next = c->nc_next;
 		if (c->nc_inflight > 0 || now - c->nc_last < (ev_tstamp)srv->ns_idle)
+			continue;
+		if (!ev_is_active(&c->nc_rio) && !c->nc_eof && c->nc_outq == NULL &&
+		    c->nc_rx.rr_len == 0 && c->nc_rx.rr_hdr_have == 0)
 			continue;
 		log_debug("net: closing %s: no traffic for %u s (idle-timeout)",
 			  net_addrstr(&c->nc_peer, c->nc_peerlen, a), srv->ns_idle);
