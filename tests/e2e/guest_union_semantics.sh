@@ -344,11 +344,14 @@ misc_check() {
 M2=/mnt2
 concurrent_copyup_do() {
 	mount_union /union $M2 nosharecache || { bad "second mount with nosharecache failed"; return; }
+	: > /tmp/cc.err
 	for i in 0 1 2 3 4 5 6 7 8 9; do
-		printf A | dd of=$M/cc$i bs=1 seek=100 conv=notrunc 2> /dev/null &
-		printf B | dd of=$M2/cc$i bs=1 seek=60000 conv=notrunc 2> /dev/null &
+		printf A | dd of=$M/cc$i bs=1 seek=100 conv=notrunc 2>> /tmp/cc.err &
+		printf B | dd of=$M2/cc$i bs=1 seek=60000 conv=notrunc 2>> /tmp/cc.err &
 	done
 	wait
+	grep -v -E 'records (in|out)|bytes .* copied' /tmp/cc.err > /tmp/cc.bad
+	[ -s /tmp/cc.bad ] && bad "concurrent first writes failed: $(head -3 /tmp/cc.bad | tr '\n' ' ')"
 	sync
 	echo 3 > /proc/sys/vm/drop_caches
 }
