@@ -56,7 +56,7 @@ mkdir -p "$L/dir_rn2/inner" && echo x > "$L/dir_rn2/inner/x"
 mkdir "$L/dir_mix" && echo l > "$L/dir_mix/l"
 mkdir -p "$L/dir_deep/a"
 printf 'no permission\n' > "$L/f_noperm" && chmod 644 "$L/f_noperm"
-for i in 0 1 2 3 4 5 6 7 8 9; do head -c 65536 /dev/zero | tr '\0' x > "$L/cc$i"; done
+for i in $(seq 0 29); do head -c 65536 /dev/zero | tr '\0' x > "$L/cc$i"; done
 printf 'renamed link\n' > "$L/hr_a" && ln "$L/hr_a" "$L/hr_b"
 # a 64 MiB sparse file: data at 0, 32 MiB and the last bytes
 truncate -s 64M "$L/sparse"
