@@ -2,7 +2,9 @@
  * Logging. In the foreground each message becomes one write(2) of a whole line, so lines
  * from several threads never interleave; as a daemon it goes to syslog (thread-safe in
  * glibc). Debug messages are dropped unless UNIONNFSD_DEBUG is set in the environment, so
- * per-request tracing costs nothing in normal operation.
+ * per-request tracing costs nothing in normal operation. Messages carry client-supplied text
+ * (paths, names, host names), so control characters are replaced before they are written:
+ * a hostile client cannot forge log lines with an embedded newline.
  */
 #include "log.h"
 
@@ -31,6 +33,19 @@ void log_init(bool to_stderr, const char *ident)
 		openlog(log_ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
 }
 
+/* Replaces control characters (a trailing newline dropped first) with '?'; returns the length. */
+static int log_scrub(char *s, int len)
+{
+	int i;
+
+	if (len > 0 && s[len - 1] == '\n')
+		len--;
+	for (i = 0; i < len; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			s[i] = '?';
+	return len;
+}
+
 void log_msg(int priority, const char *fmt, ...)
 {
 	char line[LOG_LINE_MAX];
@@ -41,13 +56,8 @@ void log_msg(int priority, const char *fmt, ...)
 
 	if (LOG_PRI(priority) == LOG_DEBUG && !log_debug_on)
 		goto out;
+	n = log_to_stderr ? snprintf(line, sizeof(line), "%s: ", log_ident) : 0;
 	va_start(ap, fmt);
-	if (!log_to_stderr) {
-		vsyslog(priority, fmt, ap);
-		va_end(ap);
-		goto out;
-	}
-	n = snprintf(line, sizeof(line), "%s: ", log_ident);
 	len = vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);
 	if (len < 0)
@@ -55,8 +65,12 @@ void log_msg(int priority, const char *fmt, ...)
 	len += n;
 	if (len > (int)sizeof(line) - 2)
 		len = (int)sizeof(line) - 2;    /* keep room for the newline: truncate, never split */
-	if (len > 0 && line[len - 1] == '\n')
-		len--;
+	len = n + log_scrub(line + n, len - n);
+	if (!log_to_stderr) {
+		line[len] = '\0';
+		syslog(priority, "%s", line);
+		goto out;
+	}
 	line[len++] = '\n';
 	for (n = 0; n < len; n += (int)w) {
 		w = write(STDERR_FILENO, line + n, (size_t)(len - n));
