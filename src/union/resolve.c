@@ -274,8 +274,8 @@ static int ures_from_index(struct union_export *ux, struct uobj *o)
 	return r < 0 ? -ESTALE : 0;
 }
 
-int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, int flags,
-		 struct uobj *o)
+static int ures_resolve_once(struct union_export *ux, struct store_txn *wtxn, uint64_t ino,
+			     int flags, struct uobj *o)
 {
 	struct udirset set;
 	struct uchain c;
@@ -324,6 +324,25 @@ out:
 	if (r < 0)
 		uobj_release(o);
 	uchain_free(&c);
+	return r;
+}
+
+int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, int flags,
+		 struct uobj *o)
+{
+	struct store_txn *t;
+	int r = ures_resolve_once(ux, wtxn, ino, flags, o);
+
+	/*
+	 * A copy-up renames its copy into the upper and then, in the same write transaction,
+	 * moves the record to it: a reader in between sees a copy the record does not name yet.
+	 * Waiting for the writer (taking and dropping the write lock) and looking again tells
+	 * that apart from an object that is really gone.
+	 */
+	if (r == -ESTALE && wtxn == NULL && store_begin(ux->ux_store, true, &t) == 0) {
+		store_abort(t);
+		r = ures_resolve_once(ux, NULL, ino, flags, o);
+	}
 	return r;
 }
 
