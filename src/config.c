@@ -6,6 +6,7 @@
  */
 #include "config.h"
 #include "exports.h"
+#include "log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -126,20 +127,6 @@ void config_free(struct config *cf)
 	memset(cf, 0, sizeof(*cf));
 }
 
-static void config_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void config_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* Puts prefix in front of the message already in err (truncating the tail if needed). */
 static void config_err_prefix(char *err, size_t errlen, const char *prefix)
 {
@@ -182,7 +169,7 @@ static int config_parse_range(const char *value, uint64_t min, uint64_t max, uin
 			      char *err, size_t errlen)
 {
 	if (config_parse_uint(value, max, out) < 0 || *out < min) {
-		config_err(err, errlen, "'%s' is not a number in %llu..%llu", value,
+		err_set(err, errlen, "'%s' is not a number in %llu..%llu", value,
 			   (unsigned long long)min, (unsigned long long)max);
 		return -1;
 	}
@@ -194,7 +181,7 @@ static int config_set_string(char **field, const char *value, char *err, size_t 
 	char *copy = strdup(value);
 
 	if (!copy) {
-		config_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		return -1;
 	}
 	free(*field);
@@ -213,19 +200,19 @@ int config_parse_export_opts(struct export_opts *opts, const char *words, char *
 	int rc = -1;
 
 	if (!words || !*words) {
-		config_err(err, errlen, "no export options given (" EXPORT_OPTS_EXPECTED ")");
+		err_set(err, errlen, "no export options given (" EXPORT_OPTS_EXPECTED ")");
 		goto out;
 	}
 	for (;;) {
 		end = strchr(p, ',');
 		len = end ? (size_t)(end - p) : strlen(p);
 		if (len == 0) {
-			config_err(err, errlen, "empty export option in '%s' (" EXPORT_OPTS_EXPECTED ")",
+			err_set(err, errlen, "empty export option in '%s' (" EXPORT_OPTS_EXPECTED ")",
 				   words);
 			goto out;
 		}
 		if (len >= sizeof(word)) {
-			config_err(err, errlen, "unknown export option '%.*s' (" EXPORT_OPTS_EXPECTED ")",
+			err_set(err, errlen, "unknown export option '%.*s' (" EXPORT_OPTS_EXPECTED ")",
 				   (int)len, p);
 			goto out;
 		}
@@ -248,7 +235,7 @@ int config_parse_export_opts(struct export_opts *opts, const char *words, char *
 		} else if (!strncmp(word, "anonuid=", 8) || !strncmp(word, "anongid=", 8)) {
 			/* (uint32_t)-1 means "no id" to the kernel, so it cannot be an identity. */
 			if (config_parse_uint(word + 8, UINT32_MAX - 1, &id) < 0) {
-				config_err(err, errlen,
+				err_set(err, errlen,
 					   "export option '%s': '%s' is not an id in 0..%u", word,
 					   word + 8, UINT32_MAX - 1);
 				goto out;
@@ -258,7 +245,7 @@ int config_parse_export_opts(struct export_opts *opts, const char *words, char *
 			else
 				o.eo_anongid = (uint32_t)id;
 		} else {
-			config_err(err, errlen, "unknown export option '%s' (" EXPORT_OPTS_EXPECTED ")",
+			err_set(err, errlen, "unknown export option '%s' (" EXPORT_OPTS_EXPECTED ")",
 				   word);
 			goto out;
 		}
@@ -290,13 +277,13 @@ static int config_push_rule(struct export_conf *ec, struct export_rule *r, char 
 	struct export_rule *grown;
 
 	if (ec->ec_nrules >= CONFIG_MAX_RULES) {
-		config_err(err, errlen, "export %s has more than %d client rules; use CIDR networks",
+		err_set(err, errlen, "export %s has more than %d client rules; use CIDR networks",
 			   ec->ec_name, CONFIG_MAX_RULES);
 		goto fail;
 	}
 	grown = realloc(ec->ec_rules, (size_t)(ec->ec_nrules + 1) * sizeof(*grown));
 	if (!grown) {
-		config_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto fail;
 	}
 	ec->ec_rules = grown;
@@ -319,7 +306,7 @@ int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t 
 	memset(&r, 0, sizeof(r));
 	if (!open || wlen < 2 || word[wlen - 1] != ')' || strchr(open + 1, '(') ||
 	    strchr(open, ')') != word + wlen - 1) {
-		config_err(err, errlen,
+		err_set(err, errlen,
 			   "client rule '%.200s' is not CLIENT(OPTIONS); write e.g. 10.0.0.0/8(rw,no_root_squash) or *(ro), CLIENT() for the defaults",
 			   word);
 		goto out;
@@ -327,7 +314,7 @@ int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t 
 	spec = strndup(word, (size_t)(open - word));
 	opts = strndup(open + 1, (size_t)(word + wlen - 1 - (open + 1)));
 	if (!spec || !opts) {
-		config_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto out;
 	}
 	if (exports_parse_spec(spec, &r, err, errlen) < 0)
@@ -367,17 +354,17 @@ static char *config_export_name(const char *name, char *err, size_t errlen)
 	size_t clen;
 
 	if (name[0] != '/') {
-		config_err(err, errlen, "export name '%s' must start with '/', e.g. /union", name);
+		err_set(err, errlen, "export name '%s' must start with '/', e.g. /union", name);
 		goto fail;
 	}
 	if (strlen(name) > CONFIG_NAME_MAX) {
-		config_err(err, errlen, "export name is longer than %d bytes; use a shorter one",
+		err_set(err, errlen, "export name is longer than %d bytes; use a shorter one",
 			   CONFIG_NAME_MAX);
 		goto fail;
 	}
 	out = malloc(strlen(name) + 1);
 	if (!out) {
-		config_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto fail;
 	}
 	q = out;
@@ -391,7 +378,7 @@ static char *config_export_name(const char *name, char *err, size_t errlen)
 			p++;
 		clen = (size_t)(p - comp);
 		if ((clen == 1 && comp[0] == '.') || (clen == 2 && comp[0] == '.' && comp[1] == '.')) {
-			config_err(err, errlen,
+			err_set(err, errlen,
 				   "export name '%s' contains '.' or '..'; give a plain path like /union",
 				   name);
 			goto fail;
@@ -426,14 +413,14 @@ static int config_add_export(struct config *cf, const char *name, const char *br
 		goto out;
 	for (i = 0; i < cf->cf_nexports; i++) {
 		if (!strcmp(cf->cf_exports[i].ec_name, ec.ec_name)) {
-			config_err(err, errlen,
+			err_set(err, errlen,
 				   "export %s is given twice; give each export a different name",
 				   ec.ec_name);
 			goto out;
 		}
 	}
 	if (!*branches) {
-		config_err(err, errlen, "export %s has no branches; give at least one directory",
+		err_set(err, errlen, "export %s has no branches; give at least one directory",
 			   ec.ec_name);
 		goto out;
 	}
@@ -441,32 +428,32 @@ static int config_add_export(struct config *cf, const char *name, const char *br
 		if (*p == ':')
 			n++;
 	if (n > CONFIG_MAX_BRANCHES) {
-		config_err(err, errlen, "export %s has %d branches; at most %d are supported",
+		err_set(err, errlen, "export %s has %d branches; at most %d are supported",
 			   ec.ec_name, n, CONFIG_MAX_BRANCHES);
 		goto out;
 	}
 	ec.ec_branches = calloc((size_t)n, sizeof(*ec.ec_branches));
 	if (!ec.ec_branches) {
-		config_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto out;
 	}
 	for (p = branches;; p = end + 1) {
 		end = strchr(p, ':');
 		len = end ? (size_t)(end - p) : strlen(p);
 		if (len == 0) {
-			config_err(err, errlen,
+			err_set(err, errlen,
 				   "export %s: empty branch path in '%s'; separate branches with one ':'",
 				   ec.ec_name, branches);
 			goto out;
 		}
 		if (p[0] != '/') {
-			config_err(err, errlen,
+			err_set(err, errlen,
 				   "export %s: branch '%.*s' is not an absolute path; give the full path, e.g. /srv/upper",
 				   ec.ec_name, (int)len, p);
 			goto out;
 		}
 		if (len >= PATH_MAX) {
-			config_err(err, errlen, "export %s: a branch path is longer than %d bytes",
+			err_set(err, errlen, "export %s: a branch path is longer than %d bytes",
 				   ec.ec_name, PATH_MAX - 1);
 			goto out;
 		}
@@ -475,13 +462,13 @@ static int config_add_export(struct config *cf, const char *name, const char *br
 			len--;
 		ec.ec_branches[ec.ec_nbranches] = strndup(p, len);
 		if (!ec.ec_branches[ec.ec_nbranches]) {
-			config_err(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		ec.ec_nbranches++;
 		for (i = 0; i < ec.ec_nbranches - 1; i++) {
 			if (!strcmp(ec.ec_branches[i], ec.ec_branches[ec.ec_nbranches - 1])) {
-				config_err(err, errlen,
+				err_set(err, errlen,
 					   "export %s: branch %s is listed twice; list each directory once",
 					   ec.ec_name, ec.ec_branches[i]);
 				goto out;
@@ -491,12 +478,12 @@ static int config_add_export(struct config *cf, const char *name, const char *br
 			break;
 	}
 	if (cf->cf_nexports >= 65535) {
-		config_err(err, errlen, "too many exports (at most 65535)");
+		err_set(err, errlen, "too many exports (at most 65535)");
 		goto out;
 	}
 	grown = realloc(cf->cf_exports, (size_t)(cf->cf_nexports + 1) * sizeof(*grown));
 	if (!grown) {
-		config_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto out;
 	}
 	cf->cf_exports = grown;
@@ -516,14 +503,14 @@ static int config_add_export_spec(struct config *cf, const char *spec, char *err
 	int rc;
 
 	if (!eq) {
-		config_err(err, errlen,
+		err_set(err, errlen,
 			   "'%s' is not NAME=BRANCH[:BRANCH...]; e.g. -e /union=/srv/upper:/srv/base",
 			   spec);
 		return -1;
 	}
 	name = strndup(spec, (size_t)(eq - spec));
 	if (!name) {
-		config_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		return -1;
 	}
 	rc = config_add_export(cf, name, eq + 1, err, errlen);
@@ -584,7 +571,7 @@ static int config_set(struct config *cf, enum config_key key, const char *value,
 	switch (key) {
 	case KEY_LISTEN:
 		if (inet_pton(AF_INET, value, addr) != 1 && inet_pton(AF_INET6, value, addr) != 1) {
-			config_err(err, errlen,
+			err_set(err, errlen,
 				   "'%s' is not a numeric IPv4 or IPv6 address, e.g. 0.0.0.0 or ::1", value);
 			return -1;
 		}
@@ -603,7 +590,7 @@ static int config_set(struct config *cf, enum config_key key, const char *value,
 		return 0;
 	case KEY_STATE:
 		if (value[0] != '/') {
-			config_err(err, errlen,
+			err_set(err, errlen,
 				   "'%s' is not an absolute path; give the full path, e.g. /var/lib/unionnfsd",
 				   value);
 			return -1;
@@ -619,7 +606,7 @@ static int config_set(struct config *cf, enum config_key key, const char *value,
 		} else if (!strcmp(value, "off")) {
 			cf->cf_portmap = PORTMAP_OFF;
 		} else {
-			config_err(err, errlen,
+			err_set(err, errlen,
 				   "unknown portmap mode '%s' (expected auto, rpcbind, builtin or off)", value);
 			return -1;
 		}
@@ -632,7 +619,7 @@ static int config_set(struct config *cf, enum config_key key, const char *value,
 	case KEY_MAX_RECORD:
 		if (config_parse_uint(value, CONFIG_MAX_MAX_RECORD, &v) < 0 ||
 		    v < CONFIG_MIN_MAX_RECORD) {
-			config_err(err, errlen,
+			err_set(err, errlen,
 				   "'%s' is not a number in %d..%d (smaller records could not carry the 1 MiB writes the server offers)",
 				   value, CONFIG_MIN_MAX_RECORD, CONFIG_MAX_MAX_RECORD);
 			return -1;
@@ -661,7 +648,7 @@ static int config_set(struct config *cf, enum config_key key, const char *value,
 		cf->cf_max_buffered = v;
 		return 0;
 	}
-	config_err(err, errlen, "internal error: unknown setting");
+	err_set(err, errlen, "internal error: unknown setting");
 	return -1;
 }
 
@@ -704,7 +691,7 @@ static int config_file_export(struct config *cf, char **w, int n, char *err, siz
 	int i;
 
 	if (n < 3) {
-		config_err(err, errlen,
+		err_set(err, errlen,
 			   "export takes NAME BRANCH[:BRANCH...] [OPTIONS | CLIENT(OPTIONS)...], e.g. export /union /srv/upper:/srv/base 10.0.0.0/8(rw) *(ro)");
 		return -1;
 	}
@@ -737,7 +724,7 @@ static int config_file_line(struct config *cf, char *line, char *err, size_t err
 	if (n == 0)
 		return 0;
 	if (n > CONFIG_MAX_WORDS) {
-		config_err(err, errlen, "more than %d words on one line; an export takes at most %d client rules",
+		err_set(err, errlen, "more than %d words on one line; an export takes at most %d client rules",
 			   CONFIG_MAX_WORDS, CONFIG_MAX_RULES);
 		return -1;
 	}
@@ -749,18 +736,18 @@ static int config_file_line(struct config *cf, char *line, char *err, size_t err
 		} else if (n == 2 && !strcmp(w[1], "no")) {
 			cf->cf_foreground = false;
 		} else {
-			config_err(err, errlen, "foreground takes no value, yes or no");
+			err_set(err, errlen, "foreground takes no value, yes or no");
 			return -1;
 		}
 		return 0;
 	}
 	k = config_find_key(w[0], strlen(w[0]));
 	if (k < 0) {
-		config_err(err, errlen, "unknown option '%s' (expected " CONFIG_FILE_KEYS ")", w[0]);
+		err_set(err, errlen, "unknown option '%s' (expected " CONFIG_FILE_KEYS ")", w[0]);
 		return -1;
 	}
 	if (n != 2) {
-		config_err(err, errlen, "%s takes exactly one value", w[0]);
+		err_set(err, errlen, "%s takes exactly one value", w[0]);
 		return -1;
 	}
 	if (config_set(cf, config_keys[k].ck_key, w[1], err, errlen) < 0) {
@@ -785,7 +772,7 @@ int config_parse_file(struct config *cf, const char *path, char *err, size_t err
 
 	f = fopen(path, "re");
 	if (!f) {
-		config_err(err, errlen, "cannot read config file %s: %s; check the path given to -c",
+		err_set(err, errlen, "cannot read config file %s: %s; check the path given to -c",
 			   path, strerror(errno));
 		return -1;
 	}
@@ -793,7 +780,7 @@ int config_parse_file(struct config *cf, const char *path, char *err, size_t err
 		lineno++;
 		snprintf(prefix, sizeof(prefix), "%s:%lu: ", path, lineno);
 		if ((size_t)len != strlen(line)) {
-			config_err(err, errlen, "%sNUL byte in line; the config file must be text",
+			err_set(err, errlen, "%sNUL byte in line; the config file must be text",
 				   prefix);
 			goto out;
 		}
@@ -803,7 +790,7 @@ int config_parse_file(struct config *cf, const char *path, char *err, size_t err
 		}
 	}
 	if (ferror(f)) {
-		config_err(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
+		err_set(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
 		goto out;
 	}
 	rc = 0;
@@ -823,7 +810,7 @@ static const char *config_arg_value(int argc, char **argv, int *i, const char *i
 	if (inl)
 		return inl;
 	if (*i + 1 >= argc) {
-		config_err(err, errlen, "option %s needs a value; see unionnfsd --help", opt);
+		err_set(err, errlen, "option %s needs a value; see unionnfsd --help", opt);
 		return NULL;
 	}
 	return argv[++*i];
@@ -840,7 +827,7 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 	for (i = 1; i < argc; i++) {
 		arg = argv[i];
 		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-			config_err(err, errlen, "%s", config_usage);
+			err_set(err, errlen, "%s", config_usage);
 			return 1;
 		}
 		if (!strcmp(arg, "-f")) {
@@ -868,7 +855,7 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 						     "--client", err, errlen)))
 				return -1;
 			if (last_e < 0 || last_e_opts) {
-				config_err(err, errlen,
+				err_set(err, errlen,
 					   "option --client: '%.200s' must follow the -e it applies to, without -o (put the options in the rule), e.g. -e /union=/srv/upper --client '10.0.0.0/8(rw)'",
 					   val);
 				return -1;
@@ -881,14 +868,14 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 			if (!(val = config_arg_value(argc, argv, &i, NULL, "-o", err, errlen)))
 				return -1;
 			if (last_e >= 0 && cf->cf_exports[last_e].ec_nrules > 0) {
-				config_err(err, errlen,
+				err_set(err, errlen,
 					   "option -o: '%.200s' follows --client rules of the same -e; put the options in the rules, e.g. --client '*(%.200s)'",
 					   val, val);
 				return -1;
 			}
 			last_e_opts = true;
 			if (last_e < 0) {
-				config_err(err, errlen,
+				err_set(err, errlen,
 					   "option -o: '%s' must follow the -e it applies to, e.g. -e /union=/srv/upper -o %s",
 					   val, val);
 				return -1;
@@ -903,7 +890,7 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 			nlen = eq ? (size_t)(eq - (arg + 2)) : strlen(arg + 2);
 			k = config_find_key(arg + 2, nlen);
 			if (k < 0) {
-				config_err(err, errlen, "unknown option '%.*s'; see unionnfsd --help",
+				err_set(err, errlen, "unknown option '%.*s'; see unionnfsd --help",
 					   (int)(nlen + 2 < 200 ? nlen + 2 : 200), arg);
 				return -1;
 			}
@@ -919,10 +906,10 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 				return -1;
 			}
 		} else if (arg[0] == '-') {
-			config_err(err, errlen, "unknown option '%.200s'; see unionnfsd --help", arg);
+			err_set(err, errlen, "unknown option '%.200s'; see unionnfsd --help", arg);
 			return -1;
 		} else {
-			config_err(err, errlen,
+			err_set(err, errlen,
 				   "unexpected argument '%.200s'; exports are given as -e NAME=BRANCH[:BRANCH...]",
 				   arg);
 			return -1;
@@ -944,11 +931,11 @@ int config_validate(const struct config *cf, char *err, size_t errlen)
 	int i, j;
 
 	if (!cf->cf_state_dir) {
-		config_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		return -1;
 	}
 	if (cf->cf_nexports == 0) {
-		config_err(err, errlen,
+		err_set(err, errlen,
 			   "nothing to export; give -e NAME=BRANCH[:BRANCH...] (e.g. -e /union=/srv/upper:/srv/base) or an export line in the config file");
 		return -1;
 	}
@@ -956,25 +943,25 @@ int config_validate(const struct config *cf, char *err, size_t errlen)
 		const struct export_conf *ec = &cf->cf_exports[i];
 
 		if (!ec->ec_name || ec->ec_name[0] != '/') {
-			config_err(err, errlen, "export name '%s' must start with '/'",
+			err_set(err, errlen, "export name '%s' must start with '/'",
 				   ec->ec_name ? ec->ec_name : "");
 			return -1;
 		}
 		if (ec->ec_nbranches < 1 || ec->ec_nbranches > CONFIG_MAX_BRANCHES) {
-			config_err(err, errlen, "export %s has %d branches; give 1 to %d", ec->ec_name,
+			err_set(err, errlen, "export %s has %d branches; give 1 to %d", ec->ec_name,
 				   ec->ec_nbranches, CONFIG_MAX_BRANCHES);
 			return -1;
 		}
 		for (j = 0; j < ec->ec_nbranches; j++) {
 			if (!ec->ec_branches[j] || ec->ec_branches[j][0] != '/') {
-				config_err(err, errlen, "export %s: branch '%s' is not an absolute path",
+				err_set(err, errlen, "export %s: branch '%s' is not an absolute path",
 					   ec->ec_name, ec->ec_branches[j] ? ec->ec_branches[j] : "");
 				return -1;
 			}
 		}
 		for (j = 0; j < i; j++) {
 			if (!strcmp(cf->cf_exports[j].ec_name, ec->ec_name)) {
-				config_err(err, errlen,
+				err_set(err, errlen,
 					   "export %s is given twice; give each export a different name",
 					   ec->ec_name);
 				return -1;
@@ -983,15 +970,15 @@ int config_validate(const struct config *cf, char *err, size_t errlen)
 	}
 	if (cf->cf_port < 0 || cf->cf_port > 65535 || cf->cf_mount_port < 0 ||
 	    cf->cf_mount_port > 65535 || cf->cf_portmap_port < 0 || cf->cf_portmap_port > 65535) {
-		config_err(err, errlen, "a port is outside 0..65535");
+		err_set(err, errlen, "a port is outside 0..65535");
 		return -1;
 	}
 	if (cf->cf_workers < 1 || cf->cf_workers > CONFIG_MAX_WORKERS) {
-		config_err(err, errlen, "workers must be 1..%d", CONFIG_MAX_WORKERS);
+		err_set(err, errlen, "workers must be 1..%d", CONFIG_MAX_WORKERS);
 		return -1;
 	}
 	if (cf->cf_max_record < CONFIG_MIN_MAX_RECORD || cf->cf_max_record > CONFIG_MAX_MAX_RECORD) {
-		config_err(err, errlen, "max-record must be %d..%d", CONFIG_MIN_MAX_RECORD,
+		err_set(err, errlen, "max-record must be %d..%d", CONFIG_MIN_MAX_RECORD,
 			   CONFIG_MAX_MAX_RECORD);
 		return -1;
 	}
@@ -1000,7 +987,7 @@ int config_validate(const struct config *cf, char *err, size_t errlen)
 	    cf->cf_max_requests > CONFIG_MAX_MAX_REQUESTS ||
 	    cf->cf_max_buffered < CONFIG_MIN_MAX_BUFFERED ||
 	    cf->cf_max_buffered > CONFIG_MAX_MAX_BUFFERED) {
-		config_err(err, errlen,
+		err_set(err, errlen,
 			   "max-connections must be 1..%d, idle-timeout 0..%d, max-requests-per-connection 1..%d and max-buffered %llu..%llu",
 			   CONFIG_MAX_MAX_CONNS, CONFIG_MAX_IDLE_TIMEOUT, CONFIG_MAX_MAX_REQUESTS,
 			   CONFIG_MIN_MAX_BUFFERED, CONFIG_MAX_MAX_BUFFERED);

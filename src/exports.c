@@ -1,5 +1,6 @@
 /* Client rules of exports: parsing specifiers, resolving host names, matching peers. */
 #include "exports.h"
+#include "log.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -7,20 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void exports_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void exports_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static void exports_map_v4(const struct in_addr *a4, struct in6_addr *out)
 {
@@ -98,14 +85,14 @@ int exports_parse_spec(const char *spec, struct export_rule *out, char *err, siz
 	memset(out, 0, sizeof(*out));
 	len = strlen(spec);
 	if (len == 0 || len > EXPORTS_SPEC_MAX) {
-		exports_err(err, errlen,
+		err_set(err, errlen,
 			    "client '%.64s' is empty or longer than %d bytes; give *, an address, a CIDR network or a host name",
 			    spec, EXPORTS_SPEC_MAX);
 		goto out;
 	}
 	out->er_spec = strdup(spec);
 	if (!out->er_spec) {
-		exports_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto out;
 	}
 	if (!strcmp(spec, "*")) {
@@ -117,13 +104,13 @@ int exports_parse_spec(const char *spec, struct export_rule *out, char *err, siz
 	addr[slash ? (size_t)(slash - spec) : len] = '\0';
 	out->er_nets = calloc(1, sizeof(*out->er_nets));
 	if (!out->er_nets) {
-		exports_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto out;
 	}
 	if (inet_pton(AF_INET, addr, &a4) == 1) {
 		prefix = 32;
 		if (slash && exports_prefix(slash + 1, 32, &prefix) < 0) {
-			exports_err(err, errlen,
+			err_set(err, errlen,
 				    "client '%s': '%s' is not an IPv4 prefix length 0..32; write e.g. 10.0.0.0/8",
 				    spec, slash + 1);
 			goto out;
@@ -133,7 +120,7 @@ int exports_parse_spec(const char *spec, struct export_rule *out, char *err, siz
 	} else if (inet_pton(AF_INET6, addr, &a6) == 1) {
 		prefix = 128;
 		if (slash && exports_prefix(slash + 1, 128, &prefix) < 0) {
-			exports_err(err, errlen,
+			err_set(err, errlen,
 				    "client '%s': '%s' is not an IPv6 prefix length 0..128; write e.g. fd00::/8",
 				    spec, slash + 1);
 			goto out;
@@ -145,7 +132,7 @@ int exports_parse_spec(const char *spec, struct export_rule *out, char *err, siz
 		out->er_kind = EXPORTS_HOST;
 		return 0;
 	} else {
-		exports_err(err, errlen,
+		err_set(err, errlen,
 			    "client '%s' is not *, an IPv4 or IPv6 address, a CIDR network (10.0.0.0/8, fd00::/8) or a host name",
 			    spec);
 		goto out;
@@ -175,7 +162,7 @@ int exports_rule_resolve(struct export_rule *r, char *err, size_t errlen)
 	hints.ai_socktype = SOCK_STREAM;
 	gai = getaddrinfo(r->er_spec, NULL, &hints, &res);
 	if (gai != 0) {
-		exports_err(err, errlen,
+		err_set(err, errlen,
 			    "client host name '%s' does not resolve (%s); fix the name, add it to /etc/hosts, or give its address",
 			    r->er_spec, gai_strerror(gai));
 		goto out;
@@ -184,7 +171,7 @@ int exports_rule_resolve(struct export_rule *r, char *err, size_t errlen)
 		n++;
 	nets = calloc((size_t)n, sizeof(*nets));
 	if (!nets) {
-		exports_err(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto out;
 	}
 	n = 0;
@@ -201,7 +188,7 @@ int exports_rule_resolve(struct export_rule *r, char *err, size_t errlen)
 		n++;
 	}
 	if (n == 0) {
-		exports_err(err, errlen,
+		err_set(err, errlen,
 			    "client host name '%s' has no IPv4 or IPv6 address; give its address instead",
 			    r->er_spec);
 		goto out;

@@ -84,3 +84,14 @@ void log_msg(int priority, const char *fmt, ...)
 out:
 	errno = saved;
 }
+
+void err_set(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}

@@ -237,20 +237,6 @@ static int rec_decode(const MDB_val *val, uint64_t ino, struct store_inode *out)
 
 /* ---- errors ---- */
 
-static void err_set(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void err_set(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* Translates an LMDB or system error from a data operation; MDB_NOTFOUND is not logged. */
 static int store_errno(const struct store *st, int rc, const char *what)
 {
