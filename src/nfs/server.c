@@ -144,14 +144,20 @@ static int nfs_export_index(const struct nfs_server *ns, uint16_t id)
 	return -1;
 }
 
-/* One line per minute at most: a refused client retries forever. */
+/* True at most once a minute per *last: a refused client retries forever. */
+static bool nfs_log_due(_Atomic time_t *last)
+{
+	time_t now = time(NULL), prev = atomic_load(last);
+
+	return now - prev >= 60 && atomic_compare_exchange_strong(last, &prev, now);
+}
+
 static void nfs_log_refused(const struct rpc_req *rq, const char *export)
 {
 	static _Atomic time_t last;
-	time_t now = time(NULL), prev = atomic_load(&last);
 	char host[INET6_ADDRSTRLEN];
 
-	if (now - prev < 60 || !atomic_compare_exchange_strong(&last, &prev, now))
+	if (!nfs_log_due(&last))
 		return;
 	nfs_peer_host(rq, host, sizeof(host));
 	log_warn("refusing NFS call from %s to %s with NFS3ERR_ACCES: no client rule of the "
@@ -159,14 +165,12 @@ static void nfs_log_refused(const struct rpc_req *rq, const char *export)
 		 host, export);
 }
 
-/* One line per minute at most: an insecure client retries forever. */
 static void nfs_log_insecure(const struct rpc_req *rq, const char *export)
 {
 	static _Atomic time_t last;
-	time_t now = time(NULL), prev = atomic_load(&last);
 	char host[INET6_ADDRSTRLEN];
 
-	if (now - prev < 60 || !atomic_compare_exchange_strong(&last, &prev, now))
+	if (!nfs_log_due(&last))
 		return;
 	nfs_peer_host(rq, host, sizeof(host));
 	log_warn("refusing NFS call from %s port %d to %s: the export is 'secure' (source "
