@@ -17,55 +17,36 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 here=tests/e2e
+# shared helpers: e2e_fail, e2e_cleanup (both use $srv and $work), e2e_port_busy
+source "$here/lib.sh"
 bin=$BUILD/unionnfsd
 vm=$BUILD/e2e/vm
 srv=
 work=
 
-fail() {
-	echo "FAIL: $*"
-	if [ -n "$work" ] && [ -f "$work/server.log" ]; then
-		echo "---- server log (tail) ----"
-		tail -n 40 "$work/server.log"
-	fi
-	exit 1
-}
-
-cleanup() {
-	if [ -n "$srv" ] && kill -0 "$srv" 2>/dev/null; then
-		kill -KILL "$srv" 2>/dev/null
-		wait "$srv" 2>/dev/null
-	fi
-	if [ -n "$work" ] && [ -z "${KEEP:-}" ]; then
-		rm -rf "$work"
-	fi
-}
-trap cleanup EXIT
+trap e2e_cleanup EXIT
 
 # --- prerequisites: missing ones fail with the fix, never skip ---
 command -v qemu-system-x86_64 > /dev/null ||
-	fail "qemu-system-x86_64 is missing; run deploy/install-deps (package qemu-system-x86)"
+	e2e_fail "qemu-system-x86_64 is missing; run deploy/install-deps (package qemu-system-x86)"
 kver=$(ls /lib/modules 2> /dev/null | sort -V | tail -1)
 [ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] ||
-	fail "no kernel in /boot with modules in /lib/modules; run deploy/install-deps (package linux-image-amd64)"
-[ -x /bin/busybox ] || fail "/bin/busybox is missing; run deploy/install-deps (package busybox-static)"
-command -v cpio > /dev/null || fail "cpio is missing; run deploy/install-deps"
-command -v rpcinfo > /dev/null || fail "rpcinfo is missing; run deploy/install-deps (package rpcbind)"
-[ -x "$bin" ] || fail "$bin is missing; run make"
-[ "$(id -u)" = 0 ] || fail "needs root (the portmapper port 111); run as root"
+	e2e_fail "no kernel in /boot with modules in /lib/modules; run deploy/install-deps (package linux-image-amd64)"
+[ -x /bin/busybox ] || e2e_fail "/bin/busybox is missing; run deploy/install-deps (package busybox-static)"
+command -v cpio > /dev/null || e2e_fail "cpio is missing; run deploy/install-deps"
+command -v rpcinfo > /dev/null || e2e_fail "rpcinfo is missing; run deploy/install-deps (package rpcbind)"
+[ -x "$bin" ] || e2e_fail "$bin is missing; run make"
+[ "$(id -u)" = 0 ] || e2e_fail "needs root (the portmapper port 111); run as root"
 
-port_busy() { # port_busy PORT: is anything listening on TCP PORT?
-	(exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null
-}
 for p in 2049 20048; do
-	port_busy $p && fail "port $p is in use (a kernel nfsd or another unionnfsd?); stop it first"
+	e2e_port_busy $p && e2e_fail "port $p is in use (a kernel nfsd or another unionnfsd?); stop it first"
 done
 
 # --- the VM image, built once per build directory and kernel ---
 if [ ! -r "$vm/initrd.cpio.gz" ] || [ "$(cat "$vm/kernel-version" 2> /dev/null)" != "$kver" ] ||
 	[ "$here/build-initrd" -nt "$vm/initrd.cpio.gz" ]; then
 	echo "building the VM image in $vm"
-	"$here/build-initrd" "$vm" > /dev/null || fail "tests/e2e/build-initrd failed"
+	"$here/build-initrd" "$vm" > /dev/null || e2e_fail "tests/e2e/build-initrd failed"
 fi
 
 work=$(mktemp -d /tmp/unfs-e2e.XXXXXX)
@@ -80,7 +61,7 @@ if rpcinfo -p 127.0.0.1 > /dev/null 2>&1; then
 	portmap=rpcbind
 	echo "a system rpcbind runs: the server registers with it"
 else
-	port_busy 111 && fail "port 111 is busy but no portmapper answers there; free it"
+	e2e_port_busy 111 && e2e_fail "port 111 is busy but no portmapper answers there; free it"
 	portmap=builtin
 fi
 
@@ -90,7 +71,7 @@ start_server() {
 		-e "/union=$upper" -o no_root_squash,insecure >> "$log" 2>&1 &
 	srv=$!
 	for i in $(seq 1 150); do
-		kill -0 "$srv" 2> /dev/null || { wait "$srv"; fail "the server exited at start-up (status $?)"; }
+		kill -0 "$srv" 2> /dev/null || { wait "$srv"; e2e_fail "the server exited at start-up (status $?)"; }
 		# through the portmapper, the way the guest's kernel will find it
 		if rpcinfo -t 127.0.0.1 100003 3 > /dev/null 2>&1 &&
 			rpcinfo -t 127.0.0.1 100005 3 > /dev/null 2>&1; then
@@ -98,7 +79,7 @@ start_server() {
 		fi
 		sleep 0.2
 	done
-	fail "the server did not answer through the portmapper within 30 s"
+	e2e_fail "the server did not answer through the portmapper within 30 s"
 }
 
 stop_server() {
@@ -108,11 +89,11 @@ stop_server() {
 		kill -0 "$srv" 2> /dev/null || break
 		sleep 0.1
 	done
-	kill -0 "$srv" 2> /dev/null && fail "the server did not exit within 20 s of SIGTERM"
+	kill -0 "$srv" 2> /dev/null && e2e_fail "the server did not exit within 20 s of SIGTERM"
 	wait "$srv"
 	rc=$?
 	srv=
-	[ $rc = 0 ] || fail "the server exited with status $rc after SIGTERM, want 0"
+	[ $rc = 0 ] || e2e_fail "the server exited with status $rc after SIGTERM, want 0"
 }
 
 # --- a source tree for cp -a with the awkward cases ---
@@ -166,23 +147,23 @@ wait "$vmpid"
 vmrc=$?
 cat "$work/vm.out"
 echo "host: VM ran $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
-[ $vmrc = 0 ] || fail "the guest script failed (status $vmrc)"
-[ $restarted = 2 ] || fail "the guest asked for $restarted restarts, want 2"
+[ $vmrc = 0 ] || e2e_fail "the guest script failed (status $vmrc)"
+[ $restarted = 2 ] || e2e_fail "the guest asked for $restarted restarts, want 2"
 
 # --- the host's view: the upper branch holds exactly what the guest saw ---
-busybox sh "$here/manifest.sh" "$upper" > "$work/manifest.host" || fail "listing the upper branch"
+busybox sh "$here/manifest.sh" "$upper" > "$work/manifest.host" || e2e_fail "listing the upper branch"
 if ! diff "$share/manifest.guest" "$work/manifest.host" > "$work/manifest.diff"; then
 	head -40 "$work/manifest.diff"
-	fail "the upper branch differs from what the guest listed through NFS"
+	e2e_fail "the upper branch differs from what the guest listed through NFS"
 fi
 got=$(md5sum < "$upper/big" | cut -c1-32)
-[ "$got" = "$(cat "$share/big.md5")" ] || fail "upper/big has md5 $got, the guest wrote $(cat "$share/big.md5")"
+[ "$got" = "$(cat "$share/big.md5")" ] || e2e_fail "upper/big has md5 $got, the guest wrote $(cat "$share/big.md5")"
 [ -f "$upper/after/new" ] && [ "$(cat "$upper/after/new")" = new ] ||
-	fail "upper/after/new is missing or wrong"
+	e2e_fail "upper/after/new is missing or wrong"
 echo "host: the upper branch matches the guest's listing ($(wc -l < "$work/manifest.host") entries)"
 
 stop_server
 if grep -E "AddressSanitizer|LeakSanitizer|runtime error:" "$log"; then
-	fail "sanitizer report in the server log"
+	e2e_fail "sanitizer report in the server log"
 fi
 echo "PASS: kernel client end to end"
