@@ -67,13 +67,10 @@ e2e_port_busy() { # is anything listening on TCP port $1?
 	(exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null
 }
 
-# e2e_init NAME NFS_PORT MOUNT_PORT
-e2e_init() {
-	local kver p
-	E2E_NAME=$1
-	E2E_PORT=$2
-	E2E_MPORT=$3
-	trap e2e_cleanup EXIT
+# e2e_vm_ready: checks what booting the VM needs and builds the VM image when it is
+# missing or stale (also used without e2e_init, e.g. by tests/bench/kernel-bench.sh)
+e2e_vm_ready() {
+	local kver
 	command -v qemu-system-x86_64 > /dev/null ||
 		e2e_fail "qemu-system-x86_64 is missing; run deploy/install-deps (package qemu-system-x86)"
 	kver=$(ls /lib/modules 2> /dev/null | sort -V | tail -1)
@@ -81,6 +78,21 @@ e2e_init() {
 		e2e_fail "no kernel in /boot with modules in /lib/modules; run deploy/install-deps (package linux-image-amd64)"
 	[ -x /bin/busybox ] || e2e_fail "/bin/busybox is missing; run deploy/install-deps (package busybox-static)"
 	command -v cpio > /dev/null || e2e_fail "cpio is missing; run deploy/install-deps"
+	if [ ! -r "$E2E_VM/initrd.cpio.gz" ] || [ "$(cat "$E2E_VM/kernel-version" 2> /dev/null)" != "$kver" ] ||
+		[ "$E2E_HERE/build-initrd" -nt "$E2E_VM/initrd.cpio.gz" ]; then
+		echo "building the VM image in $E2E_VM"
+		"$E2E_HERE/build-initrd" "$E2E_VM" > /dev/null || e2e_fail "tests/e2e/build-initrd failed"
+	fi
+}
+
+# e2e_init NAME NFS_PORT MOUNT_PORT
+e2e_init() {
+	local p
+	E2E_NAME=$1
+	E2E_PORT=$2
+	E2E_MPORT=$3
+	trap e2e_cleanup EXIT
+	e2e_vm_ready
 	command -v gcc > /dev/null || e2e_fail "gcc is missing; run deploy/install-deps (package build-essential)"
 	[ -x "$E2E_BIN" ] || e2e_fail "$E2E_BIN is missing; run make"
 	[ "$(id -u)" = 0 ] || e2e_fail "needs root (whiteouts are character devices, opaque markers trusted.* xattrs)"
@@ -88,11 +100,6 @@ e2e_init() {
 		e2e_port_busy "$p" &&
 			e2e_fail "port $p is in use (another run of $E2E_NAME?); stop it first"
 	done
-	if [ ! -r "$E2E_VM/initrd.cpio.gz" ] || [ "$(cat "$E2E_VM/kernel-version" 2> /dev/null)" != "$kver" ] ||
-		[ "$E2E_HERE/build-initrd" -nt "$E2E_VM/initrd.cpio.gz" ]; then
-		echo "building the VM image in $E2E_VM"
-		"$E2E_HERE/build-initrd" "$E2E_VM" > /dev/null || e2e_fail "tests/e2e/build-initrd failed"
-	fi
 	e2e_build_tool
 	work=$(mktemp -d /tmp/unfs-$E2E_NAME.XXXXXX)
 	chmod 755 "$work"
