@@ -81,6 +81,8 @@ struct rpc_program {
 	/* procs[vers - rg_vers_min][proc]; a NULL rp_fn means PROC_UNAVAIL */
 	const struct rpc_proc *const *rg_procs;
 	const uint32_t *rg_nprocs;  /* per version */
+	/* per version, bit p: a retransmission of procedure p gets the cached reply (drc.h) */
+	const uint32_t *rg_nonidempotent;
 };
 
 /* Parsed call header. Parsing never allocates; hostile input gives a clean error. */

@@ -39,6 +39,12 @@ static const struct rpc_proc nfs3_procs[] = {
 
 static const struct rpc_proc *const nfs3_versions[] = { nfs3_procs };
 static const uint32_t nfs3_nprocs[] = { sizeof(nfs3_procs) / sizeof(nfs3_procs[0]) };
+/* Running these twice differs from running them once: retransmissions go through drc.h. */
+static const uint32_t nfs3_nonidempotent[] = {
+	1u << NFSPROC3_SETATTR | 1u << NFSPROC3_WRITE | 1u << NFSPROC3_CREATE |
+	1u << NFSPROC3_MKDIR | 1u << NFSPROC3_SYMLINK | 1u << NFSPROC3_MKNOD |
+	1u << NFSPROC3_REMOVE | 1u << NFSPROC3_RMDIR | 1u << NFSPROC3_RENAME | 1u << NFSPROC3_LINK,
+};
 
 const struct rpc_program nfs3_program = {
 	.rg_prog = NFS_PROGRAM,
@@ -46,6 +52,7 @@ const struct rpc_program nfs3_program = {
 	.rg_vers_max = NFS_V3,
 	.rg_procs = nfs3_versions,
 	.rg_nprocs = nfs3_nprocs,
+	.rg_nonidempotent = nfs3_nonidempotent,
 };
 
 /* Versions 1 and 2 differ from 3 only in MNT's reply (v2's extra PATHCONF is not served). */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drc.h"
 #include "log.h"
 #include "rpc.h"
 
@@ -211,6 +212,7 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 	const struct rpc_program *prog;
 	const struct rpc_proc *proc = NULL;
 	void *args = NULL, *out = NULL;
+	struct drc_ticket drc = { 0 };
 	XDR xdrs;
 	bool decoded;
 
@@ -257,6 +259,10 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 		r.dr_code = PROC_UNAVAIL;
 		goto encode;
 	}
+	if (prog->rg_nonidempotent != NULL && call.rc_proc < 32 &&
+	    (prog->rg_nonidempotent[call.rc_vers - prog->rg_vers_min] >> call.rc_proc & 1) &&
+	    drc_begin(&call, rec, len, peer, peerlen, protocol, &drc, &out, outlen) != DRC_MISS)
+		goto out;
 
 	args = calloc(1, proc->rp_args_size ? proc->rp_args_size : 1);
 	if (args == NULL) {
@@ -313,6 +319,7 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 encode:
 	out = dispatch_encode(call.rc_xid, protocol, &r, outlen);
 out:
+	drc_store(&drc, out, out != NULL ? *outlen : 0);
 	if (args != NULL) {
 		if (proc != NULL && proc->rp_xdr_args != NULL)
 			xdr_free(proc->rp_xdr_args, args);
