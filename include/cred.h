@@ -31,6 +31,8 @@ void cred_squash(const struct rpc_cred *rc, const struct export_opts *eo, struct
 
 /*
  * Makes the calling thread act as cr for file system access (groups, fsgid, fsuid).
+ * The thread keeps that identity until the next cred_apply() or cred_restore(): code
+ * that must act as the server itself calls cred_restore() first (cheap when it is).
  * Returns 0, or -errno when the kernel refused (the thread is then back to root).
  * A server not running as root cannot switch identities: it acts as itself, and this
  * returns 0 after logging that once.

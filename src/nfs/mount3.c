@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cred.h"
 #include "exports.h"
 #include "log.h"
 #include "nfs_internal.h"
@@ -88,6 +89,7 @@ static mountstat3 mnt_walk(struct rpc_req *rq, struct union_export *ux, const ch
 	int err;
 
 	memset(&st, 0, sizeof(st));
+	cred_restore(); /* a mount looks as the server, not as whoever the thread served last */
 	err = union_getattr(ux, cur, &st);
 	while (err == 0) {
 		while (*p == '/')
