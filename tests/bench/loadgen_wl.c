@@ -1,0 +1,249 @@
+/*
+ * loadgen workloads. Each one issues its requests with rpc_nfs3_*_async on the slot's
+ * connection; its callback ends the request (lg_end), counts what it did and either continues a
+ * chain on the same slot or hands the slot back (lg_next).
+ */
+#include "loadgen.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WL_COMMIT_EVERY (64ull * LG_MIB)
+#define WL_SMALL 4096u
+
+__attribute__((unused)) static uint64_t wl_rand(struct lg_run *run)
+{
+	uint64_t x = run->r_rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	run->r_rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static int wl_dot(const char *name)
+{
+	return !strcmp(name, ".") || !strcmp(name, "..");
+}
+
+__attribute__((unused)) static int wl_file_size(struct lg_run *run, uint64_t min)
+{
+	struct nfs_stat_64 st;
+	struct lg_conn *c = &run->r_conns[0];
+
+	if (nfs_fstat64(c->c_nfs, c->c_file, &st)) {
+		fprintf(stderr, "loadgen: cannot stat --path %s: %s\n", run->r_opt.o_path,
+			nfs_get_error(c->c_nfs));
+		return -1;
+	}
+	if (st.nfs_size < min) {
+		fprintf(stderr, "loadgen: --path %s holds %llu bytes; workload %s needs a regular "
+			"file of at least %llu bytes\n", run->r_opt.o_path,
+			(unsigned long long)st.nfs_size, run->r_wl->w_name, (unsigned long long)min);
+		return -1;
+	}
+	run->r_size = st.nfs_size;
+	return 0;
+}
+
+static int wl_prepare_open(struct lg_run *run)
+{
+	return lg_open_path(run, O_RDONLY);
+}
+
+/* --- null --- */
+
+static void wl_null_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct lg_slot *slot = priv;
+
+	(void)rpc;
+	if (lg_end(slot, status, data, "NULL") < 0)
+		return;
+	if (status == RPC_STATUS_SUCCESS)
+		lg_count(slot->s_run, 1, 0);
+	lg_next(slot);
+}
+
+static void wl_null_issue(struct lg_slot *slot)
+{
+	lg_begin(slot);
+	if (rpc_nfs3_null_async(slot->s_conn->c_rpc, wl_null_cb, slot))
+		lg_issue_failed(slot, "NULL");
+}
+
+static int wl_null_prepare(struct lg_run *run)
+{
+	(void)run;
+	return 0;
+}
+
+/* --- getattr, getattr-lat --- */
+
+static void wl_getattr_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct lg_slot *slot = priv;
+	GETATTR3res *res = data;
+
+	(void)rpc;
+	if (lg_end(slot, status, data, "GETATTR") < 0)
+		return;
+	if (status == RPC_STATUS_SUCCESS) {
+		if (res->status == NFS3_OK)
+			lg_count(slot->s_run, 1, 0);
+		else
+			lg_nfs_error(slot->s_run, "GETATTR", res->status);
+	}
+	lg_next(slot);
+}
+
+static void wl_getattr_issue(struct lg_slot *slot)
+{
+	GETATTR3args a;
+
+	memset(&a, 0, sizeof(a));
+	a.object = lg_fh3(&slot->s_conn->c_fh);
+	lg_begin(slot);
+	if (rpc_nfs3_getattr_async(slot->s_conn->c_rpc, wl_getattr_cb, &a, slot))
+		lg_issue_failed(slot, "GETATTR");
+}
+
+/* --- lookup: names from one READDIRPLUS of --path, cycled --- */
+
+struct wl_names {
+	struct lg_run *n_run;
+	int n_done;
+	int n_failed;
+};
+
+static void wl_names_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct wl_names *ctx = priv;
+	struct lg_run *run = ctx->n_run;
+	READDIRPLUS3res *res = data;
+	entryplus3 *e;
+	size_t bytes = 0, n = 0;
+	char *p;
+
+	(void)rpc;
+	ctx->n_done = 1;
+	ctx->n_failed = 1;
+	if (status != RPC_STATUS_SUCCESS || res->status != NFS3_OK) {
+		fprintf(stderr, "loadgen: READDIRPLUS of --path %s failed (%s); lookup needs a "
+			"readable directory\n", run->r_opt.o_path,
+			status != RPC_STATUS_SUCCESS ? "RPC error" : "NFS error");
+		return;
+	}
+	for (e = res->READDIRPLUS3res_u.resok.reply.entries; e; e = e->nextentry) {
+		if (wl_dot(e->name))
+			continue;
+		bytes += strlen(e->name) + 1;
+		n++;
+	}
+	if (!n) {
+		fprintf(stderr, "loadgen: directory --path %s is empty; lookup needs names to look "
+			"up\n", run->r_opt.o_path);
+		return;
+	}
+	run->r_names = calloc(n, sizeof(*run->r_names));
+	run->r_name_arena = malloc(bytes);
+	if (!run->r_names || !run->r_name_arena)
+		return;
+	p = run->r_name_arena;
+	for (e = res->READDIRPLUS3res_u.resok.reply.entries; e; e = e->nextentry) {
+		size_t len = strlen(e->name) + 1;
+
+		if (wl_dot(e->name))
+			continue;
+		memcpy(p, e->name, len);
+		run->r_names[run->r_nnames++] = p;
+		p += len;
+	}
+	ctx->n_failed = 0;
+}
+
+static int wl_lookup_prepare(struct lg_run *run)
+{
+	struct lg_conn *c = &run->r_conns[0];
+	struct wl_names ctx = { .n_run = run };
+	READDIRPLUS3args a;
+
+	if (lg_open_path(run, O_RDONLY))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.dir = lg_fh3(&c->c_fh);
+	a.dircount = 8192;
+	a.maxcount = 65536;
+	if (rpc_nfs3_readdirplus_async(c->c_rpc, wl_names_cb, &a, &ctx)) {
+		fprintf(stderr, "loadgen: cannot queue READDIRPLUS: %s\n", rpc_get_error(c->c_rpc));
+		return -1;
+	}
+	if (lg_conn_wait(c, &ctx.n_done) || ctx.n_failed)
+		return -1;
+	return 0;
+}
+
+static void wl_lookup_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct lg_slot *slot = priv;
+	LOOKUP3res *res = data;
+
+	(void)rpc;
+	if (lg_end(slot, status, data, "LOOKUP") < 0)
+		return;
+	if (status == RPC_STATUS_SUCCESS) {
+		if (res->status == NFS3_OK)
+			lg_count(slot->s_run, 1, 0);
+		else
+			lg_nfs_error(slot->s_run, "LOOKUP in the directory", res->status);
+	}
+	lg_next(slot);
+}
+
+static void wl_lookup_issue(struct lg_slot *slot)
+{
+	struct lg_run *run = slot->s_run;
+	LOOKUP3args a;
+
+	memset(&a, 0, sizeof(a));
+	a.what.dir = lg_fh3(&slot->s_conn->c_fh);
+	a.what.name = run->r_names[run->r_seq++ % run->r_nnames];
+	lg_begin(slot);
+	if (rpc_nfs3_lookup_async(slot->s_conn->c_rpc, wl_lookup_cb, &a, slot))
+		lg_issue_failed(slot, "LOOKUP");
+}
+
+void lg_workload_free(struct lg_run *run)
+{
+	free(run->r_names);
+	free(run->r_name_arena);
+	free(run->r_buf);
+	run->r_names = NULL;
+	run->r_name_arena = NULL;
+	run->r_buf = NULL;
+}
+
+static const struct lg_workload wl_table[] = {
+	{ .w_name = "null", .w_unit = "ops/s", .w_default_inflight = 32,
+	  .w_prepare = wl_null_prepare, .w_issue = wl_null_issue },
+	{ .w_name = "getattr", .w_unit = "ops/s", .w_default_inflight = 32,
+	  .w_prepare = wl_prepare_open, .w_issue = wl_getattr_issue },
+	{ .w_name = "getattr-lat", .w_unit = "ops/s", .w_default_inflight = 1,
+	  .w_prepare = wl_prepare_open, .w_issue = wl_getattr_issue },
+	{ .w_name = "lookup", .w_unit = "ops/s", .w_default_inflight = 32,
+	  .w_prepare = wl_lookup_prepare, .w_issue = wl_lookup_issue },
+};
+
+const struct lg_workload *lg_workload_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(wl_table) / sizeof(wl_table[0]); i++)
+		if (!strcmp(wl_table[i].w_name, name))
+			return &wl_table[i];
+	return NULL;
+}
