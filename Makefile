@@ -49,7 +49,7 @@ FUZZ_REPLAY = $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 FUZZ_DIR = build/fuzz
 
-.PHONY: all test check install clean unit integration e2e fuzz fuzz-build fuzz-merge fuzz-seeds bench-mkmap
+.PHONY: all test check install clean unit integration e2e fuzz fuzz-build fuzz-merge fuzz-seeds
 .SECONDARY: $(GEN_H) $(GEN_C)
 all: $(BUILD)/unionnfsd
 
@@ -123,12 +123,6 @@ fuzz-seeds: $(BUILD)/tests/fuzz/gen_seeds
 	mkdir -p tests/fuzz/corpus
 	$(BUILD)/tests/fuzz/gen_seeds tests/fuzz/corpus
 
-# Benchmark helper: builds a large inode map and its tree (tests/bench/map-scale.sh).
-$(BUILD)/bench/mkmap: tests/bench/mkmap.c $(LIB_O) $(GEN_H)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB_O) $(LIBS)
-bench-mkmap: $(BUILD)/unionnfsd $(BUILD)/bench/mkmap
-
 unit: $(UNIT_BIN)
 integration: $(BUILD)/unionnfsd $(INTEG_BIN)
 
@@ -147,10 +141,14 @@ clean:
 # Benchmark tools (tests/bench/); `make bench` depends on bench-tools.
 .PHONY: bench-tools
 LOADGEN_SRC = $(sort $(wildcard tests/bench/loadgen*.c))
-bench-tools: $(BUILD)/bench/loadgen
+bench-tools: $(BUILD)/bench/loadgen $(BUILD)/bench/mkmap
 $(BUILD)/bench/loadgen: $(LOADGEN_SRC) $(wildcard tests/bench/loadgen*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $(LOADGEN_SRC) -lnfs
+# Builds a large inode map and its tree through the store API (tests/bench/map-scale.sh).
+$(BUILD)/bench/mkmap: tests/bench/mkmap.c $(LIB_O) $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB_O) $(LIBS)
 
 # The benchmark against nfs-ganesha (issue 5): needs root, nfs-ganesha, rpcbind; see
 # tests/bench/README.md. REPEAT=N, BENCH_QUICK=1, BENCH_KERNEL=0 pass through the environment.
