@@ -184,7 +184,9 @@ int lg_end(struct lg_slot *slot, int status, void *data, const char *what)
 	run->r_outstanding--;
 	if (run->r_closing)
 		return -1;
-	if (lg_counting(run)) {
+	if (slot->s_nolat)
+		slot->s_nolat = 0;
+	else if (lg_counting(run)) {
 		run->r_hist[lg_hist_index(lg_now_ns() - slot->s_sent_ns)]++;
 		run->r_hist_n++;
 	}

@@ -1,8 +1,8 @@
 /*
  * loadgen: the benchmark's NFSv3 load generator (libnfs async raw API).
  * loadgen.c holds the driver (options, connections, the poll loop, latency histogram, the
- * RESULT line); loadgen_wl.c holds the workloads. See tests/bench/README or the interface
- * note for the CLI.
+ * RESULT line); loadgen_wl.c, loadgen_data.c and loadgen_dir.c hold the workloads.
+ * `loadgen --help` describes the command line.
  */
 #ifndef LOADGEN_H
 #define LOADGEN_H
@@ -14,6 +14,7 @@
 #include <nfsc/libnfs-raw-nfs.h>
 
 #define LG_MIB (1024u * 1024u)
+#define LG_SMALL 4096u
 
 struct lg_fh {
 	uint32_t fh_len;
@@ -39,6 +40,8 @@ struct lg_slot {
 	uint64_t s_sent_ns;
 	int s_step;
 	int s_failed;
+	/* this request's latency stays out of the histogram (write's COMMITs) */
+	int s_nolat;
 	uint64_t s_off;
 	uint64_t s_cookie;
 	char s_verf[NFS3_COOKIEVERFSIZE];
@@ -114,6 +117,27 @@ struct lg_run {
 	int r_final_commit;
 	long r_listings;
 };
+
+/* loadgen_wl.c: shared helpers, null, getattr, lookup and the table of workloads */
+uint64_t lg_wl_rand(struct lg_run *run);
+int lg_wl_is_dot(const char *name);
+void lg_wl_entry(const void *ep, entryplus3 *out);
+/* the size of --path into r_size; fails below min bytes */
+int lg_wl_file_size(struct lg_run *run, uint64_t min);
+int lg_wl_prepare_open(struct lg_run *run);
+/* loadgen_data.c */
+int lg_data_read_prepare(struct lg_run *run);
+void lg_data_read_issue(struct lg_slot *slot);
+int lg_data_randread_prepare(struct lg_run *run);
+void lg_data_randread_issue(struct lg_slot *slot);
+int lg_data_write_prepare(struct lg_run *run);
+void lg_data_write_issue(struct lg_slot *slot);
+int lg_data_copyup_prepare(struct lg_run *run);
+void lg_data_copyup_issue(struct lg_slot *slot);
+/* loadgen_dir.c */
+int lg_dir_cwr_prepare(struct lg_run *run);
+void lg_dir_cwr_issue(struct lg_slot *slot);
+void lg_dir_rdp_issue(struct lg_slot *slot);
 
 const struct lg_workload *lg_workload_find(const char *name);
 void lg_workload_free(struct lg_run *run);

@@ -9,12 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#define WL_COMMIT_EVERY (64ull * LG_MIB)
-#define WL_SMALL 4096u
-
-__attribute__((unused)) static uint64_t wl_rand(struct lg_run *run)
+uint64_t lg_wl_rand(struct lg_run *run)
 {
 	uint64_t x = run->r_rng;
 
@@ -25,12 +21,21 @@ __attribute__((unused)) static uint64_t wl_rand(struct lg_run *run)
 	return x * 0x2545f4914f6cdd1dull;
 }
 
-static int wl_dot(const char *name)
+/*
+ * libnfs 4.0 decodes directory entries into memory that is not always aligned for entryplus3
+ * (UBSan catches it), so every entry is copied out before its fields are read.
+ */
+void lg_wl_entry(const void *ep, entryplus3 *out)
+{
+	memcpy(out, ep, sizeof(*out));
+}
+
+int lg_wl_is_dot(const char *name)
 {
 	return !strcmp(name, ".") || !strcmp(name, "..");
 }
 
-__attribute__((unused)) static int wl_file_size(struct lg_run *run, uint64_t min)
+int lg_wl_file_size(struct lg_run *run, uint64_t min)
 {
 	struct nfs_stat_64 st;
 	struct lg_conn *c = &run->r_conns[0];
@@ -50,14 +55,14 @@ __attribute__((unused)) static int wl_file_size(struct lg_run *run, uint64_t min
 	return 0;
 }
 
-static int wl_prepare_open(struct lg_run *run)
+int lg_wl_prepare_open(struct lg_run *run)
 {
 	return lg_open_path(run, O_RDONLY);
 }
 
 /* --- null --- */
 
-static void wl_null_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+static void lg_wl_null_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 {
 	struct lg_slot *slot = priv;
 
@@ -69,14 +74,14 @@ static void wl_null_cb(struct rpc_context *rpc, int status, void *data, void *pr
 	lg_next(slot);
 }
 
-static void wl_null_issue(struct lg_slot *slot)
+static void lg_wl_null_issue(struct lg_slot *slot)
 {
 	lg_begin(slot);
-	if (rpc_nfs3_null_async(slot->s_conn->c_rpc, wl_null_cb, slot))
+	if (rpc_nfs3_null_async(slot->s_conn->c_rpc, lg_wl_null_cb, slot))
 		lg_issue_failed(slot, "NULL");
 }
 
-static int wl_null_prepare(struct lg_run *run)
+static int lg_wl_null_prepare(struct lg_run *run)
 {
 	(void)run;
 	return 0;
@@ -84,7 +89,7 @@ static int wl_null_prepare(struct lg_run *run)
 
 /* --- getattr, getattr-lat --- */
 
-static void wl_getattr_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+static void lg_wl_getattr_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 {
 	struct lg_slot *slot = priv;
 	GETATTR3res *res = data;
@@ -101,31 +106,32 @@ static void wl_getattr_cb(struct rpc_context *rpc, int status, void *data, void 
 	lg_next(slot);
 }
 
-static void wl_getattr_issue(struct lg_slot *slot)
+static void lg_wl_getattr_issue(struct lg_slot *slot)
 {
 	GETATTR3args a;
 
 	memset(&a, 0, sizeof(a));
 	a.object = lg_fh3(&slot->s_conn->c_fh);
 	lg_begin(slot);
-	if (rpc_nfs3_getattr_async(slot->s_conn->c_rpc, wl_getattr_cb, &a, slot))
+	if (rpc_nfs3_getattr_async(slot->s_conn->c_rpc, lg_wl_getattr_cb, &a, slot))
 		lg_issue_failed(slot, "GETATTR");
 }
 
 /* --- lookup: names from one READDIRPLUS of --path, cycled --- */
 
-struct wl_names {
+struct lg_wl_names {
 	struct lg_run *n_run;
 	int n_done;
 	int n_failed;
 };
 
-static void wl_names_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+static void lg_wl_names_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 {
-	struct wl_names *ctx = priv;
+	struct lg_wl_names *ctx = priv;
 	struct lg_run *run = ctx->n_run;
 	READDIRPLUS3res *res = data;
-	entryplus3 *e;
+	const entryplus3 *ep;
+	entryplus3 e;
 	size_t bytes = 0, n = 0;
 	char *p;
 
@@ -138,10 +144,11 @@ static void wl_names_cb(struct rpc_context *rpc, int status, void *data, void *p
 			status != RPC_STATUS_SUCCESS ? "RPC error" : "NFS error");
 		return;
 	}
-	for (e = res->READDIRPLUS3res_u.resok.reply.entries; e; e = e->nextentry) {
-		if (wl_dot(e->name))
+	for (ep = res->READDIRPLUS3res_u.resok.reply.entries; ep; ep = e.nextentry) {
+		lg_wl_entry(ep, &e);
+		if (lg_wl_is_dot(e.name))
 			continue;
-		bytes += strlen(e->name) + 1;
+		bytes += strlen(e.name) + 1;
 		n++;
 	}
 	if (!n) {
@@ -154,22 +161,24 @@ static void wl_names_cb(struct rpc_context *rpc, int status, void *data, void *p
 	if (!run->r_names || !run->r_name_arena)
 		return;
 	p = run->r_name_arena;
-	for (e = res->READDIRPLUS3res_u.resok.reply.entries; e; e = e->nextentry) {
-		size_t len = strlen(e->name) + 1;
+	for (ep = res->READDIRPLUS3res_u.resok.reply.entries; ep; ep = e.nextentry) {
+		size_t len;
 
-		if (wl_dot(e->name))
+		lg_wl_entry(ep, &e);
+		if (lg_wl_is_dot(e.name))
 			continue;
-		memcpy(p, e->name, len);
+		len = strlen(e.name) + 1;
+		memcpy(p, e.name, len);
 		run->r_names[run->r_nnames++] = p;
 		p += len;
 	}
 	ctx->n_failed = 0;
 }
 
-static int wl_lookup_prepare(struct lg_run *run)
+static int lg_wl_lookup_prepare(struct lg_run *run)
 {
 	struct lg_conn *c = &run->r_conns[0];
-	struct wl_names ctx = { .n_run = run };
+	struct lg_wl_names ctx = { .n_run = run };
 	READDIRPLUS3args a;
 
 	if (lg_open_path(run, O_RDONLY))
@@ -178,7 +187,7 @@ static int wl_lookup_prepare(struct lg_run *run)
 	a.dir = lg_fh3(&c->c_fh);
 	a.dircount = 8192;
 	a.maxcount = 65536;
-	if (rpc_nfs3_readdirplus_async(c->c_rpc, wl_names_cb, &a, &ctx)) {
+	if (rpc_nfs3_readdirplus_async(c->c_rpc, lg_wl_names_cb, &a, &ctx)) {
 		fprintf(stderr, "loadgen: cannot queue READDIRPLUS: %s\n", rpc_get_error(c->c_rpc));
 		return -1;
 	}
@@ -187,7 +196,7 @@ static int wl_lookup_prepare(struct lg_run *run)
 	return 0;
 }
 
-static void wl_lookup_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+static void lg_wl_lookup_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 {
 	struct lg_slot *slot = priv;
 	LOOKUP3res *res = data;
@@ -204,7 +213,7 @@ static void wl_lookup_cb(struct rpc_context *rpc, int status, void *data, void *
 	lg_next(slot);
 }
 
-static void wl_lookup_issue(struct lg_slot *slot)
+static void lg_wl_lookup_issue(struct lg_slot *slot)
 {
 	struct lg_run *run = slot->s_run;
 	LOOKUP3args a;
@@ -213,7 +222,7 @@ static void wl_lookup_issue(struct lg_slot *slot)
 	a.what.dir = lg_fh3(&slot->s_conn->c_fh);
 	a.what.name = run->r_names[run->r_seq++ % run->r_nnames];
 	lg_begin(slot);
-	if (rpc_nfs3_lookup_async(slot->s_conn->c_rpc, wl_lookup_cb, &a, slot))
+	if (rpc_nfs3_lookup_async(slot->s_conn->c_rpc, lg_wl_lookup_cb, &a, slot))
 		lg_issue_failed(slot, "LOOKUP");
 }
 
@@ -227,23 +236,36 @@ void lg_workload_free(struct lg_run *run)
 	run->r_buf = NULL;
 }
 
-static const struct lg_workload wl_table[] = {
+static const struct lg_workload lg_wl_table[] = {
 	{ .w_name = "null", .w_unit = "ops/s", .w_default_inflight = 32,
-	  .w_prepare = wl_null_prepare, .w_issue = wl_null_issue },
+	  .w_prepare = lg_wl_null_prepare, .w_issue = lg_wl_null_issue },
 	{ .w_name = "getattr", .w_unit = "ops/s", .w_default_inflight = 32,
-	  .w_prepare = wl_prepare_open, .w_issue = wl_getattr_issue },
+	  .w_prepare = lg_wl_prepare_open, .w_issue = lg_wl_getattr_issue },
 	{ .w_name = "getattr-lat", .w_unit = "ops/s", .w_default_inflight = 1,
-	  .w_prepare = wl_prepare_open, .w_issue = wl_getattr_issue },
+	  .w_prepare = lg_wl_prepare_open, .w_issue = lg_wl_getattr_issue },
 	{ .w_name = "lookup", .w_unit = "ops/s", .w_default_inflight = 32,
-	  .w_prepare = wl_lookup_prepare, .w_issue = wl_lookup_issue },
+	  .w_prepare = lg_wl_lookup_prepare, .w_issue = lg_wl_lookup_issue },
+	{ .w_name = "read", .w_unit = "ops/s", .w_default_inflight = 32, .w_data = 1,
+	  .w_prepare = lg_data_read_prepare, .w_issue = lg_data_read_issue },
+	{ .w_name = "randread", .w_unit = "ops/s", .w_default_inflight = 32, .w_data = 1,
+	  .w_prepare = lg_data_randread_prepare, .w_issue = lg_data_randread_issue },
+	{ .w_name = "write", .w_unit = "ops/s", .w_default_inflight = 32, .w_data = 1,
+	  .w_count_drain = 1, .w_prepare = lg_data_write_prepare, .w_issue = lg_data_write_issue },
+	{ .w_name = "cwr", .w_unit = "files/s", .w_default_inflight = 32,
+	  .w_prepare = lg_dir_cwr_prepare, .w_issue = lg_dir_cwr_issue },
+	{ .w_name = "readdirplus", .w_unit = "entries/s", .w_default_inflight = 1, .w_fixed = 1,
+	  .w_prepare = lg_wl_prepare_open, .w_issue = lg_dir_rdp_issue },
+	{ .w_name = "copyup", .w_unit = "ops/s", .w_default_inflight = 1, .w_fixed = 1,
+	  .w_prepare = lg_data_copyup_prepare, .w_issue = lg_data_copyup_issue },
 };
 
 const struct lg_workload *lg_workload_find(const char *name)
 {
 	size_t i;
 
-	for (i = 0; i < sizeof(wl_table) / sizeof(wl_table[0]); i++)
-		if (!strcmp(wl_table[i].w_name, name))
-			return &wl_table[i];
+	for (i = 0; i < sizeof(lg_wl_table) / sizeof(lg_wl_table[0]); i++)
+		if (!strcmp(lg_wl_table[i].w_name, name))
+			return &lg_wl_table[i];
 	return NULL;
 }
+
