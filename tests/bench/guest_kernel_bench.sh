@@ -22,6 +22,19 @@ die() {
 	exit 1
 }
 
+# opstats PHASE: the NFS calls of the phase with the client's mean round trip of each, from
+# /proc/self/mountstats of the fresh mount (for the log only: it shows where time goes)
+opstats() {
+	awk -v m=" $M " -v phase="$1" '
+		/^device / { mine = index($0, m) > 0; ops = 0 }
+		mine && /per-op statistics/ { ops = 1; next }
+		mine && ops && NF >= 9 && $2 > 0 {
+			name = $1; sub(":", "", name)
+			line = line sprintf(" %s=%d(%.1fms)", name, $2, $8 / $2)
+		}
+		END { print "ops " phase ":" line }' /proc/self/mountstats
+}
+
 # cold_mount: (re)mounts the export with nothing of it left in the client's caches
 cold_mount() {
 	umount $M 2> /dev/null
@@ -50,11 +63,13 @@ while [ "$r" -le "$ROUNDS" ]; do
 	tar -xof /tmp/tree.tar -C $D || die "tar -x into $D failed"
 	sync
 	echo "RESULT kbench round=$r phase=untar seconds=$(since "$t")"
+	opstats untar
 
 	cold_mount
 	t=$(up)
 	n=$(find $D | xargs stat -c %i | wc -l) || die "find | xargs stat over $D failed"
 	echo "RESULT kbench round=$r phase=find-stat seconds=$(since "$t")"
+	opstats find-stat
 	[ "$n" = "$ENTRIES" ] || die "find | xargs stat saw $n entries in $D, the tarball has $ENTRIES"
 
 	cold_mount
@@ -62,6 +77,7 @@ while [ "$r" -le "$ROUNDS" ]; do
 	rm -rf $D || die "rm -rf $D failed"
 	sync
 	echo "RESULT kbench round=$r phase=rm seconds=$(since "$t")"
+	opstats rm
 	[ -e $D ] && die "$D still exists after rm -rf"
 	r=$((r + 1))
 done
