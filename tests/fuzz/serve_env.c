@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "cred.h"
 #include "exports.h"
 #include "nfs.h"
 #include "portmap.h"
@@ -187,6 +188,7 @@ void senv_open(void)
 
 void senv_reset(void)
 {
+	cred_restore(); /* a served call leaves this thread acting as its caller */
 	senv_stop();
 	senv_wipe();
 	senv_start();
@@ -194,6 +196,7 @@ void senv_reset(void)
 
 void senv_close(void)
 {
+	cred_restore();
 	senv_stop();
 	senv_wipe();
 	rmdir(senv.se_root);
