@@ -14,7 +14,7 @@
 # to EXPORT/kernel-bench-tree and is removed again.
 #
 # The tree is a tarball of the kernel headers that build-essential installs on every Debian
-# machine (deploy/install-deps), about 830 entries and 7 MB, made once and kept in
+# machine (deploy/install-deps), about 830 entries and 5 MB, made once and kept in
 # build/bench/kernel-tree.tar. The guest CPU is emulated (TCG), so absolute times are slow:
 # compare servers from the same run.
 set -uo pipefail
@@ -47,7 +47,7 @@ kb_fail() {
 }
 
 # The kernel's uapi headers (linux-libc-dev, pulled in by build-essential): a real source
-# tree of about 830 entries and 7 MB, which the emulated guest unpacks in 10 to 60 s.
+# tree of about 830 entries and 5 MB, which the emulated guest unpacks in 10 to 60 s.
 kb_tarball() {
 	local d dirs=()
 	[ -s "$KB_TAR" ] && [ "$KB_TAR" -nt "$KB_SELF" ] && [ -s "$KB_TAR.entries" ] && return 0
