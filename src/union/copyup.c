@@ -305,6 +305,7 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 		r = store_commit(t);
 	else
 		store_abort(t);
+	ucache_changed(ux);
 	t = NULL;
 	if (r == 0 && indexed)
 		r = uhl_indexed(ux, ino, (uint64_t)cst.st_ino, lower.si_branch, lower.si_real_ino,

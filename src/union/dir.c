@@ -170,6 +170,7 @@ void udir_invalidate(struct union_export *ux, uint64_t dir)
 	struct udir_cache *dc = ux->ux_dcache;
 	struct udir_list *l;
 
+	ucache_changed(ux);
 	pthread_mutex_lock(&dc->dc_lock);
 	l = udir_find(dc, dir);
 	if (l)
@@ -568,7 +569,7 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 	int r;
 
 	*eof = false;
-	r = ures_resolve(ux, NULL, dir, 0, &d);
+	r = ures_resolve_cached(ux, dir, &d);
 	if (r == 0 && !S_ISDIR(d.uo_st.st_mode))
 		r = -ENOTDIR;
 	if (r < 0)

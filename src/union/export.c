@@ -141,6 +141,7 @@ static void union_free(struct union_export *ux)
 	fsio_close(ux->ux_workfd);
 	uhl_close(ux);
 	udir_cache_free(ux->ux_dcache);
+	ucache_free(ux->ux_ucache);
 	pthread_mutex_destroy(&ux->ux_work_lock);
 	free(ux->ux_rootfd);
 	free(ux->ux_dev);
@@ -212,6 +213,8 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	if (r < 0)
 		goto fail;
 	r = udir_cache_new(&ux->ux_dcache);
+	if (r == 0)
+		r = ucache_new(n, &ux->ux_ucache);
 	if (r < 0)
 		goto fail;
 	r = store_bind_export(st, ec->ec_name, ids, n, &ux->ux_id, err, errlen);
@@ -261,7 +264,7 @@ int union_statfs(struct union_export *ux, uint64_t ino, struct statvfs *sv)
 	int r;
 
 	uobj_init(&o);
-	r = ures_resolve(ux, NULL, ino, 0, &o);
+	r = ures_resolve_cached(ux, ino, &o);
 	if (r == 0)
 		r = fsio_statvfs(ux->ux_rootfd[0], sv);
 	uobj_release(&o);

@@ -224,7 +224,8 @@ void uhl_fix_nlink(const struct union_export *ux, struct stat *st, uint64_t ino)
 	struct uhl_table *ht = ux->ux_hl;
 	size_t i;
 
-	if (!ht || S_ISDIR(st->st_mode))
+	/* An indexed copy has its index name too: a single name is never indexed. */
+	if (!ht || S_ISDIR(st->st_mode) || st->st_nlink < 2)
 		return;
 	pthread_mutex_lock(&ht->ht_lock);
 	i = uhl_pos(ht, ino);

@@ -166,6 +166,9 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 		r = uattr_apply(o.uo_dirs.ds_fd[0], ".", &o.uo_st, sa);
 	else if (r == 0 && sa->ua_mask)
 		r = uattr_apply(o.uo_pfd, o.uo_rec.si_name, &o.uo_st, sa);
+	/* Who may look into a directory changed: cached lookups must ask again. */
+	if (sa->ua_mask & (USET_MODE | USET_UID | USET_GID))
+		ucache_changed(ux);
 	if (r == 0 && sa->ua_mask)
 		r = fsio_stat(dir ? o.uo_dirs.ds_fd[0] : o.uo_fd, &o.uo_st);
 	if (r == 0)
@@ -202,7 +205,7 @@ int union_read(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t cou
 
 	*nread = 0;
 	*eof = false;
-	r = ures_resolve(ux, NULL, ino, 0, &o);
+	r = ures_resolve_cached(ux, ino, &o);
 	if (r == 0)
 		r = uio_need_file(&o);
 	if (r == 0)
@@ -233,7 +236,7 @@ int union_write(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t co
 
 	*nwritten = 0;
 	*committed = stable;
-	r = ures_resolve(ux, NULL, ino, 0, &o);
+	r = ures_resolve_cached(ux, ino, &o);
 	if (r == 0)
 		r = uio_need_file(&o);
 	if (r == 0 && ux->ux_ro)
@@ -273,7 +276,7 @@ int union_commit(struct union_export *ux, uint64_t ino, struct stat *pre, struct
 	struct uobj o;
 	int r, fd = -1;
 
-	r = ures_resolve(ux, NULL, ino, 0, &o);
+	r = ures_resolve_cached(ux, ino, &o);
 	if (r == 0)
 		r = uio_need_file(&o);
 	if (r < 0)

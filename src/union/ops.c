@@ -83,13 +83,15 @@ int uop_begin(struct union_export *ux, struct store_txn **t)
 	return store_begin(ux->ux_store, true, t);
 }
 
-int uop_end(struct store_txn *t, int r)
+int uop_end(struct union_export *ux, struct store_txn *t, int r)
 {
-	if (r < 0) {
+	if (r < 0)
 		store_abort(t);
-		return r;
-	}
-	return store_commit(t);
+	else
+		r = store_commit(t);
+	/* Even a failed operation may have changed a branch before it gave up. */
+	ucache_changed(ux);
+	return r;
 }
 
 /* Another name in directory fd for inode real, if there is one (hard links). */
@@ -404,7 +406,7 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 		uop_out(ux, &f.uf_st, *ino, st);
 		ufound_release(&f);
 	}
-	r = uop_end(t, r);
+	r = uop_end(ux, t, r);
 	if (r < 0)
 		goto out;
 	if (existed) {
@@ -585,7 +587,7 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 		r = uop_link_over(upfd, &now, name);
 	if (r == 0)
 		r = uop_linked(ux, t, ino, dir, name);
-	r = uop_end(t, r);
+	r = uop_end(ux, t, r);
 	if (r < 0)
 		goto out;
 	r = fsio_fsync_dir(upfd);

@@ -120,7 +120,7 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		r = uop_begin(ux, &t);
 	}
 	if (r == 0)
-		r = uop_end(t, urm_txn(ux, t, dir, &d, name, rmdir, &gone));
+		r = uop_end(ux, t, urm_txn(ux, t, dir, &d, name, rmdir, &gone));
 	if (r < 0)
 		goto out;
 	r = fsio_fsync_dir(d.uo_dirs.ds_fd[0]);

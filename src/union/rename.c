@@ -295,7 +295,7 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		r = uop_begin(ux, &t);
 	}
 	if (r == 0)
-		r = uop_end(t, urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, &gone));
+		r = uop_end(ux, t, urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, &gone));
 	if (r < 0)
 		goto out;
 	sfd = fd.uo_dirs.ds_fd[0];

@@ -20,10 +20,16 @@ void uobj_init(struct uobj *o)
 	uds_init(&o->uo_dirs);
 	o->uo_pfd = o->uo_fd = o->uo_upfd = -1;
 	o->uo_origin = NULL;
+	o->uo_cent = NULL;
 }
 
 void uobj_release(struct uobj *o)
 {
+	if (o->uo_cent) {
+		o->uo_pfd = -1; /* the entry's, like a borrowed uo_dirs */
+		ucache_put(o->uo_cent);
+		o->uo_cent = NULL;
+	}
 	uds_release(&o->uo_dirs);
 	fsio_close(o->uo_pfd);
 	fsio_close(o->uo_fd);
@@ -174,6 +180,7 @@ static int ures_rekey(struct union_export *ux, struct store_txn *wtxn,
 		else
 			store_abort(t);
 	}
+	ucache_changed(ux);
 	return r == -ENOENT ? -ESTALE : r;
 }
 
@@ -343,6 +350,47 @@ int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, 
 		store_abort(t);
 		r = ures_resolve_once(ux, NULL, ino, flags, o);
 	}
+	return r;
+}
+
+/* Keeps what a resolution found in the cache; o then borrows from the entry. */
+static void ures_remember(struct union_export *ux, uint64_t epoch, uint64_t ino, struct uobj *o)
+{
+	struct ucent *e;
+
+	if (ures_is_dir_rec(&o->uo_rec)) {
+		e = ucache_add_dir(ux, epoch, ino, &o->uo_rec, &o->uo_dirs);
+		if (e) {
+			ucent_borrow(e, o);
+			o->uo_cent = e;
+		}
+	} else if (o->uo_st.st_nlink == 1) {
+		/* Files with more names may have been reached through the hard-link index. */
+		ucache_add_file(ux, epoch, ino, o->uo_rec.si_parent, o->uo_rec.si_name,
+				o->uo_rec.si_branch, &o->uo_st, o->uo_pfd);
+	}
+}
+
+int ures_resolve_cached(struct union_export *ux, uint64_t ino, struct uobj *o)
+{
+	uint64_t epoch = ucache_epoch(ux);
+	struct ucent *e = ucache_get(ux, ino);
+	int r;
+
+	uobj_init(o);
+	if (e) {
+		r = ucent_stat(ux, e, &o->uo_st);
+		if (r == 0) {
+			ucent_borrow(e, o);
+			o->uo_cent = e;
+			return 0;
+		}
+		ucache_forget(ux, e);
+		ucache_put(e);
+	}
+	r = ures_resolve(ux, NULL, ino, 0, o);
+	if (r == 0)
+		ures_remember(ux, epoch, ino, o);
 	return r;
 }
 
@@ -543,6 +591,7 @@ out:
 			r = store_commit(t);
 		else
 			store_abort(t);
+		ucache_changed(ux);
 	}
 	if (r < 0)
 		ufound_release(f);
@@ -554,7 +603,7 @@ int union_getattr(struct union_export *ux, uint64_t ino, struct stat *st)
 	struct uobj o;
 	int r;
 
-	r = ures_resolve(ux, NULL, ino, 0, &o);
+	r = ures_resolve_cached(ux, ino, &o);
 	if (r == 0) {
 		*st = o.uo_st;
 		ures_fix_stat(ux, st, ino);
@@ -568,12 +617,18 @@ int union_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64
 {
 	struct ufound f;
 	struct uobj d;
+	uint64_t epoch;
 	int r;
 
 	r = uname_check(name);
 	if (r < 0)
 		return r;
-	r = ures_resolve(ux, NULL, dir, 0, &d);
+	if (!uname_dot(name) && ucache_lookup(ux, dir, name, ino, st) == 0) {
+		ures_fix_stat(ux, st, *ino);
+		return 0;
+	}
+	epoch = ucache_epoch(ux);
+	r = ures_resolve_cached(ux, dir, &d);
 	if (r < 0)
 		goto out;
 	if (!S_ISDIR(d.uo_st.st_mode)) {
@@ -601,6 +656,9 @@ int union_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64
 	if (r < 0)
 		goto out;
 	*st = f.uf_st;
+	if (!f.uf_dir)
+		ucache_add_file(ux, epoch, *ino, dir, name, f.uf_branch, &f.uf_st,
+				d.uo_dirs.ds_fd[f.uf_pidx]);
 	ures_fix_stat(ux, st, *ino);
 	ufound_release(&f);
 out:
@@ -661,6 +719,7 @@ int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset 
 		ufound_release(&f);
 	}
 	r = store_commit(t);
+	ucache_changed(ux);
 	t = NULL;
 	if (r == 0)
 		return 0;

@@ -18,6 +18,8 @@
 
 struct udir_cache;
 struct uhl_table;
+struct ucache;
+struct ucent;
 
 struct union_export {
 	uint16_t ux_id;
@@ -33,6 +35,7 @@ struct union_export {
 	int ux_workfd;           /* O_PATH of the work directory, -1 until copy-up needs it */
 	struct udir_cache *ux_dcache;
 	struct uhl_table *ux_hl;     /* hard links across copy-up (hlink.c) */
+	struct ucache *ux_ucache;    /* where inos were last found (cache.c) */
 };
 
 /* The copies of one union directory, top-down. */
@@ -88,6 +91,7 @@ struct uobj {
 	int uo_fd;                   /* non-directories: O_PATH of the object itself */
 	int uo_upfd;                 /* non-directories: O_PATH of the parent's upper copy, or -1 */
 	char *uo_origin;             /* URES_ORIGIN: where its lower copies are, "/a/b" (malloc) */
+	struct ucent *uo_cent;       /* from the resolve cache: uo_pfd/uo_dirs are its, borrowed */
 };
 
 enum {
@@ -103,6 +107,11 @@ void uobj_release(struct uobj *o);
  */
 int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, int flags,
 		 struct uobj *o);
+/*
+ * ures_resolve(ux, NULL, ino, 0, o) served from the resolve cache when it can: then
+ * uo_fd and uo_upfd are -1 (callers needing them use ures_resolve).
+ */
+int ures_resolve_cached(struct union_export *ux, uint64_t ino, struct uobj *o);
 /*
  * The union ino of name in directory pino (whose copies are parent): finds the name again,
  * and returns its ino, creating or re-keying the record as needed. f receives what was
@@ -192,6 +201,34 @@ void uhl_forget(struct union_export *ux, uint64_t ino);
 int uhl_open_copy(struct union_export *ux, uint64_t ino, uint64_t real, int *dirfd,
 		  char *name);
 
+/* Resolve cache (cache.c). */
+int ucache_new(int nbranches, struct ucache **out);
+void ucache_free(struct ucache *c);
+/* The namespace changed (after the change, before the reply): forget every entry. */
+void ucache_changed(struct union_export *ux);
+/* Read before resolving; entries made from that resolution carry it. */
+uint64_t ucache_epoch(const struct union_export *ux);
+/* A live entry (a reference, give it back with ucache_put), or NULL. */
+struct ucent *ucache_get(struct union_export *ux, uint64_t ino);
+struct ucent *ucache_get_name(struct union_export *ux, uint64_t dir, const char *name);
+void ucache_put(struct ucent *e);
+/* LOOKUP from the cache: 0 with the ino and real attributes, -ENOENT when not known. */
+int ucache_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
+		  struct stat *st);
+/* Drops an entry that turned out stale. */
+void ucache_forget(struct union_export *ux, struct ucent *e);
+/* Caches a resolved directory, taking its copies (not borrowed ones); returns a reference. */
+struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t ino,
+			     const struct store_inode *rec, struct udirset *ds);
+/* Caches a non-directory found as name in the directory copy pfd (duplicated). */
+void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint64_t dir,
+		     const char *name, uint8_t branch, const struct stat *st, int pfd);
+bool ucent_is_dir(const struct ucent *e);
+/* Real attributes of the entry's copy; -ESTALE when it is not that copy any more. */
+int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st);
+/* Points o's record and fds at the entry's (borrowed: o must hold the reference). */
+void ucent_borrow(const struct ucent *e, struct uobj *o);
+
 /* Listing cache (dir.c). */
 int udir_cache_new(struct udir_cache **out);
 void udir_cache_free(struct udir_cache *dc);
@@ -212,7 +249,7 @@ void uop_fail_post(struct union_export *ux, const struct uobj *d, uint64_t dir,
 int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj *d);
 int uop_begin(struct union_export *ux, struct store_txn **t);
 /* Commits t if r is 0, else aborts it; returns the outcome. */
-int uop_end(struct store_txn *t, int r);
+int uop_end(struct union_export *ux, struct store_txn *t, int r);
 /* Checks a name for a new object: -EEXIST for dots, -EINVAL for markers, -EACCES for ours. */
 int uop_new_name(uint64_t dir, const char *name);
 /*

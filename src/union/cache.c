@@ -1,0 +1,371 @@
+/*
+ * The resolve cache: where an ino was last found, so a GETATTR, LOOKUP or READ of a
+ * known object costs one system call instead of a walk from the branch roots.
+ *
+ * An entry holds open fds: a directory's copies, or the directory copy holding a file
+ * and the file's name there. It is trusted only while nothing changed the union's
+ * namespace (every change through the server bumps the export's epoch) and only for
+ * UCACHE_TTL_MS, which bounds how long a change made by hand in a branch can go unseen.
+ * Even then every use stats the object again and checks it is still the very copy the
+ * entry names, so a stale entry costs a miss, never wrong attributes or data.
+ *
+ * One reader-writer lock guards both hash tables (by ino, and by parent ino and name):
+ * hits only read, and misses, which write, are rare once the working set is in.
+ * Entries are reference counted; the table holds one reference of its own.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "fsio.h"
+#include "uint.h"
+
+#define UCACHE_TTL_MS 1000
+#define UCACHE_MAX 16384
+
+struct ucent {
+	struct ucent *ce_ino_next;       /* chain in uc_by_ino */
+	struct ucent *ce_name_next;      /* chain in uc_by_name */
+	struct ucent *ce_older, *ce_newer; /* insertion order, for eviction */
+	atomic_int ce_refs;
+	bool ce_hashed;
+	uint64_t ce_epoch;
+	int64_t ce_born_ms;
+	uint64_t ce_ino;
+	struct store_inode ce_rec;       /* si_parent/si_name: where the file was found */
+	struct udirset ce_dirs;          /* directories: every copy */
+	int ce_pfd;                      /* files: the directory copy holding it */
+};
+
+struct ucache {
+	pthread_rwlock_t uc_lock;
+	size_t uc_nbuckets;              /* a power of two */
+	struct ucent **uc_by_ino;
+	struct ucent **uc_by_name;
+	struct ucent *uc_oldest, *uc_newest;
+	size_t uc_n, uc_max;
+	atomic_uint_fast64_t uc_epoch;
+};
+
+static int64_t ucache_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t ucache_hash(uint64_t a, uint64_t b)
+{
+	uint64_t h = (a ^ (b * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+
+	return (size_t)(h ^ (h >> 29));
+}
+
+static size_t ucache_name_hash(uint64_t dir, const char *name)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 1099511628211ull;
+	return ucache_hash(dir, h);
+}
+
+int ucache_new(int nbranches, struct ucache **out)
+{
+	struct rlimit rl;
+	struct ucache *c;
+	size_t max = UCACHE_MAX;
+
+	/* Every entry may hold one fd per branch: leave most of the fd budget to clients. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		size_t budget = (size_t)rl.rlim_cur / 4 / (size_t)(nbranches > 0 ? nbranches : 1);
+
+		if (budget < max)
+			max = budget;
+	}
+	*out = NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->uc_max = max;
+	c->uc_nbuckets = 1;
+	while (c->uc_nbuckets < 2 * max)
+		c->uc_nbuckets <<= 1;
+	c->uc_by_ino = calloc(c->uc_nbuckets, sizeof(*c->uc_by_ino));
+	c->uc_by_name = calloc(c->uc_nbuckets, sizeof(*c->uc_by_name));
+	if (!c->uc_by_ino || !c->uc_by_name) {
+		free(c->uc_by_ino);
+		free(c->uc_by_name);
+		free(c);
+		return -ENOMEM;
+	}
+	pthread_rwlock_init(&c->uc_lock, NULL);
+	*out = c;
+	return 0;
+}
+
+static void ucent_free(struct ucent *e)
+{
+	uds_release(&e->ce_dirs);
+	fsio_close(e->ce_pfd);
+	free(e);
+}
+
+void ucache_put(struct ucent *e)
+{
+	if (e && atomic_fetch_sub(&e->ce_refs, 1) == 1)
+		ucent_free(e);
+}
+
+static void ucache_unlink_chain(struct ucent **pp, struct ucent *e, bool by_name)
+{
+	for (; *pp; pp = by_name ? &(*pp)->ce_name_next : &(*pp)->ce_ino_next)
+		if (*pp == e) {
+			*pp = by_name ? e->ce_name_next : e->ce_ino_next;
+			return;
+		}
+}
+
+/* Takes e out of the tables (write lock held) and drops the tables' reference. */
+static void ucache_unhash(struct ucache *c, struct ucent *e)
+{
+	size_t mask = c->uc_nbuckets - 1;
+
+	if (!e->ce_hashed)
+		return;
+	ucache_unlink_chain(&c->uc_by_ino[ucache_hash(e->ce_ino, 0) & mask], e, false);
+	ucache_unlink_chain(&c->uc_by_name[ucache_name_hash(e->ce_rec.si_parent,
+							      e->ce_rec.si_name) & mask], e, true);
+	if (e->ce_older)
+		e->ce_older->ce_newer = e->ce_newer;
+	else
+		c->uc_oldest = e->ce_newer;
+	if (e->ce_newer)
+		e->ce_newer->ce_older = e->ce_older;
+	else
+		c->uc_newest = e->ce_older;
+	e->ce_hashed = false;
+	c->uc_n--;
+	ucache_put(e);
+}
+
+void ucache_free(struct ucache *c)
+{
+	if (!c)
+		return;
+	while (c->uc_oldest)
+		ucache_unhash(c, c->uc_oldest);
+	pthread_rwlock_destroy(&c->uc_lock);
+	free(c->uc_by_ino);
+	free(c->uc_by_name);
+	free(c);
+}
+
+void ucache_changed(struct union_export *ux)
+{
+	atomic_fetch_add(&ux->ux_ucache->uc_epoch, 1);
+}
+
+uint64_t ucache_epoch(const struct union_export *ux)
+{
+	return atomic_load(&ux->ux_ucache->uc_epoch);
+}
+
+static bool ucent_live(const struct ucache *c, const struct ucent *e, int64_t now)
+{
+	return e->ce_epoch == atomic_load(&c->uc_epoch) && now - e->ce_born_ms < UCACHE_TTL_MS;
+}
+
+struct ucent *ucache_get(struct union_export *ux, uint64_t ino)
+{
+	struct ucache *c = ux->ux_ucache;
+	int64_t now = ucache_now_ms();
+	struct ucent *e;
+
+	pthread_rwlock_rdlock(&c->uc_lock);
+	for (e = c->uc_by_ino[ucache_hash(ino, 0) & (c->uc_nbuckets - 1)]; e; e = e->ce_ino_next)
+		if (e->ce_ino == ino && ucent_live(c, e, now)) {
+			atomic_fetch_add(&e->ce_refs, 1);
+			break;
+		}
+	pthread_rwlock_unlock(&c->uc_lock);
+	return e;
+}
+
+struct ucent *ucache_get_name(struct union_export *ux, uint64_t dir, const char *name)
+{
+	struct ucache *c = ux->ux_ucache;
+	int64_t now = ucache_now_ms();
+	size_t b = ucache_name_hash(dir, name) & (c->uc_nbuckets - 1);
+	struct ucent *e;
+
+	pthread_rwlock_rdlock(&c->uc_lock);
+	for (e = c->uc_by_name[b]; e; e = e->ce_name_next)
+		if (e->ce_rec.si_parent == dir && !strcmp(e->ce_rec.si_name, name) &&
+		    ucent_live(c, e, now)) {
+			atomic_fetch_add(&e->ce_refs, 1);
+			break;
+		}
+	pthread_rwlock_unlock(&c->uc_lock);
+	return e;
+}
+
+/* Adds e (one reference for the caller, one for the tables), replacing older entries. */
+static void ucache_insert(struct union_export *ux, struct ucent *e)
+{
+	struct ucache *c = ux->ux_ucache;
+	size_t mask = c->uc_nbuckets - 1;
+	size_t bi = ucache_hash(e->ce_ino, 0) & mask;
+	size_t bn = ucache_name_hash(e->ce_rec.si_parent, e->ce_rec.si_name) & mask;
+	struct ucent *o, *next;
+
+	atomic_init(&e->ce_refs, 2);
+	pthread_rwlock_wrlock(&c->uc_lock);
+	for (o = c->uc_by_ino[bi]; o; o = next) {
+		next = o->ce_ino_next;
+		if (o->ce_ino == e->ce_ino)
+			ucache_unhash(c, o);
+	}
+	for (o = c->uc_by_name[bn]; o; o = next) {
+		next = o->ce_name_next;
+		if (o->ce_rec.si_parent == e->ce_rec.si_parent &&
+		    !strcmp(o->ce_rec.si_name, e->ce_rec.si_name))
+			ucache_unhash(c, o);
+	}
+	while (c->uc_n >= c->uc_max && c->uc_oldest)
+		ucache_unhash(c, c->uc_oldest);
+	e->ce_ino_next = c->uc_by_ino[bi];
+	c->uc_by_ino[bi] = e;
+	e->ce_name_next = c->uc_by_name[bn];
+	c->uc_by_name[bn] = e;
+	e->ce_older = c->uc_newest;
+	e->ce_newer = NULL;
+	if (c->uc_newest)
+		c->uc_newest->ce_newer = e;
+	else
+		c->uc_oldest = e;
+	c->uc_newest = e;
+	e->ce_hashed = true;
+	c->uc_n++;
+	pthread_rwlock_unlock(&c->uc_lock);
+}
+
+static struct ucent *ucent_new(uint64_t epoch, uint64_t ino, const struct store_inode *rec)
+{
+	struct ucent *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->ce_epoch = epoch;
+	e->ce_born_ms = ucache_now_ms();
+	e->ce_ino = ino;
+	e->ce_rec = *rec;
+	uds_init(&e->ce_dirs);
+	e->ce_pfd = -1;
+	return e;
+}
+
+struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t ino,
+			     const struct store_inode *rec, struct udirset *ds)
+{
+	struct ucent *e;
+
+	if (ds->ds_borrowed || ds->ds_n == 0)
+		return NULL;
+	e = ucent_new(epoch, ino, rec);
+	if (!e)
+		return NULL;
+	e->ce_dirs = *ds;
+	uds_init(ds);
+	ucache_insert(ux, e);
+	return e;
+}
+
+void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint64_t dir,
+		     const char *name, uint8_t branch, const struct stat *st, int pfd)
+{
+	struct store_inode rec;
+	struct ucent *e;
+	int fd;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.si_ino = ino;
+	rec.si_parent = dir;
+	if (strlen(name) > STORE_NAME_MAX)
+		return;
+	strcpy(rec.si_name, name);
+	rec.si_branch = branch;
+	rec.si_real_ino = (uint64_t)st->st_ino;
+	rec.si_type = (uint8_t)((st->st_mode & S_IFMT) >> 12);
+	if (fsio_dup(pfd, &fd) < 0)
+		return;
+	e = ucent_new(epoch, ino, &rec);
+	if (!e) {
+		fsio_close(fd);
+		return;
+	}
+	e->ce_pfd = fd;
+	ucache_insert(ux, e);
+	ucache_put(e);
+}
+
+void ucache_forget(struct union_export *ux, struct ucent *e)
+{
+	struct ucache *c = ux->ux_ucache;
+
+	pthread_rwlock_wrlock(&c->uc_lock);
+	ucache_unhash(c, e);
+	pthread_rwlock_unlock(&c->uc_lock);
+}
+
+bool ucent_is_dir(const struct ucent *e)
+{
+	return e->ce_dirs.ds_n > 0;
+}
+
+int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st)
+{
+	int r;
+
+	if (ucent_is_dir(e))
+		return fsio_stat(e->ce_dirs.ds_fd[0], st);
+	r = fsio_statat(e->ce_pfd, e->ce_rec.si_name, st);
+	if (r == -ENOENT ||
+	    (r == 0 && ((uint64_t)st->st_ino != e->ce_rec.si_real_ino ||
+			st->st_dev != ux->ux_dev[e->ce_rec.si_branch] ||
+			(uint8_t)((st->st_mode & S_IFMT) >> 12) != e->ce_rec.si_type)))
+		r = -ESTALE;
+	return r;
+}
+
+void ucent_borrow(const struct ucent *e, struct uobj *o)
+{
+	o->uo_rec = e->ce_rec;
+	if (ucent_is_dir(e)) {
+		o->uo_dirs = e->ce_dirs;
+		o->uo_dirs.ds_borrowed = true;
+	} else {
+		o->uo_pfd = e->ce_pfd;
+	}
+}
+
+int ucache_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
+		  struct stat *st)
+{
+	struct ucent *e = ucache_get_name(ux, dir, name);
+	int r;
+
+	if (!e)
+		return -ENOENT;
+	r = ucent_stat(ux, e, st);
+	if (r == 0)
+		*ino = e->ce_ino;
+	else
+		ucache_forget(ux, e);
+	ucache_put(e);
+	return r == 0 ? 0 : -ENOENT;
+}
