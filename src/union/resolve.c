@@ -488,7 +488,7 @@ static int ures_link_up(struct union_export *ux, struct store_txn *t, uint64_t p
 /* The slow path, inside a write transaction, on a fresh look at the name. */
 static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t pino,
 			  const struct udirset *parent, const char *name, struct ufound *f,
-			  uint64_t *ino)
+			  uint64_t *ino, bool *moved)
 {
 	struct store_inode rec;
 	uint64_t other;
@@ -496,6 +496,7 @@ static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t
 
 	if (!f->uf_dir && f->uf_branch != 0 && f->uf_st.st_nlink > 1 && !ux->ux_ro) {
 		r = ures_link_up(ux, t, pino, parent, name, f);
+		*moved = true;
 		if (r < 0 && r != -ENOENT)
 			return r;
 	}
@@ -514,6 +515,7 @@ static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t
 				return 0;
 			rec.si_branch = f->uf_branch; /* a directory's topmost copy changed */
 			rec.si_real_ino = (uint64_t)f->uf_st.st_ino;
+			*moved = true;
 			return store_update(t, ux->ux_id, &rec);
 		}
 		if (!f->uf_dir) {
@@ -523,6 +525,7 @@ static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t
 				return r;
 			rec.si_parent = pino;
 			strcpy(rec.si_name, name);
+			*moved = true;
 			return store_update(t, ux->ux_id, &rec);
 		}
 	}
@@ -544,6 +547,7 @@ static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t
 			*ino = other;
 			rec.si_parent = pino;
 			strcpy(rec.si_name, name);
+			*moved = true;
 			return store_update(t, ux->ux_id, &rec);
 		}
 		if (r < 0)
@@ -566,6 +570,7 @@ int ures_map(struct union_export *ux, struct store_txn *wtxn, uint64_t pino,
 	     uint64_t *ino)
 {
 	struct store_txn *t = wtxn;
+	bool moved = false;
 	int r;
 
 	r = ures_find(ux, parent, name, flags, f);
@@ -584,14 +589,16 @@ int ures_map(struct union_export *ux, struct store_txn *wtxn, uint64_t pino,
 		if (r < 0)
 			goto out;
 	}
-	r = ures_map_write(ux, t, pino, parent, name, f, ino);
+	r = ures_map_write(ux, t, pino, parent, name, f, ino, &moved);
 out:
 	if (t != wtxn) {
 		if (r == 0)
 			r = store_commit(t);
 		else
 			store_abort(t);
-		ucache_changed(ux);
+		/* A new name changes nothing cached; a record that moved does. */
+		if (moved)
+			ucache_changed(ux);
 	}
 	if (r < 0)
 		ufound_release(f);

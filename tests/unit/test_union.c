@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cred.h"
 #include "store.h"
 #include "union.h"
 
@@ -1230,6 +1231,82 @@ static void test_concurrent_changes(void **state)
 	}
 }
 
+/* ---- the resolve cache never serves what is no longer there ---- */
+
+/* A copy put into the upper by hand is seen once the cache's 1 s trust runs out. */
+static void test_two_cache_hand_shadow(void **state)
+{
+	struct fx *f = *state;
+	char buf[64];
+	struct stat st;
+	uint64_t d, a;
+
+	put_dir(f->lo, "d", 0755);
+	put_file(f->lo, "d/a", "lower", 0644);
+	fx_open(f);
+	d = lk(f, 1, "d");
+	a = lk(f, d, "a");
+	rd(f, a, buf, sizeof(buf));
+	assert_string_equal(buf, "lower");
+	put_dir(f->up, "d", 0755);
+	put_file(f->up, "d/a", "upper!", 0644);
+	usleep(1100 * 1000);
+	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
+	a = lk(f, d, "a");
+	rd(f, a, buf, sizeof(buf));
+	assert_string_equal(buf, "upper!");
+}
+
+/* A copy-up through the union is seen at once, by ino and by name. */
+static void test_two_cache_copy_up(void **state)
+{
+	struct fx *f = *state;
+	char buf[64];
+	struct stat st;
+	uint64_t a;
+
+	put_file(f->lo, "a", "abc", 0644);
+	fx_open(f);
+	a = lk(f, 1, "a");
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
+	wr(f, a, 3, "defg");
+	assert_int_equal(union_getattr(f->ux, a, &st), 0);
+	assert_int_equal(st.st_size, 7);
+	assert_int_equal(lk(f, 1, "a"), a);
+	rd(f, a, buf, sizeof(buf));
+	assert_string_equal(buf, "abcdefg");
+	get_file(f->lo, "a", buf, sizeof(buf));
+	assert_string_equal(buf, "abc");
+}
+
+/* A directory closed to others through the union closes cached names in it too. */
+static void test_two_cache_chmod_dir(void **state)
+{
+	struct union_setattr sa = { .ua_mask = USET_MODE, .ua_mode = 0700 };
+	struct fx *f = *state;
+	struct stat st;
+	uint64_t d, a, ino;
+	struct cred user = { .cr_uid = 1000, .cr_gid = 1000 };
+
+	if (geteuid() != 0)
+		skip();
+	put_dir(f->up, "d", 0755); /* merged: the lower copy keeps its mode */
+	put_dir(f->lo, "d", 0755);
+	put_file(f->lo, "d/a", "x", 0644);
+	fx_open(f);
+	d = lk(f, 1, "d");
+	assert_int_equal(cred_apply(&user), 0);
+	a = lk(f, d, "a");
+	assert_int_equal(lk(f, d, "a"), a); /* the first look made the record: now cached */
+	cred_restore();
+	assert_int_equal(union_setattr(f->ux, d, &sa, NULL, NULL, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(cred_apply(&user), 0);
+	assert_int_equal(union_lookup(f->ux, d, "a", &ino, &st), -EACCES);
+	cred_restore();
+	assert_int_equal(lk(f, d, "a"), a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1255,6 +1332,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_two_create_in_lower_dir, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_copy_up, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_rename_and_dirs, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_two_cache_hand_shadow, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_two_cache_copy_up, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_two_cache_chmod_dir, setup2, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
