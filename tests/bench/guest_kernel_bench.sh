@@ -42,7 +42,7 @@ cold_mount() {
 	echo 3 > /proc/sys/vm/drop_caches
 	mount -t nfs -o "vers=3,proto=tcp,port=$NFS_PORT,mountport=$MOUNT_PORT,mountproto=tcp,nolock,addr=10.0.2.2" \
 		"10.0.2.2:$EXPORT" $M ||
-		die "cannot mount 10.0.2.2:$EXPORT (NFS port $NFS_PORT, MOUNT port $MOUNT_PORT): is the server running, and does the export admit non-privileged source ports (insecure)?"
+		die "cannot mount 10.0.2.2:$EXPORT (NFS port $NFS_PORT, MOUNT port $MOUNT_PORT): is the server running, is $EXPORT exported, and does it admit non-privileged source ports (insecure)?"
 }
 
 mkdir -p $M
