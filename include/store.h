@@ -99,6 +99,17 @@ int store_del_name(struct store_txn *txn, uint16_t exp, uint64_t parent, const c
  */
 int store_delete(struct store_txn *txn, uint16_t exp, uint64_t ino);
 
+/*
+ * LMDB reads through a shared mapping of the map file, so every page a client ever made us
+ * read stays counted in the server's RSS (a walk of a million-entry map: ~95 MiB). When the
+ * process has more than budget bytes of file pages mapped, this unmaps the map's pages; they
+ * stay in the page cache and the next read maps them again (a minor fault). Pointers into
+ * the map stay valid. Reads call it themselves (a thread that keeps faulting looks every 64
+ * reads, with a 16 MiB budget); any thread may call it too. Returns 1 when it trimmed, 0
+ * when under budget, or -errno (-ENOENT: the mapping was not found in /proc/self/maps).
+ */
+int store_trim(struct store *st, size_t budget);
+
 /* Number of inode records of an export (for status and tests). */
 int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count);
 
