@@ -105,7 +105,7 @@ int store_delete(struct store_txn *txn, uint16_t exp, uint64_t ino);
  * process has more than budget bytes of file pages mapped, this unmaps the map's pages; they
  * stay in the page cache and the next read maps them again (a minor fault). Pointers into
  * the map stay valid. Reads call it themselves (a thread that keeps faulting looks every 64
- * reads, with a 16 MiB budget); any thread may call it too. Returns 1 when it trimmed, 0
+ * reads, with a 12 MiB budget); any thread may call it too. Returns 1 when it trimmed, 0
  * when under budget, or -errno (-ENOENT: the mapping was not found in /proc/self/maps).
  */
 int store_trim(struct store *st, size_t budget);

@@ -48,7 +48,7 @@
  * map's pages are unmapped: a working set of the map up to about this size never pays a
  * re-fault, and a walk of a huge map leaves RSS bounded (see store_trim).
  */
-#define STORE_MAPPED_BUDGET ((size_t)16 << 20)
+#define STORE_MAPPED_BUDGET ((size_t)12 << 20)
 /*
  * Every this many reads a thread looks at its minor faults, and past STORE_TRIM_FAULTS of
  * them since its last look at the process's mapped pages. A read fault maps up to 16
