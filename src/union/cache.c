@@ -331,8 +331,10 @@ int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st)
 {
 	int r;
 
-	if (ucent_is_dir(e))
-		return fsio_stat(e->ce_dirs.ds_fd[0], st);
+	if (ucent_is_dir(e)) {
+		r = fsio_stat(e->ce_dirs.ds_fd[0], st);
+		return r == 0 && st->st_nlink == 0 ? -ESTALE : r; /* removed by hand */
+	}
 	r = fsio_statat(e->ce_pfd, e->ce_rec.si_name, st);
 	if (r == -ENOENT ||
 	    (r == 0 && ((uint64_t)st->st_ino != e->ce_rec.si_real_ino ||
