@@ -1,26 +1,61 @@
 /*
  * The worker pool: one mutex guards both lists; a condition variable wakes idle threads.
  * Threads inherit a fully blocked signal mask so SIGTERM and friends reach the loop thread.
+ *
+ * Waking every idle thread for every item makes them fight over the CPUs: on two cores,
+ * eight threads serving GETATTRs do half the work one thread does. So only as many
+ * workers run as there are CPUs, and a worker keeps taking items while there are any.
+ * A worker whose item has taken longer than WORKERS_STALL_NS is probably waiting for the
+ * disk: it stops counting, and the monitor thread wakes another worker for the queue, so
+ * a long copy-up or fsync never holds up the calls behind it.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "workers.h"
+
+#define WORKERS_STALL_NS 500000          /* an item running this long is blocked */
+#define WORKERS_WATCH_NS 500000          /* how often the monitor looks while items wait */
+
+struct worker {
+	struct workers *w_pool;
+	pthread_t w_thread;
+	_Atomic int64_t w_since;         /* when the current item started; 0: none */
+};
 
 struct workers {
 	pthread_mutex_t wp_lock;
 	pthread_cond_t wp_cond;
+	pthread_cond_t wp_watch;         /* the monitor sleeps on it while nothing waits */
 	struct work *wp_head, *wp_tail;        /* queued */
 	struct work *wp_done, *wp_done_tail;   /* completed, oldest first */
 	bool wp_stop;
 	bool wp_joined;
 	int wp_nthreads;
-	pthread_t *wp_threads;
+	int wp_idle;                     /* threads waiting on wp_cond */
+	int wp_waking;                   /* signalled but not yet running */
+	int wp_cpus;
+	struct worker *wp_workers;
+	bool wp_monitor_on;
+	bool wp_monitor_idle;            /* waiting for the queue to fill, untimed */
+	pthread_t wp_monitor;
 	void (*wp_notify)(void *);
 	void *wp_arg;
 };
+
+static int64_t workers_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static void workers_append_done(struct workers *wp, struct work *w, bool *was_empty)
 {
@@ -33,28 +68,62 @@ static void workers_append_done(struct workers *wp, struct work *w, bool *was_em
 	wp->wp_done_tail = w;
 }
 
+/* Workers on the CPU now: running an item that has not stalled, or about to. Lock held. */
+static int workers_running(struct workers *wp, int64_t now)
+{
+	int n = wp->wp_waking;
+
+	for (int i = 0; i < wp->wp_nthreads; i++) {
+		int64_t since = atomic_load_explicit(&wp->wp_workers[i].w_since,
+						     memory_order_relaxed);
+
+		if (since != 0 && now - since < WORKERS_STALL_NS)
+			n++;
+	}
+	return n;
+}
+
+/* Wakes an idle worker if the queue needs one. Lock held. */
+static void workers_kick(struct workers *wp)
+{
+	if (wp->wp_head == NULL || wp->wp_idle == wp->wp_waking)
+		return;
+	if (workers_running(wp, workers_now()) >= wp->wp_cpus)
+		return;
+	wp->wp_waking++;
+	pthread_cond_signal(&wp->wp_cond);
+}
+
 static void *workers_main(void *arg)
 {
-	struct workers *wp = arg;
+	struct worker *me = arg;
+	struct workers *wp = me->w_pool;
 	struct work *w;
 	bool was_empty;
 
 	pthread_mutex_lock(&wp->wp_lock);
 	for (;;) {
-		while (!wp->wp_stop && wp->wp_head == NULL)
+		while (!wp->wp_stop && wp->wp_head == NULL) {
+			wp->wp_idle++;
 			pthread_cond_wait(&wp->wp_cond, &wp->wp_lock);
+			wp->wp_idle--;
+			if (wp->wp_waking > 0)
+				wp->wp_waking--;
+		}
 		if (wp->wp_stop)
 			break;
 		w = wp->wp_head;
 		wp->wp_head = w->wk_next;
 		if (wp->wp_head == NULL)
 			wp->wp_tail = NULL;
+		atomic_store_explicit(&me->w_since, workers_now(), memory_order_relaxed);
 		pthread_mutex_unlock(&wp->wp_lock);
 
 		w->wk_run(w);
 		w->wk_ran = true;
 
 		pthread_mutex_lock(&wp->wp_lock);
+		atomic_store_explicit(&me->w_since, 0, memory_order_relaxed);
 		workers_append_done(wp, w, &was_empty);
 		if (was_empty) {
 			/* Outside the lock: the notifier may take its own locks. */
@@ -67,10 +136,39 @@ static void *workers_main(void *arg)
 	return NULL;
 }
 
+/* While items wait, looks every WORKERS_WATCH_NS for workers that stalled. */
+static void *workers_monitor(void *arg)
+{
+	struct workers *wp = arg;
+	struct timespec until;
+
+	pthread_mutex_lock(&wp->wp_lock);
+	while (!wp->wp_stop) {
+		if (wp->wp_head == NULL) {
+			wp->wp_monitor_idle = true;
+			pthread_cond_wait(&wp->wp_watch, &wp->wp_lock);
+			wp->wp_monitor_idle = false;
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += WORKERS_WATCH_NS;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&wp->wp_watch, &wp->wp_lock, &until);
+		workers_kick(wp);
+	}
+	pthread_mutex_unlock(&wp->wp_lock);
+	return NULL;
+}
+
 int workers_create(int n, void (*notify)(void *), void *arg, struct workers **out)
 {
+	pthread_condattr_t ca;
 	struct workers *wp;
 	sigset_t all, old;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int rc = 0;
 
 	*out = NULL;
@@ -79,25 +177,37 @@ int workers_create(int n, void (*notify)(void *), void *arg, struct workers **ou
 	wp = calloc(1, sizeof(*wp));
 	if (wp == NULL)
 		return -ENOMEM;
-	wp->wp_threads = calloc((size_t)n, sizeof(*wp->wp_threads));
-	if (wp->wp_threads == NULL) {
+	wp->wp_workers = calloc((size_t)n, sizeof(*wp->wp_workers));
+	if (wp->wp_workers == NULL) {
 		free(wp);
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&wp->wp_lock, NULL);
 	pthread_cond_init(&wp->wp_cond, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wp->wp_watch, &ca);
+	pthread_condattr_destroy(&ca);
 	wp->wp_notify = notify;
 	wp->wp_arg = arg;
+	/* The loop thread needs a CPU of its own. */
+	wp->wp_cpus = cpus > 1 ? (int)cpus - 1 : 1;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (int i = 0; i < n; i++) {
-		rc = pthread_create(&wp->wp_threads[i], NULL, workers_main, wp);
+		wp->wp_workers[i].w_pool = wp;
+		rc = pthread_create(&wp->wp_workers[i].w_thread, NULL, workers_main,
+				    &wp->wp_workers[i]);
 		if (rc != 0) {
 			rc = -rc;
 			break;
 		}
 		wp->wp_nthreads++;
+	}
+	if (rc == 0) {
+		rc = -pthread_create(&wp->wp_monitor, NULL, workers_monitor, wp);
+		wp->wp_monitor_on = rc == 0;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc < 0) {
@@ -118,7 +228,9 @@ void workers_submit(struct workers *wp, struct work *w)
 	else
 		wp->wp_head = w;
 	wp->wp_tail = w;
-	pthread_cond_signal(&wp->wp_cond);
+	workers_kick(wp);
+	if (wp->wp_monitor_idle)
+		pthread_cond_signal(&wp->wp_watch);
 	pthread_mutex_unlock(&wp->wp_lock);
 }
 
@@ -143,9 +255,12 @@ void workers_stop(struct workers *wp)
 	pthread_mutex_lock(&wp->wp_lock);
 	wp->wp_stop = true;
 	pthread_cond_broadcast(&wp->wp_cond);
+	pthread_cond_broadcast(&wp->wp_watch);
 	pthread_mutex_unlock(&wp->wp_lock);
 	for (int i = 0; i < wp->wp_nthreads; i++)
-		pthread_join(wp->wp_threads[i], NULL);
+		pthread_join(wp->wp_workers[i].w_thread, NULL);
+	if (wp->wp_monitor_on)
+		pthread_join(wp->wp_monitor, NULL);
 	wp->wp_joined = true;
 
 	pthread_mutex_lock(&wp->wp_lock);
@@ -163,7 +278,8 @@ void workers_free(struct workers *wp)
 		return;
 	workers_stop(wp);
 	pthread_cond_destroy(&wp->wp_cond);
+	pthread_cond_destroy(&wp->wp_watch);
 	pthread_mutex_destroy(&wp->wp_lock);
-	free(wp->wp_threads);
+	free(wp->wp_workers);
 	free(wp);
 }
