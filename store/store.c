@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <lmdb.h>
 #include <stdatomic.h>
 #include <sodium.h>
@@ -32,6 +33,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "group.h"
 #include "log.h"
 #include "store.h"
 
@@ -83,6 +85,8 @@ struct store {
 	_Atomic bool st_trim_off;        /* trimming failed once: said so, do not retry */
 	uint8_t st_key[STORE_KEY_LEN];
 	char *st_dir;
+	pthread_mutex_t st_group_lock;   /* guards making st_group */
+	struct sgroup *_Atomic st_group; /* write transactions, made on the first one */
 };
 
 struct store_txn {
@@ -547,6 +551,7 @@ int store_open(const char *dir, struct store **out, char *err, size_t errlen)
 		goto out;
 	}
 	st->st_lockfd = -1;
+	pthread_mutex_init(&st->st_group_lock, NULL);
 	rc = store_make_dir(dir, err, errlen);
 	if (rc < 0)
 		goto out;
@@ -571,6 +576,8 @@ void store_close(struct store *st)
 {
 	if (!st)
 		return;
+	sgroup_free(st->st_group);
+	pthread_mutex_destroy(&st->st_group_lock);
 	if (st->st_env)
 		mdb_env_close(st->st_env);
 	if (st->st_lockfd >= 0) {
@@ -591,16 +598,42 @@ void store_handle_key(const struct store *st, uint8_t key[STORE_KEY_LEN])
 
 /* ---- transactions ---- */
 
+/* The group committer, started by the first write (after any fork into the background). */
+static int store_group(struct store *st, struct sgroup **g)
+{
+	int rc = 0;
+
+	*g = atomic_load(&st->st_group);
+	if (*g)
+		return 0;
+	pthread_mutex_lock(&st->st_group_lock);
+	*g = atomic_load(&st->st_group);
+	if (!*g) {
+		rc = sgroup_new(st->st_env, g);
+		if (rc == 0)
+			atomic_store(&st->st_group, *g);
+	}
+	pthread_mutex_unlock(&st->st_group_lock);
+	return rc;
+}
+
 int store_begin(struct store *st, bool write, struct store_txn **out)
 {
 	struct store_txn *txn;
+	struct sgroup *g;
 	int rc;
 
 	*out = NULL;
 	txn = malloc(sizeof(*txn));
 	if (!txn)
 		return -ENOMEM;
-	rc = mdb_txn_begin(st->st_env, NULL, write ? 0 : MDB_RDONLY, &txn->tx_txn);
+	if (write) {
+		rc = store_group(st, &g);
+		if (rc == 0)
+			rc = sgroup_begin(g, &txn->tx_txn);
+	} else {
+		rc = mdb_txn_begin(st->st_env, NULL, MDB_RDONLY, &txn->tx_txn);
+	}
 	if (rc != 0) {
 		free(txn);
 		return store_errno(st, rc, "begin transaction");
@@ -613,10 +646,11 @@ int store_begin(struct store *st, bool write, struct store_txn **out)
 
 int store_commit(struct store_txn *txn)
 {
+	struct store *st = txn->tx_store;
 	int rc = 0;
 
 	if (txn->tx_write)
-		rc = store_errno(txn->tx_store, mdb_txn_commit(txn->tx_txn), "commit");
+		rc = store_errno(st, sgroup_commit(st->st_group, txn->tx_txn), "commit");
 	else
 		mdb_txn_abort(txn->tx_txn);
 	free(txn);
@@ -627,7 +661,10 @@ void store_abort(struct store_txn *txn)
 {
 	if (!txn)
 		return;
-	mdb_txn_abort(txn->tx_txn);
+	if (txn->tx_write)
+		sgroup_abort(txn->tx_store->st_group, txn->tx_txn);
+	else
+		mdb_txn_abort(txn->tx_txn);
 	free(txn);
 }
 

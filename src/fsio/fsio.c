@@ -1,4 +1,5 @@
 /* File system system calls, one name relative to a directory fd at a time. */
+#include "blocking.h"
 #include "fsio.h"
 
 #include <dirent.h>
@@ -146,12 +147,22 @@ int fsio_pwrite(int fd, const void *buf, size_t count, uint64_t off, size_t *don
 
 int fsio_fsync(int fd)
 {
-	return fsync(fd) < 0 ? fsio_err() : 0;
+	int r;
+
+	blocking_enter();
+	r = fsync(fd) < 0 ? fsio_err() : 0;
+	blocking_leave();
+	return r;
 }
 
 int fsio_fdatasync(int fd)
 {
-	return fdatasync(fd) < 0 ? fsio_err() : 0;
+	int r;
+
+	blocking_enter();
+	r = fdatasync(fd) < 0 ? fsio_err() : 0;
+	blocking_leave();
+	return r;
 }
 
 int fsio_fsync_dir(int pathfd)
@@ -229,7 +240,20 @@ out:
 	return r;
 }
 
+static int fsio_copy_data_marked(int in, int out, uint64_t size);
+
+/* Copies the first size bytes of in to out, holes kept, waiting for the disk as it goes. */
 int fsio_copy_data(int in, int out, uint64_t size)
+{
+	int r;
+
+	blocking_enter();
+	r = fsio_copy_data_marked(in, out, size);
+	blocking_leave();
+	return r;
+}
+
+static int fsio_copy_data_marked(int in, int out, uint64_t size)
 {
 	off_t end = (off_t)size, off = 0;
 	int r;

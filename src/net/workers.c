@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blocking.h"
 #include "workers.h"
 
 #define WORKERS_STALL_NS 500000          /* an item running this long is blocked */
@@ -27,7 +28,10 @@ struct worker {
 	struct workers *w_pool;
 	pthread_t w_thread;
 	_Atomic int64_t w_since;         /* when the current item started; 0: none */
+	bool w_blocked;                  /* waiting for the disk (blocking.h), lock held to change */
 };
+
+static __thread struct worker *workers_self;
 
 struct workers {
 	pthread_mutex_t wp_lock;
@@ -77,7 +81,7 @@ static int workers_running(struct workers *wp, int64_t now)
 		int64_t since = atomic_load_explicit(&wp->wp_workers[i].w_since,
 						     memory_order_relaxed);
 
-		if (since != 0 && now - since < WORKERS_STALL_NS)
+		if (since != 0 && now - since < WORKERS_STALL_NS && !wp->wp_workers[i].w_blocked)
 			n++;
 	}
 	return n;
@@ -101,6 +105,7 @@ static void *workers_main(void *arg)
 	struct work *w;
 	bool was_empty;
 
+	workers_self = me;
 	pthread_mutex_lock(&wp->wp_lock);
 	for (;;) {
 		while (!wp->wp_stop && wp->wp_head == NULL) {
@@ -135,6 +140,37 @@ static void *workers_main(void *arg)
 	pthread_mutex_unlock(&wp->wp_lock);
 	return NULL;
 }
+
+/* A worker about to wait for the disk stops counting as running: another may take the queue. */
+static void workers_block_enter(void)
+{
+	struct worker *me = workers_self;
+	struct workers *wp;
+
+	if (!me)
+		return;
+	wp = me->w_pool;
+	pthread_mutex_lock(&wp->wp_lock);
+	me->w_blocked = true;
+	workers_kick(wp);
+	pthread_mutex_unlock(&wp->wp_lock);
+}
+
+static void workers_block_leave(void)
+{
+	struct worker *me = workers_self;
+
+	if (!me)
+		return;
+	pthread_mutex_lock(&me->w_pool->wp_lock);
+	me->w_blocked = false;
+	pthread_mutex_unlock(&me->w_pool->wp_lock);
+}
+
+static const struct blocking_hooks workers_hooks = {
+	.bh_enter = workers_block_enter,
+	.bh_leave = workers_block_leave,
+};
 
 /* While items wait, looks every WORKERS_WATCH_NS for workers that stalled. */
 static void *workers_monitor(void *arg)
@@ -190,6 +226,7 @@ int workers_create(int n, void (*notify)(void *), void *arg, struct workers **ou
 	pthread_condattr_destroy(&ca);
 	wp->wp_notify = notify;
 	wp->wp_arg = arg;
+	blocking_set_hooks(&workers_hooks);
 	/* The loop thread needs a CPU of its own. */
 	wp->wp_cpus = cpus > 1 ? (int)cpus - 1 : 1;
 

@@ -873,11 +873,12 @@ static void test_credentials(void **state)
 	assert_int_equal(r.status, NFS3_OK);
 	assert_int_equal(r.CREATE3res_u.resok.obj_attributes.post_op_attr_u.attributes.uid, 4242);
 	assert_int_equal(r.CREATE3res_u.resok.obj_attributes.post_op_attr_u.attributes.gid, 4343);
+	cred_restore(); /* the thread acts as the caller until it is told otherwise */
 	snprintf(path, sizeof(path), "%s/squashed", e->e_upper);
 	assert_int_equal(lstat(path, &st), 0);
 	assert_int_equal(st.st_uid, 4242);
 
-	/* A plain user is itself, and the thread is root again afterwards. */
+	/* A plain user is itself; the thread is the server again once restored. */
 	rq = req(e);
 	rq->rq_cred.rc_uid = 1000;
 	rq->rq_cred.rc_gid = 1000;
@@ -885,6 +886,7 @@ static void test_credentials(void **state)
 	assert_int_equal(nfs3_create(rq, &a, &r), RPC_OUT_REPLY);
 	assert_int_equal(r.status, NFS3_OK);
 	assert_int_equal(r.CREATE3res_u.resok.obj_attributes.post_op_attr_u.attributes.uid, 1000);
+	cred_restore();
 	snprintf(path, sizeof(path), "%s/owned-by-test-thread", e->e_upper);
 	write_file(e->e_upper, "owned-by-test-thread", "");
 	assert_int_equal(lstat(path, &st), 0);
@@ -898,6 +900,7 @@ static void test_credentials(void **state)
 	a.where.name = "denied";
 	assert_int_equal(nfs3_create(rq, &a, &r), RPC_OUT_REPLY);
 	assert_int_equal(r.status, NFS3ERR_ACCES);
+	cred_restore();
 	rq = req(e);
 	rq->rq_cred.rc_uid = 1000;
 	rq->rq_cred.rc_gid = 1000;
@@ -906,6 +909,7 @@ static void test_credentials(void **state)
 			 ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_EXECUTE);
 
 	/* AUTH_NONE is anonymous. */
+	cred_restore();
 	assert_int_equal(chmod(e->e_upper, 0777), 0);
 	rq = req(e);
 	rq->rq_cred.rc_flavor = AUTH_NONE;
@@ -913,6 +917,7 @@ static void test_credentials(void **state)
 	assert_int_equal(nfs3_create(rq, &a, &r), RPC_OUT_REPLY);
 	assert_int_equal(r.status, NFS3_OK);
 	assert_int_equal(r.CREATE3res_u.resok.obj_attributes.post_op_attr_u.attributes.uid, 4242);
+	cred_restore();
 	e->e_ec.ec_opts.eo_squash = SQUASH_NONE;
 }
 
