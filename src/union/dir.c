@@ -30,6 +30,10 @@
 #define UDIR_MAX_LISTS 64
 #define UDIR_MAX_ENTRIES (2u << 20)
 #define UDIR_CHUNK 64
+/* Names mapped per write transaction: bounds how long a listing holds the store's lock. */
+#define UDIR_FILL 2048
+/* de_ino of a name that turned out not to be there (a whiteout, or gone). */
+#define UDIR_GONE UINT64_MAX
 #define UDIR_RACY_NS 20000000LL
 #define UDIR_COOKIE_DOT 1
 #define UDIR_COOKIE_DOTDOT 2
@@ -37,7 +41,8 @@
 
 struct udir_ent {
 	uint64_t de_cookie;
-	uint64_t de_ino;         /* 0 until known; written atomically, listings are shared */
+	uint64_t de_ino;         /* 0 until known, or UDIR_GONE; written atomically, listings
+	                          * are shared */
 	size_t de_name;          /* offset into dl_pool */
 	uint8_t de_type;         /* S_IFMT >> 12, which is also the d_type */
 	uint8_t de_branch;
@@ -484,29 +489,98 @@ int udir_empty(struct union_export *ux, const struct udirset *ds)
 	return r;
 }
 
-/* Finds inos for the entries [from, to) that have none yet. */
+/* What udir_fill hands to the store in one go. */
+struct udir_batch {
+	const char *db_names[UDIR_FILL];
+	size_t db_idx[UDIR_FILL];
+	int db_pidx[UDIR_FILL];
+	struct stat db_st[UDIR_FILL];
+	uint64_t db_inos[UDIR_FILL];
+};
+
+/* Index of branch b's copy in ds, or -1. */
+static int udir_copy_of(const struct udirset *ds, uint8_t b)
+{
+	for (int i = 0; i < ds->ds_n; i++)
+		if (ds->ds_branch[i] == b)
+			return i;
+	return -1;
+}
+
+struct udir_fresh {
+	const struct udir_list *uf_list;
+	const struct udirset *uf_ds;
+};
+
+/*
+ * Whether the copies are still as when the listing was made: then every name is still
+ * where the listing (and the lstat after it) found it.
+ */
+static bool udir_still(void *ctx)
+{
+	struct udir_fresh *fr = ctx;
+	struct udir_src src[CONFIG_MAX_BRANCHES];
+
+	return udir_sources(fr->uf_ds, src) == 0 && udir_valid(fr->uf_list, fr->uf_ds->ds_n, src);
+}
+
+/*
+ * Finds inos for the entries [from, to) that have none yet. The listing says which copy
+ * wins, so one lstat there usually tells the store all it needs; names without a record
+ * get theirs in one write transaction for the whole range.
+ */
 static int udir_fill(struct union_export *ux, uint64_t dir, const struct udirset *ds,
 		     struct udir_list *l, size_t from, size_t to)
 {
-	const char *names[UDIR_CHUNK];
-	size_t idx[UDIR_CHUNK], n = 0;
-	uint64_t inos[UDIR_CHUNK];
+	struct udir_batch *b;
+	size_t n = 0;
 	int r;
 
-	for (size_t i = from; i < to && n < UDIR_CHUNK; i++) {
-		if (__atomic_load_n(&l->dl_ents[i].de_ino, __ATOMIC_ACQUIRE))
+	b = malloc(sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	for (size_t i = from; i < to && n < UDIR_FILL; i++) {
+		struct udir_ent *e = &l->dl_ents[i];
+		int pidx;
+
+		if (__atomic_load_n(&e->de_ino, __ATOMIC_ACQUIRE))
 			continue;
-		idx[n] = i;
-		names[n++] = udir_name(l, &l->dl_ents[i]);
+		b->db_idx[n] = i;
+		b->db_names[n] = udir_name(l, e);
+		pidx = udir_copy_of(ds, e->de_branch);
+		if (pidx >= 0 && (fsio_statat(ds->ds_fd[pidx], b->db_names[n], &b->db_st[n]) < 0 ||
+				  b->db_st[n].st_dev != ux->ux_dev[e->de_branch]))
+			pidx = -1; /* moved or a mount point: the store's lookup decides */
+		if (pidx >= 0 && uwh_is_whiteout(ds->ds_fd[pidx], b->db_names[n], &b->db_st[n])) {
+			/* One an attribute makes: it hides the name. */
+			__atomic_store_n(&e->de_ino, UDIR_GONE, __ATOMIC_RELEASE);
+			continue;
+		}
+		b->db_pidx[n++] = pidx;
 	}
-	if (!n)
-		return 0;
-	r = ures_map_batch(ux, dir, ds, n, names, inos);
-	if (r < 0)
-		return r;
-	for (size_t k = 0; k < n; k++)
-		__atomic_store_n(&l->dl_ents[idx[k]].de_ino, inos[k], __ATOMIC_RELEASE);
-	return 0;
+	if (n) {
+		struct udir_fresh fr = { .uf_list = l, .uf_ds = ds };
+		struct ures_hints h = { .uh_pidx = b->db_pidx, .uh_st = b->db_st,
+					.uh_fresh = udir_still, .uh_ctx = &fr };
+
+		r = ures_map_batch(ux, dir, ds, n, b->db_names, &h, b->db_inos);
+	} else {
+		r = 0;
+	}
+	for (size_t k = 0; r == 0 && k < n; k++)
+		__atomic_store_n(&l->dl_ents[b->db_idx[k]].de_ino,
+				 b->db_inos[k] ? b->db_inos[k] : UDIR_GONE, __ATOMIC_RELEASE);
+	free(b);
+	return r;
+}
+
+/* Whether an entry of [from, to) has no ino yet. */
+static bool udir_unmapped(const struct udir_list *l, size_t from, size_t to)
+{
+	for (size_t i = from; i < to; i++)
+		if (!__atomic_load_n(&l->dl_ents[i].de_ino, __ATOMIC_ACQUIRE))
+			return true;
+	return false;
 }
 
 static size_t udir_search(const struct udir_list *l, uint64_t cookie)
@@ -582,17 +656,23 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 	i = udir_search(l, cookie);
 	while (i < l->dl_n) {
 		size_t end = i + UDIR_CHUNK < l->dl_n ? i + UDIR_CHUNK : l->dl_n;
+		/* Ahead of this reply, so that the next ones find their inos: one commit for
+		 * many. A listing made anew for each call only gets what it needs now. */
+		size_t ahead = l->dl_racy ? UDIR_CHUNK : UDIR_FILL;
 
-		r = udir_fill(ux, dir, &d.uo_dirs, l, i, end);
-		if (r < 0)
-			goto out;
+		if (udir_unmapped(l, i, end)) {
+			r = udir_fill(ux, dir, &d.uo_dirs, l, i,
+				      i + ahead < l->dl_n ? i + ahead : l->dl_n);
+			if (r < 0)
+				goto out;
+		}
 		for (; i < end; i++) {
 			const struct udir_ent *e = &l->dl_ents[i];
 			struct union_dirent de = { 0 };
 			struct stat st;
 
 			de.ud_ino = __atomic_load_n(&e->de_ino, __ATOMIC_ACQUIRE);
-			if (!de.ud_ino)
+			if (!de.ud_ino || de.ud_ino == UDIR_GONE)
 				continue; /* vanished since the listing was made */
 			de.ud_name = udir_name(l, e);
 			de.ud_cookie = e->de_cookie;

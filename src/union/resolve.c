@@ -673,12 +673,28 @@ out:
 	return r;
 }
 
+/* The hinted finding of name i, as ures_find with UFIND_STAT would make it; false: none. */
+static bool ures_hinted(const struct udirset *parent, const struct ures_hints *h, size_t i,
+			struct ufound *f)
+{
+	ufound_init(f);
+	if (!h || h->uh_pidx[i] < 0)
+		return false;
+	f->uf_pidx = h->uh_pidx[i];
+	f->uf_branch = parent->ds_branch[f->uf_pidx];
+	f->uf_st = h->uh_st[i];
+	f->uf_dir = S_ISDIR(f->uf_st.st_mode);
+	return true;
+}
+
 int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset *parent,
-		   size_t n, const char *const *names, uint64_t *inos)
+		   size_t n, const char *const *names, const struct ures_hints *hints,
+		   uint64_t *inos)
 {
 	struct store_txn *t = NULL;
 	struct store_inode rec;
 	struct ufound f;
+	bool moved = false, fresh;
 	size_t misses = 0;
 	int r = 0;
 
@@ -687,18 +703,29 @@ int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset 
 		return r;
 	for (size_t i = 0; i < n; i++) {
 		inos[i] = 0;
-		r = ures_find(ux, parent, names[i], UFIND_STAT, &f);
-		if (r == -ENOENT)
-			continue; /* gone since the listing was made */
-		if (r < 0)
-			goto fail;
 		r = store_find_name(t, ux->ux_id, pino, names[i], &inos[i]);
 		if (r == 0)
 			r = store_get(t, ux->ux_id, inos[i], &rec);
-		if (r < 0 && r != -ENOENT)
+		if (r == -ENOENT) {
+			/* No record yet (a first listing): only the write path can help. */
+			inos[i] = UINT64_MAX;
+			misses++;
+			continue;
+		}
+		if (r < 0)
 			goto fail;
+		if (!ures_hinted(parent, hints, i, &f)) {
+			r = ures_find(ux, parent, names[i], UFIND_STAT, &f);
+			ufound_release(&f);
+			if (r == -ENOENT) {
+				inos[i] = 0;
+				continue; /* gone since the listing was made */
+			}
+			if (r < 0)
+				goto fail;
+		}
 		/* Aliases and re-keying take the write path, which checks more. */
-		if (r < 0 || !ures_matches(&rec, &f) || rec.si_branch != f.uf_branch ||
+		if (!ures_matches(&rec, &f) || rec.si_branch != f.uf_branch ||
 		    rec.si_real_ino != (uint64_t)f.uf_st.st_ino || rec.si_parent != pino ||
 		    strcmp(rec.si_name, names[i])) {
 			inos[i] = UINT64_MAX;
@@ -709,25 +736,35 @@ int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset 
 	t = NULL;
 	if (!misses)
 		return 0;
+	/* All the new records in one transaction: each commit waits for the disk. */
 	r = store_begin(ux->ux_store, true, &t);
 	if (r < 0)
 		goto fail;
+	/* Namespace changes hold the write lock too: after it is taken, what the caller found
+	 * is either still true, or each name is looked up again. */
+	fresh = hints && hints->uh_fresh && hints->uh_fresh(hints->uh_ctx);
 	for (size_t i = 0; i < n; i++) {
 		if (inos[i] != UINT64_MAX)
 			continue;
 		inos[i] = 0;
-		r = ures_map(ux, t, pino, parent, names[i], UFIND_STAT, &f, &inos[i]);
+		r = 0;
+		if (!fresh || !ures_hinted(parent, hints, i, &f))
+			r = ures_find(ux, parent, names[i], UFIND_STAT, &f);
+		if (r == 0)
+			r = ures_map_write(ux, t, pino, parent, names[i], &f, &inos[i], &moved);
+		ufound_release(&f);
 		if (r == -ENOENT) {
 			inos[i] = 0;
 			continue;
 		}
 		if (r < 0)
 			goto fail;
-		ufound_release(&f);
 	}
 	r = store_commit(t);
-	ucache_changed(ux);
 	t = NULL;
+	/* A new name changes nothing cached; a record that moved does. */
+	if (moved)
+		ucache_changed(ux);
 	if (r == 0)
 		return 0;
 fail:

@@ -120,12 +120,23 @@ int ures_resolve_cached(struct union_export *ux, uint64_t ino, struct uobj *o);
 int ures_map(struct union_export *ux, struct store_txn *wtxn, uint64_t pino,
 	     const struct udirset *parent, const char *name, int flags, struct ufound *f,
 	     uint64_t *ino);
+/* What a caller of ures_map_batch already knows about the names. */
+struct ures_hints {
+	const int *uh_pidx;          /* the copy of the parent each name was found in; -1: none */
+	const struct stat *uh_st;    /* its lstat there */
+	/* Under the store's write lock: whether all of that still holds (NULL: never). */
+	bool (*uh_fresh)(void *ctx);
+	void *uh_ctx;
+};
 /*
  * Inos of many names in one directory at once: one read transaction for those already
- * known, one write transaction for the rest. inos[i] is 0 for a name that has vanished.
+ * known, one write transaction for the rest. Names are looked up, unless hints (or NULL)
+ * tell where they are; before a record is made a name is looked up again, unless the
+ * hints are still fresh. inos[i] is 0 for a vanished name.
  */
 int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset *parent,
-		   size_t n, const char *const *names, uint64_t *inos);
+		   size_t n, const char *const *names, const struct ures_hints *hints,
+		   uint64_t *inos);
 /* Replaces the real identity in st by the union one. */
 void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino);
 
