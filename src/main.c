@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -730,6 +731,23 @@ static void main_detach_stdio(void)
 		close(fd);
 }
 
+/*
+ * Client connections and the resolve cache's open directories both want descriptors; the
+ * soft limit (often 1024) is only a default, the hard one is what the admin allows.
+ */
+static void main_raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		log_warn("cannot raise the open file limit to %llu: %s; connections and the "
+			 "resolve cache are bounded by the soft limit", (unsigned long long)rl.rlim_max,
+			 strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	static struct main_ctx mc;
@@ -787,6 +805,7 @@ int main(int argc, char **argv)
 
 	log_init(mc.mc_cfg.cf_foreground, "unionnfsd");
 	main_log_rules(&mc.mc_cfg);
+	main_raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
 	fsio_init();
 

@@ -24,7 +24,7 @@
 #include "uint.h"
 
 #define UCACHE_TTL_MS 1000
-#define UCACHE_MAX 16384
+#define UCACHE_MAX 65536
 
 struct ucent {
 	struct ucent *ce_ino_next;       /* chain in uc_by_ino */
@@ -37,7 +37,11 @@ struct ucent {
 	uint64_t ce_ino;
 	struct store_inode ce_rec;       /* si_parent/si_name: where the file was found */
 	struct udirset ce_dirs;          /* directories: every copy */
-	int ce_pfd;                      /* files: the directory copy holding it */
+	/* Files: the directory copy holding it is ce_parent's copy ce_pidx, else ce_pfd. */
+	struct ucent *ce_parent;         /* a reference */
+	int ce_pidx;
+	int ce_pfd;
+	bool ce_pfd_owned;               /* else a branch root, which outlives the cache */
 };
 
 struct ucache {
@@ -80,9 +84,9 @@ int ucache_new(int nbranches, struct ucache **out)
 	struct ucache *c;
 	size_t max = UCACHE_MAX;
 
-	/* Every entry may hold one fd per branch: leave most of the fd budget to clients. */
+	/* A directory entry holds one fd per branch: leave half the fd budget to clients. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-		size_t budget = (size_t)rl.rlim_cur / 4 / (size_t)(nbranches > 0 ? nbranches : 1);
+		size_t budget = (size_t)rl.rlim_cur / 2 / (size_t)(nbranches > 0 ? nbranches : 1);
 
 		if (budget < max)
 			max = budget;
@@ -108,17 +112,23 @@ int ucache_new(int nbranches, struct ucache **out)
 	return 0;
 }
 
-static void ucent_free(struct ucent *e)
-{
-	uds_release(&e->ce_dirs);
-	fsio_close(e->ce_pfd);
-	free(e);
-}
-
 void ucache_put(struct ucent *e)
 {
-	if (e && atomic_fetch_sub(&e->ce_refs, 1) == 1)
-		ucent_free(e);
+	while (e && atomic_fetch_sub(&e->ce_refs, 1) == 1) {
+		struct ucent *parent = e->ce_parent;
+
+		uds_release(&e->ce_dirs);
+		if (e->ce_pfd_owned)
+			fsio_close(e->ce_pfd);
+		free(e);
+		e = parent; /* without recursion: a chain of parents may be long */
+	}
+}
+
+/* The directory copy holding a file entry's object. */
+static int ucent_pfd(const struct ucent *e)
+{
+	return e->ce_parent ? e->ce_parent->ce_dirs.ds_fd[e->ce_pidx] : e->ce_pfd;
 }
 
 static void ucache_unlink_chain(struct ucent **pp, struct ucent *e, bool by_name)
@@ -285,32 +295,64 @@ struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t i
 	return e;
 }
 
-void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint64_t dir,
-		     const char *name, uint8_t branch, const struct stat *st, int pfd)
+static struct ucent *ucent_new_file(uint64_t epoch, uint64_t ino, uint64_t dir,
+				    const char *name, uint8_t branch, const struct stat *st)
 {
 	struct store_inode rec;
-	struct ucent *e;
-	int fd;
 
+	if (strlen(name) > STORE_NAME_MAX)
+		return NULL;
 	memset(&rec, 0, sizeof(rec));
 	rec.si_ino = ino;
 	rec.si_parent = dir;
-	if (strlen(name) > STORE_NAME_MAX)
-		return;
 	strcpy(rec.si_name, name);
 	rec.si_branch = branch;
 	rec.si_real_ino = (uint64_t)st->st_ino;
 	rec.si_type = (uint8_t)((st->st_mode & S_IFMT) >> 12);
-	if (fsio_dup(pfd, &fd) < 0)
+	return ucent_new(epoch, ino, &rec);
+}
+
+void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint64_t dir,
+		     const char *name, uint8_t branch, const struct stat *st,
+		     const struct uobj *parent, int pidx)
+{
+	struct ucent *e;
+	int fd = -1;
+
+	/* Without an entry of its own the parent's copies are the roots, or must be copied. */
+	if (!parent->uo_cent && !parent->uo_dirs.ds_borrowed &&
+	    fsio_dup(parent->uo_dirs.ds_fd[pidx], &fd) < 0)
 		return;
-	e = ucent_new(epoch, ino, &rec);
+	e = ucent_new_file(epoch, ino, dir, name, branch, st);
 	if (!e) {
 		fsio_close(fd);
 		return;
 	}
-	e->ce_pfd = fd;
+	if (parent->uo_cent) {
+		e->ce_parent = parent->uo_cent;
+		atomic_fetch_add(&e->ce_parent->ce_refs, 1);
+		e->ce_pidx = pidx;
+	} else {
+		e->ce_pfd = fd >= 0 ? fd : parent->uo_dirs.ds_fd[pidx];
+		e->ce_pfd_owned = fd >= 0;
+	}
 	ucache_insert(ux, e);
 	ucache_put(e);
+}
+
+struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struct uobj *o)
+{
+	struct ucent *e;
+
+	e = ucent_new_file(epoch, o->uo_rec.si_ino, o->uo_rec.si_parent, o->uo_rec.si_name,
+			   o->uo_rec.si_branch, &o->uo_st);
+	if (!e)
+		return NULL;
+	e->ce_pfd = o->uo_pfd;
+	e->ce_pfd_owned = true;
+	o->uo_pfd = -1;
+	ucache_insert(ux, e);
+	return e;
 }
 
 void ucache_forget(struct union_export *ux, struct ucent *e)
@@ -335,7 +377,7 @@ int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st)
 		r = fsio_stat(e->ce_dirs.ds_fd[0], st);
 		return r == 0 && st->st_nlink == 0 ? -ESTALE : r; /* removed by hand */
 	}
-	r = fsio_statat(e->ce_pfd, e->ce_rec.si_name, st);
+	r = fsio_statat(ucent_pfd(e), e->ce_rec.si_name, st);
 	if (r == -ENOENT ||
 	    (r == 0 && ((uint64_t)st->st_ino != e->ce_rec.si_real_ino ||
 			st->st_dev != ux->ux_dev[e->ce_rec.si_branch] ||
@@ -351,7 +393,7 @@ void ucent_borrow(const struct ucent *e, struct uobj *o)
 		o->uo_dirs = e->ce_dirs;
 		o->uo_dirs.ds_borrowed = true;
 	} else {
-		o->uo_pfd = e->ce_pfd;
+		o->uo_pfd = ucent_pfd(e);
 	}
 }
 
@@ -370,4 +412,9 @@ int ucache_lookup(struct union_export *ux, uint64_t dir, const char *name, uint6
 		ucache_forget(ux, e);
 	ucache_put(e);
 	return r == 0 ? 0 : -ENOENT;
+}
+
+int ucent_borrowed_pfd(const struct ucent *e)
+{
+	return ucent_pfd(e);
 }

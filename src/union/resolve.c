@@ -366,8 +366,11 @@ static void ures_remember(struct union_export *ux, uint64_t epoch, uint64_t ino,
 		}
 	} else if (o->uo_st.st_nlink == 1) {
 		/* Files with more names may have been reached through the hard-link index. */
-		ucache_add_file(ux, epoch, ino, o->uo_rec.si_parent, o->uo_rec.si_name,
-				o->uo_rec.si_branch, &o->uo_st, o->uo_pfd);
+		e = ucache_add_resolved(ux, epoch, o);
+		if (e) {
+			o->uo_pfd = ucent_borrowed_pfd(e);
+			o->uo_cent = e;
+		}
 	}
 }
 
@@ -664,8 +667,8 @@ int union_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64
 		goto out;
 	*st = f.uf_st;
 	if (!f.uf_dir)
-		ucache_add_file(ux, epoch, *ino, dir, name, f.uf_branch, &f.uf_st,
-				d.uo_dirs.ds_fd[f.uf_pidx]);
+		ucache_add_file(ux, epoch, *ino, dir, name, f.uf_branch, &f.uf_st, &d,
+				f.uf_pidx);
 	ures_fix_stat(ux, st, *ino);
 	ufound_release(&f);
 out:

@@ -231,12 +231,20 @@ void ucache_forget(struct union_export *ux, struct ucent *e);
 /* Caches a resolved directory, taking its copies (not borrowed ones); returns a reference. */
 struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t ino,
 			     const struct store_inode *rec, struct udirset *ds);
-/* Caches a non-directory found as name in the directory copy pfd (duplicated). */
+/* Caches a non-directory found as name in copy pidx of the resolved directory parent. */
 void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint64_t dir,
-		     const char *name, uint8_t branch, const struct stat *st, int pfd);
+		     const char *name, uint8_t branch, const struct stat *st,
+		     const struct uobj *parent, int pidx);
+/*
+ * Caches a resolved non-directory, taking its uo_pfd; returns a reference (or NULL, and
+ * o unchanged), which o may then borrow from.
+ */
+struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struct uobj *o);
 bool ucent_is_dir(const struct ucent *e);
 /* Real attributes of the entry's copy; -ESTALE when it is not that copy any more. */
 int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st);
+/* The directory copy holding a file entry's object (borrowed). */
+int ucent_borrowed_pfd(const struct ucent *e);
 /* Points o's record and fds at the entry's (borrowed: o must hold the reference). */
 void ucent_borrow(const struct ucent *e, struct uobj *o);
 
