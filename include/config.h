@@ -22,6 +22,7 @@ struct export_opts {
 	uint32_t eo_anonuid;     /* default 65534 */
 	uint32_t eo_anongid;     /* default 65534 */
 	bool eo_secure;          /* default true: client source port must be < 1024 */
+	bool eo_async;           /* "async": namespace changes answered before they are on disk */
 };
 
 struct export_rule;          /* exports.h */

@@ -58,6 +58,14 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	       char *err, size_t errlen);
 void union_close(struct union_export *ux);
 
+/*
+ * Whether the calling thread's next namespace changes (create, remove, rename, link...)
+ * must be on disk before they return (the default), or may be answered first (the export
+ * option "async"): a per-call setting, made before the call like the caller's identity.
+ * The inode map and copy-ups are durable either way.
+ */
+void union_set_sync(bool sync);
+
 uint16_t union_export_id(const struct union_export *ux);
 uint64_t union_fsid(const struct union_export *ux);
 bool union_read_only(const struct union_export *ux);

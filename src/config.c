@@ -40,7 +40,7 @@
 
 #define EXPORT_OPTS_EXPECTED \
 	"expected ro, rw, root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, " \
-	"secure, insecure"
+	"secure, insecure, sync, async"
 
 static const char config_usage[] =
 	"usage: unionnfsd [-f] [-c FILE] [--listen ADDR] [--port N] [--mount-port N] [--state DIR]\n"
@@ -57,8 +57,10 @@ static const char config_usage[] =
 	"                      -e /union=/srv/upper:/srv/base\n"
 	"  -o OPTS             exports(5) options for the preceding -e, comma-separated:\n"
 	"                      rw (default) | ro, root_squash (default) | no_root_squash |\n"
-	"                      all_squash, anonuid=N, anongid=N, secure (default) | insecure\n"
-	"                      (the export is then open to every client: the rule *(OPTS))\n"
+	"                      all_squash, anonuid=N, anongid=N, secure (default) | insecure,\n"
+	"                      sync (default) | async (namespace changes answered before\n"
+	"                      they are on disk); the export is then open to every client:\n"
+	"                      the rule *(OPTS)\n"
 	"  --client CLIENT(OPTS)  instead of -o: a client rule for the preceding -e; repeat it,\n"
 	"                      the first matching rule wins. CLIENT is *, an IPv4 or IPv6\n"
 	"                      address, a CIDR network (10.0.0.0/8, fd00::/8) or a host name\n"
@@ -232,6 +234,10 @@ int config_parse_export_opts(struct export_opts *opts, const char *words, char *
 			o.eo_secure = true;
 		} else if (!strcmp(word, "insecure")) {
 			o.eo_secure = false;
+		} else if (!strcmp(word, "sync")) {
+			o.eo_async = false;
+		} else if (!strcmp(word, "async")) {
+			o.eo_async = true;
 		} else if (!strncmp(word, "anonuid=", 8) || !strncmp(word, "anongid=", 8)) {
 			/* (uint32_t)-1 means "no id" to the kernel, so it cannot be an identity. */
 			if (config_parse_uint(word + 8, UINT32_MAX - 1, &id) < 0) {

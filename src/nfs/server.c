@@ -219,6 +219,7 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 		*status = NFS3ERR_ROFS;
 		return false;
 	}
+	union_set_sync(!nc->nc_opts.eo_async);
 	cred_squash(&rq->rq_cred, &nc->nc_opts, &nc->nc_cred);
 	if (cred_apply(&nc->nc_cred) != 0) {
 		*status = NFS3ERR_SERVERFAULT;

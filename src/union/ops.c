@@ -78,6 +78,23 @@ int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj
 	return r;
 }
 
+static __thread bool uop_async;
+
+void union_set_sync(bool sync)
+{
+	uop_async = !sync;
+}
+
+int uop_sync_file(int fd)
+{
+	return uop_async ? 0 : fsio_fsync(fd);
+}
+
+int uop_sync_dir(int dirfd)
+{
+	return uop_async ? 0 : fsio_fsync_dir(dirfd);
+}
+
 int uop_begin(struct union_export *ux, struct store_txn **t)
 {
 	return store_begin(ux->ux_store, true, t);
@@ -420,9 +437,9 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 		goto out;
 	}
 	if (nfd >= 0)
-		r = fsio_fsync(nfd);
+		r = uop_sync_file(nfd);
 	if (r == 0)
-		r = fsio_fsync_dir(upfd);
+		r = uop_sync_dir(upfd);
 	udir_invalidate(ux, dir);
 	if (r == 0 && dirpost) {
 		r = fsio_stat(upfd, dirpost);
@@ -590,7 +607,7 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 	r = uop_end(ux, t, r);
 	if (r < 0)
 		goto out;
-	r = fsio_fsync_dir(upfd);
+	r = uop_sync_dir(upfd);
 	udir_invalidate(ux, dir);
 	if (r == 0)
 		r = fsio_stat(now.uo_fd, &now.uo_st);

@@ -123,7 +123,7 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		r = uop_end(ux, t, urm_txn(ux, t, dir, &d, name, rmdir, &gone));
 	if (r < 0)
 		goto out;
-	r = fsio_fsync_dir(d.uo_dirs.ds_fd[0]);
+	r = uop_sync_dir(d.uo_dirs.ds_fd[0]);
 	udir_invalidate(ux, dir);
 	if (gone)
 		udir_invalidate(ux, gone);

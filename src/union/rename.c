@@ -300,9 +300,9 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		goto out;
 	sfd = fd.uo_dirs.ds_fd[0];
 	tfd = td.uo_dirs.ds_fd[0];
-	r = fsio_fsync_dir(sfd);
+	r = uop_sync_dir(sfd);
 	if (r == 0 && fromdir != todir)
-		r = fsio_fsync_dir(tfd);
+		r = uop_sync_dir(tfd);
 	udir_invalidate(ux, fromdir);
 	udir_invalidate(ux, todir);
 	if (gone)

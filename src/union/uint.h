@@ -140,6 +140,10 @@ int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset 
 /* Replaces the real identity in st by the union one. */
 void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino);
 
+/* fsync of a namespace change's objects, unless the call is "async" (union_set_sync). */
+int uop_sync_file(int fd);
+int uop_sync_dir(int dirfd);
+
 /* Name checks: 0, -EINVAL ("", '/'), -ENAMETOOLONG. */
 int uname_check(const char *name);
 bool uname_dot(const char *name);

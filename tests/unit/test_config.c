@@ -290,6 +290,11 @@ static void test_each_export_option(void **state)
 	assert_false(o.eo_secure);
 	assert_int_equal(config_parse_export_opts(&o, "secure", err, n), 0);
 	assert_true(o.eo_secure);
+	assert_false(o.eo_async);
+	assert_int_equal(config_parse_export_opts(&o, "async", err, n), 0);
+	assert_true(o.eo_async);
+	assert_int_equal(config_parse_export_opts(&o, "sync", err, n), 0);
+	assert_false(o.eo_async);
 	assert_int_equal(config_parse_export_opts(&o, "anonuid=1000,anongid=0", err, n), 0);
 	assert_int_equal(o.eo_anonuid, 1000);
 	assert_int_equal(o.eo_anongid, 0);
@@ -312,7 +317,8 @@ static void test_bad_export_options(void **state)
 	before = o;
 	assert_int_equal(config_parse_export_opts(&o, "ro,rww", err, n), -1);
 	assert_string_equal(err, "unknown export option 'rww' (expected ro, rw, root_squash, "
-				 "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure)");
+				 "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
+				 "async)");
 	/* All or nothing: the good "ro" before the bad word did not stick. */
 	assert_memory_equal(&o, &before, sizeof(o));
 	assert_int_equal(config_parse_export_opts(&o, "ro,,rw", err, n), -1);
@@ -356,7 +362,7 @@ static void test_o_bad_word(void **state)
 	assert_int_equal(PARSE(fx, "-e", "/a=/x", "-o", "rww"), -1);
 	assert_string_equal(fx->err, "option -o: unknown export option 'rww' (expected ro, rw, "
 				     "root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, "
-				     "secure, insecure)");
+				     "secure, insecure, sync, async)");
 }
 
 static void test_o_without_e(void **state)
@@ -547,7 +553,8 @@ static void test_file_bad_lines(void **state)
 			  "max-requests-per-connection, max-buffered, export, foreground)");
 	expect_file_error(fx, "export /union /srv/upper rww\n",
 			  "1: unknown export option 'rww' (expected ro, rw, root_squash, "
-			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure)");
+			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
+				 "async)");
 	expect_file_error(fx, "# c\nport 70000\n", "2: port: '70000' is not a number in 0..65535");
 	expect_file_error(fx, "port\n", "1: port takes exactly one value");
 	expect_file_error(fx, "port 1 2\n", "1: port takes exactly one value");
@@ -643,7 +650,7 @@ static void test_file_error_via_flag(void **state)
 
 	snprintf(want, sizeof(want), "%s:2: unknown export option 'bogus' (expected ro, rw, "
 				     "root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, "
-				     "secure, insecure)", path);
+				     "secure, insecure, sync, async)", path);
 	assert_int_equal(PARSE(fx, "-c", path), -1);
 	assert_string_equal(fx->err, want);
 }
@@ -713,7 +720,8 @@ static void test_file_bad_rules(void **state)
 			  "0..32; write e.g. 10.0.0.0/8");
 	expect_file_error(fx, "export /u /a *(rw,bogus)\n",
 			  "1: export /u: unknown export option 'bogus' (expected ro, rw, root_squash, "
-			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure)");
+			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
+				 "async)");
 	expect_file_error(fx, "export /u /a *(rw\n",
 			  "1: export /u: client rule '*(rw' is not CLIENT(OPTIONS); write e.g. "
 			  "10.0.0.0/8(rw,no_root_squash) or *(ro), CLIENT() for the defaults");
