@@ -55,7 +55,7 @@ struct config {
 	int cf_portmap_port;     /* built-in portmapper port, default 111 */
 	char *cf_state_dir;      /* default /var/lib/unionnfsd */
 	enum portmap_mode cf_portmap;
-	int cf_workers;          /* file system worker threads, default 8 */
+	int cf_workers;          /* file system worker threads, default 32 */
 	uint32_t cf_max_record;  /* largest accepted RPC record, default 1 MiB + 4 KiB */
 	unsigned cf_max_conns;   /* open TCP connections, default 1024 */
 	unsigned cf_idle_timeout;     /* seconds before an idle connection closes, 0: never; default 300 */

@@ -20,7 +20,7 @@
 #define CONFIG_DEFAULT_PORT 2049
 #define CONFIG_DEFAULT_MOUNT_PORT 20048
 #define CONFIG_DEFAULT_PORTMAP_PORT 111
-#define CONFIG_DEFAULT_WORKERS 8
+#define CONFIG_DEFAULT_WORKERS 32
 #define CONFIG_DEFAULT_MAX_RECORD (1024 * 1024 + 4096)
 /* FSINFO advertises 1 MiB reads and writes on TCP: a WRITE of that size plus its headers must fit. */
 #define CONFIG_MIN_MAX_RECORD CONFIG_DEFAULT_MAX_RECORD
@@ -72,7 +72,7 @@ static const char config_usage[] =
 	"  --portmap MODE      auto (default): rpcbind if it runs, else built-in, else warn;\n"
 	"                      rpcbind | builtin | off\n"
 	"  --portmap-port N    port of the built-in portmapper (default 111)\n"
-	"  --workers N         file system worker threads (default 8)\n"
+	"  --workers N         file system worker threads (default 32)\n"
 	"  --max-record BYTES  largest RPC record accepted (default 1052672)\n"
 	"  --max-connections N open TCP connections; more are accepted and closed at once\n"
 	"                      (default 1024)\n"

@@ -32,6 +32,27 @@ struct sgroup {
 /* Changes that may wait in one parent for more to join it before it is committed. */
 #define SGROUP_BATCH 64
 
+/* Lock held (dropped meanwhile). Begins a parent for the changes waiting. */
+static int sgroup_begin_parent(struct sgroup *g)
+{
+	MDB_txn *p;
+	int rc;
+
+	pthread_mutex_unlock(&g->g_lock);
+	rc = mdb_txn_begin(g->g_env, NULL, 0, &p);
+	pthread_mutex_lock(&g->g_lock);
+	g->g_attempts++;
+	g->g_parent_rc = rc;
+	if (rc == 0) {
+		g->g_parent = p;
+		g->g_gen++;
+		pthread_cond_signal(&g->g_turn);
+	} else {
+		pthread_cond_broadcast(&g->g_turn); /* every waiter hears why */
+	}
+	return rc;
+}
+
 /* Lock held. Begins, commits or drops the parent as the state asks; false when idle. */
 static bool sgroup_step(struct sgroup *g)
 {
@@ -53,6 +74,13 @@ static bool sgroup_step(struct sgroup *g)
 		g->g_committing = false;
 		g->g_parent = NULL;
 		g->g_pending = 0;
+		/* The next changes may start while the meta page goes to disk. */
+		if (rc == 0 && g->g_want > 0)
+			sgroup_begin_parent(g);
+		pthread_mutex_unlock(&g->g_lock);
+		if (rc == 0)
+			rc = mdb_env_sync(g->g_env, 1);
+		pthread_mutex_lock(&g->g_lock);
 		g->g_durable = gen;
 		if (rc != 0) {
 			g->g_failed_gen = gen;
@@ -61,21 +89,8 @@ static bool sgroup_step(struct sgroup *g)
 		pthread_cond_broadcast(&g->g_done);
 		return true;
 	}
-	if (!g->g_parent && g->g_want > 0) {
-		pthread_mutex_unlock(&g->g_lock);
-		rc = mdb_txn_begin(g->g_env, NULL, 0, &p);
-		pthread_mutex_lock(&g->g_lock);
-		g->g_attempts++;
-		g->g_parent_rc = rc;
-		if (rc == 0) {
-			g->g_parent = p;
-			g->g_gen++;
-			pthread_cond_signal(&g->g_turn);
-		} else {
-			pthread_cond_broadcast(&g->g_turn); /* every waiter hears why */
-		}
-		return rc == 0;
-	}
+	if (!g->g_parent && g->g_want > 0)
+		return sgroup_begin_parent(g) == 0;
 	if (g->g_parent && g->g_want == 0) {
 		/* Nothing to commit and nobody waiting: let LMDB's writer lock go. */
 		mdb_txn_abort(g->g_parent);

@@ -79,7 +79,7 @@ static void test_defaults(void **state)
 	assert_int_equal(cf->cf_portmap_port, 111);
 	assert_string_equal(cf->cf_state_dir, "/var/lib/unionnfsd");
 	assert_int_equal(cf->cf_portmap, PORTMAP_AUTO);
-	assert_int_equal(cf->cf_workers, 8);
+	assert_int_equal(cf->cf_workers, 32);
 	assert_int_equal(cf->cf_max_record, 1052672);
 	assert_int_equal(cf->cf_nexports, 0);
 	assert_int_equal(PARSE(fx, "-e", "/u=/a"), 0);
@@ -165,7 +165,7 @@ static void test_bad_numbers(void **state)
 	assert_int_equal(PARSE(fx, "--max-record", "1052672"), 0);
 	/* Failed settings leave the old values. */
 	assert_int_equal(fx->cf.cf_port, 2049);
-	assert_int_equal(fx->cf.cf_workers, 8);
+	assert_int_equal(fx->cf.cf_workers, 32);
 }
 
 static void expect_file_error(struct fixture *fx, const char *text, const char *expect);
