@@ -301,15 +301,21 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 	now.uo_rec.si_branch = 0;
 	now.uo_rec.si_real_ino = (uint64_t)cst.st_ino;
 	r = store_update(t, ux->ux_id, &now.uo_rec);
+	/*
+	 * Indexed before the commit: other changes may run as soon as it is in (group commit),
+	 * and whoever sees the map take the copy must find it in the index too.
+	 */
+	if (r == 0 && indexed)
+		r = uhl_indexed(ux, ino, (uint64_t)cst.st_ino, lower.si_branch, lower.si_real_ino,
+				nlink);
 	if (r == 0)
 		r = store_commit(t);
 	else
 		store_abort(t);
 	ucache_changed(ux);
 	t = NULL;
-	if (r == 0 && indexed)
-		r = uhl_indexed(ux, ino, (uint64_t)cst.st_ino, lower.si_branch, lower.si_real_ino,
-				nlink);
+	if (r < 0 && indexed)
+		uhl_forget(ux, ino); /* the table entry, if it was made, and the index name */
 	indexed = false;
 	if (r == 0)
 		r = fsio_fsync_dir(o->uo_upfd);
