@@ -604,6 +604,45 @@ static void test_threads(void **state)
 	store_close(st);
 }
 
+/* Changes share parent transactions (group commit): an aborted one must not ride along. */
+static void test_group_abort_isolated(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_txn *keep, *drop, *t;
+	struct store_inode a, b;
+	uint64_t ino;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	for (int i = 0; i < 50; i++) {
+		char an[32], bn[32];
+
+		snprintf(an, sizeof(an), "dropped-%d", i);
+		snprintf(bn, sizeof(bn), "kept-%d", i);
+		a = make_rec(STORE_ROOT_INO, an, 8, 0, (uint64_t)(5000 + i));
+		b = make_rec(STORE_ROOT_INO, bn, 8, 0, (uint64_t)(6000 + i));
+		assert_int_equal(store_begin(st, true, &drop), 0);
+		assert_int_equal(store_insert(drop, 1, &a), 0);
+		store_abort(drop);
+		assert_int_equal(store_begin(st, true, &keep), 0);
+		assert_int_equal(store_insert(keep, 1, &b), 0);
+		assert_int_equal(store_commit(keep), 0);
+	}
+	store_close(st);
+	st = open_ok(f);
+	assert_int_equal(store_begin(st, false, &t), 0);
+	for (int i = 0; i < 50; i++) {
+		char an[32], bn[32];
+
+		snprintf(an, sizeof(an), "dropped-%d", i);
+		snprintf(bn, sizeof(bn), "kept-%d", i);
+		assert_int_equal(store_find_name(t, 1, STORE_ROOT_INO, an, &ino), -ENOENT);
+		assert_int_equal(store_find_name(t, 1, STORE_ROOT_INO, bn, &ino), 0);
+	}
+	store_abort(t);
+	store_close(st);
+}
+
 static uint64_t mix64(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ULL;
@@ -725,6 +764,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_inos_never_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_count, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_abort_isolated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_size_per_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trim, setup, teardown),
 	};
