@@ -50,6 +50,14 @@ struct rpc_req {
 /* Zeroed memory that lives until the reply is encoded. Never returns NULL (aborts on OOM). */
 void *rpc_alloc(struct rpc_req *rq, size_t size);
 /*
+ * Uninitialized memory for data the result ends with (an opaque, e.g. READ's data): when
+ * the result's encoding ends with these bytes, the reply is encoded around them in the
+ * same allocation instead of copying them. head: the bytes the result encodes in front
+ * of the data, a guess (any value is correct; the exact one saves a move). One per call;
+ * lives like rpc_alloc() memory. Never returns NULL.
+ */
+void *rpc_alloc_bulk(struct rpc_req *rq, size_t size, size_t head);
+/*
  * Frees everything rpc_alloc() gave out for rq (rq_arena NULL is fine). The dispatcher
  * calls it after encoding; tests that call handlers directly with a zeroed rpc_req use it.
  */

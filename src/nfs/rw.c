@@ -3,6 +3,9 @@
 
 #include "nfs_internal.h"
 
+/* READ3resok in front of its data: status, post_op_attr with attributes, count, eof, length. */
+#define RW_READ_HEAD (4 + 4 + 84 + 4 + 4 + 4)
+
 enum rpc_outcome nfs3_read(struct rpc_req *rq, void *args, void *res)
 {
 	READ3args *a = args;
@@ -22,7 +25,7 @@ enum rpc_outcome nfs3_read(struct rpc_req *rq, void *args, void *res)
 	memset(&post, 0, sizeof(post));
 	/* RFC 1813 3.3.6: a server may return less than asked; never more than FSINFO said. */
 	count = a->count < nfs_max_io(rq) ? a->count : nfs_max_io(rq);
-	buf = rpc_alloc(rq, count > 0 ? count : 1);
+	buf = rpc_alloc_bulk(rq, count, RW_READ_HEAD);
 	err = union_read(nc.nc_ux, nc.nc_ino, a->offset, count, buf, &nread, &eof, &post);
 	r->status = nfs_status(err);
 	if (err == 0) {

@@ -5,9 +5,12 @@
  * Per call the dispatcher owns three allocations: the decoded arguments (calloc, freed
  * with xdr_free after the reply is encoded, so a result may still point into them), the
  * request arena behind rpc_alloc() (results and everything they point to), and the
- * reply buffer handed to the caller.
+ * reply buffer handed to the caller. A call may also hold one bulk buffer (rpc_alloc_bulk):
+ * the reply is then encoded around it, in the same allocation, and the bulk becomes the
+ * reply buffer.
  */
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,12 @@
 #define RPC_MAX_PROGRAMS 16
 #define ARENA_BLOCK 4096
 #define ARENA_ALIGN alignof(max_align_t)
+/* Record mark plus the accepted reply header in front of a result (dispatch_header_size). */
+#define BULK_RPC_HEAD (4 + 24)
+/* Room behind a bulk for the opaque's padding. */
+#define BULK_TAIL 4
+/* Largest head a handler may ask for in front of its bulk data. */
+#define BULK_MAX_HEAD 4096
 
 struct arena_block {
 	struct arena_block *ab_next;
@@ -30,15 +39,28 @@ struct arena_block {
 
 struct rpc_arena {
 	struct arena_block *ra_head;     /* the block with free space first */
+	unsigned char *ra_bulk;          /* rpc_alloc_bulk's allocation, NULL once the reply took it */
+	size_t ra_bulk_off;              /* where the data starts in ra_bulk */
+	size_t ra_bulk_cap;              /* bytes in ra_bulk */
 };
 
 static const struct rpc_program *dispatch_programs[RPC_MAX_PROGRAMS];
 static int dispatch_nprograms;
 static void *dispatch_ctx;
 
+static struct rpc_arena *arena_get(struct rpc_req *rq)
+{
+	if (rq->rq_arena == NULL) {
+		rq->rq_arena = calloc(1, sizeof(*rq->rq_arena));
+		if (rq->rq_arena == NULL)
+			abort();
+	}
+	return rq->rq_arena;
+}
+
 void *rpc_alloc(struct rpc_req *rq, size_t size)
 {
-	struct rpc_arena *ar = rq->rq_arena;
+	struct rpc_arena *ar;
 	struct arena_block *b;
 	size_t bsize;
 	void *p;
@@ -48,12 +70,7 @@ void *rpc_alloc(struct rpc_req *rq, size_t size)
 	if (size > SIZE_MAX / 2)
 		abort();
 	size = (size + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
-	if (ar == NULL) {
-		ar = calloc(1, sizeof(*ar));
-		if (ar == NULL)
-			abort();
-		rq->rq_arena = ar;
-	}
+	ar = arena_get(rq);
 	b = ar->ra_head;
 	if (b != NULL && b->ab_size - b->ab_used >= size) {
 		p = b->ab_data + b->ab_used;
@@ -77,6 +94,26 @@ void *rpc_alloc(struct rpc_req *rq, size_t size)
 	return b->ab_data;
 }
 
+void *rpc_alloc_bulk(struct rpc_req *rq, size_t size, size_t head)
+{
+	struct rpc_arena *ar = arena_get(rq);
+	size_t off;
+
+	if (size > SIZE_MAX / 2)
+		abort();
+	/* One per call: a second one is only memory. */
+	if (ar->ra_bulk != NULL || head > BULK_MAX_HEAD)
+		return rpc_alloc(rq, size);
+	off = BULK_RPC_HEAD + head;
+	ar->ra_bulk_cap = off + size + BULK_TAIL;
+	ar->ra_bulk_off = off;
+	/* Not zeroed: the handler fills what it hands out, and only that is encoded. */
+	ar->ra_bulk = malloc(ar->ra_bulk_cap);
+	if (ar->ra_bulk == NULL)
+		abort();
+	return ar->ra_bulk + off;
+}
+
 void rpc_alloc_free(struct rpc_req *rq)
 {
 	struct rpc_arena *ar = rq->rq_arena;
@@ -84,6 +121,7 @@ void rpc_alloc_free(struct rpc_req *rq)
 
 	if (ar == NULL)
 		return;
+	free(ar->ra_bulk);
 	for (b = ar->ra_head; b != NULL; b = next) {
 		next = b->ab_next;
 		free(b);
@@ -103,6 +141,13 @@ void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms,
 		dispatch_programs[i] = programs[i];
 	dispatch_nprograms = nprograms < 0 ? 0 : nprograms;
 	dispatch_ctx = ctx;
+	/*
+	 * Replies and WRITE records of 1 MiB come and go on every call. With glibc's defaults
+	 * each one is a fresh mmap or lands in memory just trimmed from a thread's heap, so
+	 * every call faults in and zeroes 256 new pages; the allocator keeps them instead.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+	mallopt(M_TRIM_THRESHOLD, 32 << 20);
 }
 
 /* What to say in the reply, short of the result itself. */
@@ -148,27 +193,183 @@ static size_t dispatch_header_size(const struct dispatch_reply *r)
 	return 4 * (r->dr_code == PROG_MISMATCH ? 8 : 6);
 }
 
-static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *r, size_t *outlen)
+/*
+ * Counting pass of an encoding (what xdr_sizeof does) that also notes where the bulk
+ * buffer's bytes go, so the reply can be laid out around them.
+ */
+struct dispatch_measure {
+	const char *dm_bulk;             /* the bulk data to look for, or NULL */
+	size_t dm_pos;
+	size_t dm_bulk_pos;              /* SIZE_MAX: not in the encoding */
+	size_t dm_bulk_len;
+};
+
+static struct dispatch_measure *measure_of(XDR *x)
 {
-	size_t body = 0, total;
+	return (struct dispatch_measure *)(void *)x->x_public;
+}
+
+static bool_t measure_putlong(XDR *x, const long *v)
+{
+	(void)v;
+	measure_of(x)->dm_pos += 4;
+	return TRUE;
+}
+
+static bool_t measure_putbytes(XDR *x, const char *p, u_int n)
+{
+	struct dispatch_measure *m = measure_of(x);
+
+	if (p == m->dm_bulk && n > 0 && m->dm_bulk_pos == SIZE_MAX) {
+		m->dm_bulk_pos = m->dm_pos;
+		m->dm_bulk_len = n;
+	}
+	m->dm_pos += n;
+	return TRUE;
+}
+
+static u_int measure_getpos(XDR *x)
+{
+	return (u_int)measure_of(x)->dm_pos;
+}
+
+static bool_t measure_no_setpos(XDR *x, u_int pos)
+{
+	(void)x;
+	(void)pos;
+	return FALSE;
+}
+
+/* Encoders take the slow path when there is nothing to inline into. */
+static int32_t *measure_no_inline(XDR *x, u_int len)
+{
+	(void)x;
+	(void)len;
+	return NULL;
+}
+
+static void measure_destroy(XDR *x)
+{
+	(void)x;
+}
+
+static bool_t measure_no_control(XDR *x, int req, void *info)
+{
+	(void)x;
+	(void)req;
+	(void)info;
+	return FALSE;
+}
+
+static bool dispatch_measure(xdrproc_t fn, void *res, struct dispatch_measure *m)
+{
+	static const struct xdr_ops ops = {
+		.x_putlong = measure_putlong,
+		.x_putbytes = measure_putbytes,
+		.x_getpostn = measure_getpos,
+		.x_setpostn = measure_no_setpos,
+		.x_inline = measure_no_inline,
+		.x_destroy = measure_destroy,
+		.x_control = measure_no_control,
+	};
+	XDR x;
+
+	memset(&x, 0, sizeof(x));
+	x.x_op = XDR_ENCODE;
+	x.x_ops = &ops;
+	x.x_public = (char *)m;
+	m->dm_pos = 0;
+	m->dm_bulk_pos = SIZE_MAX;
+	return fn(&x, res);
+}
+
+/* Encoding into a bulk buffer: the data already sits where it goes and is stepped over. */
+struct dispatch_inplace {
+	const struct xdr_ops *di_mem;    /* the memory stream's own operations */
+	const char *di_base;             /* where the stream's position 0 is */
+};
+
+static bool_t inplace_putbytes(XDR *x, const char *p, u_int n)
+{
+	const struct dispatch_inplace *di = (const struct dispatch_inplace *)(void *)x->x_public;
+	u_int pos = XDR_GETPOS(x);
+
+	if (n > 0 && p == di->di_base + pos)
+		return XDR_SETPOS(x, pos + n);
+	return di->di_mem->x_putbytes(x, p, n);
+}
+
+/*
+ * The reply laid out around the bulk data when the result ends with it (and its padding):
+ * the bulk allocation then holds the whole reply and the data is never copied. NULL when
+ * the result does not end with the bulk.
+ */
+static unsigned char *dispatch_take_bulk(struct rpc_arena *ar, const struct dispatch_measure *m,
+					 size_t head, size_t body)
+{
+	size_t pad, pre;
+	unsigned char *out;
+
+	if (ar == NULL || ar->ra_bulk == NULL || m->dm_bulk_pos == SIZE_MAX)
+		return NULL;
+	pad = (4 - m->dm_bulk_len % 4) % 4;
+	if (m->dm_bulk_pos + m->dm_bulk_len + pad != body)
+		return NULL;
+	pre = head + m->dm_bulk_pos;
+	if (pre + m->dm_bulk_len + pad > ar->ra_bulk_cap)
+		return NULL;
+	/* The handler's guess of its head was off: rare, and still one copy at most. */
+	if (pre != ar->ra_bulk_off)
+		memmove(ar->ra_bulk + pre, ar->ra_bulk + ar->ra_bulk_off, m->dm_bulk_len);
+	out = ar->ra_bulk;
+	ar->ra_bulk = NULL;
+	return out;
+}
+
+static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *r,
+			     struct rpc_arena *ar, size_t *outlen)
+{
+	struct dispatch_measure m = { .dm_bulk_pos = SIZE_MAX };
+	struct dispatch_inplace di;
+	struct xdr_ops inplace_ops;
+	size_t body = 0, head, total;
 	unsigned char *out;
 	XDR xdrs;
 	bool ok;
 
-	/* xdr_sizeof() says 0 both for "empty" and "failed"; encoding below tells them apart. */
-	if (r->dr_stat == MSG_ACCEPTED && r->dr_code == SUCCESS && r->dr_xdr != NULL)
-		body = xdr_sizeof(r->dr_xdr, r->dr_res);
-	total = 4 + dispatch_header_size(r) + body;
+	/* A failed count leaves body 0; encoding below then fails and says so. */
+	if (r->dr_stat == MSG_ACCEPTED && r->dr_code == SUCCESS && r->dr_xdr != NULL) {
+		if (ar != NULL && ar->ra_bulk != NULL)
+			m.dm_bulk = (const char *)ar->ra_bulk + ar->ra_bulk_off;
+		if (dispatch_measure(r->dr_xdr, r->dr_res, &m))
+			body = m.dm_pos;
+		else
+			m.dm_bulk_pos = SIZE_MAX;
+	}
+	head = 4 + dispatch_header_size(r);
+	total = head + body;
 	if (total - 4 > 0x7fffffffu) {
 		log_err("rpc: reply to xid %#x of %zu bytes is too large to send", xid, total);
 		return NULL;
 	}
-	out = malloc(total);
+	out = dispatch_take_bulk(ar, &m, head, body);
+	if (out == NULL) {
+		m.dm_bulk_pos = SIZE_MAX;
+		out = malloc(total);
+	}
 	if (out == NULL) {
 		log_err("rpc: out of memory for a %zu-byte reply", total);
 		return NULL;
 	}
 	xdrmem_create(&xdrs, (char *)out + 4, (u_int)(total - 4), XDR_ENCODE);
+	if (m.dm_bulk_pos != SIZE_MAX) {
+		di.di_mem = xdrs.x_ops;
+		di.di_base = (const char *)out + 4;
+		inplace_ops = *xdrs.x_ops;
+		inplace_ops.x_putbytes = inplace_putbytes;
+		xdrs.x_ops = &inplace_ops;
+		xdrs.x_public = (char *)&di;
+	}
 	ok = dispatch_encode_header(&xdrs, xid, r);
 	if (ok && r->dr_stat == MSG_ACCEPTED && r->dr_code == SUCCESS && r->dr_xdr != NULL)
 		ok = r->dr_xdr(&xdrs, r->dr_res);
@@ -182,7 +383,7 @@ static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *
 		if (r->dr_code == SYSTEM_ERR)
 			return NULL;
 		log_err("rpc: cannot encode the result for xid %#x; answering SYSTEM_ERR", xid);
-		return dispatch_encode(xid, protocol, &err, outlen);
+		return dispatch_encode(xid, protocol, &err, NULL, outlen);
 	}
 	if (protocol == IPPROTO_TCP) {
 		uint32_t mark = htonl(0x80000000u | (uint32_t)(total - 4));
@@ -317,7 +518,7 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 	}
 
 encode:
-	out = dispatch_encode(call.rc_xid, protocol, &r, outlen);
+	out = dispatch_encode(call.rc_xid, protocol, &r, rq.rq_arena, outlen);
 out:
 	drc_store(&drc, out, out != NULL ? *outlen : 0);
 	if (args != NULL) {
