@@ -58,6 +58,11 @@ void *rpc_alloc(struct rpc_req *rq, size_t size);
  */
 void *rpc_alloc_bulk(struct rpc_req *rq, size_t size, size_t head);
 /*
+ * Frees a reply rpc_serve() returned (free() is fine too): a large one is kept, within a
+ * bound, for a later call's bulk, so its pages need not be faulted in again.
+ */
+void rpc_reply_free(void *reply);
+/*
  * Frees everything rpc_alloc() gave out for rq (rq_arena NULL is fine). The dispatcher
  * calls it after encoding; tests that call handlers directly with a zeroed rpc_req use it.
  */

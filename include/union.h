@@ -91,6 +91,13 @@ int union_readlink(struct union_export *ux, uint64_t ino, char *buf, size_t bufs
 /* Reads up to count bytes at off into buf. */
 int union_read(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count, void *buf,
 	       uint32_t *nread, bool *eof, struct stat *post);
+/*
+ * union_read for the identity the calling thread acts as, described by the wholen bytes
+ * at who: the thread may then keep the file open for further reads by the same identity.
+ */
+int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t wholen,
+		  uint64_t off, uint32_t count, void *buf, uint32_t *nread, bool *eof,
+		  struct stat *post);
 
 /* Writes; *committed receives how stable the data is now (never less than stable). */
 int union_write(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count,

@@ -214,7 +214,7 @@ static const char *net_addrstr(const struct sockaddr_storage *ss, socklen_t len,
 static void job_free(struct net_job *j)
 {
 	free(j->nj_rec);
-	free(j->nj_reply);
+	rpc_reply_free(j->nj_reply);
 	free(j);
 }
 

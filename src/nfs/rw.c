@@ -1,10 +1,19 @@
 /* READ, WRITE, COMMIT. */
+#include <stddef.h>
 #include <string.h>
 
 #include "nfs_internal.h"
 
 /* READ3resok in front of its data: status, post_op_attr with attributes, count, eof, length. */
 #define RW_READ_HEAD (4 + 4 + 84 + 4 + 4 + 4)
+
+/* The bytes of cr that say who acts (the unused group slots are not part of it). */
+static size_t rw_cred_len(const struct cred *cr)
+{
+	uint32_t n = cr->cr_ngroups < RPC_MAX_GROUPS ? cr->cr_ngroups : RPC_MAX_GROUPS;
+
+	return offsetof(struct cred, cr_groups) + n * sizeof(cr->cr_groups[0]);
+}
 
 enum rpc_outcome nfs3_read(struct rpc_req *rq, void *args, void *res)
 {
@@ -26,7 +35,8 @@ enum rpc_outcome nfs3_read(struct rpc_req *rq, void *args, void *res)
 	/* RFC 1813 3.3.6: a server may return less than asked; never more than FSINFO said. */
 	count = a->count < nfs_max_io(rq) ? a->count : nfs_max_io(rq);
 	buf = rpc_alloc_bulk(rq, count, RW_READ_HEAD);
-	err = union_read(nc.nc_ux, nc.nc_ino, a->offset, count, buf, &nread, &eof, &post);
+	err = union_read_as(nc.nc_ux, nc.nc_ino, &nc.nc_cred, rw_cred_len(&nc.nc_cred), a->offset,
+			    count, buf, &nread, &eof, &post);
 	r->status = nfs_status(err);
 	if (err == 0) {
 		if (nread > count)

@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,21 @@ struct rpc_arena {
 	size_t ra_bulk_off;              /* where the data starts in ra_bulk */
 	size_t ra_bulk_cap;              /* bytes in ra_bulk */
 };
+
+/*
+ * Large reply buffers given back by rpc_reply_free(), for the next bulk. From malloc
+ * each would be a fresh mmap (or memory just trimmed off a thread's heap), so every 1 MiB
+ * READ would fault in and zero 256 new pages; the pool is bounded, so memory still goes
+ * back to the system after a burst.
+ */
+#define POOL_MIN (128u << 10)            /* smaller buffers are cheap for malloc */
+#define POOL_MAX_BYTES (32u << 20)
+#define POOL_MAX_BUFS 64
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *pool_bufs[POOL_MAX_BUFS];
+static size_t pool_sizes[POOL_MAX_BUFS];
+static size_t pool_n, pool_bytes;
 
 static const struct rpc_program *dispatch_programs[RPC_MAX_PROGRAMS];
 static int dispatch_nprograms;
@@ -94,6 +110,49 @@ void *rpc_alloc(struct rpc_req *rq, size_t size)
 	return b->ab_data;
 }
 
+/* A pooled buffer of at least cap bytes, or NULL. */
+static void *pool_take(size_t cap)
+{
+	void *p = NULL;
+
+	if (cap < POOL_MIN)
+		return NULL;
+	pthread_mutex_lock(&pool_lock);
+	for (size_t i = pool_n; i-- > 0;) {
+		if (pool_sizes[i] >= cap) {
+			p = pool_bufs[i];
+			pool_bytes -= pool_sizes[i];
+			pool_n--;
+			pool_bufs[i] = pool_bufs[pool_n];
+			pool_sizes[i] = pool_sizes[pool_n];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pool_lock);
+	return p;
+}
+
+void rpc_reply_free(void *reply)
+{
+	size_t size;
+
+	if (reply == NULL)
+		return;
+	size = malloc_usable_size(reply);
+	if (size >= POOL_MIN) {
+		pthread_mutex_lock(&pool_lock);
+		if (pool_n < POOL_MAX_BUFS && pool_bytes + size <= POOL_MAX_BYTES) {
+			pool_bufs[pool_n] = reply;
+			pool_sizes[pool_n] = size;
+			pool_n++;
+			pool_bytes += size;
+			reply = NULL;
+		}
+		pthread_mutex_unlock(&pool_lock);
+	}
+	free(reply);
+}
+
 void *rpc_alloc_bulk(struct rpc_req *rq, size_t size, size_t head)
 {
 	struct rpc_arena *ar = arena_get(rq);
@@ -108,7 +167,9 @@ void *rpc_alloc_bulk(struct rpc_req *rq, size_t size, size_t head)
 	ar->ra_bulk_cap = off + size + BULK_TAIL;
 	ar->ra_bulk_off = off;
 	/* Not zeroed: the handler fills what it hands out, and only that is encoded. */
-	ar->ra_bulk = malloc(ar->ra_bulk_cap);
+	ar->ra_bulk = pool_take(ar->ra_bulk_cap);
+	if (ar->ra_bulk == NULL)
+		ar->ra_bulk = malloc(ar->ra_bulk_cap);
 	if (ar->ra_bulk == NULL)
 		abort();
 	return ar->ra_bulk + off;
@@ -121,7 +182,7 @@ void rpc_alloc_free(struct rpc_req *rq)
 
 	if (ar == NULL)
 		return;
-	free(ar->ra_bulk);
+	rpc_reply_free(ar->ra_bulk);
 	for (b = ar->ra_head; b != NULL; b = next) {
 		next = b->ab_next;
 		free(b);
@@ -141,13 +202,6 @@ void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms,
 		dispatch_programs[i] = programs[i];
 	dispatch_nprograms = nprograms < 0 ? 0 : nprograms;
 	dispatch_ctx = ctx;
-	/*
-	 * Replies and WRITE records of 1 MiB come and go on every call. With glibc's defaults
-	 * each one is a fresh mmap or lands in memory just trimmed from a thread's heap, so
-	 * every call faults in and zeroes 256 new pages; the allocator keeps them instead.
-	 */
-	mallopt(M_MMAP_THRESHOLD, 4 << 20);
-	mallopt(M_TRIM_THRESHOLD, 32 << 20);
 }
 
 /* What to say in the reply, short of the result itself. */
@@ -379,7 +433,7 @@ static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *
 	if (!ok) {
 		struct dispatch_reply err = { .dr_stat = MSG_ACCEPTED, .dr_code = SYSTEM_ERR };
 
-		free(out);
+		rpc_reply_free(out);
 		if (r->dr_code == SYSTEM_ERR)
 			return NULL;
 		log_err("rpc: cannot encode the result for xid %#x; answering SYSTEM_ERR", xid);

@@ -1,6 +1,7 @@
 /* Data and attributes of one object: read, write, commit, setattr, readlink. */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fsio.h"
@@ -195,21 +196,117 @@ int union_readlink(struct union_export *ux, uint64_t ino, char *buf, size_t bufs
 	return r;
 }
 
-int union_read(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count, void *buf,
-	       uint32_t *nread, bool *eof, struct stat *post)
+/*
+ * Files each worker thread recently opened for READ, so a stream of READs costs no open
+ * and close. A file is reused only for the same identity (byte for byte) and the same
+ * (dev, ino, ctime) the resolve just found: the kernel checked that identity's access
+ * when the file was opened, and any change of mode, owner or ACL moves the ctime, so the
+ * check's answer still holds. Unused files are closed after a while, so a removed file's
+ * space does not stay held long by a busy thread.
+ */
+#define URD_SLOTS 8
+#define URD_KEY_MAX 128
+#define URD_IDLE_NS 2000000000LL
+
+struct urd_slot {
+	bool us_open;
+	int us_fd;
+	dev_t us_dev;
+	ino_t us_ino;
+	struct timespec us_ctime;
+	long long us_used;           /* CLOCK_MONOTONIC_COARSE, ns */
+	size_t us_keylen;
+	unsigned char us_key[URD_KEY_MAX];
+};
+
+static __thread struct urd_slot urd_slots[URD_SLOTS];
+
+static long long urd_now(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void urd_drop(struct urd_slot *s)
+{
+	fsio_close(s->us_fd);
+	s->us_open = false;
+}
+
+/* The fd opened for who on exactly the file st describes, or -1; closes idle files. */
+static int urd_find(const struct stat *st, const void *who, size_t wholen, long long now)
+{
+	int fd = -1;
+
+	for (int i = 0; i < URD_SLOTS; i++) {
+		struct urd_slot *s = &urd_slots[i];
+
+		if (!s->us_open)
+			continue;
+		if (s->us_dev == st->st_dev && s->us_ino == st->st_ino &&
+		    s->us_ctime.tv_sec == st->st_ctim.tv_sec &&
+		    s->us_ctime.tv_nsec == st->st_ctim.tv_nsec && s->us_keylen == wholen &&
+		    !memcmp(s->us_key, who, wholen) && fd < 0) {
+			s->us_used = now;
+			fd = s->us_fd;
+		} else if (now - s->us_used > URD_IDLE_NS) {
+			urd_drop(s);
+		}
+	}
+	return fd;
+}
+
+/* Keeps fd (opened for who on the file st describes), replacing the least recently used. */
+static void urd_keep(int fd, const struct stat *st, const void *who, size_t wholen, long long now)
+{
+	struct urd_slot *s = &urd_slots[0];
+
+	for (int i = 0; i < URD_SLOTS; i++) {
+		if (!urd_slots[i].us_open) {
+			s = &urd_slots[i];
+			break;
+		}
+		if (urd_slots[i].us_used < s->us_used)
+			s = &urd_slots[i];
+	}
+	if (s->us_open)
+		urd_drop(s);
+	s->us_open = true;
+	s->us_fd = fd;
+	s->us_dev = st->st_dev;
+	s->us_ino = st->st_ino;
+	s->us_ctime = st->st_ctim;
+	s->us_used = now;
+	s->us_keylen = wholen;
+	memcpy(s->us_key, who, wholen);
+}
+
+int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t wholen,
+		  uint64_t off, uint32_t count, void *buf, uint32_t *nread, bool *eof,
+		  struct stat *post)
+{
+	bool cache = who != NULL && wholen <= URD_KEY_MAX;
+	long long now = 0;
 	struct stat st;
 	struct uobj o;
 	size_t done = 0;
-	int r, fd = -1;
+	int r, fd = -1, own = -1;
 
 	*nread = 0;
 	*eof = false;
 	r = ures_resolve_cached(ux, ino, &o);
 	if (r == 0)
 		r = uio_need_file(&o);
-	if (r == 0)
-		r = uio_open(&o, O_RDONLY, &fd);
+	if (r == 0 && cache) {
+		now = urd_now();
+		fd = urd_find(&o.uo_st, who, wholen, now);
+	}
+	if (r == 0 && fd < 0) {
+		r = uio_open(&o, O_RDONLY, &own);
+		fd = own;
+	}
 	/* Past the largest possible file there is nothing to read, and no error either. */
 	if (r == 0 && count && off < (uint64_t)INT64_MAX)
 		r = fsio_pread(fd, buf, count, off, &done);
@@ -219,10 +316,20 @@ int union_read(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t cou
 		*nread = (uint32_t)done;
 		*eof = off >= (uint64_t)st.st_size || off + done >= (uint64_t)st.st_size;
 		uio_out(ux, &st, ino, post);
+		if (own >= 0 && cache) {
+			urd_keep(own, &o.uo_st, who, wholen, now);
+			own = -1;
+		}
 	}
-	fsio_close(fd);
+	fsio_close(own);
 	uobj_release(&o);
 	return r;
+}
+
+int union_read(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count, void *buf,
+	       uint32_t *nread, bool *eof, struct stat *post)
+{
+	return union_read_as(ux, ino, NULL, 0, off, count, buf, nread, eof, post);
 }
 
 int union_write(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count,
