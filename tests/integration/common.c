@@ -867,3 +867,18 @@ int it_group_teardown(void **state)
 	it_server_cleanup(&it_srv);
 	return rc == 0 ? 0 : -1;
 }
+
+size_t it_put32(uint8_t *b, size_t off, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(b + off, &v, 4);
+	return off + 4;
+}
+
+uint32_t it_get32(const uint8_t *b, size_t off)
+{
+	uint32_t v;
+
+	memcpy(&v, b + off, 4);
+	return ntohl(v);
+}

@@ -108,6 +108,9 @@ bool it_exists(const char *path);
 void it_rm_rf(const char *path);
 /* Deterministic pseudo-random bytes for file contents. */
 void it_fill(void *buf, size_t len, uint32_t seed);
+/* Big-endian words of hand-built RPC records: it_put32 returns the offset after the word. */
+size_t it_put32(uint8_t *b, size_t off, uint32_t v);
+uint32_t it_get32(const uint8_t *b, size_t off);
 
 /* --- libnfs --- */
 

@@ -38,21 +38,6 @@ static int teardown(void **state)
 	return it_group_teardown(state);
 }
 
-static size_t put32(uint8_t *b, size_t off, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(b + off, &v, 4);
-	return off + 4;
-}
-
-static uint32_t get32(const uint8_t *b, size_t off)
-{
-	uint32_t v;
-
-	memcpy(&v, b + off, 4);
-	return ntohl(v);
-}
-
 /* An NFSv3 call record, AUTH_SYS root, with the arguments encoded by xargs. */
 static size_t build_call(uint8_t *b, size_t cap, uint32_t xid, uint32_t proc, xdrproc_t xargs,
 			 void *args)
@@ -60,23 +45,23 @@ static size_t build_call(uint8_t *b, size_t cap, uint32_t xid, uint32_t proc, xd
 	size_t o = 0;
 	XDR x;
 
-	o = put32(b, o, xid);
-	o = put32(b, o, 0);          /* CALL */
-	o = put32(b, o, 2);
-	o = put32(b, o, NFS_PROGRAM);
-	o = put32(b, o, NFS_V3);
-	o = put32(b, o, proc);
-	o = put32(b, o, 1);          /* AUTH_SYS: stamp, "drc", uid 0, gid 0, no groups */
-	o = put32(b, o, 24);
-	o = put32(b, o, 0);
-	o = put32(b, o, 3);
+	o = it_put32(b, o, xid);
+	o = it_put32(b, o, 0);          /* CALL */
+	o = it_put32(b, o, 2);
+	o = it_put32(b, o, NFS_PROGRAM);
+	o = it_put32(b, o, NFS_V3);
+	o = it_put32(b, o, proc);
+	o = it_put32(b, o, 1);          /* AUTH_SYS: stamp, "drc", uid 0, gid 0, no groups */
+	o = it_put32(b, o, 24);
+	o = it_put32(b, o, 0);
+	o = it_put32(b, o, 3);
 	memcpy(b + o, "drc\0", 4);
 	o += 4;
-	o = put32(b, o, 0);
-	o = put32(b, o, 0);
-	o = put32(b, o, 0);
-	o = put32(b, o, 0);          /* verifier AUTH_NONE */
-	o = put32(b, o, 0);
+	o = it_put32(b, o, 0);
+	o = it_put32(b, o, 0);
+	o = it_put32(b, o, 0);
+	o = it_put32(b, o, 0);          /* verifier AUTH_NONE */
+	o = it_put32(b, o, 0);
 	xdrmem_create(&x, (char *)b + o, (u_int)(cap - o), XDR_ENCODE);
 	if (!xargs(&x, args))
 		fail_msg("cannot encode the arguments of procedure %u", proc);
@@ -89,11 +74,11 @@ static size_t build_call(uint8_t *b, size_t cap, uint32_t xid, uint32_t proc, xd
 static int reply_status(const uint8_t *r, size_t len, uint32_t xid)
 {
 	assert_true(len >= 28);
-	assert_int_equal(get32(r, 0), xid);
-	assert_int_equal(get32(r, 4), 1);   /* REPLY */
-	assert_int_equal(get32(r, 8), 0);   /* MSG_ACCEPTED */
-	assert_int_equal(get32(r, 20), 0);  /* SUCCESS */
-	return (int)get32(r, 24);
+	assert_int_equal(it_get32(r, 0), xid);
+	assert_int_equal(it_get32(r, 4), 1);   /* REPLY */
+	assert_int_equal(it_get32(r, 8), 0);   /* MSG_ACCEPTED */
+	assert_int_equal(it_get32(r, 20), 0);  /* SUCCESS */
+	return (int)it_get32(r, 24);
 }
 
 /* --- UDP: one socket, so the retransmission leaves from the same port --- */
@@ -156,7 +141,7 @@ static size_t tcp_exchange(const uint8_t *msg, size_t len, uint8_t *reply)
 	size_t have = 0;
 	int fd = tcp_sock();
 
-	put32(wire, 0, 0x80000000u | (uint32_t)len);
+	it_put32(wire, 0, 0x80000000u | (uint32_t)len);
 	memcpy(wire + 4, msg, len);
 	assert_int_equal(send(fd, wire, len + 4, MSG_NOSIGNAL), (ssize_t)(len + 4));
 	for (;;) {
@@ -164,7 +149,7 @@ static size_t tcp_exchange(const uint8_t *msg, size_t len, uint8_t *reply)
 		uint32_t mark, n;
 
 		recv_all(fd, hdr, 4);
-		mark = get32(hdr, 0);
+		mark = it_get32(hdr, 0);
 		n = mark & 0x7fffffffu;
 		assert_true(have + n <= DRC_BUF);
 		recv_all(fd, reply + have, n);

@@ -178,42 +178,27 @@ static void test_garbage_args(void **state)
 
 /* --- raw records --- */
 
-static size_t put32(uint8_t *b, size_t off, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(b + off, &v, 4);
-	return off + 4;
-}
-
-static uint32_t get32(const uint8_t *b, size_t off)
-{
-	uint32_t v;
-
-	memcpy(&v, b + off, 4);
-	return ntohl(v);
-}
-
 /* A call header: xid, CALL, rpcvers, prog, vers, proc, cred flavor/len, verf AUTH_NONE. */
 static size_t call_hdr(uint8_t *b, uint32_t xid, uint32_t rpcvers, uint32_t prog, uint32_t vers,
 		       uint32_t proc, uint32_t flavor, uint32_t credlen)
 {
 	size_t o = 0;
 
-	o = put32(b, o, xid);
-	o = put32(b, o, 0);
-	o = put32(b, o, rpcvers);
-	o = put32(b, o, prog);
-	o = put32(b, o, vers);
-	o = put32(b, o, proc);
-	o = put32(b, o, flavor);
-	o = put32(b, o, credlen);
+	o = it_put32(b, o, xid);
+	o = it_put32(b, o, 0);
+	o = it_put32(b, o, rpcvers);
+	o = it_put32(b, o, prog);
+	o = it_put32(b, o, vers);
+	o = it_put32(b, o, proc);
+	o = it_put32(b, o, flavor);
+	o = it_put32(b, o, credlen);
 	/* a credential longer than 400 bytes is announced but not sent (a lie to be caught) */
 	if (credlen <= 400) {
 		memset(b + o, 0, (credlen + 3) & ~3u);
 		o += (credlen + 3) & ~3u;
 	}
-	o = put32(b, o, 0);
-	o = put32(b, o, 0);
+	o = it_put32(b, o, 0);
+	o = it_put32(b, o, 0);
 	return o;
 }
 
@@ -251,12 +236,12 @@ static void test_rpc_version_mismatch(void **state)
 	(void)state;
 	n = udp_exchange(msg, len, reply, sizeof(reply));
 	assert_true(n >= 24);
-	assert_int_equal(get32(reply, 0), 0x1234);
-	assert_int_equal(get32(reply, 4), 1);   /* REPLY */
-	assert_int_equal(get32(reply, 8), 1);   /* MSG_DENIED */
-	assert_int_equal(get32(reply, 12), 0);  /* RPC_MISMATCH */
-	assert_int_equal(get32(reply, 16), 2);  /* low */
-	assert_int_equal(get32(reply, 20), 2);  /* high */
+	assert_int_equal(it_get32(reply, 0), 0x1234);
+	assert_int_equal(it_get32(reply, 4), 1);   /* REPLY */
+	assert_int_equal(it_get32(reply, 8), 1);   /* MSG_DENIED */
+	assert_int_equal(it_get32(reply, 12), 0);  /* RPC_MISMATCH */
+	assert_int_equal(it_get32(reply, 16), 2);  /* low */
+	assert_int_equal(it_get32(reply, 20), 2);  /* high */
 }
 
 static void test_unknown_flavor_denied(void **state)
@@ -268,11 +253,11 @@ static void test_unknown_flavor_denied(void **state)
 	(void)state;
 	n = udp_exchange(msg, len, reply, sizeof(reply));
 	assert_true(n >= 16);
-	assert_int_equal(get32(reply, 0), 0x2345);
-	assert_int_equal(get32(reply, 8), 1);   /* MSG_DENIED */
-	assert_int_equal(get32(reply, 12), 1);  /* AUTH_ERROR */
+	assert_int_equal(it_get32(reply, 0), 0x2345);
+	assert_int_equal(it_get32(reply, 8), 1);   /* MSG_DENIED */
+	assert_int_equal(it_get32(reply, 12), 1);  /* AUTH_ERROR */
 	{
-		uint32_t why = get32(reply, 16);
+		uint32_t why = it_get32(reply, 16);
 
 		if (why != 1 && why != 2 && why != 5) /* BADCRED, REJECTEDCRED, TOOWEAK */
 			fail_msg("auth_stat %u for an unknown flavor", why);
@@ -292,55 +277,55 @@ static void test_malformed_datagrams(void **state)
 	{
 		size_t o = 0;
 
-		o = put32(msg, o, 0x4567);
-		o = put32(msg, o, 0);
-		o = put32(msg, o, 2);
-		o = put32(msg, o, NFS_PROGRAM);
-		o = put32(msg, o, 3);
-		o = put32(msg, o, 0);
-		o = put32(msg, o, 1);
-		o = put32(msg, o, 4 + 4 + 4 + 4 + 4 + 100 * 4);
-		o = put32(msg, o, 0);   /* stamp */
-		o = put32(msg, o, 0);   /* machine name, empty */
-		o = put32(msg, o, 0);   /* uid */
-		o = put32(msg, o, 0);   /* gid */
-		o = put32(msg, o, 100); /* groups */
+		o = it_put32(msg, o, 0x4567);
+		o = it_put32(msg, o, 0);
+		o = it_put32(msg, o, 2);
+		o = it_put32(msg, o, NFS_PROGRAM);
+		o = it_put32(msg, o, 3);
+		o = it_put32(msg, o, 0);
+		o = it_put32(msg, o, 1);
+		o = it_put32(msg, o, 4 + 4 + 4 + 4 + 4 + 100 * 4);
+		o = it_put32(msg, o, 0);   /* stamp */
+		o = it_put32(msg, o, 0);   /* machine name, empty */
+		o = it_put32(msg, o, 0);   /* uid */
+		o = it_put32(msg, o, 0);   /* gid */
+		o = it_put32(msg, o, 100); /* groups */
 		for (int i = 0; i < 100; i++)
-			o = put32(msg, o, i);
-		o = put32(msg, o, 0);
-		o = put32(msg, o, 0);
+			o = it_put32(msg, o, i);
+		o = it_put32(msg, o, 0);
+		o = it_put32(msg, o, 0);
 		/* AUTH_SYS allows 16 groups: this credential is malformed */
 		assert_true(udp_exchange(msg, o, reply, sizeof(reply)) >= 20);
-		assert_int_equal(get32(reply, 0), 0x4567);
-		assert_int_equal(get32(reply, 8), 1);  /* MSG_DENIED */
-		assert_int_equal(get32(reply, 12), 1); /* AUTH_ERROR */
-		assert_int_equal(get32(reply, 16), 1); /* AUTH_BADCRED */
+		assert_int_equal(it_get32(reply, 0), 0x4567);
+		assert_int_equal(it_get32(reply, 8), 1);  /* MSG_DENIED */
+		assert_int_equal(it_get32(reply, 12), 1); /* AUTH_ERROR */
+		assert_int_equal(it_get32(reply, 16), 1); /* AUTH_BADCRED */
 	}
 	/* the same with 16 groups is fine */
 	{
 		size_t o = 0;
 
-		o = put32(msg, o, 0x4568);
-		o = put32(msg, o, 0);
-		o = put32(msg, o, 2);
-		o = put32(msg, o, NFS_PROGRAM);
-		o = put32(msg, o, 3);
-		o = put32(msg, o, 0);
-		o = put32(msg, o, 1);
-		o = put32(msg, o, 4 + 4 + 4 + 4 + 4 + 16 * 4);
-		o = put32(msg, o, 0);
-		o = put32(msg, o, 0);
-		o = put32(msg, o, 0);
-		o = put32(msg, o, 0);
-		o = put32(msg, o, 16);
+		o = it_put32(msg, o, 0x4568);
+		o = it_put32(msg, o, 0);
+		o = it_put32(msg, o, 2);
+		o = it_put32(msg, o, NFS_PROGRAM);
+		o = it_put32(msg, o, 3);
+		o = it_put32(msg, o, 0);
+		o = it_put32(msg, o, 1);
+		o = it_put32(msg, o, 4 + 4 + 4 + 4 + 4 + 16 * 4);
+		o = it_put32(msg, o, 0);
+		o = it_put32(msg, o, 0);
+		o = it_put32(msg, o, 0);
+		o = it_put32(msg, o, 0);
+		o = it_put32(msg, o, 16);
 		for (int i = 0; i < 16; i++)
-			o = put32(msg, o, i);
-		o = put32(msg, o, 0);
-		o = put32(msg, o, 0);
+			o = it_put32(msg, o, i);
+		o = it_put32(msg, o, 0);
+		o = it_put32(msg, o, 0);
 		assert_true(udp_exchange(msg, o, reply, sizeof(reply)) >= 24);
-		assert_int_equal(get32(reply, 0), 0x4568);
-		assert_int_equal(get32(reply, 8), 0);  /* MSG_ACCEPTED */
-		assert_int_equal(get32(reply, 20), 0); /* SUCCESS */
+		assert_int_equal(it_get32(reply, 0), 0x4568);
+		assert_int_equal(it_get32(reply, 8), 0);  /* MSG_ACCEPTED */
+		assert_int_equal(it_get32(reply, 20), 0); /* SUCCESS */
 	}
 	/* truncated headers of every length, a reply instead of a call, random bytes */
 	len = call_hdr(msg, 0x5678, 2, NFS_PROGRAM, 3, 0, 0, 0);
@@ -349,7 +334,7 @@ static void test_malformed_datagrams(void **state)
 
 		for (size_t cut = 0; cut < len; cut++)
 			send(fd, msg, cut, 0);
-		put32(msg, 4, 1);
+		it_put32(msg, 4, 1);
 		send(fd, msg, len, 0);
 		it_fill(msg, sizeof(msg), 77);
 		send(fd, msg, sizeof(msg), 0);
@@ -358,9 +343,9 @@ static void test_malformed_datagrams(void **state)
 	/* and still serving */
 	len = call_hdr(msg, 0x6789, 2, NFS_PROGRAM, 3, 0, 0, 0);
 	assert_true(udp_exchange(msg, len, reply, sizeof(reply)) >= 24);
-	assert_int_equal(get32(reply, 0), 0x6789);
-	assert_int_equal(get32(reply, 8), 0);   /* MSG_ACCEPTED */
-	assert_int_equal(get32(reply, 20), 0);  /* SUCCESS */
+	assert_int_equal(it_get32(reply, 0), 0x6789);
+	assert_int_equal(it_get32(reply, 8), 0);   /* MSG_ACCEPTED */
+	assert_int_equal(it_get32(reply, 20), 0);  /* SUCCESS */
 }
 
 static int tcp_sock(void)
@@ -407,7 +392,7 @@ static size_t recv_record(int fd, uint8_t *buf, size_t cap)
 				return 0;
 			got += (size_t)n;
 		}
-		mark = get32(hdr, 0);
+		mark = it_get32(hdr, 0);
 		len = mark & 0x7fffffffu;
 		assert_true(have + len <= cap);
 		got = 0;
@@ -435,12 +420,12 @@ static void test_tcp_tiny_fragments(void **state)
 	len = call_hdr(msg, 0x789a, 2, NFS_PROGRAM, 3, 0, 0, 0);
 	/* one record as fragments of 4 bytes, and a second record right behind it */
 	for (size_t i = 0; i < len; i += 4) {
-		o = put32(wire, o, 4 | (i + 4 >= len ? 0x80000000u : 0));
+		o = it_put32(wire, o, 4 | (i + 4 >= len ? 0x80000000u : 0));
 		memcpy(wire + o, msg + i, 4);
 		o += 4;
 	}
-	put32(msg, 0, 0x789b);
-	o = put32(wire, o, (uint32_t)len | 0x80000000u);
+	it_put32(msg, 0, 0x789b);
+	o = it_put32(wire, o, (uint32_t)len | 0x80000000u);
 	memcpy(wire + o, msg, len);
 	o += len;
 	fd = tcp_sock();
@@ -451,19 +436,19 @@ static void test_tcp_tiny_fragments(void **state)
 	xids = 0;
 	for (int k = 0; k < 2; k++) {
 		assert_true(recv_record(fd, reply, sizeof(reply)) >= 24);
-		assert_int_equal(get32(reply, 20), 0);
-		assert_true(get32(reply, 0) == 0x789a || get32(reply, 0) == 0x789b);
-		xids |= get32(reply, 0) == 0x789a ? 1u : 2u;
+		assert_int_equal(it_get32(reply, 20), 0);
+		assert_true(it_get32(reply, 0) == 0x789a || it_get32(reply, 0) == 0x789b);
+		xids |= it_get32(reply, 0) == 0x789a ? 1u : 2u;
 	}
 	assert_int_equal(xids, 3);
 	/* an empty fragment before the last one is legal */
-	put32(msg, 0, 0x789c);
-	o = put32(wire, 0, 0);
-	o = put32(wire, o, (uint32_t)len | 0x80000000u);
+	it_put32(msg, 0, 0x789c);
+	o = it_put32(wire, 0, 0);
+	o = it_put32(wire, o, (uint32_t)len | 0x80000000u);
 	memcpy(wire + o, msg, len);
 	send_all(fd, wire, o + len);
 	assert_true(recv_record(fd, reply, sizeof(reply)) >= 24);
-	assert_int_equal(get32(reply, 0), 0x789c);
+	assert_int_equal(it_get32(reply, 0), 0x789c);
 	close(fd);
 }
 
@@ -475,7 +460,7 @@ static void test_tcp_oversized_record(void **state)
 
 	(void)state;
 	/* a record that claims 2 GiB: the server must hang up rather than buffer it */
-	put32(hdr, 0, 0xffffffffu);
+	it_put32(hdr, 0, 0xffffffffu);
 	send_all(fd, hdr, 4);
 	{
 		uint8_t chunk[65536];
