@@ -19,6 +19,7 @@
 #include "drc.h"
 #include "log.h"
 #include "rpc.h"
+#include "stats.h"
 
 #define RPC_VERSION 2
 #define RPC_MAX_PROGRAMS 16
@@ -470,6 +471,7 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 	struct drc_ticket drc = { 0 };
 	XDR xdrs;
 	bool decoded;
+	uint64_t stats_t0 = stats_clock();
 
 	memset(&rq, 0, sizeof(rq));
 	switch (rpc_parse_call(rec, len, &call)) {
@@ -580,6 +582,8 @@ out:
 			xdr_free(proc->rp_xdr_args, args);
 		free(args);
 	}
+	stats_call(proc != NULL ? &call : NULL, stats_t0, len, out != NULL ? *outlen : 0, peer, peerlen,
+		   r.dr_stat == MSG_ACCEPTED && r.dr_code == SUCCESS ? r.dr_res : NULL);
 	rpc_alloc_free(&rq);
 	return out;
 }

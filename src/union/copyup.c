@@ -14,6 +14,7 @@
 
 #include "fsio.h"
 #include "log.h"
+#include "stats.h"
 #include "uint.h"
 
 #define UCOPY_TMP_PREFIX "copyup."
@@ -321,6 +322,7 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 		r = fsio_fsync_dir(o->uo_upfd);
 	if (r == 0)
 		r = fsio_fsync_dir(workfd);
+	stats_copyup(r);
 	udir_invalidate(ux, pino);
 out:
 	if (t)

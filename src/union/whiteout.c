@@ -25,6 +25,7 @@
 
 #include "fsio.h"
 #include "log.h"
+#include "stats.h"
 #include "uint.h"
 
 #define UWH_XATTR_BUF 1024
@@ -216,7 +217,7 @@ int uwh_make(int dirfd, const char *name)
 	/* Since Linux 5.8 anyone may make a whiteout, so the kernel checks the caller. */
 	r = fsio_mknod(dirfd, name, S_IFCHR, 0);
 	if (r != -EPERM)
-		return r;
+		return stats_whiteout(r);
 	fsio_become_root(&ids);
 	r = fsio_mknod(dirfd, name, S_IFCHR, 0);
 	if (r == -EPERM) {
@@ -230,7 +231,7 @@ int uwh_make(int dirfd, const char *name)
 		}
 	}
 	fsio_restore(&ids);
-	return r;
+	return stats_whiteout(r);
 }
 
 /* Sets an overlay attribute as root, trusted.* or else user.*. */

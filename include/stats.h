@@ -1,0 +1,106 @@
+/*
+ * Server statistics: what `unionnfsd-ctl stats` (and the control socket) reports.
+ *
+ * Every counter is a relaxed atomic in static storage, so the hooks (one per served RPC
+ * call, per copy-up, per whiteout made) cost a few uncontended-in-the-common-case atomic
+ * adds and never take a lock; a report reads them without stopping anybody, so its
+ * figures are each exact but not a snapshot of one instant.
+ *
+ * Latencies go to log2 histograms of microseconds: bucket 0 holds calls under 1 us,
+ * bucket b (b >= 1) those of [2^(b-1), 2^b) us. A percentile is reported as the upper
+ * edge of the bucket it falls in, so it is never under the true value and at most twice it.
+ *
+ * Clients are remembered by address (no port) in a bounded insert-only table: the call
+ * hook finds its entry without a lock and updates it with atomics.
+ */
+#ifndef UNFS_STATS_H
+#define UNFS_STATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define STATS_BUCKETS 32          /* up to 2^31 us, about 36 minutes */
+#define STATS_MAX_PROCS 32        /* per program; higher procedure numbers count as one */
+#define STATS_MAX_CLIENTS 4096    /* addresses remembered; later ones are only counted */
+
+struct rpc_call;
+
+/* The programs counted apart; every other one is STATS_PROG_OTHER. */
+enum stats_prog { STATS_PROG_NFS = 0, STATS_PROG_MOUNT, STATS_PROG_PORTMAP, STATS_PROG_OTHER,
+		  STATS_NPROGS };
+
+/* A monotonic clock in nanoseconds, for the start of a call. */
+uint64_t stats_clock(void);
+
+/*
+ * One served record: call is NULL when the record was not a call to a procedure we have
+ * (rejected, wrong program or version); res is the handler's result when the reply was
+ * accepted with SUCCESS, else NULL (an NFS result begins with its nfsstat3: STALE and
+ * other errors are counted from it). t0 comes from stats_clock().
+ */
+void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t replylen,
+		const struct sockaddr *peer, socklen_t peerlen, const void *res);
+/* A copy-up finished with r (counted when 0); returns r. */
+int stats_copyup(int r);
+/* A whiteout was made with result r (counted when 0); returns r. */
+int stats_whiteout(int r);
+
+/* The histogram's percentile p (0 < p <= 100) in microseconds; 0 when it is empty. */
+uint64_t stats_percentile(const uint64_t hist[STATS_BUCKETS], unsigned p);
+/* Bucket of a latency in nanoseconds. */
+unsigned stats_bucket(uint64_t ns);
+
+/* A copy of one procedure's figures. */
+struct stats_proc {
+	uint64_t sp_calls;
+	uint64_t sp_errors;           /* NFS: replies with a status other than NFS3_OK */
+	uint64_t sp_stale;            /* NFS: NFS3ERR_STALE replies */
+	uint64_t sp_ns;               /* summed latency */
+	uint64_t sp_hist[STATS_BUCKETS];
+};
+void stats_proc_get(enum stats_prog prog, unsigned proc, struct stats_proc *out);
+
+struct stats_totals {
+	uint64_t st_calls;
+	uint64_t st_rejected;         /* records answered without reaching a procedure */
+	uint64_t st_req_bytes;
+	uint64_t st_reply_bytes;
+	uint64_t st_copyups;
+	uint64_t st_whiteouts;
+	uint64_t st_stale;
+	uint64_t st_clients_dropped;  /* calls from addresses beyond STATS_MAX_CLIENTS */
+};
+void stats_totals_get(struct stats_totals *out);
+
+/* A procedure's name ("GETATTR"), or NULL when the program has none at that number. */
+const char *stats_proc_name(enum stats_prog prog, unsigned proc);
+const char *stats_prog_name(enum stats_prog prog);
+
+/* One remembered client, for `clients`. */
+struct stats_client {
+	char sc_addr[64];             /* numeric, IPv4-mapped addresses shown as IPv4 */
+	time_t sc_first;              /* wall clock of its first and last call */
+	time_t sc_last;
+	uint64_t sc_calls;
+	uint64_t sc_bytes;            /* request plus reply */
+};
+/* Calls fn for every remembered client; stops early when fn returns false. */
+void stats_clients_each(bool (*fn)(const struct stats_client *c, void *arg), void *arg);
+
+/*
+ * Appends the text report (`stats`) through stats_appendf (buf, len, cap as there).
+ * Returns 0 or -ENOMEM.
+ */
+int stats_report(char **buf, size_t *len, size_t *cap);
+
+/* printf onto a growing malloc()ed string (*buf may start NULL). Returns 0 or -ENOMEM. */
+int stats_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Forgets everything (tests). Not safe while calls are being counted. */
+void stats_reset(void);
+
+#endif

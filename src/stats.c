@@ -1,0 +1,418 @@
+/*
+ * Server statistics (include/stats.h): relaxed atomics in static storage, fed by one-line
+ * hooks in the dispatcher, the copy-up and the whiteout code, read by the control socket.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc.h"
+#include "stats.h"
+
+#define STATS_NFS_PROG 100003u
+#define STATS_MOUNT_PROG 100005u
+#define STATS_PORTMAP_PROG 100000u
+#define STATS_NFS3ERR_STALE 70u
+#define STATS_CLIENT_CHAINS 1024u
+
+struct stats_counters {
+	atomic_uint_fast64_t sc_calls;
+	atomic_uint_fast64_t sc_errors;
+	atomic_uint_fast64_t sc_stale;
+	atomic_uint_fast64_t sc_ns;
+	atomic_uint_fast64_t sc_hist[STATS_BUCKETS];
+};
+
+/* Insert-only: an entry, once published in its chain, lives until stats_reset(). */
+struct stats_client_ent {
+	_Atomic(struct stats_client_ent *) ce_next;
+	uint8_t ce_addr[16];                   /* IPv6, IPv4 as ::ffff:a.b.c.d */
+	atomic_llong ce_first;
+	atomic_llong ce_last;
+	atomic_uint_fast64_t ce_calls;
+	atomic_uint_fast64_t ce_bytes;
+};
+
+static struct stats_counters stats_procs[STATS_NPROGS][STATS_MAX_PROCS];
+static atomic_uint_fast64_t stats_rejected, stats_req_bytes, stats_reply_bytes;
+static atomic_uint_fast64_t stats_copyups, stats_whiteouts, stats_clients_dropped;
+static _Atomic(struct stats_client_ent *) stats_chains[STATS_CLIENT_CHAINS];
+static atomic_uint stats_nclients;
+/* Only inserts take it: two first calls of one new client must not make two entries. */
+static pthread_mutex_t stats_insert_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define ADD(c, v) atomic_fetch_add_explicit(&(c), (v), memory_order_relaxed)
+#define GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
+
+static const char *const stats_nfs_names[] = {
+	"NULL", "GETATTR", "SETATTR", "LOOKUP", "ACCESS", "READLINK", "READ", "WRITE",
+	"CREATE", "MKDIR", "SYMLINK", "MKNOD", "REMOVE", "RMDIR", "RENAME", "LINK", "READDIR",
+	"READDIRPLUS", "FSSTAT", "FSINFO", "PATHCONF", "COMMIT",
+};
+static const char *const stats_mount_names[] = {
+	"NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT",
+};
+static const char *const stats_portmap_names[] = {
+	"NULL", "SET", "UNSET", "GETPORT", "DUMP", "CALLIT",
+};
+
+uint64_t stats_clock(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+unsigned stats_bucket(uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	unsigned b;
+
+	if (us == 0)
+		return 0;
+	b = 64u - (unsigned)__builtin_clzll(us);
+	return b < STATS_BUCKETS ? b : STATS_BUCKETS - 1;
+}
+
+uint64_t stats_percentile(const uint64_t hist[STATS_BUCKETS], unsigned p)
+{
+	uint64_t n = 0, rank, seen = 0;
+	unsigned b;
+
+	for (b = 0; b < STATS_BUCKETS; b++)
+		n += hist[b];
+	if (n == 0 || p == 0)
+		return 0;
+	if (p > 100)
+		p = 100;
+	/* The smallest value at or above p percent of the calls: rank ceil(n * p / 100). */
+	rank = (n / 100) * p + ((n % 100) * p + 99) / 100;
+	if (rank == 0)
+		rank = 1;
+	for (b = 0; b < STATS_BUCKETS; b++) {
+		seen += hist[b];
+		if (seen >= rank)
+			break;
+	}
+	if (b >= STATS_BUCKETS)
+		b = STATS_BUCKETS - 1;
+	return (uint64_t)1 << b;
+}
+
+static enum stats_prog stats_prog_of(uint32_t prog)
+{
+	switch (prog) {
+	case STATS_NFS_PROG: return STATS_PROG_NFS;
+	case STATS_MOUNT_PROG: return STATS_PROG_MOUNT;
+	case STATS_PORTMAP_PROG: return STATS_PROG_PORTMAP;
+	default: return STATS_PROG_OTHER;
+	}
+}
+
+/* The peer as 16 address bytes; false for anything but IPv4 and IPv6. */
+static bool stats_key(const struct sockaddr *sa, socklen_t len, uint8_t key[16])
+{
+	if (sa == NULL)
+		return false;
+	if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+
+		memset(key, 0, 10);
+		key[10] = key[11] = 0xff;
+		memcpy(key + 12, &in->sin_addr, 4);
+		return true;
+	}
+	if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+		memcpy(key, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+		return true;
+	}
+	return false;
+}
+
+static unsigned stats_hash(const uint8_t key[16])
+{
+	uint32_t h = 2166136261u;
+
+	for (int i = 0; i < 16; i++)
+		h = (h ^ key[i]) * 16777619u;
+	return h % STATS_CLIENT_CHAINS;
+}
+
+static struct stats_client_ent *stats_find(struct stats_client_ent *e, const uint8_t key[16])
+{
+	for (; e != NULL; e = atomic_load_explicit(&e->ce_next, memory_order_acquire))
+		if (memcmp(e->ce_addr, key, 16) == 0)
+			return e;
+	return NULL;
+}
+
+static void stats_seen(const struct sockaddr *peer, socklen_t peerlen, uint64_t bytes)
+{
+	struct stats_client_ent *head, *e;
+	uint8_t key[16];
+	unsigned h;
+	time_t now;
+
+	if (!stats_key(peer, peerlen, key))
+		return;
+	h = stats_hash(key);
+	head = atomic_load_explicit(&stats_chains[h], memory_order_acquire);
+	e = stats_find(head, key);
+	now = time(NULL);
+	if (e == NULL) {
+		pthread_mutex_lock(&stats_insert_lock);
+		head = atomic_load_explicit(&stats_chains[h], memory_order_acquire);
+		e = stats_find(head, key);
+		if (e == NULL && atomic_load(&stats_nclients) < STATS_MAX_CLIENTS &&
+		    (e = calloc(1, sizeof(*e))) != NULL) {
+			memcpy(e->ce_addr, key, 16);
+			atomic_init(&e->ce_first, (long long)now);
+			atomic_init(&e->ce_next, head);
+			atomic_fetch_add(&stats_nclients, 1);
+			atomic_store_explicit(&stats_chains[h], e, memory_order_release);
+		}
+		pthread_mutex_unlock(&stats_insert_lock);
+		if (e == NULL) {
+			ADD(stats_clients_dropped, 1);
+			return;
+		}
+	}
+	atomic_store_explicit(&e->ce_last, (long long)now, memory_order_relaxed);
+	ADD(e->ce_calls, 1);
+	ADD(e->ce_bytes, bytes);
+}
+
+void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t replylen,
+		const struct sockaddr *peer, socklen_t peerlen, const void *res)
+{
+	struct stats_counters *c;
+	enum stats_prog prog;
+	uint64_t ns = stats_clock() - t0;
+	uint32_t status;
+
+	ADD(stats_req_bytes, reqlen);
+	ADD(stats_reply_bytes, replylen);
+	stats_seen(peer, peerlen, (uint64_t)reqlen + replylen);
+	if (call == NULL) {
+		ADD(stats_rejected, 1);
+		return;
+	}
+	prog = stats_prog_of(call->rc_prog);
+	c = &stats_procs[prog][call->rc_proc < STATS_MAX_PROCS ? call->rc_proc : STATS_MAX_PROCS - 1];
+	ADD(c->sc_calls, 1);
+	ADD(c->sc_ns, ns);
+	ADD(c->sc_hist[stats_bucket(ns)], 1);
+	/* Every NFS v3 result (but NULL's) is a union switched on its nfsstat3, first. */
+	if (prog == STATS_PROG_NFS && call->rc_vers == 3 && call->rc_proc != 0 && res != NULL) {
+		memcpy(&status, res, sizeof(status));
+		if (status != 0)
+			ADD(c->sc_errors, 1);
+		if (status == STATS_NFS3ERR_STALE)
+			ADD(c->sc_stale, 1);
+	}
+}
+
+int stats_copyup(int r)
+{
+	if (r == 0)
+		ADD(stats_copyups, 1);
+	return r;
+}
+
+int stats_whiteout(int r)
+{
+	if (r == 0)
+		ADD(stats_whiteouts, 1);
+	return r;
+}
+
+void stats_proc_get(enum stats_prog prog, unsigned proc, struct stats_proc *out)
+{
+	struct stats_counters *c;
+
+	memset(out, 0, sizeof(*out));
+	if ((unsigned)prog >= STATS_NPROGS || proc >= STATS_MAX_PROCS)
+		return;
+	c = &stats_procs[prog][proc];
+	out->sp_calls = GET(c->sc_calls);
+	out->sp_errors = GET(c->sc_errors);
+	out->sp_stale = GET(c->sc_stale);
+	out->sp_ns = GET(c->sc_ns);
+	for (unsigned b = 0; b < STATS_BUCKETS; b++)
+		out->sp_hist[b] = GET(c->sc_hist[b]);
+}
+
+void stats_totals_get(struct stats_totals *out)
+{
+	struct stats_proc sp;
+
+	memset(out, 0, sizeof(*out));
+	for (unsigned p = 0; p < STATS_NPROGS; p++) {
+		for (unsigned i = 0; i < STATS_MAX_PROCS; i++) {
+			stats_proc_get((enum stats_prog)p, i, &sp);
+			out->st_calls += sp.sp_calls;
+			out->st_stale += sp.sp_stale;
+		}
+	}
+	out->st_rejected = GET(stats_rejected);
+	out->st_req_bytes = GET(stats_req_bytes);
+	out->st_reply_bytes = GET(stats_reply_bytes);
+	out->st_copyups = GET(stats_copyups);
+	out->st_whiteouts = GET(stats_whiteouts);
+	out->st_clients_dropped = GET(stats_clients_dropped);
+}
+
+const char *stats_prog_name(enum stats_prog prog)
+{
+	switch (prog) {
+	case STATS_PROG_NFS: return "nfs";
+	case STATS_PROG_MOUNT: return "mount";
+	case STATS_PROG_PORTMAP: return "portmap";
+	default: return "other";
+	}
+}
+
+const char *stats_proc_name(enum stats_prog prog, unsigned proc)
+{
+#define STATS_NAME(t) (proc < sizeof(t) / sizeof(t[0]) ? t[proc] : NULL)
+	switch (prog) {
+	case STATS_PROG_NFS: return STATS_NAME(stats_nfs_names);
+	case STATS_PROG_MOUNT: return STATS_NAME(stats_mount_names);
+	case STATS_PROG_PORTMAP: return STATS_NAME(stats_portmap_names);
+	default: return NULL;
+	}
+#undef STATS_NAME
+}
+
+void stats_clients_each(bool (*fn)(const struct stats_client *c, void *arg), void *arg)
+{
+	struct stats_client_ent *e;
+	struct stats_client c;
+	struct in_addr a4;
+
+	for (unsigned h = 0; h < STATS_CLIENT_CHAINS; h++) {
+		for (e = atomic_load_explicit(&stats_chains[h], memory_order_acquire); e != NULL;
+		     e = atomic_load_explicit(&e->ce_next, memory_order_acquire)) {
+			memset(&c, 0, sizeof(c));
+			if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)(const void *)e->ce_addr)) {
+				memcpy(&a4, e->ce_addr + 12, 4);
+				inet_ntop(AF_INET, &a4, c.sc_addr, sizeof(c.sc_addr));
+			} else {
+				inet_ntop(AF_INET6, e->ce_addr, c.sc_addr, sizeof(c.sc_addr));
+			}
+			c.sc_first = (time_t)atomic_load_explicit(&e->ce_first, memory_order_relaxed);
+			c.sc_last = (time_t)atomic_load_explicit(&e->ce_last, memory_order_relaxed);
+			c.sc_calls = GET(e->ce_calls);
+			c.sc_bytes = GET(e->ce_bytes);
+			if (!fn(&c, arg))
+				return;
+		}
+	}
+}
+
+int stats_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+	va_list ap;
+	size_t need;
+	char *nb;
+	int n;
+
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? *cap - *len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return -EINVAL;
+		if (*buf && (size_t)n < *cap - *len) {
+			*len += (size_t)n;
+			return 0;
+		}
+		need = *len + (size_t)n + 1;
+		if (need < 2 * *cap)
+			need = 2 * *cap;
+		if (need < 1024)
+			need = 1024;
+		nb = realloc(*buf, need);
+		if (nb == NULL)
+			return -ENOMEM;
+		*buf = nb;
+		*cap = need;
+	}
+}
+
+int stats_report(char **buf, size_t *len, size_t *cap)
+{
+	struct stats_totals t;
+	struct stats_proc sp;
+	const char *name;
+	char num[16];
+	int r;
+
+	stats_totals_get(&t);
+	r = stats_appendf(buf, len, cap,
+			  "calls %llu (rejected before a procedure: %llu)\n"
+			  "bytes received %llu, sent %llu\n"
+			  "copy-ups %llu, whiteouts made %llu, STALE replies %llu\n",
+			  (unsigned long long)t.st_calls, (unsigned long long)t.st_rejected,
+			  (unsigned long long)t.st_req_bytes, (unsigned long long)t.st_reply_bytes,
+			  (unsigned long long)t.st_copyups, (unsigned long long)t.st_whiteouts,
+			  (unsigned long long)t.st_stale);
+	if (r == 0 && t.st_clients_dropped > 0)
+		r = stats_appendf(buf, len, cap,
+				  "calls from clients beyond the first %d addresses (not in `clients`): %llu\n",
+				  STATS_MAX_CLIENTS, (unsigned long long)t.st_clients_dropped);
+	if (r == 0)
+		r = stats_appendf(buf, len, cap, "%-8s %-12s %10s %8s %8s %9s %9s %9s %9s\n",
+				  "program", "procedure", "calls", "errors", "stale", "avg_us",
+				  "p50_us", "p90_us", "p99_us");
+	for (unsigned p = 0; r == 0 && p < STATS_NPROGS; p++) {
+		for (unsigned i = 0; r == 0 && i < STATS_MAX_PROCS; i++) {
+			stats_proc_get((enum stats_prog)p, i, &sp);
+			if (sp.sp_calls == 0)
+				continue;
+			name = stats_proc_name((enum stats_prog)p, i);
+			if (name == NULL) {
+				snprintf(num, sizeof(num), "%s%u", i == STATS_MAX_PROCS - 1 ? ">=" : "#", i);
+				name = num;
+			}
+			r = stats_appendf(buf, len, cap,
+					  "%-8s %-12s %10llu %8llu %8llu %9llu %9llu %9llu %9llu\n",
+					  stats_prog_name((enum stats_prog)p), name,
+					  (unsigned long long)sp.sp_calls,
+					  (unsigned long long)sp.sp_errors,
+					  (unsigned long long)sp.sp_stale,
+					  (unsigned long long)(sp.sp_ns / sp.sp_calls / 1000),
+					  (unsigned long long)stats_percentile(sp.sp_hist, 50),
+					  (unsigned long long)stats_percentile(sp.sp_hist, 90),
+					  (unsigned long long)stats_percentile(sp.sp_hist, 99));
+		}
+	}
+	return r;
+}
+
+void stats_reset(void)
+{
+	struct stats_client_ent *e, *next;
+
+	memset(stats_procs, 0, sizeof(stats_procs));
+	atomic_store(&stats_rejected, 0);
+	atomic_store(&stats_req_bytes, 0);
+	atomic_store(&stats_reply_bytes, 0);
+	atomic_store(&stats_copyups, 0);
+	atomic_store(&stats_whiteouts, 0);
+	atomic_store(&stats_clients_dropped, 0);
+	for (unsigned h = 0; h < STATS_CLIENT_CHAINS; h++) {
+		for (e = atomic_exchange(&stats_chains[h], NULL); e != NULL; e = next) {
+			next = atomic_load(&e->ce_next);
+			free(e);
+		}
+	}
+	atomic_store(&stats_nclients, 0);
+}

@@ -1,0 +1,210 @@
+/*
+ * Statistics (src/stats.c): bucketing, percentiles, the per-procedure and client
+ * figures of the call hook, NFS error and STALE counting from the result, and counts
+ * that stay exact when several threads count at once.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rpc.h"
+#include "stats.h"
+
+#define T_THREADS 4
+#define T_PER_THREAD 20000
+
+static int t_setup(void **state)
+{
+	(void)state;
+	stats_reset();
+	return 0;
+}
+
+static void test_buckets(void **state)
+{
+	(void)state;
+	assert_int_equal(stats_bucket(0), 0);
+	assert_int_equal(stats_bucket(999), 0);
+	assert_int_equal(stats_bucket(1000), 1);      /* 1 us: [1, 2) */
+	assert_int_equal(stats_bucket(1999), 1);
+	assert_int_equal(stats_bucket(2000), 2);
+	assert_int_equal(stats_bucket(1000000), 10);  /* 1 ms: [512, 1024) us */
+	assert_int_equal(stats_bucket(UINT64_MAX), STATS_BUCKETS - 1);
+}
+
+static void test_percentiles(void **state)
+{
+	uint64_t h[STATS_BUCKETS] = { 0 };
+
+	(void)state;
+	assert_int_equal(stats_percentile(h, 50), 0);
+	/* 90 calls of about 3 us, 9 of about 100 us, one of about 5 ms. */
+	h[stats_bucket(3000)] = 90;
+	h[stats_bucket(100000)] = 9;
+	h[stats_bucket(5000000)] = 1;
+	assert_int_equal(stats_percentile(h, 50), 4);
+	assert_int_equal(stats_percentile(h, 90), 4);
+	assert_int_equal(stats_percentile(h, 91), 128);
+	assert_int_equal(stats_percentile(h, 99), 128);
+	assert_int_equal(stats_percentile(h, 100), 8192);
+	/* One call: every percentile is its bucket. */
+	memset(h, 0, sizeof(h));
+	h[0] = 1;
+	assert_int_equal(stats_percentile(h, 1), 1);
+	assert_int_equal(stats_percentile(h, 99), 1);
+}
+
+static void t_peer(struct sockaddr_in *sin, const char *addr, int port)
+{
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)port);
+	inet_pton(AF_INET, addr, &sin->sin_addr);
+}
+
+struct t_seen {
+	int ts_n;
+	uint64_t ts_calls;
+	char ts_addr[64];
+};
+
+static bool t_client(const struct stats_client *c, void *arg)
+{
+	struct t_seen *s = arg;
+
+	s->ts_n++;
+	s->ts_calls += c->sc_calls;
+	strcpy(s->ts_addr, c->sc_addr);
+	return true;
+}
+
+static void test_call_hook(void **state)
+{
+	struct rpc_call call = { .rc_prog = 100003, .rc_vers = 3, .rc_proc = 1 };
+	uint32_t ok = 0, stale = 70, noent = 2;
+	struct sockaddr_in a, b;
+	struct stats_totals t;
+	struct stats_proc sp;
+	struct t_seen seen = { 0 };
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+
+	(void)state;
+	t_peer(&a, "192.0.2.7", 700);
+	t_peer(&b, "192.0.2.7", 901);  /* same client, another port */
+	stats_call(&call, stats_clock(), 100, 120, (struct sockaddr *)&a, sizeof(a), &ok);
+	stats_call(&call, stats_clock(), 100, 40, (struct sockaddr *)&b, sizeof(b), &stale);
+	stats_call(&call, stats_clock(), 100, 40, (struct sockaddr *)&a, sizeof(a), &noent);
+	stats_call(&call, stats_clock(), 100, 40, (struct sockaddr *)&a, sizeof(a), NULL);
+	stats_call(NULL, stats_clock(), 10, 24, (struct sockaddr *)&a, sizeof(a), NULL);
+	assert_int_equal(stats_copyup(0), 0);
+	assert_int_equal(stats_copyup(-5), -5);
+	assert_int_equal(stats_whiteout(0), 0);
+	assert_int_equal(stats_whiteout(0), 0);
+
+	stats_proc_get(STATS_PROG_NFS, 1, &sp);
+	assert_int_equal(sp.sp_calls, 4);
+	assert_int_equal(sp.sp_errors, 2);
+	assert_int_equal(sp.sp_stale, 1);
+	stats_totals_get(&t);
+	assert_int_equal(t.st_calls, 4);
+	assert_int_equal(t.st_rejected, 1);
+	assert_int_equal(t.st_req_bytes, 410);
+	assert_int_equal(t.st_reply_bytes, 264);
+	assert_int_equal(t.st_copyups, 1);
+	assert_int_equal(t.st_whiteouts, 2);
+	assert_int_equal(t.st_stale, 1);
+
+	stats_clients_each(t_client, &seen);
+	assert_int_equal(seen.ts_n, 1);
+	assert_int_equal(seen.ts_calls, 5);
+	assert_string_equal(seen.ts_addr, "192.0.2.7");
+
+	assert_int_equal(stats_report(&buf, &len, &cap), 0);
+	assert_non_null(strstr(buf, "GETATTR"));
+	assert_non_null(strstr(buf, "copy-ups 1, whiteouts made 2, STALE replies 1"));
+	assert_int_equal(strlen(buf), len);
+	free(buf);
+}
+
+/* Out-of-range procedure numbers and other programs are counted, never out of bounds. */
+static void test_odd_calls(void **state)
+{
+	struct rpc_call call = { .rc_prog = 42, .rc_vers = 1, .rc_proc = 1000000 };
+	struct stats_proc sp;
+
+	(void)state;
+	stats_call(&call, stats_clock(), 1, 1, NULL, 0, NULL);
+	stats_proc_get(STATS_PROG_OTHER, STATS_MAX_PROCS - 1, &sp);
+	assert_int_equal(sp.sp_calls, 1);
+	stats_proc_get(STATS_PROG_OTHER, STATS_MAX_PROCS, &sp);
+	assert_int_equal(sp.sp_calls, 0);
+	assert_null(stats_proc_name(STATS_PROG_NFS, 22));
+	assert_string_equal(stats_proc_name(STATS_PROG_NFS, 21), "COMMIT");
+}
+
+static void *t_counter(void *arg)
+{
+	struct rpc_call call = { .rc_prog = 100005, .rc_vers = 3, .rc_proc = 1 };
+	struct sockaddr_in a;
+	char addr[32];
+	int id = (int)(intptr_t)arg;
+
+	for (int i = 0; i < T_PER_THREAD; i++) {
+		/* 64 clients shared by all threads, so new entries race with lookups. */
+		snprintf(addr, sizeof(addr), "10.0.%d.%d", (i + id) % 64 / 8, (i + id) % 8);
+		t_peer(&a, addr, 1000 + id);
+		stats_call(&call, stats_clock(), 3, 5, (struct sockaddr *)&a, sizeof(a), NULL);
+		stats_whiteout(0);
+	}
+	return NULL;
+}
+
+static void test_concurrency(void **state)
+{
+	pthread_t th[T_THREADS];
+	struct stats_totals t;
+	struct stats_proc sp;
+	struct t_seen seen = { 0 };
+	uint64_t n = 0;
+
+	(void)state;
+	for (int i = 0; i < T_THREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, t_counter, (void *)(intptr_t)i), 0);
+	for (int i = 0; i < T_THREADS; i++)
+		pthread_join(th[i], NULL);
+	stats_proc_get(STATS_PROG_MOUNT, 1, &sp);
+	assert_int_equal(sp.sp_calls, T_THREADS * T_PER_THREAD);
+	for (int b = 0; b < STATS_BUCKETS; b++)
+		n += sp.sp_hist[b];
+	assert_int_equal(n, T_THREADS * T_PER_THREAD);
+	stats_totals_get(&t);
+	assert_int_equal(t.st_req_bytes, 3ull * T_THREADS * T_PER_THREAD);
+	assert_int_equal(t.st_whiteouts, T_THREADS * T_PER_THREAD);
+	stats_clients_each(t_client, &seen);
+	assert_int_equal(seen.ts_n, 64);
+	assert_int_equal(seen.ts_calls, T_THREADS * T_PER_THREAD);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_buckets, t_setup),
+		cmocka_unit_test_setup(test_percentiles, t_setup),
+		cmocka_unit_test_setup(test_call_hook, t_setup),
+		cmocka_unit_test_setup(test_odd_calls, t_setup),
+		cmocka_unit_test_setup(test_concurrency, t_setup),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+
+	stats_reset();
+	return rc;
+}
