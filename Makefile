@@ -33,7 +33,8 @@ GEN_C = $(XDR:%=$(BUILD)/gen/%_xdr.c)
 GEN_O = $(XDR:%=$(BUILD)/obj/gen/%_xdr.o)
 
 MAIN_SRC = src/main.c
-LIB_SRC = $(filter-out $(MAIN_SRC),$(sort $(wildcard src/*.c src/*/*.c store/*.c)))
+CTL_SRC = src/ctl/unionnfsd_ctl.c
+LIB_SRC = $(filter-out $(MAIN_SRC) $(CTL_SRC),$(sort $(wildcard src/*.c src/*/*.c store/*.c)))
 LIB_O = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_O)
 
 UNIT_SRC = $(sort $(wildcard tests/unit/test_*.c))
@@ -51,7 +52,7 @@ FUZZ_DIR = build/fuzz
 
 .PHONY: all test check install clean unit integration e2e fuzz fuzz-build fuzz-merge fuzz-seeds
 .SECONDARY: $(GEN_H) $(GEN_C)
-all: $(BUILD)/unionnfsd
+all: $(BUILD)/unionnfsd $(BUILD)/unionnfsd-ctl
 
 $(BUILD)/gen/%.h: rpc/%.x
 	@mkdir -p $(dir $@)
@@ -71,6 +72,10 @@ $(BUILD)/obj/%.o: %.c $(GEN_H)
 
 $(BUILD)/unionnfsd: $(BUILD)/obj/$(MAIN_SRC:.c=.o) $(LIB_O)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+# The control client stands alone: it speaks a line protocol, it needs none of the server.
+$(BUILD)/unionnfsd-ctl: $(BUILD)/obj/$(CTL_SRC:.c=.o)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)
@@ -124,16 +129,17 @@ fuzz-seeds: $(BUILD)/tests/fuzz/gen_seeds
 	$(BUILD)/tests/fuzz/gen_seeds tests/fuzz/corpus
 
 unit: $(UNIT_BIN)
-integration: $(BUILD)/unionnfsd $(INTEG_BIN)
+integration: $(BUILD)/unionnfsd $(BUILD)/unionnfsd-ctl $(INTEG_BIN)
 
-test: $(BUILD)/unionnfsd $(UNIT_BIN) $(INTEG_BIN) $(FUZZ_REPLAY)
+test: $(BUILD)/unionnfsd $(BUILD)/unionnfsd-ctl $(UNIT_BIN) $(INTEG_BIN) $(FUZZ_REPLAY)
 	BUILD=$(BUILD) RUN_E2E=$(RUN_E2E) tests/run-tests
 
 check:
 	$(MAKE) BUILD=build/san SAN=1 OPT=-O1 RUN_E2E=0 test
 
-install: $(BUILD)/unionnfsd
+install: $(BUILD)/unionnfsd $(BUILD)/unionnfsd-ctl
 	install -D -m 0755 $(BUILD)/unionnfsd $(DESTDIR)$(PREFIX)/sbin/unionnfsd
+	install -D -m 0755 $(BUILD)/unionnfsd-ctl $(DESTDIR)$(PREFIX)/sbin/unionnfsd-ctl
 
 clean:
 	rm -rf build

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "control.h"
 #include "exports.h"
 #include "fsio.h"
 #include "log.h"
@@ -47,6 +48,7 @@ struct main_ctx {
 	bool mc_nfs_ready;
 	struct ev_loop *mc_loop;
 	struct net_server *mc_net;
+	struct control *mc_ctl;             /* STATE_DIR/control.sock, NULL if it could not be made */
 	int mc_ports[3];                    /* bound ports, so one port is listened on once */
 	int mc_nports;
 	int mc_nfs_port;
@@ -494,6 +496,12 @@ static void main_on_reload_done(struct ev_loop *loop, ev_async *w, int revents)
 	}
 }
 
+/* `unionnfsd-ctl reload`: the same path as SIGHUP. */
+static void main_ctl_reload(void *arg)
+{
+	main_reload_start(arg);
+}
+
 static void main_on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	(void)loop;
@@ -541,6 +549,8 @@ static void main_teardown(struct main_ctx *mc)
 {
 	int i;
 
+	control_close(mc->mc_ctl);
+	mc->mc_ctl = NULL;
 	if (mc->mc_net) {
 		net_server_shutdown(mc->mc_net);
 		net_server_free(mc->mc_net);
@@ -578,6 +588,19 @@ static void main_teardown(struct main_ctx *mc)
 		ev_loop_destroy(mc->mc_loop);
 		mc->mc_loop = NULL;
 	}
+}
+
+/* The control socket is a convenience: without it the server still serves, and says why. */
+static void main_control(struct main_ctx *mc)
+{
+	struct control_env env = {
+		.ce_cfg = &mc->mc_cfg, .ce_nfs = &mc->mc_nfs,
+		.ce_reload = main_ctl_reload, .ce_reload_arg = mc,
+	};
+	char lerr[MAIN_ERRLEN];
+
+	if (control_open(mc->mc_loop, &env, &mc->mc_ctl, lerr, sizeof(lerr)) < 0)
+		main_warn(mc, "%s; unionnfsd-ctl will not reach this server", lerr);
 }
 
 /* Everything from opening the store to serving. Returns 0, or -1 with a message in err. */
@@ -668,6 +691,7 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	mc->mc_mount_port = rc;
 	if (main_portmap(mc, err, errlen) < 0)
 		return -1;
+	main_control(mc);
 	main_report(mc, "nfs port %d", mc->mc_nfs_port);
 	main_report(mc, "mount port %d", mc->mc_mount_port);
 	for (i = 0; i < cf->cf_nexports; i++)

@@ -1,0 +1,53 @@
+/*
+ * The control socket: STATE_DIR/control.sock, a UNIX stream socket (mode 0600) served
+ * on the event loop, which build/unionnfsd-ctl talks to. One line of text in
+ * ("status", "clients", "stats", "reload", "reset CLIENT", "help"), the reply out, then
+ * the server closes the connection. A reply that failed begins with "error: ".
+ *
+ * Nothing here blocks the loop: requests are bounded (CONTROL_MAX_REQUEST), replies are
+ * composed in memory from counters and lists guarded by short locks and written with the
+ * loop's write watcher, and a connection that stalls is closed after CONTROL_TIMEOUT.
+ */
+#ifndef UNFS_CONTROL_H
+#define UNFS_CONTROL_H
+
+#include <stddef.h>
+
+#ifndef UNIONNFSD_VERSION
+#define UNIONNFSD_VERSION "0.6-dev"
+#endif
+
+#define CONTROL_SOCKET_NAME "control.sock"
+#define CONTROL_MAX_REQUEST 1024      /* bytes of the request line, newline included */
+#define CONTROL_TIMEOUT 10.0          /* seconds a connection may take to send and read */
+#define CONTROL_MAX_CONNS 16
+
+struct ev_loop;
+struct config;
+struct nfs_server;
+struct control;
+
+struct control_env {
+	const struct config *ce_cfg;      /* exports, branches, state directory */
+	struct nfs_server *ce_nfs;        /* the MOUNT list and the rules lock */
+	void (*ce_reload)(void *arg);     /* what SIGHUP does; runs on the loop */
+	void *ce_reload_arg;
+};
+
+/*
+ * Creates STATE_DIR/control.sock (replacing a stale one: the state directory's lock is
+ * already ours, so no other server uses it) and serves it on loop. Returns 0, or -1 with
+ * a message naming the cause and the fix in err.
+ */
+int control_open(struct ev_loop *loop, const struct control_env *env, struct control **out,
+		 char *err, size_t errlen);
+/* Closes every control connection and removes the socket. NULL is fine. */
+void control_close(struct control *ctl);
+
+/*
+ * The reply to one request line (without its newline), malloc()ed and NUL-terminated,
+ * NULL when out of memory. Exposed for tests; the socket code calls it.
+ */
+char *control_answer(struct control *ctl, const char *line);
+
+#endif

@@ -1,0 +1,518 @@
+/*
+ * The control socket (include/control.h): accept, read one bounded line, answer from
+ * the statistics, the configuration and the MOUNT list, write, close. All on the loop;
+ * every socket is non-blocking.
+ */
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "control.h"
+#include "log.h"
+#include "stats.h"
+#include "../nfs/nfs_internal.h"
+
+#define CTL_MAX_WORDS 4
+
+struct ctl_conn {
+	struct ctl_conn *cc_prev, *cc_next;
+	struct control *cc_ctl;
+	int cc_fd;
+	ev_io cc_rio;
+	ev_io cc_wio;
+	ev_timer cc_timer;
+	char cc_in[CONTROL_MAX_REQUEST + 1];
+	size_t cc_inlen;
+	char *cc_out;
+	size_t cc_outlen, cc_outoff;
+};
+
+struct control {
+	struct ev_loop *ct_loop;
+	struct control_env ct_env;
+	int ct_fd;
+	ev_io ct_accept;
+	char ct_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	dev_t ct_dev;                     /* the socket file we made, so close removes only it */
+	ino_t ct_ino;
+	time_t ct_started;
+	struct ctl_conn *ct_conns;
+	unsigned ct_nconns;
+};
+
+/* A reply being composed: stats_appendf's growing string and its first error. */
+struct ctl_out {
+	char *co_buf;
+	size_t co_len, co_cap;
+	int co_err;
+};
+
+#define ctl_put(o, ...) \
+	do { \
+		if ((o)->co_err == 0) \
+			(o)->co_err = stats_appendf(&(o)->co_buf, &(o)->co_len, &(o)->co_cap, __VA_ARGS__); \
+	} while (0)
+
+static void ctl_time(time_t t, char *buf, size_t len)
+{
+	struct tm tm;
+
+	if (t == 0 || gmtime_r(&t, &tm) == NULL || strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+		snprintf(buf, len, "-");
+}
+
+static void ctl_duration(long long s, char *buf, size_t len)
+{
+	if (s < 0)
+		s = 0;
+	if (s >= 86400)
+		snprintf(buf, len, "%lldd%02lldh%02lldm%02llds", s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+	else if (s >= 3600)
+		snprintf(buf, len, "%lldh%02lldm%02llds", s / 3600, s / 60 % 60, s % 60);
+	else if (s >= 60)
+		snprintf(buf, len, "%lldm%02llds", s / 60, s % 60);
+	else
+		snprintf(buf, len, "%llds", s);
+}
+
+static void ctl_uptime(struct control *ctl, struct ctl_out *o)
+{
+	char since[64], up[48];
+
+	ctl_time(ctl->ct_started, since, sizeof(since));
+	ctl_duration((long long)(time(NULL) - ctl->ct_started), up, sizeof(up));
+	ctl_put(o, "unionnfsd %s, pid %d, up %s (since %s)\n", UNIONNFSD_VERSION, (int)getpid(),
+		up, since);
+}
+
+static unsigned ctl_count_mounts(struct nfs_server *ns)
+{
+	struct mount_entry *me;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&ns->ns_mounts_lock);
+	for (me = ns->ns_mounts; me != NULL; me = me->me_next)
+		n++;
+	pthread_mutex_unlock(&ns->ns_mounts_lock);
+	return n;
+}
+
+static bool ctl_count_client(const struct stats_client *c, void *arg)
+{
+	(void)c;
+	(*(unsigned *)arg)++;
+	return true;
+}
+
+static void ctl_status(struct control *ctl, struct ctl_out *o)
+{
+	const struct config *cf = ctl->ct_env.ce_cfg;
+	struct nfs_server *ns = ctl->ct_env.ce_nfs;
+	struct stats_totals t;
+	unsigned clients = 0;
+	bool ro;
+
+	ctl_uptime(ctl, o);
+	ctl_put(o, "state directory %s\n", cf->cf_state_dir);
+	for (int i = 0; i < cf->cf_nexports; i++) {
+		const struct export_conf *ec = &cf->cf_exports[i];
+
+		pthread_rwlock_rdlock(&ns->ns_rules_lock);
+		ro = ec->ec_opts.eo_ro;
+		pthread_rwlock_unlock(&ns->ns_rules_lock);
+		ctl_put(o, "export %s (%d branch%s%s)\n", ec->ec_name, ec->ec_nbranches,
+			ec->ec_nbranches == 1 ? "" : "es", ro ? ", read-only" : "");
+		for (int j = 0; j < ec->ec_nbranches; j++)
+			ctl_put(o, "  %s %s\n", j == 0 && !ro ? "upper" : "lower", ec->ec_branches[j]);
+	}
+	stats_clients_each(ctl_count_client, &clients);
+	stats_totals_get(&t);
+	ctl_put(o, "mounts %u (MOUNT list: mounted and not unmounted), clients seen %u, calls %llu\n",
+		ctl_count_mounts(ns), clients, (unsigned long long)t.st_calls);
+}
+
+struct ctl_clients {
+	struct ctl_out *cl_out;
+	struct nfs_server *cl_ns;
+	time_t cl_now;
+};
+
+static bool ctl_client_line(const struct stats_client *c, void *arg)
+{
+	struct ctl_clients *cl = arg;
+	struct mount_entry *me;
+	char first[64], last[64], ago[48], mounts[512];
+	size_t used = 0;
+	int n;
+
+	mounts[0] = '\0';
+	pthread_mutex_lock(&cl->cl_ns->ns_mounts_lock);
+	for (me = cl->cl_ns->ns_mounts; me != NULL; me = me->me_next) {
+		if (strcmp(me->me_host, c->sc_addr) != 0)
+			continue;
+		n = snprintf(mounts + used, sizeof(mounts) - used, "%s%s", used ? "," : "", me->me_path);
+		if (n < 0 || (size_t)n >= sizeof(mounts) - used)
+			break;
+		used += (size_t)n;
+	}
+	pthread_mutex_unlock(&cl->cl_ns->ns_mounts_lock);
+	ctl_time(c->sc_first, first, sizeof(first));
+	ctl_time(c->sc_last, last, sizeof(last));
+	ctl_duration((long long)(cl->cl_now - c->sc_last), ago, sizeof(ago));
+	ctl_put(cl->cl_out, "%-20s %-16s %-23s %-23s %-9s %10llu %12llu\n", c->sc_addr,
+		used ? mounts : "-", first, last, ago, (unsigned long long)c->sc_calls,
+		(unsigned long long)c->sc_bytes);
+	return cl->cl_out->co_err == 0;
+}
+
+/* One line per client address seen since start, with the paths the MOUNT list has for it. */
+static void ctl_clients(struct control *ctl, struct ctl_out *o)
+{
+	struct ctl_clients cl = { .cl_out = o, .cl_ns = ctl->ct_env.ce_nfs, .cl_now = time(NULL) };
+
+	ctl_put(o, "%-20s %-16s %-23s %-23s %-9s %10s %12s\n", "client", "mounted", "first seen",
+		"last seen", "idle", "calls", "bytes");
+	stats_clients_each(ctl_client_line, &cl);
+}
+
+static void ctl_stats(struct control *ctl, struct ctl_out *o)
+{
+	ctl_uptime(ctl, o);
+	if (o->co_err == 0)
+		o->co_err = stats_report(&o->co_buf, &o->co_len, &o->co_cap);
+}
+
+static void ctl_help(struct ctl_out *o)
+{
+	ctl_put(o, "commands:\n"
+		"  status         version, uptime, exports and their branches, mounts\n"
+		"  clients        who mounted what, from where, first and last call\n"
+		"  stats          calls, latency percentiles, bytes, copy-ups, whiteouts, STALE replies\n"
+		"  reload         re-read the configuration, as SIGHUP does\n"
+		"  reset CLIENT   discard a client's own upper branch (exports with upper=...)\n"
+		"  help           this list\n");
+}
+
+/* Per-client upper branches are another part of issue 6; until then no export has them. */
+static void ctl_reset(struct control *ctl, struct ctl_out *o, int nwords, char **words)
+{
+	const struct config *cf = ctl->ct_env.ce_cfg;
+
+	if (nwords < 2) {
+		ctl_put(o, "error: usage: reset CLIENT [--force] (CLIENT as `clients` shows it)\n");
+		return;
+	}
+	ctl_put(o, "error: reset: export %s has no per-client upper branches (option upper=...); "
+		"there is no client layer of %s to discard\n",
+		cf->cf_nexports > 0 ? cf->cf_exports[0].ec_name : "(none)", words[1]);
+}
+
+static bool ctl_printable(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+			if (*s != '\t')
+				return false;
+	return true;
+}
+
+char *control_answer(struct control *ctl, const char *line)
+{
+	struct ctl_out o = { 0 };
+	char copy[CONTROL_MAX_REQUEST + 1], *words[CTL_MAX_WORDS], *save = NULL, *w;
+	size_t len = strlen(line);
+	int n = 0;
+
+	while (len > 0 && line[len - 1] == '\r')
+		len--;
+	if (len >= sizeof(copy)) {
+		ctl_put(&o, "error: the request is longer than %d bytes; send one command such as `status`\n",
+			CONTROL_MAX_REQUEST);
+		return o.co_err ? (free(o.co_buf), NULL) : o.co_buf;
+	}
+	memcpy(copy, line, len);
+	copy[len] = '\0';
+	if (!ctl_printable(copy)) {
+		ctl_put(&o, "error: the request has control or non-ASCII bytes; send one line of text such as `status` (try `help`)\n");
+		return o.co_err ? (free(o.co_buf), NULL) : o.co_buf;
+	}
+	for (w = strtok_r(copy, " \t", &save); w != NULL && n < CTL_MAX_WORDS;
+	     w = strtok_r(NULL, " \t", &save))
+		words[n++] = w;
+	if (n == 0)
+		ctl_put(&o, "error: empty request; send a command such as `status` (try `help`)\n");
+	else if (!strcmp(words[0], "status"))
+		ctl_status(ctl, &o);
+	else if (!strcmp(words[0], "clients"))
+		ctl_clients(ctl, &o);
+	else if (!strcmp(words[0], "stats"))
+		ctl_stats(ctl, &o);
+	else if (!strcmp(words[0], "help"))
+		ctl_help(&o);
+	else if (!strcmp(words[0], "reset"))
+		ctl_reset(ctl, &o, n, words);
+	else if (!strcmp(words[0], "reload")) {
+		if (ctl->ct_env.ce_reload == NULL) {
+			ctl_put(&o, "error: reload is not available in this process\n");
+		} else {
+			log_info("control socket: reload requested");
+			ctl->ct_env.ce_reload(ctl->ct_env.ce_reload_arg);
+			ctl_put(&o, "reload started (as SIGHUP): the configuration is re-read; the result and any setting that needs a restart are logged\n");
+		}
+	} else {
+		ctl_put(&o, "error: unknown command \"%.64s\"; commands: status, clients, stats, reload, reset CLIENT, help\n",
+			words[0]);
+	}
+	if (o.co_err != 0) {
+		free(o.co_buf);
+		return NULL;
+	}
+	return o.co_buf;
+}
+
+static void ctl_conn_close(struct ctl_conn *c)
+{
+	struct control *ctl = c->cc_ctl;
+
+	ev_io_stop(ctl->ct_loop, &c->cc_rio);
+	ev_io_stop(ctl->ct_loop, &c->cc_wio);
+	ev_timer_stop(ctl->ct_loop, &c->cc_timer);
+	close(c->cc_fd);
+	if (c->cc_prev)
+		c->cc_prev->cc_next = c->cc_next;
+	else
+		ctl->ct_conns = c->cc_next;
+	if (c->cc_next)
+		c->cc_next->cc_prev = c->cc_prev;
+	ctl->ct_nconns--;
+	free(c->cc_out);
+	free(c);
+}
+
+/* Writes what the socket takes; closes the connection once all is out or on an error. */
+static void ctl_conn_flush(struct ctl_conn *c)
+{
+	ssize_t n;
+
+	while (c->cc_outoff < c->cc_outlen) {
+		n = send(c->cc_fd, c->cc_out + c->cc_outoff, c->cc_outlen - c->cc_outoff, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			ev_io_start(c->cc_ctl->ct_loop, &c->cc_wio);
+			return;
+		}
+		if (n <= 0)
+			break;
+		c->cc_outoff += (size_t)n;
+	}
+	ctl_conn_close(c);
+}
+
+/* Stops reading and sends out (malloc()ed; NULL: out of memory), then closes. */
+static void ctl_conn_send(struct ctl_conn *c, char *out)
+{
+	static const char oom[] = "error: out of memory in the server; try again\n";
+
+	ev_io_stop(c->cc_ctl->ct_loop, &c->cc_rio);
+	c->cc_out = out;
+	if (c->cc_out == NULL)
+		c->cc_out = strdup(oom);
+	if (c->cc_out == NULL) {
+		ctl_conn_close(c);
+		return;
+	}
+	c->cc_outlen = strlen(c->cc_out);
+	ctl_conn_flush(c);
+}
+
+static void ctl_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ctl_conn *c = w->data;
+	size_t room = CONTROL_MAX_REQUEST - c->cc_inlen;
+	char *nl;
+	ssize_t n;
+
+	(void)loop;
+	(void)revents;
+	n = recv(c->cc_fd, c->cc_in + c->cc_inlen, room, 0);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+		return;
+	if (n < 0) {
+		ctl_conn_close(c);
+		return;
+	}
+	c->cc_inlen += (size_t)n;
+	c->cc_in[c->cc_inlen] = '\0';
+	nl = memchr(c->cc_in, '\n', c->cc_inlen);
+	if (nl != NULL) {
+		*nl = '\0';
+	} else if (n > 0 && c->cc_inlen < CONTROL_MAX_REQUEST) {
+		return;
+	} else if (n > 0) {
+		/* Longer than a request may be: answer without reading the rest. */
+		ctl_conn_send(c, strdup("error: the request line is too long; send one command such as `status` and a newline\n"));
+		return;
+	}
+	/* A NUL inside the line would hide the rest of it from the parser. */
+	if (memchr(c->cc_in, '\0', nl != NULL ? (size_t)(nl - c->cc_in) : c->cc_inlen) != NULL)
+		ctl_conn_send(c, strdup("error: the request has a NUL byte; send one line of text such as `status`\n"));
+	else
+		ctl_conn_send(c, control_answer(c->cc_ctl, c->cc_in));
+}
+
+static void ctl_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ctl_conn *c = w->data;
+
+	(void)revents;
+	ev_io_stop(loop, w);
+	ctl_conn_flush(c);
+}
+
+static void ctl_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	ctl_conn_close(w->data);
+}
+
+/* Only root and the server's own user may steer it, whatever the socket's mode says. */
+static bool ctl_peer_allowed(int fd)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return false;
+	return uc.uid == 0 || uc.uid == geteuid();
+}
+
+static void ctl_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct control *ctl = w->data;
+	struct ctl_conn *c;
+	int fd;
+
+	(void)revents;
+	for (int i = 0; i < CONTROL_MAX_CONNS; i++) {
+		fd = accept4(ctl->ct_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (ctl->ct_nconns >= CONTROL_MAX_CONNS || !ctl_peer_allowed(fd) ||
+		    (c = calloc(1, sizeof(*c))) == NULL) {
+			close(fd);
+			continue;
+		}
+		c->cc_ctl = ctl;
+		c->cc_fd = fd;
+		ev_io_init(&c->cc_rio, ctl_read_cb, fd, EV_READ);
+		ev_io_init(&c->cc_wio, ctl_write_cb, fd, EV_WRITE);
+		ev_timer_init(&c->cc_timer, ctl_timeout_cb, CONTROL_TIMEOUT, 0);
+		c->cc_rio.data = c->cc_wio.data = c->cc_timer.data = c;
+		c->cc_next = ctl->ct_conns;
+		if (c->cc_next)
+			c->cc_next->cc_prev = c;
+		ctl->ct_conns = c;
+		ctl->ct_nconns++;
+		ev_io_start(loop, &c->cc_rio);
+		ev_timer_start(loop, &c->cc_timer);
+	}
+}
+
+/* Replaces a stale socket file; anything else at the path is the admin's and stays. */
+static int ctl_clear_path(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : (err_set(err, errlen, "%s: %s", path, strerror(errno)), -1);
+	if (!S_ISSOCK(st.st_mode)) {
+		err_set(err, errlen, "%s exists and is not a socket; move it away so the control socket can be made there",
+			path);
+		return -1;
+	}
+	if (unlink(path) < 0) {
+		err_set(err, errlen, "cannot remove the stale control socket %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int control_open(struct ev_loop *loop, const struct control_env *env, struct control **out,
+		 char *err, size_t errlen)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct control *ctl;
+	struct stat st;
+	int n;
+
+	*out = NULL;
+	ctl = calloc(1, sizeof(*ctl));
+	if (ctl == NULL) {
+		err_set(err, errlen, "control socket: out of memory");
+		return -1;
+	}
+	ctl->ct_loop = loop;
+	ctl->ct_env = *env;
+	ctl->ct_fd = -1;
+	ctl->ct_started = time(NULL);
+	n = snprintf(ctl->ct_path, sizeof(ctl->ct_path), "%s/%s", env->ce_cfg->cf_state_dir,
+		     CONTROL_SOCKET_NAME);
+	if (n < 0 || (size_t)n >= sizeof(ctl->ct_path)) {
+		err_set(err, errlen, "the control socket path %s/%s is longer than a UNIX socket path may be (%zu bytes); use a shorter --state directory",
+			env->ce_cfg->cf_state_dir, CONTROL_SOCKET_NAME, sizeof(ctl->ct_path) - 1);
+		free(ctl);
+		return -1;
+	}
+	memcpy(sun.sun_path, ctl->ct_path, (size_t)n + 1);
+	if (ctl_clear_path(ctl->ct_path, err, errlen) < 0) {
+		free(ctl);
+		return -1;
+	}
+	ctl->ct_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	/* Linux gives the socket file the mode of the unbound socket: 0600 from the start. */
+	if (ctl->ct_fd < 0 || fchmod(ctl->ct_fd, 0600) < 0 ||
+	    bind(ctl->ct_fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+	    chmod(ctl->ct_path, 0600) < 0 || stat(ctl->ct_path, &st) < 0 ||
+	    listen(ctl->ct_fd, CONTROL_MAX_CONNS) < 0) {
+		err_set(err, errlen, "cannot make the control socket %s: %s; check that the state directory is writable",
+			ctl->ct_path, strerror(errno));
+		if (ctl->ct_fd >= 0)
+			close(ctl->ct_fd);
+		free(ctl);
+		return -1;
+	}
+	ctl->ct_dev = st.st_dev;
+	ctl->ct_ino = st.st_ino;
+	ev_io_init(&ctl->ct_accept, ctl_accept_cb, ctl->ct_fd, EV_READ);
+	ctl->ct_accept.data = ctl;
+	ev_io_start(loop, &ctl->ct_accept);
+	*out = ctl;
+	return 0;
+}
+
+void control_close(struct control *ctl)
+{
+	struct stat st;
+
+	if (ctl == NULL)
+		return;
+	while (ctl->ct_conns != NULL)
+		ctl_conn_close(ctl->ct_conns);
+	ev_io_stop(ctl->ct_loop, &ctl->ct_accept);
+	close(ctl->ct_fd);
+	if (lstat(ctl->ct_path, &st) == 0 && st.st_dev == ctl->ct_dev && st.st_ino == ctl->ct_ino)
+		unlink(ctl->ct_path);
+	free(ctl);
+}
