@@ -36,7 +36,18 @@ void record_free(struct record_rx *rx);
  */
 enum record_status record_feed(struct record_rx *rx, const uint8_t *data, size_t len, size_t *used);
 
-/* Hands over the completed record (caller frees) and resets for the next one. */
+/*
+ * Room to read the current fragment's body into directly, skipping record_feed's copy:
+ * NULL unless a body of at least min bytes is due (or memory ran out: record_feed then
+ * says so). The buffer still grows only with bytes that arrive, a step at a time.
+ * record_body_add() then counts the n <= *room bytes that were put there.
+ */
+uint8_t *record_body_room(struct record_rx *rx, size_t min, size_t *room);
+void record_body_add(struct record_rx *rx, size_t n);
+/* Whether a record is complete (waiting for record_take()). */
+int record_done(const struct record_rx *rx);
+
+/* Hands over the completed record (free with rpc_reply_free) and resets for the next one. */
 uint8_t *record_take(struct record_rx *rx, size_t *len);
 
 /* Writes a last-fragment header for a reply of len bytes. */

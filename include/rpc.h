@@ -63,6 +63,12 @@ void *rpc_alloc_bulk(struct rpc_req *rq, size_t size, size_t head);
  */
 void rpc_reply_free(void *reply);
 /*
+ * A buffer of at least size bytes from the pool rpc_reply_free() fills, or NULL when none
+ * is there (no new memory is taken); *cap receives its usable size. For request records:
+ * free them with rpc_reply_free() too.
+ */
+void *rpc_buf_take(size_t size, size_t *cap);
+/*
  * Frees everything rpc_alloc() gave out for rq (rq_arena NULL is fine). The dispatcher
  * calls it after encoding; tests that call handlers directly with a zeroed rpc_req use it.
  */

@@ -67,6 +67,8 @@ void union_close(struct union_export *ux);
 void union_set_sync(bool sync);
 
 uint16_t union_export_id(const struct union_export *ux);
+/* The inode map the export is bound in (its per-client views are bound in the same one). */
+struct store *union_store(const struct union_export *ux);
 uint64_t union_fsid(const struct union_export *ux);
 bool union_read_only(const struct union_export *ux);
 
@@ -103,6 +105,12 @@ int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t
 int union_write(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count,
 		const void *buf, enum union_stable stable, uint32_t *nwritten,
 		enum union_stable *committed, struct stat *pre, struct stat *post);
+
+/* union_write() on behalf of who, by the rules of union_read_as(): the file may stay open. */
+int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_t wholen,
+		   uint64_t off, uint32_t count, const void *buf, enum union_stable stable,
+		   uint32_t *nwritten, enum union_stable *committed, struct stat *pre,
+		   struct stat *post);
 
 /* Makes all written data and metadata of the object durable (fsync). */
 int union_commit(struct union_export *ux, uint64_t ino, struct stat *pre, struct stat *post);

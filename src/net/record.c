@@ -11,8 +11,13 @@
 #include <string.h>
 
 #include "record.h"
+#include "rpc.h"
 
 #define RECORD_MIN_CAP 512
+/* What record_body_room() adds at most when the buffer is full. */
+#define RECORD_STEP (64u << 10)
+/* Records from this size on may take a pooled buffer. */
+#define RECORD_POOL_MIN (128u << 10)
 
 void record_init(struct record_rx *rx, uint32_t max)
 {
@@ -33,6 +38,34 @@ static int record_complete(const struct record_rx *rx)
 	return rx->rr_hdr_have == 4 && rx->rr_frag_left == 0 && rx->rr_last;
 }
 
+int record_done(const struct record_rx *rx)
+{
+	return record_complete(rx);
+}
+
+/*
+ * A large record takes a buffer given back by an earlier call (rpc_buf_take) when there is
+ * one: memory already held, so a peer that announces a big fragment and stops costs no
+ * new memory, and the pages need not be faulted in again for every 1 MiB WRITE.
+ */
+static int record_reserve_pooled(struct record_rx *rx, size_t need)
+{
+	size_t want = rx->rr_len + rx->rr_frag_left, cap;
+	uint8_t *buf;
+
+	if (want < need || want < RECORD_POOL_MIN)
+		return -1;
+	buf = rpc_buf_take(want, &cap);
+	if (buf == NULL)
+		return -1;
+	if (rx->rr_len > 0)
+		memcpy(buf, rx->rr_buf, rx->rr_len);
+	free(rx->rr_buf);
+	rx->rr_buf = buf;
+	rx->rr_cap = cap;
+	return 0;
+}
+
 /* Makes room for need bytes in total; need never exceeds rr_max. */
 static int record_reserve(struct record_rx *rx, size_t need)
 {
@@ -40,6 +73,8 @@ static int record_reserve(struct record_rx *rx, size_t need)
 	uint8_t *buf;
 
 	if (need <= rx->rr_cap && rx->rr_buf != NULL)
+		return 0;
+	if (record_reserve_pooled(rx, need) == 0)
 		return 0;
 	cap = rx->rr_cap ? rx->rr_cap : RECORD_MIN_CAP;
 	while (cap < need)
@@ -111,6 +146,27 @@ enum record_status record_feed(struct record_rx *rx, const uint8_t *data, size_t
 out:
 	*used = pos;
 	return st;
+}
+
+uint8_t *record_body_room(struct record_rx *rx, size_t min, size_t *room)
+{
+	size_t step;
+
+	if (rx->rr_hdr_have < 4 || rx->rr_frag_left == 0 || rx->rr_frag_left < min)
+		return NULL;
+	step = rx->rr_frag_left < RECORD_STEP ? rx->rr_frag_left : RECORD_STEP;
+	if (record_reserve(rx, rx->rr_len + step) < 0)
+		return NULL;
+	*room = rx->rr_cap - rx->rr_len;
+	if (*room > rx->rr_frag_left)
+		*room = rx->rr_frag_left;
+	return rx->rr_buf + rx->rr_len;
+}
+
+void record_body_add(struct record_rx *rx, size_t n)
+{
+	rx->rr_len += n;
+	rx->rr_frag_left -= (uint32_t)n;
 }
 
 uint8_t *record_take(struct record_rx *rx, size_t *len)

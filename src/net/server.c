@@ -51,6 +51,8 @@
 #define NET_MAX_OUTQ (4u << 20)             /* queued reply bytes per TCP connection */
 #define NET_UDP_MAX_INFLIGHT 256           /* calls per UDP socket */
 #define NET_READ_CHUNK (64u << 10)
+/* Fragment bodies from this size on are read into their record directly. */
+#define NET_DIRECT_MIN (8u << 10)
 #define NET_UDP_BUF 65536
 #define NET_BATCH 64                       /* accepts / datagrams / iovecs per round */
 #define NET_ACCEPT_BACKOFF 1.0
@@ -213,7 +215,7 @@ static const char *net_addrstr(const struct sockaddr_storage *ss, socklen_t len,
 
 static void job_free(struct net_job *j)
 {
-	free(j->nj_rec);
+	rpc_reply_free(j->nj_rec);
 	rpc_reply_free(j->nj_reply);
 	free(j);
 }
@@ -232,7 +234,8 @@ static void job_run(struct work *w)
 	j->nj_reply = rpc_serve_at(j->nj_rec, j->nj_len, (struct sockaddr *)&peer, peerlen,
 				   locallen ? (struct sockaddr *)&local : NULL, locallen, protocol,
 				   &j->nj_replylen);
-	free(j->nj_rec);
+	/* A large record goes back to the pool, for the next one or a READ reply. */
+	rpc_reply_free(j->nj_rec);
 	j->nj_rec = NULL;
 }
 
@@ -402,6 +405,23 @@ static bool conn_submit(struct net_conn *c, uint8_t *rec, size_t len)
 	return true;
 }
 
+/* Submits (or parks) the record just completed. False when the connection was closed. */
+static bool conn_record_done(struct net_conn *c)
+{
+	size_t rlen;
+	uint8_t *rec;
+
+	rec = record_take(&c->nc_rx, &rlen);
+	conn_sync_rx(c);
+	if (conn_hard_pressed(c->nc_srv) && net_reply_estimate(rec, rlen) > NET_RESERVE_SMALL) {
+		c->nc_park = rec;
+		c->nc_parklen = rlen;
+		c->nc_srv->ns_buffered += rlen;
+		return true;
+	}
+	return conn_submit(c, rec, rlen);
+}
+
 /*
  * Feeds received bytes to the reassembler, submitting each complete record, until the
  * bytes run out or the connection is full. Returns the bytes consumed, or -1 when the
@@ -409,8 +429,7 @@ static bool conn_submit(struct net_conn *c, uint8_t *rec, size_t len)
  */
 static ssize_t conn_feed(struct net_conn *c, const uint8_t *data, size_t len)
 {
-	size_t pos = 0, used, rlen;
-	uint8_t *rec;
+	size_t pos = 0, used;
 	char a[NET_ADDRSTR];
 
 	while (pos < len && !conn_full(c)) {
@@ -423,16 +442,7 @@ static ssize_t conn_feed(struct net_conn *c, const uint8_t *data, size_t len)
 			break;
 		case RECORD_DONE:
 			pos += used;
-			rec = record_take(&c->nc_rx, &rlen);
-			conn_sync_rx(c);
-			if (conn_hard_pressed(c->nc_srv) &&
-			    net_reply_estimate(rec, rlen) > NET_RESERVE_SMALL) {
-				c->nc_park = rec;
-				c->nc_parklen = rlen;
-				c->nc_srv->ns_buffered += rlen;
-				break;
-			}
-			if (!conn_submit(c, rec, rlen))
+			if (!conn_record_done(c))
 				return -1;
 			break;
 		case RECORD_TOO_BIG:
@@ -576,12 +586,16 @@ static void conn_after_io(struct net_conn *c)
 static void conn_read(struct ev_loop *loop, ev_io *w)
 {
 	struct net_conn *c = container_of(w, struct net_conn, nc_rio);
-	uint8_t *buf = c->nc_srv->ns_rbuf;
+	uint8_t *buf = c->nc_srv->ns_rbuf, *body = NULL;
+	size_t room = 0;
 	ssize_t n, used;
 	char a[NET_ADDRSTR];
 
 	(void)loop;
-	n = read(c->nc_fd, buf, NET_READ_CHUNK);
+	/* A large body (a WRITE's data) goes straight into its record, not through buf. */
+	if (c->nc_pend == NULL)
+		body = record_body_room(&c->nc_rx, NET_DIRECT_MIN, &room);
+	n = body ? read(c->nc_fd, body, room) : read(c->nc_fd, buf, NET_READ_CHUNK);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 			return;
@@ -600,6 +614,14 @@ static void conn_read(struct ev_loop *loop, ev_io *w)
 		return;
 	}
 	c->nc_last = ev_now(loop);
+	if (body != NULL) {
+		record_body_add(&c->nc_rx, (size_t)n);
+		conn_sync_rx(c);
+		if (record_done(&c->nc_rx) && !conn_record_done(c))
+			return;
+		conn_update_reading(c);
+		return;
+	}
 	used = conn_feed(c, buf, (size_t)n);
 	if (used < 0)
 		return;

@@ -108,6 +108,16 @@ uint32_t nfs_access_compute(const struct stat *st, const struct cred *cr, bool r
 /* The READDIR cookie verifier of an export: constant, never zero. */
 void nfs_cookieverf(const struct nfs_call *nc, cookieverf3 out);
 
+/*
+ * WRITE's arguments as nfs3_xdr_write_args decodes them: the data points into the call's
+ * record (which lives until the reply is encoded) instead of a copy.
+ */
+struct nfs3_write_args {
+	WRITE3args wa_args;
+	bool wa_owned;           /* the data is a copy (record not 4-byte aligned), freed with it */
+};
+bool_t nfs3_xdr_write_args(XDR *xdrs, struct nfs3_write_args *a);
+
 /* Handlers; args and results are the rpcgen types of each procedure. */
 enum rpc_outcome nfs3_null(struct rpc_req *rq, void *args, void *res);
 enum rpc_outcome nfs3_getattr(struct rpc_req *rq, void *args, void *res);

@@ -1,5 +1,6 @@
 /* READ, WRITE, COMMIT. */
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nfs_internal.h"
@@ -71,6 +72,54 @@ static stable_how rw_committed(enum union_stable st)
 	}
 }
 
+/* Larger data cannot be in a record (the largest --max-record); no copy is tried for it. */
+#define RW_MAX_DATA (64u << 20)
+
+/*
+ * WRITE3args with the data left in the record: a 1 MiB WRITE is neither allocated, zeroed
+ * nor copied again. A stream that cannot point into its buffer (a record that is not
+ * 4-byte aligned) gets a copy, owned by the arguments.
+ */
+bool_t nfs3_xdr_write_args(XDR *xdrs, struct nfs3_write_args *a)
+{
+	WRITE3args *w = &a->wa_args;
+	u_int len, padded;
+	void *p;
+
+	if (xdrs->x_op == XDR_ENCODE)
+		return xdr_WRITE3args(xdrs, w);
+	if (xdrs->x_op == XDR_FREE) {
+		if (a->wa_owned)
+			free(w->data.data_val);
+		a->wa_owned = false;
+		w->data.data_val = NULL;
+		w->data.data_len = 0;
+		return xdr_nfs_fh3(xdrs, &w->file);
+	}
+	if (!xdr_nfs_fh3(xdrs, &w->file) || !xdr_offset3(xdrs, &w->offset) ||
+	    !xdr_count3(xdrs, &w->count) || !xdr_stable_how(xdrs, &w->stable) ||
+	    !xdr_u_int(xdrs, &len))
+		return FALSE;
+	if (len > RW_MAX_DATA)
+		return FALSE;
+	w->data.data_len = len;
+	w->data.data_val = NULL;
+	if (len == 0)
+		return TRUE;
+	padded = (len + 3) & ~3u;
+	p = XDR_INLINE(xdrs, (int)padded);
+	if (p != NULL) {
+		w->data.data_val = p;
+		return TRUE;
+	}
+	p = malloc(len);
+	if (p == NULL)
+		return FALSE;
+	w->data.data_val = p;
+	a->wa_owned = true;
+	return xdr_opaque(xdrs, p, len);
+}
+
 enum rpc_outcome nfs3_write(struct rpc_req *rq, void *args, void *res)
 {
 	WRITE3args *a = args;
@@ -95,8 +144,9 @@ enum rpc_outcome nfs3_write(struct rpc_req *rq, void *args, void *res)
 	}
 	stable = rw_stable(a->stable);
 	committed = stable;
-	err = union_write(nc.nc_ux, nc.nc_ino, a->offset, a->count, a->data.data_val, stable,
-			  &nwritten, &committed, &pre, &post);
+	err = union_write_as(nc.nc_ux, nc.nc_ino, &nc.nc_cred, rw_cred_len(&nc.nc_cred),
+			     a->offset, a->count, a->data.data_val, stable, &nwritten, &committed,
+			     &pre, &post);
 	r->status = nfs_status(err);
 	if (err == 0) {
 		/* What the union reports, never more: the union promises at least stable. */

@@ -133,6 +133,15 @@ static void *pool_take(size_t cap)
 	return p;
 }
 
+void *rpc_buf_take(size_t size, size_t *cap)
+{
+	void *p = pool_take(size);
+
+	if (p != NULL)
+		*cap = malloc_usable_size(p);
+	return p;
+}
+
 void rpc_reply_free(void *reply)
 {
 	size_t size;

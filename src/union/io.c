@@ -220,6 +220,14 @@ struct urd_slot {
 };
 
 static __thread struct urd_slot urd_slots[URD_SLOTS];
+/*
+ * Files opened for WRITE, by the same rules. Our own write moves the ctime, so after a
+ * successful write the slot takes the ctime the file has after it; a change by anyone else
+ * (mode, owner, a write through another fd) then no longer matches and the file is opened
+ * again. What this cannot see is a change within the same ctime tick as the last write or
+ * open, the window READ's files have too.
+ */
+static __thread struct urd_slot uwr_slots[URD_SLOTS];
 
 static long long urd_now(void)
 {
@@ -235,41 +243,43 @@ static void urd_drop(struct urd_slot *s)
 	s->us_open = false;
 }
 
-/* The fd opened for who on exactly the file st describes, or -1; closes idle files. */
-static int urd_find(const struct stat *st, const void *who, size_t wholen, long long now)
+/* The slot opened for who on exactly the file st describes, or NULL; closes idle files. */
+static struct urd_slot *urd_find(struct urd_slot *slots, const struct stat *st, const void *who,
+				 size_t wholen, long long now)
 {
-	int fd = -1;
+	struct urd_slot *found = NULL;
 
 	for (int i = 0; i < URD_SLOTS; i++) {
-		struct urd_slot *s = &urd_slots[i];
+		struct urd_slot *s = &slots[i];
 
 		if (!s->us_open)
 			continue;
 		if (s->us_dev == st->st_dev && s->us_ino == st->st_ino &&
 		    s->us_ctime.tv_sec == st->st_ctim.tv_sec &&
 		    s->us_ctime.tv_nsec == st->st_ctim.tv_nsec && s->us_keylen == wholen &&
-		    !memcmp(s->us_key, who, wholen) && fd < 0) {
+		    !memcmp(s->us_key, who, wholen) && found == NULL) {
 			s->us_used = now;
-			fd = s->us_fd;
+			found = s;
 		} else if (now - s->us_used > URD_IDLE_NS) {
 			urd_drop(s);
 		}
 	}
-	return fd;
+	return found;
 }
 
 /* Keeps fd (opened for who on the file st describes), replacing the least recently used. */
-static void urd_keep(int fd, const struct stat *st, const void *who, size_t wholen, long long now)
+static void urd_keep(struct urd_slot *slots, int fd, const struct stat *st, const void *who,
+		     size_t wholen, long long now)
 {
-	struct urd_slot *s = &urd_slots[0];
+	struct urd_slot *s = &slots[0];
 
 	for (int i = 0; i < URD_SLOTS; i++) {
-		if (!urd_slots[i].us_open) {
-			s = &urd_slots[i];
+		if (!slots[i].us_open) {
+			s = &slots[i];
 			break;
 		}
-		if (urd_slots[i].us_used < s->us_used)
-			s = &urd_slots[i];
+		if (slots[i].us_used < s->us_used)
+			s = &slots[i];
 	}
 	if (s->us_open)
 		urd_drop(s);
@@ -300,8 +310,11 @@ int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t
 	if (r == 0)
 		r = uio_need_file(&o);
 	if (r == 0 && cache) {
+		struct urd_slot *s;
+
 		now = urd_now();
-		fd = urd_find(&o.uo_st, who, wholen, now);
+		s = urd_find(urd_slots, &o.uo_st, who, wholen, now);
+		fd = s ? s->us_fd : -1;
 	}
 	if (r == 0 && fd < 0) {
 		r = uio_open(&o, O_RDONLY, &own);
@@ -317,7 +330,7 @@ int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t
 		*eof = off >= (uint64_t)st.st_size || off + done >= (uint64_t)st.st_size;
 		uio_out(ux, &st, ino, post);
 		if (own >= 0 && cache) {
-			urd_keep(own, &o.uo_st, who, wholen, now);
+			urd_keep(urd_slots, own, &o.uo_st, who, wholen, now);
 			own = -1;
 		}
 	}
@@ -332,14 +345,18 @@ int union_read(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t cou
 	return union_read_as(ux, ino, NULL, 0, off, count, buf, nread, eof, post);
 }
 
-int union_write(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count,
-		const void *buf, enum union_stable stable, uint32_t *nwritten,
-		enum union_stable *committed, struct stat *pre, struct stat *post)
+int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_t wholen,
+		   uint64_t off, uint32_t count, const void *buf, enum union_stable stable,
+		   uint32_t *nwritten, enum union_stable *committed, struct stat *pre,
+		   struct stat *post)
 {
+	bool cache = who != NULL && wholen <= URD_KEY_MAX;
+	struct urd_slot *slot = NULL;
+	long long now = 0;
 	struct stat st;
 	struct uobj o;
 	size_t done = 0;
-	int r, fd = -1;
+	int r, fd = -1, own = -1;
 
 	*nwritten = 0;
 	*committed = stable;
@@ -354,10 +371,20 @@ int union_write(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t co
 		else
 			r = ucopy_up(ux, &o);
 	}
-	if (r == 0)
-		r = uio_open(&o, O_WRONLY, &fd);
-	if (r == 0)
-		r = fsio_stat(fd, &st);
+	if (r == 0 && cache) {
+		now = urd_now();
+		slot = urd_find(uwr_slots, &o.uo_st, who, wholen, now);
+	}
+	if (slot != NULL) {
+		/* The resolve just stat'ed this very file: that is the state before the write. */
+		fd = slot->us_fd;
+		st = o.uo_st;
+	} else if (r == 0) {
+		r = uio_open(&o, O_WRONLY, &own);
+		fd = own;
+		if (r == 0)
+			r = fsio_stat(fd, &st);
+	}
 	if (r < 0)
 		goto out;
 	uio_out(ux, &st, ino, pre);
@@ -371,11 +398,27 @@ int union_write(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t co
 	if (r == 0) {
 		*nwritten = (uint32_t)done;
 		uio_out(ux, &st, ino, post);
+		if (slot != NULL) {
+			slot->us_ctime = st.st_ctim;
+		} else if (own >= 0 && cache) {
+			urd_keep(uwr_slots, own, &st, who, wholen, now);
+			own = -1;
+		}
+	} else if (slot != NULL) {
+		urd_drop(slot);
 	}
 out:
-	fsio_close(fd);
+	fsio_close(own);
 	uobj_release(&o);
 	return r;
+}
+
+int union_write(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t count,
+		const void *buf, enum union_stable stable, uint32_t *nwritten,
+		enum union_stable *committed, struct stat *pre, struct stat *post)
+{
+	return union_write_as(ux, ino, NULL, 0, off, count, buf, stable, nwritten, committed,
+			      pre, post);
 }
 
 int union_commit(struct union_export *ux, uint64_t ino, struct stat *pre, struct stat *post)
