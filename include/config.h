@@ -43,6 +43,13 @@ struct export_conf {
 	 */
 	struct export_rule *ec_rules;
 	int ec_nrules;
+	/*
+	 * The export option "upper=TEMPLATE": NULL, or an absolute path with %a (the client's
+	 * address) that names each client's own writable upper branch. Then every branch of
+	 * ec_branches is a read-only lower, the export itself is opened read-only (ec_opts.eo_ro)
+	 * and each client is served its own view: its upper over these lowers (nfs/views.c).
+	 */
+	char *ec_upper;
 };
 
 enum portmap_mode { PORTMAP_AUTO = 0, PORTMAP_RPCBIND, PORTMAP_BUILTIN, PORTMAP_OFF };
@@ -87,6 +94,18 @@ int config_parse_export_opts(struct export_opts *opts, const char *words, char *
  * Returns 0, or -1 naming the bad word and the fix in err.
  */
 int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t errlen);
+
+/*
+ * Checks an upper= template: absolute, with %a at least once, %% for a '%', nothing else
+ * after a '%'. Returns 0, or -1 naming the fault and the fix in err.
+ */
+int config_upper_check(const char *tmpl, char *err, size_t errlen);
+
+/*
+ * Expands a checked template for the client whose address (as text) is addr into out.
+ * Returns 0, or -1 if it does not fit outlen bytes.
+ */
+int config_upper_expand(const char *tmpl, const char *addr, char *out, size_t outlen);
 
 /* Checks the whole config (at least one export, no duplicate names, ...). */
 int config_validate(const struct config *cf, char *err, size_t errlen);

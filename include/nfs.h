@@ -32,6 +32,7 @@ struct nfs_server {
 	pthread_rwlock_t ns_rules_lock;
 	pthread_mutex_t ns_mounts_lock;        /* guards ns_mounts (MOUNT DUMP/UMNT) */
 	struct mount_entry *ns_mounts;
+	struct nfs_views *ns_views;            /* per-client views (upper=), views.h */
 };
 
 extern const struct rpc_program nfs3_program;

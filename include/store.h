@@ -66,6 +66,13 @@ void store_handle_key(const struct store *st, uint8_t key[STORE_KEY_LEN]);
 int store_bind_export(struct store *st, const char *name, const struct store_branch_id *branches,
 		      int nbranches, uint16_t *export_id, char *err, size_t errlen);
 
+/*
+ * The name an export id was bound under (per-client views are bound lazily after a restart
+ * from the handles clients still hold). Returns 0, -ENOENT when no export has the id,
+ * -ENAMETOOLONG when the name does not fit len bytes with its NUL, or -EIO.
+ */
+int store_export_name(struct store *st, uint16_t id, char *name, size_t len);
+
 int store_begin(struct store *st, bool write, struct store_txn **out);
 /* Commits a write transaction (durably) or ends a read one. Frees txn either way. */
 int store_commit(struct store_txn *txn);

@@ -40,7 +40,7 @@
 
 #define EXPORT_OPTS_EXPECTED \
 	"expected ro, rw, root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, " \
-	"secure, insecure, sync, async"
+	"secure, insecure, sync, async, upper=TEMPLATE"
 
 static const char config_usage[] =
 	"usage: unionnfsd [-f] [-c FILE] [--listen ADDR] [--port N] [--mount-port N] [--state DIR]\n"
@@ -59,7 +59,9 @@ static const char config_usage[] =
 	"                      rw (default) | ro, root_squash (default) | no_root_squash |\n"
 	"                      all_squash, anonuid=N, anongid=N, secure (default) | insecure,\n"
 	"                      sync (default) | async (namespace changes answered before\n"
-	"                      they are on disk); the export is then open to every client:\n"
+	"                      they are on disk), upper=/srv/clients/%a (every client gets\n"
+	"                      its own writable upper there; all BRANCHES become read-only\n"
+	"                      lowers); the export is then open to every client:\n"
 	"                      the rule *(OPTS)\n"
 	"  --client CLIENT(OPTS)  instead of -o: a client rule for the preceding -e; repeat it,\n"
 	"                      the first matching rule wins. CLIENT is *, an IPv4 or IPv6\n"
@@ -114,6 +116,7 @@ static void config_export_free(struct export_conf *ec)
 		free(ec->ec_branches[i]);
 	free(ec->ec_branches);
 	exports_rules_free(ec->ec_rules, ec->ec_nrules);
+	free(ec->ec_upper);
 	memset(ec, 0, sizeof(*ec));
 }
 
@@ -267,6 +270,159 @@ out:
 
 #define CONFIG_MAX_RULES 256
 
+int config_upper_check(const char *tmpl, char *err, size_t errlen)
+{
+	bool has_addr = false;
+	const char *p;
+
+	if (tmpl[0] != '/') {
+		err_set(err, errlen,
+			   "upper=%.200s is not an absolute path; give a template like upper=/srv/clients/%%a",
+			   tmpl);
+		return -1;
+	}
+	if (strlen(tmpl) > PATH_MAX / 2) {
+		err_set(err, errlen, "upper= template is longer than %d bytes; use a shorter path",
+			   PATH_MAX / 2);
+		return -1;
+	}
+	for (p = tmpl; *p; p++) {
+		if (*p != '%')
+			continue;
+		p++;
+		if (*p == 'a') {
+			has_addr = true;
+		} else if (*p == 'h') {
+			err_set(err, errlen,
+				   "upper=%.200s: %%h (client host name) is not supported yet; use %%a (client address)",
+				   tmpl);
+			return -1;
+		} else if (*p != '%') {
+			err_set(err, errlen,
+				   "upper=%.200s: unknown '%%%c' (expected %%a for the client address or %%%% for a '%%')",
+				   tmpl, *p ? *p : ' ');
+			return -1;
+		}
+	}
+	if (!has_addr) {
+		err_set(err, errlen,
+			   "upper=%.200s has no %%a, so every client would share one upper branch; put %%a in it, e.g. upper=/srv/clients/%%a",
+			   tmpl);
+		return -1;
+	}
+	return 0;
+}
+
+int config_upper_expand(const char *tmpl, const char *addr, char *out, size_t outlen)
+{
+	size_t n = 0, alen = strlen(addr);
+	const char *p;
+
+	for (p = tmpl; *p; p++) {
+		if (*p == '%' && p[1] == 'a') {
+			if (n + alen >= outlen)
+				return -1;
+			memcpy(out + n, addr, alen);
+			n += alen;
+			p++;
+			continue;
+		}
+		if (*p == '%' && p[1] == '%')
+			p++;
+		if (n + 1 >= outlen)
+			return -1;
+		out[n++] = *p;
+	}
+	if (n >= outlen)
+		return -1;
+	out[n] = '\0';
+	return 0;
+}
+
+/*
+ * Takes the export-wide option upper=TEMPLATE out of the comma-separated words: it is
+ * stored in ec (a second, different template is an error) and *rest receives the other
+ * words (malloc'ed, possibly ""), which apply per client as before.
+ */
+static int config_take_upper(struct export_conf *ec, const char *words, char **rest, char *err,
+			     size_t errlen)
+{
+	const char *p = words, *end;
+	char *out, *q, *tmpl;
+	size_t len;
+
+	*rest = NULL;
+	out = malloc(strlen(words) + 1);
+	if (!out) {
+		err_set(err, errlen, "out of memory");
+		return -1;
+	}
+	q = out;
+	for (;;) {
+		end = strchr(p, ',');
+		len = end ? (size_t)(end - p) : strlen(p);
+		if (len >= 6 && !strncmp(p, "upper=", 6)) {
+			tmpl = strndup(p + 6, len - 6);
+			if (!tmpl) {
+				err_set(err, errlen, "out of memory");
+				goto fail;
+			}
+			if (config_upper_check(tmpl, err, errlen) < 0) {
+				free(tmpl);
+				goto fail;
+			}
+			if (ec->ec_upper && strcmp(ec->ec_upper, tmpl)) {
+				err_set(err, errlen,
+					   "export %s has two upper= templates (%.150s and %.150s); an export has one, give it once",
+					   ec->ec_name, ec->ec_upper, tmpl);
+				free(tmpl);
+				goto fail;
+			}
+			free(ec->ec_upper);
+			ec->ec_upper = tmpl;
+		} else {
+			if (q != out)
+				*q++ = ',';
+			memcpy(q, p, len);
+			q += len;
+		}
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	*q = '\0';
+	*rest = out;
+	return 0;
+fail:
+	free(out);
+	return -1;
+}
+
+/* The one-rule forms' OPTS: upper= for the export, the rest as the rule's options. */
+static int config_export_opts(struct export_conf *ec, const char *words, char *err,
+			      size_t errlen)
+{
+	char *rest;
+	int rc = 0;
+
+	if (!words || !*words)
+		return config_parse_export_opts(&ec->ec_opts, words, err, errlen);
+	if (config_take_upper(ec, words, &rest, err, errlen) < 0)
+		return -1;
+	if (*rest)
+		rc = config_parse_export_opts(&ec->ec_opts, rest, err, errlen);
+	free(rest);
+	return rc;
+}
+
+/* Exports with upper= serve their own branches read-only: only the views write. */
+static void config_upper_ro(struct config *cf)
+{
+	for (int i = 0; i < cf->cf_nexports; i++)
+		if (cf->cf_exports[i].ec_upper)
+			cf->cf_exports[i].ec_opts.eo_ro = true;
+}
+
 static void config_default_opts(struct export_opts *o)
 {
 	o->eo_ro = false;
@@ -306,7 +462,7 @@ int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t 
 	struct export_rule r;
 	const char *open = strchr(word, '(');
 	size_t wlen = strlen(word);
-	char *spec = NULL, *opts = NULL;
+	char *spec = NULL, *opts = NULL, *rest = NULL;
 	int rc = -1;
 
 	memset(&r, 0, sizeof(r));
@@ -326,7 +482,9 @@ int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t 
 	if (exports_parse_spec(spec, &r, err, errlen) < 0)
 		goto out;
 	config_default_opts(&r.er_opts);
-	if (*opts && config_parse_export_opts(&r.er_opts, opts, err, errlen) < 0)
+	if (config_take_upper(ec, opts, &rest, err, errlen) < 0)
+		goto out;
+	if (*rest && config_parse_export_opts(&r.er_opts, rest, err, errlen) < 0)
 		goto out;
 	if (exports_rule_resolve(&r, err, errlen) < 0)
 		goto out;
@@ -335,6 +493,7 @@ out:
 	exports_rule_free(&r);
 	free(spec);
 	free(opts);
+	free(rest);
 	return rc;
 }
 
@@ -705,7 +864,7 @@ static int config_file_export(struct config *cf, char **w, int n, char *err, siz
 		return -1;
 	ec = &cf->cf_exports[cf->cf_nexports - 1];
 	if (n == 3 || (n == 4 && !strchr(w[3], '('))) {
-		if (n == 4 && config_parse_export_opts(&ec->ec_opts, w[3], err, errlen) < 0)
+		if (n == 4 && config_export_opts(ec, w[3], err, errlen) < 0)
 			return -1;
 		return config_add_default_rule(ec, err, errlen);
 	}
@@ -799,6 +958,7 @@ int config_parse_file(struct config *cf, const char *path, char *err, size_t err
 		err_set(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
 		goto out;
 	}
+	config_upper_ro(cf);
 	rc = 0;
 out:
 	free(line);
@@ -886,7 +1046,7 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 					   val, val);
 				return -1;
 			}
-			if (config_parse_export_opts(&cf->cf_exports[last_e].ec_opts, val, err,
+			if (config_export_opts(&cf->cf_exports[last_e], val, err,
 						     errlen) < 0) {
 				config_err_prefix(err, errlen, "option -o: ");
 				return -1;
@@ -929,6 +1089,7 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 			return -1;
 		}
 	}
+	config_upper_ro(cf);
 	return 0;
 }
 

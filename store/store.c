@@ -1345,3 +1345,44 @@ int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count)
 	*count = n;
 	return 0;
 }
+
+int store_export_name(struct store *st, uint16_t id, char *name, size_t len)
+{
+	static const char prefix[] = META_EXPORT;
+	const size_t plen = sizeof(prefix) - 1;
+	struct store_txn *txn;
+	MDB_cursor *cur;
+	MDB_val key = { .mv_size = plen, .mv_data = (void *)prefix }, val;
+	MDB_cursor_op op = MDB_SET_RANGE;
+	int rc, r = -ENOENT;
+
+	rc = store_begin(st, false, &txn);
+	if (rc < 0)
+		return rc;
+	rc = mdb_cursor_open(txn->tx_txn, st->st_meta, &cur);
+	if (rc != 0) {
+		store_abort(txn);
+		return store_errno(st, rc, "export name");
+	}
+	/* Bindings are few (one per export and per client view): a scan is cheap enough. */
+	while ((rc = mdb_cursor_get(cur, &key, &val, op)) == 0) {
+		op = MDB_NEXT;
+		if (key.mv_size < plen || memcmp(key.mv_data, prefix, plen) != 0)
+			break;
+		if (val.mv_size < 2 || be16_get(val.mv_data) != id)
+			continue;
+		if (key.mv_size - plen >= len) {
+			r = -ENAMETOOLONG;
+		} else {
+			memcpy(name, (const char *)key.mv_data + plen, key.mv_size - plen);
+			name[key.mv_size - plen] = '\0';
+			r = 0;
+		}
+		break;
+	}
+	mdb_cursor_close(cur);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		r = store_errno(st, rc, "export name");
+	store_abort(txn);
+	return r;
+}

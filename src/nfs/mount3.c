@@ -12,6 +12,7 @@
 #include "exports.h"
 #include "log.h"
 #include "nfs_internal.h"
+#include "views.h"
 
 /* DUMP is advisory; a client mounting in a loop must not grow the list without bound. */
 #define MNT_LIST_MAX 4096
@@ -177,11 +178,13 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	struct nfs_server *ns = rq->rq_ctx;
 	char host[INET6_ADDRSTRLEN];
 	const struct export_conf *ec;
+	struct union_export *ux;
 	struct export_opts eo;
 	struct nfs_call nc;
+	char verr[512];
 	const char *rest;
 	mountstat3 st;
-	uint64_t ino;
+	uint64_t ino = STORE_ROOT_INO;
 	char *path;
 	int i;
 
@@ -205,7 +208,18 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 			 path, host, nfs_peer_port(rq));
 		return MNT3ERR_ACCES;
 	}
-	st = mnt_walk(rq, ns->ns_exports[i], rest, &ino);
+	ux = ns->ns_exports[i];
+	/* With upper= the client mounts its own view: made on its first mount. */
+	if (ec->ec_upper) {
+		int r = nfs_views_for_client(ns, i, host, &ux, verr, sizeof(verr));
+
+		if (r < 0) {
+			log_err("MOUNT of %s from %s refused (mount status %d): %s", path, host,
+				(int)mnt_status(r), verr);
+			return mnt_status(r);
+		}
+	}
+	st = mnt_walk(rq, ux, rest, &ino);
 	if (st != MNT3_OK) {
 		log_info("MOUNT of %s from %s refused: mount status %d", path, host, (int)st);
 		return st;
@@ -213,7 +227,7 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	memset(&nc, 0, sizeof(nc));
 	nc.nc_rq = rq;
 	nc.nc_ns = ns;
-	nc.nc_ux = ns->ns_exports[i];
+	nc.nc_ux = ux;
 	nfs_fh_make(&nc, ino, fh);
 	mnt_list_add(ns, host, path);
 	return MNT3_OK;

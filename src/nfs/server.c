@@ -14,6 +14,7 @@
 #include "exports.h"
 #include "log.h"
 #include "nfs_internal.h"
+#include "views.h"
 
 void nfs_server_init(struct nfs_server *ns, const struct config *cf)
 {
@@ -37,6 +38,9 @@ void nfs_server_init(struct nfs_server *ns, const struct config *cf)
 	pthread_mutex_init(&ns->ns_mounts_lock, NULL);
 	pthread_rwlock_init(&ns->ns_rules_lock, NULL);
 	ns->ns_mounts = NULL;
+	if (nfs_views_new(&ns->ns_views) < 0)
+		log_warn("no memory for the table of client views; exports with upper= will "
+			 "refuse mounts");
 }
 
 bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
@@ -71,6 +75,8 @@ void nfs_server_destroy(struct nfs_server *ns)
 		free(me);
 	}
 	ns->ns_mounts = NULL;
+	nfs_views_free(ns->ns_views);
+	ns->ns_views = NULL;
 	pthread_mutex_destroy(&ns->ns_mounts_lock);
 	pthread_rwlock_destroy(&ns->ns_rules_lock);
 }
@@ -183,6 +189,8 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 {
 	struct nfs_server *ns = rq->rq_ctx;
 	const struct export_conf *ec;
+	struct union_export *ux;
+	char host[INET6_ADDRSTRLEN];
 	struct fh h;
 	int i;
 
@@ -194,9 +202,14 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 		return false;
 	}
 	i = nfs_export_index(ns, h.fh_export);
-	if (i < 0) {
-		*status = NFS3ERR_STALE;
-		return false;
+	if (i >= 0) {
+		ux = ns->ns_exports[i];
+	} else {
+		/* Not an export of the config: a client's view of one (upper=), or stale. */
+		nfs_peer_host(rq, host, sizeof(host));
+		*status = nfs_views_by_id(ns, h.fh_export, host, &i, &ux);
+		if (*status != NFS3_OK)
+			return false;
 	}
 	ec = &ns->ns_cfg->cf_exports[i];
 	/* The handle only names the export: the caller must still be one of its clients. */
@@ -212,7 +225,7 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 	}
 	nc->nc_rq = rq;
 	nc->nc_ns = ns;
-	nc->nc_ux = ns->ns_exports[i];
+	nc->nc_ux = ux;
 	nc->nc_ino = h.fh_ino;
 	nc->nc_ro = nc->nc_opts.eo_ro || union_read_only(nc->nc_ux);
 	if (kind == NFS_CALL_MODIFIES && nc->nc_ro) {

@@ -248,6 +248,11 @@ uint16_t union_export_id(const struct union_export *ux)
 	return ux->ux_id;
 }
 
+struct store *union_store(const struct union_export *ux)
+{
+	return ux->ux_store;
+}
+
 uint64_t union_fsid(const struct union_export *ux)
 {
 	return UNION_FSID_BASE | ux->ux_id;

@@ -1,0 +1,313 @@
+/*
+ * The table of per-client views (see views.h). Views are looked up by export id on every
+ * call, so that lookup is a lock-free read of an array indexed by id; making or opening a
+ * view takes the table's mutex, which also keeps two first calls of one client from
+ * opening the same view twice.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "cred.h"
+#include "log.h"
+#include "nfs.h"
+#include "union.h"
+#include "views.h"
+
+#define VIEWS_IDS 65536
+#define VIEWS_ADDR_MAX 64        /* INET6_ADDRSTRLEN and then some */
+#define VIEWS_NAME_MAX 400       /* the inode map's limit on export names */
+
+struct nfs_view {
+	int vw_export;           /* index of the export it is a view of */
+	char vw_addr[VIEWS_ADDR_MAX]; /* the client it belongs to */
+	struct union_export *vw_ux;
+};
+
+struct nfs_views {
+	pthread_mutex_t vt_lock; /* guards vt_list, vt_n and publishing into vt_byid */
+	struct nfs_view *vt_list[NFS_VIEWS_MAX];
+	int vt_n;
+	_Atomic(struct nfs_view *) *vt_byid; /* [export id]; set once, never cleared */
+};
+
+int nfs_views_new(struct nfs_views **out)
+{
+	struct nfs_views *vt = calloc(1, sizeof(*vt));
+
+	*out = NULL;
+	if (!vt)
+		return -ENOMEM;
+	vt->vt_byid = calloc(VIEWS_IDS, sizeof(*vt->vt_byid));
+	if (!vt->vt_byid) {
+		free(vt);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&vt->vt_lock, NULL);
+	*out = vt;
+	return 0;
+}
+
+void nfs_views_free(struct nfs_views *vt)
+{
+	if (!vt)
+		return;
+	for (int i = 0; i < vt->vt_n; i++) {
+		union_close(vt->vt_list[i]->vw_ux);
+		free(vt->vt_list[i]);
+	}
+	free(vt->vt_byid);
+	pthread_mutex_destroy(&vt->vt_lock);
+	free(vt);
+}
+
+/* Creates dir's missing parents (mode 0755, as the server) and dir itself like like. */
+static int views_make_upper(const char *dir, const struct stat *like)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(dir);
+	struct stat st;
+
+	if (len >= sizeof(path))
+		return -ENAMETOOLONG;
+	if (lstat(dir, &st) == 0)
+		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	memcpy(path, dir, len + 1);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(dir, like->st_mode & 07777) < 0)
+		return errno == EEXIST ? 0 : -errno;
+	/* mkdir applies the umask; the base root's mode is what the client expects to see. */
+	if (chown(dir, like->st_uid, like->st_gid) < 0 || chmod(dir, like->st_mode & 07777) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Whether path lies inside (or is) directory dir, compared as canonical text. */
+static bool views_inside(const char *path, const char *dir)
+{
+	size_t len = strlen(dir);
+
+	if (!strcmp(dir, "/"))
+		return true;
+	return !strncmp(path, dir, len) && (path[len] == '\0' || path[len] == '/');
+}
+
+/* Refuses an upper in a lower: creating it there would change the base. */
+static int views_check_upper(const struct export_conf *ec, const char *upper, char *err,
+			     size_t errlen)
+{
+	char canon[PATH_MAX];
+
+	for (int j = 0; j < ec->ec_nbranches; j++) {
+		if (!realpath(ec->ec_branches[j], canon))
+			continue; /* union_open reports a missing branch */
+		if (views_inside(upper, canon) || views_inside(canon, upper)) {
+			snprintf(err, errlen, "export %s: the client upper %s would overlap the "
+				 "branch %s, which must stay unchanged; move upper= outside the "
+				 "branches", ec->ec_name, upper, ec->ec_branches[j]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Opens the view of export i for addr and adds it to the table (caller holds vt_lock).
+ * With create, a missing upper is made; without, it is an error (a view is only ever
+ * made by a MNT).
+ */
+static int views_open_locked(struct nfs_server *ns, int i, const char *addr, bool create,
+			     struct nfs_view **out, char *err, size_t errlen)
+{
+	struct nfs_views *vt = ns->ns_views;
+	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+	char upper[PATH_MAX], name[VIEWS_NAME_MAX + 1];
+	struct export_conf vc;
+	struct nfs_view *vw;
+	struct stat base;
+	char **branches;
+	int r;
+
+	if (vt->vt_n >= NFS_VIEWS_MAX) {
+		snprintf(err, errlen, "export %s: %d clients already have a view, the most the "
+			 "server keeps; restart it to drop views of clients that left",
+			 ec->ec_name, NFS_VIEWS_MAX);
+		return -ENOSPC;
+	}
+	if (config_upper_expand(ec->ec_upper, addr, upper, sizeof(upper)) < 0 ||
+	    (size_t)snprintf(name, sizeof(name), "%s%%%s", ec->ec_name, addr) >= sizeof(name)) {
+		snprintf(err, errlen, "export %s: the upper path or view name for client %s is "
+			 "too long; shorten upper= or the export name", ec->ec_name, addr);
+		return -ENAMETOOLONG;
+	}
+	r = views_check_upper(ec, upper, err, errlen);
+	if (r < 0)
+		return r;
+	cred_restore(); /* the upper is made and opened as the server */
+	if (create) {
+		if (stat(ec->ec_branches[0], &base) < 0) {
+			r = -errno;
+			snprintf(err, errlen, "export %s: branch %s: %s; create it or fix -e",
+				 ec->ec_name, ec->ec_branches[0], strerror(errno));
+			return r;
+		}
+		r = views_make_upper(upper, &base);
+		if (r < 0) {
+			snprintf(err, errlen, "export %s: cannot create the upper %s of client %s: "
+				 "%s; check upper= and the permissions of its parent", ec->ec_name,
+				 upper, addr, strerror(-r));
+			return r;
+		}
+	}
+	branches = calloc((size_t)ec->ec_nbranches + 1, sizeof(*branches));
+	vw = calloc(1, sizeof(*vw));
+	if (!branches || !vw) {
+		free(branches);
+		free(vw);
+		snprintf(err, errlen, "export %s: out of memory opening the view of %s",
+			 ec->ec_name, addr);
+		return -ENOMEM;
+	}
+	branches[0] = upper;
+	for (int j = 0; j < ec->ec_nbranches; j++)
+		branches[j + 1] = ec->ec_branches[j];
+	memset(&vc, 0, sizeof(vc));
+	vc.ec_name = name;
+	vc.ec_branches = branches;
+	vc.ec_nbranches = ec->ec_nbranches + 1;
+	vc.ec_opts = ec->ec_opts;
+	vc.ec_opts.eo_ro = false; /* the base is read-only; the view writes to its upper */
+	r = union_open(&vc, union_store(ns->ns_exports[i]), &vw->vw_ux, err, errlen);
+	free(branches);
+	if (r < 0) {
+		free(vw);
+		return r;
+	}
+	vw->vw_export = i;
+	snprintf(vw->vw_addr, sizeof(vw->vw_addr), "%s", addr);
+	vt->vt_list[vt->vt_n++] = vw;
+	atomic_store(&vt->vt_byid[union_export_id(vw->vw_ux)], vw);
+	log_info("export %s: client %s served from its own upper %s", ec->ec_name, addr, upper);
+	*out = vw;
+	return 0;
+}
+
+int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
+			 struct union_export **ux, char *err, size_t errlen)
+{
+	struct nfs_views *vt = ns->ns_views;
+	struct nfs_view *vw = NULL;
+	int r = 0;
+
+	if (!vt) {
+		snprintf(err, errlen, "export %s: no memory for client views; restart the server",
+			 ns->ns_cfg->cf_exports[i].ec_name);
+		return -ENOMEM;
+	}
+	if (strlen(addr) >= VIEWS_ADDR_MAX || strchr(addr, '/') || strchr(addr, '%')) {
+		snprintf(err, errlen, "client address '%.80s' cannot name an upper", addr);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&vt->vt_lock);
+	for (int k = 0; k < vt->vt_n; k++)
+		if (vt->vt_list[k]->vw_export == i && !strcmp(vt->vt_list[k]->vw_addr, addr)) {
+			vw = vt->vt_list[k];
+			break;
+		}
+	if (!vw)
+		r = views_open_locked(ns, i, addr, true, &vw, err, errlen);
+	pthread_mutex_unlock(&vt->vt_lock);
+	if (r == 0)
+		*ux = vw->vw_ux;
+	return r;
+}
+
+/* True at most once a minute per *last: a client retrying must not flood the log. */
+static bool views_log_due(_Atomic time_t *last)
+{
+	time_t now = time(NULL), prev = atomic_load(last);
+
+	return now - prev >= 60 && atomic_compare_exchange_strong(last, &prev, now);
+}
+
+/* Finds the view bound under id in the inode map and opens it (caller holds vt_lock). */
+static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id)
+{
+	static _Atomic time_t last;
+	char name[VIEWS_NAME_MAX + 1], err[512];
+	const char *addr;
+	struct nfs_view *vw;
+	char *sep;
+	int i;
+
+	if (!ns->ns_nexports || store_export_name(union_store(ns->ns_exports[0]), id, name,
+						  sizeof(name)) < 0)
+		return NULL;
+	sep = strrchr(name, '%');
+	if (!sep)
+		return NULL; /* an export that is no view (one removed from the config) */
+	*sep = '\0';
+	addr = sep + 1;
+	for (i = 0; i < ns->ns_nexports; i++) {
+		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+
+		if (ec->ec_upper && ns->ns_exports[i] && !strcmp(ec->ec_name, name))
+			break;
+	}
+	if (i == ns->ns_nexports)
+		return NULL; /* its export lost upper= (or went away): the handle is stale */
+	if (views_open_locked(ns, i, addr, false, &vw, err, sizeof(err)) < 0) {
+		if (views_log_due(&last))
+			log_warn("cannot open again the view of client %s (%s); its handles get "
+				 "NFS3ERR_STALE until it mounts again", addr, err);
+		return NULL;
+	}
+	return vw;
+}
+
+nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
+			 struct union_export **ux)
+{
+	static _Atomic time_t last;
+	struct nfs_views *vt = ns->ns_views;
+	struct nfs_view *vw;
+
+	if (!vt)
+		return NFS3ERR_STALE;
+	vw = atomic_load(&vt->vt_byid[id]);
+	if (!vw) {
+		pthread_mutex_lock(&vt->vt_lock);
+		vw = atomic_load(&vt->vt_byid[id]);
+		if (!vw)
+			vw = views_reopen_locked(ns, id);
+		pthread_mutex_unlock(&vt->vt_lock);
+		if (!vw)
+			return NFS3ERR_STALE;
+	}
+	/* A handle names one client's view: no other client may reach that upper with it. */
+	if (strcmp(vw->vw_addr, addr) != 0) {
+		if (views_log_due(&last))
+			log_warn("refusing NFS call from %s with NFS3ERR_ACCES: its handle belongs "
+				 "to the view of client %s of export %s", addr, vw->vw_addr,
+				 ns->ns_cfg->cf_exports[vw->vw_export].ec_name);
+		return NFS3ERR_ACCES;
+	}
+	*i = vw->vw_export;
+	*ux = vw->vw_ux;
+	return NFS3_OK;
+}

@@ -1,0 +1,44 @@
+/*
+ * Per-client views of exports with the option upper=TEMPLATE: each client gets its own
+ * writable upper branch (TEMPLATE expanded with its address) over the export's branches,
+ * all read-only lowers. A view is a union of its own, bound in the inode map under the
+ * name "EXPORT%ADDRESS" (so it has its own export id: handles name the view), made on the
+ * client's first MNT and, after a restart, opened again from the id in a client's handle.
+ *
+ * The table is owned by the NFS server: bounded, thread-safe, and views stay open until the
+ * server stops, so a view pointer handed out stays valid for the server's lifetime.
+ */
+#ifndef UNFS_NFS_VIEWS_H
+#define UNFS_NFS_VIEWS_H
+
+#include <stdint.h>
+
+#include "nfs3.h"
+
+struct nfs_server;
+struct union_export;
+struct nfs_views;
+
+#define NFS_VIEWS_MAX 4096       /* clients with a view; more are refused at MNT */
+
+int nfs_views_new(struct nfs_views **out);
+void nfs_views_free(struct nfs_views *vt);
+
+/*
+ * The view of export index i for the client whose address (nfs_peer_host's text) is addr:
+ * found, or made (its upper created if missing with the owner and mode of the top lower's
+ * root) and bound. Returns 0, or -errno with a message naming cause and fix in err.
+ */
+int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
+			 struct union_export **ux, char *err, size_t errlen);
+
+/*
+ * The view with export id for a call from addr: opened from its inode map binding if the
+ * server has not opened it since it started. *i receives its export's index. Returns
+ * NFS3_OK, NFS3ERR_STALE when no view has the id (or it cannot be opened), or
+ * NFS3ERR_ACCES when the view belongs to another client.
+ */
+nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
+			 struct union_export **ux);
+
+#endif

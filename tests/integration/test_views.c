@@ -1,0 +1,328 @@
+/*
+ * Per-client views (export option upper=TEMPLATE) against the real server: two clients on
+ * one host (libtirpc clients bound to 127.0.0.1 and 127.0.0.2, all of 127/8 is loopback)
+ * mount one export; each writes only to its own upper, the other sees the pristine base,
+ * the lowers never change, a handle works for its own client only, and survives a restart.
+ */
+#include "common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BASE_TEXT "pristine base\n"
+
+static struct it_server srv;
+static char cfgpath[PATH_MAX];
+static char clients[PATH_MAX];
+static char opts[PATH_MAX + 64];
+
+/*
+ * Starts the server with upper= given in a config file line (from_file) or with -o (which
+ * keeps the ports over a restart).
+ */
+static void start(bool from_file)
+{
+	char text[4 * PATH_MAX], path[PATH_MAX];
+	int n;
+
+	it_server_init(&srv, true);
+	/* Both branches are lowers: upper= gives each client its own upper elsewhere. */
+	it_path(path, "%s/base.txt", srv.is_lower);
+	it_write_file(path, BASE_TEXT, strlen(BASE_TEXT));
+	it_path(path, "%s/gone.txt", srv.is_lower);
+	it_write_file(path, "x", 1);
+	it_path(path, "%s/top.txt", srv.is_upper);
+	it_write_file(path, "top", 3);
+	assert_int_equal(chmod(srv.is_upper, 0751), 0);
+	it_path(clients, "%s/clients/sub", srv.is_dir);
+	it_path(cfgpath, "%s/views.conf", srv.is_dir);
+	n = snprintf(text, sizeof(text),
+		     "port 0\nmount-port 0\nportmap off\nstate %s\n"
+		     "export %s %s:%s upper=%s/%%a,insecure,no_root_squash\n",
+		     srv.is_state, IT_EXPORT, srv.is_upper, srv.is_lower, clients);
+	assert_true(n > 0 && (size_t)n < sizeof(text));
+	it_write_file(cfgpath, text, (size_t)n);
+	n = snprintf(opts, sizeof(opts), "upper=%s/%%a,insecure,no_root_squash", clients);
+	assert_true(n > 0 && (size_t)n < sizeof(opts));
+	if (from_file)
+		srv.is_config = cfgpath;
+	else
+		srv.is_opts = opts;
+	if (it_server_start(&srv) != 0)
+		fail_msg("the server did not start with upper=");
+}
+
+static int after_each(void **state)
+{
+	(void)state;
+	if (srv.is_pid > 0 && it_server_stop(&srv) != 0) {
+		it_server_cleanup(&srv);
+		return -1;
+	}
+	it_server_cleanup(&srv);
+	return 0;
+}
+
+/* A TCP client from source address src (127.0.0.x), AUTH_SYS root. */
+static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	CLIENT *c;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0)
+		fail_msg("bind to %s: %s", src, strerror(errno));
+	c = clnttcp_create(&sin, prog, vers, &fd, 0, 0);
+	if (!c)
+		fail_msg("cannot connect from %s to port %d: %s", src, port,
+			 clnt_spcreateerror("clnt"));
+	clnt_control(c, CLSET_FD_CLOSE, NULL);
+	auth_destroy(c->cl_auth);
+	c->cl_auth = authunix_create("views-test", 0, 0, 0, NULL);
+	assert_non_null(c->cl_auth);
+	return c;
+}
+
+static CLIENT *nfs_from(const char *src)
+{
+	return clnt_src(src, NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
+}
+
+struct mntres {
+	int mr_status;
+	nfs_fh3 mr_fh;
+	int *mr_flavors;
+	u_int mr_nflavors;
+};
+
+static bool_t xdr_path(XDR *x, char **path)
+{
+	return xdr_string(x, path, 1024);
+}
+
+static bool_t xdr_mntres(XDR *x, struct mntres *r)
+{
+	if (!xdr_int(x, &r->mr_status))
+		return FALSE;
+	if (r->mr_status != IT_MNT_OK)
+		return TRUE;
+	if (!xdr_bytes(x, &r->mr_fh.data.data_val, &r->mr_fh.data.data_len, NFS3_FHSIZE))
+		return FALSE;
+	return xdr_array(x, (char **)&r->mr_flavors, &r->mr_nflavors, 64, sizeof(int),
+			 (xdrproc_t)xdr_int);
+}
+
+/* MNT of the export from source address src; the root handle into fh (it_fh_free). */
+static void mnt_from(const char *src, nfs_fh3 *fh)
+{
+	CLIENT *c = clnt_src(src, IT_MOUNT_PROG, 3, srv.is_mount_port);
+	struct mntres res;
+	enum clnt_stat cs;
+	char *p = IT_EXPORT;
+
+	memset(&res, 0, sizeof(res));
+	cs = it_call(c, IT_MNTPROC_MNT, (xdrproc_t)xdr_path, &p, (xdrproc_t)xdr_mntres, &res);
+	it_clnt_destroy(c);
+	if (cs != RPC_SUCCESS)
+		fail_msg("MNT from %s: %s", src, clnt_sperrno(cs));
+	if (res.mr_status != IT_MNT_OK) {
+		it_server_dump_log(&srv);
+		fail_msg("MNT from %s: status %d", src, res.mr_status);
+	}
+	fh->data = res.mr_fh.data;
+	free(res.mr_flavors);
+}
+
+static nfsstat3 create_file(CLIENT *c, const nfs_fh3 *dir, const char *name)
+{
+	CREATE3args args;
+	CREATE3res res;
+	nfsstat3 st;
+
+	memset(&args, 0, sizeof(args));
+	memset(&res, 0, sizeof(res));
+	args.where.dir = *dir;
+	args.where.name = (char *)name;
+	args.how.mode = UNCHECKED;
+	args.how.createhow3_u.obj_attributes.mode.set_it = TRUE;
+	args.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
+	assert_int_equal(it_call(c, NFSPROC3_CREATE, (xdrproc_t)xdr_CREATE3args, &args,
+				 (xdrproc_t)xdr_CREATE3res, &res), RPC_SUCCESS);
+	st = res.status;
+	it_free((xdrproc_t)xdr_CREATE3res, &res);
+	return st;
+}
+
+static nfsstat3 remove_file(CLIENT *c, const nfs_fh3 *dir, const char *name)
+{
+	REMOVE3args args;
+	REMOVE3res res;
+	nfsstat3 st;
+
+	memset(&args, 0, sizeof(args));
+	memset(&res, 0, sizeof(res));
+	args.object.dir = *dir;
+	args.object.name = (char *)name;
+	assert_int_equal(it_call(c, NFSPROC3_REMOVE, (xdrproc_t)xdr_REMOVE3args, &args,
+				 (xdrproc_t)xdr_REMOVE3res, &res), RPC_SUCCESS);
+	st = res.status;
+	it_free((xdrproc_t)xdr_REMOVE3res, &res);
+	return st;
+}
+
+/* Truncates the file fh to 0 bytes (a change that copies a lower file up). */
+static nfsstat3 truncate_file(CLIENT *c, const nfs_fh3 *fh)
+{
+	SETATTR3args args;
+	SETATTR3res res;
+	nfsstat3 st;
+
+	memset(&args, 0, sizeof(args));
+	memset(&res, 0, sizeof(res));
+	args.object = *fh;
+	args.new_attributes.size.set_it = TRUE;
+	args.new_attributes.size.set_size3_u.size = 0;
+	assert_int_equal(it_call(c, NFSPROC3_SETATTR, (xdrproc_t)xdr_SETATTR3args, &args,
+				 (xdrproc_t)xdr_SETATTR3res, &res), RPC_SUCCESS);
+	st = res.status;
+	it_free((xdrproc_t)xdr_SETATTR3res, &res);
+	return st;
+}
+
+static void assert_file(const char *dir, const char *name, const char *want)
+{
+	char path[PATH_MAX], *data;
+	size_t len;
+
+	it_path(path, "%s/%s", dir, name);
+	data = it_read_file(path, &len);
+	if (!data)
+		fail_msg("%s is gone", path);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(data, want, len);
+	free(data);
+}
+
+static bool exists_in(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	it_path(path, "%s/%s", dir, name);
+	return it_exists(path);
+}
+
+static void test_isolation(void **state)
+{
+	nfs_fh3 fha, fhb, base;
+	CLIENT *ca, *cb;
+	fattr3 attr, ra, rb;
+	char upa[PATH_MAX], upb[PATH_MAX];
+	struct stat st;
+
+	(void)state;
+	start(true);
+	mnt_from("127.0.0.1", &fha);
+	mnt_from("127.0.0.2", &fhb);
+	assert_false(it_fh_equal(&fha, &fhb));
+	it_path(upa, "%s/127.0.0.1", clients);
+	it_path(upb, "%s/127.0.0.2", clients);
+	/* Made at the first MNT with the mode of the top lower's root. */
+	assert_int_equal(stat(upa, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0751);
+	assert_int_equal(stat(upb, &st), 0);
+
+	ca = nfs_from("127.0.0.1");
+	cb = nfs_from("127.0.0.2");
+	it_assert_status(it_getattr(ca, &fha, &ra), NFS3_OK);
+	it_assert_status(it_getattr(cb, &fhb, &rb), NFS3_OK);
+	assert_true(ra.fsid != rb.fsid);
+
+	/* A changes its view: a new file, a removed base file, a truncated base file. */
+	it_assert_status(create_file(ca, &fha, "a-new"), NFS3_OK);
+	it_assert_status(remove_file(ca, &fha, "gone.txt"), NFS3_OK);
+	it_assert_status(it_lookup(ca, &fha, "base.txt", &base, NULL), NFS3_OK);
+	it_assert_status(truncate_file(ca, &base), NFS3_OK);
+	it_assert_status(it_getattr(ca, &base, &attr), NFS3_OK);
+	assert_int_equal(attr.size, 0);
+	it_assert_status(it_lookup(ca, &fha, "gone.txt", NULL, NULL), NFS3ERR_NOENT);
+	it_assert_status(it_lookup(ca, &fha, "top.txt", NULL, NULL), NFS3_OK);
+
+	/* B sees the pristine base. */
+	it_assert_status(it_lookup(cb, &fhb, "a-new", NULL, NULL), NFS3ERR_NOENT);
+	it_assert_status(it_lookup(cb, &fhb, "gone.txt", NULL, NULL), NFS3_OK);
+	it_assert_status(it_lookup(cb, &fhb, "base.txt", NULL, &attr), NFS3_OK);
+	assert_int_equal(attr.size, strlen(BASE_TEXT));
+
+	/* A's changes are in A's upper only; the lowers are unchanged. */
+	assert_true(exists_in(upa, "a-new"));
+	assert_true(exists_in(upa, "base.txt"));
+	assert_false(exists_in(upb, "a-new"));
+	assert_false(exists_in(upb, "base.txt"));
+	assert_false(exists_in(srv.is_lower, "a-new"));
+	assert_false(exists_in(srv.is_upper, "a-new"));
+	assert_file(srv.is_lower, "base.txt", BASE_TEXT);
+	assert_file(srv.is_lower, "gone.txt", "x");
+	assert_file(srv.is_upper, "top.txt", "top");
+
+	/* A handle is no key to another client's view. */
+	it_assert_status(it_getattr(cb, &fha, &attr), NFS3ERR_ACCES);
+	it_assert_status(it_getattr(cb, &base, &attr), NFS3ERR_ACCES);
+	it_assert_status(create_file(cb, &fha, "b-in-a"), NFS3ERR_ACCES);
+	it_assert_status(it_getattr(ca, &fhb, &attr), NFS3ERR_ACCES);
+	assert_false(exists_in(upa, "b-in-a"));
+
+	it_clnt_destroy(ca);
+	it_clnt_destroy(cb);
+	it_fh_free(&base);
+	it_fh_free(&fha);
+	it_fh_free(&fhb);
+}
+
+static void test_restart(void **state)
+{
+	nfs_fh3 fha, file;
+	CLIENT *ca, *cb;
+	fattr3 attr;
+
+	(void)state;
+	start(false);
+	mnt_from("127.0.0.1", &fha);
+	ca = nfs_from("127.0.0.1");
+	it_assert_status(create_file(ca, &fha, "kept"), NFS3_OK);
+	it_assert_status(it_lookup(ca, &fha, "kept", &file, NULL), NFS3_OK);
+	it_clnt_destroy(ca);
+
+	it_server_restart(&srv);
+	/* No MNT after the restart: the handles name the view, which is opened again. */
+	ca = nfs_from("127.0.0.1");
+	it_assert_status(it_getattr(ca, &file, &attr), NFS3_OK);
+	it_assert_status(it_getattr(ca, &fha, &attr), NFS3_OK);
+	it_assert_status(create_file(ca, &fha, "after"), NFS3_OK);
+	cb = nfs_from("127.0.0.2");
+	it_assert_status(it_getattr(cb, &file, &attr), NFS3ERR_ACCES);
+	it_clnt_destroy(cb);
+	it_clnt_destroy(ca);
+	it_fh_free(&file);
+	it_fh_free(&fha);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_isolation, after_each),
+		cmocka_unit_test_teardown(test_restart, after_each),
+	};
+
+	return cmocka_run_group_tests_name("views", tests, NULL, NULL);
+}
