@@ -1,0 +1,242 @@
+/*
+ * The control socket and build/unionnfsd-ctl against a real server: status, clients and
+ * stats after a libnfs mount and some calls (a copy-up, a whiteout), reload, reset before
+ * per-client uppers exist, hostile input on the socket, the error without a server, and
+ * a stale socket file replaced at start.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define T_OUT 65536
+#define T_IDLE_CONNS 20          /* more than the server's CONTROL_MAX_CONNS */
+
+static int setup(void **state)
+{
+	return it_group_setup_union(state);
+}
+
+static const char *ctl_binary(void)
+{
+	static char path[PATH_MAX];
+	const char *build = getenv("BUILD");
+
+	snprintf(path, sizeof(path), "%s/unionnfsd-ctl", build && *build ? build : "build");
+	return path;
+}
+
+/* Runs unionnfsd-ctl --state STATE args...; returns its exit status, output in out. */
+static int ctl(const char *state, char *out, const char *a1, const char *a2)
+{
+	char *argv[] = { (char *)ctl_binary(), "--state", (char *)state, (char *)a1, (char *)a2, NULL };
+
+	return it_run(argv, 30, out, T_OUT);
+}
+
+static void sock_path(struct sockaddr_un *sun)
+{
+	char path[PATH_MAX];
+
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	it_path(path, "%s/control.sock", it_srv.is_state);
+	assert_true(strlen(path) < sizeof(sun->sun_path));
+	memcpy(sun->sun_path, path, strlen(path) + 1);
+}
+
+static int sock_connect(void)
+{
+	struct sockaddr_un sun;
+	struct timeval tv = { .tv_sec = 20 };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	sock_path(&sun);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Sends raw bytes and reads the whole reply (the server closes after it). */
+static void sock_exchange(const void *req, size_t len, char *out, size_t outlen)
+{
+	int fd = sock_connect();
+	size_t have = 0;
+	ssize_t n;
+
+	assert_int_equal(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
+	shutdown(fd, SHUT_WR);
+	while (have < outlen - 1 && (n = recv(fd, out + have, outlen - 1 - have, 0)) > 0)
+		have += (size_t)n;
+	out[have] = '\0';
+	close(fd);
+}
+
+static void test_status_clients_stats(void **state)
+{
+	static char out[T_OUT];
+	char path[PATH_MAX], want[PATH_MAX + 16];
+	struct nfs_context *nfs;
+	struct nfs_stat_64 st;
+	struct nfsfh *fh;
+
+	(void)state;
+	it_path(path, "%s/base-file", it_srv.is_lower);
+	it_write_file(path, "base\n", 5);
+	it_path(path, "%s/doomed", it_srv.is_lower);
+	it_write_file(path, "gone\n", 5);
+
+	nfs = it_nfs_mount(&it_srv);
+	assert_int_equal(nfs_stat64(nfs, "/base-file", &st), 0);
+	/* Writing a lower file copies it up; removing one leaves a whiteout. */
+	assert_int_equal(nfs_open(nfs, "/base-file", O_WRONLY, &fh), 0);
+	assert_int_equal(nfs_write(nfs, fh, 3, "new"), 3);
+	assert_int_equal(nfs_close(nfs, fh), 0);
+	assert_int_equal(nfs_unlink(nfs, "/doomed"), 0);
+	assert_int_not_equal(nfs_stat64(nfs, "/no-such-file", &st), 0);
+
+	assert_int_equal(ctl(it_srv.is_state, out, "status", NULL), 0);
+	assert_non_null(strstr(out, "unionnfsd "));
+	assert_non_null(strstr(out, "export " IT_EXPORT " (2 branches)"));
+	snprintf(want, sizeof(want), "upper %s", it_srv.is_upper);
+	assert_non_null(strstr(out, want));
+	snprintf(want, sizeof(want), "lower %s", it_srv.is_lower);
+	assert_non_null(strstr(out, want));
+	assert_non_null(strstr(out, "mounts 1 "));
+
+	assert_int_equal(ctl(it_srv.is_state, out, "clients", NULL), 0);
+	assert_non_null(strstr(out, "127.0.0.1"));
+	assert_non_null(strstr(out, IT_EXPORT));
+
+	assert_int_equal(ctl(it_srv.is_state, out, "stats", NULL), 0);
+	assert_non_null(strstr(out, "p99_us"));
+	assert_non_null(strstr(out, "LOOKUP"));
+	assert_non_null(strstr(out, "WRITE"));
+	assert_non_null(strstr(out, "MNT"));
+	assert_non_null(strstr(out, "copy-ups 1, whiteouts made 1"));
+
+	it_nfs_unmount(nfs);
+	/* Whether or not the client said UMNT, it stays in the list of clients seen. */
+	assert_int_equal(ctl(it_srv.is_state, out, "clients", NULL), 0);
+	assert_non_null(strstr(out, "127.0.0.1"));
+}
+
+static void test_reload_and_reset(void **state)
+{
+	static char out[T_OUT];
+	int i;
+
+	(void)state;
+	assert_int_equal(ctl(it_srv.is_state, out, "reload", NULL), 0);
+	assert_non_null(strstr(out, "reload started"));
+	for (i = 0; i < 100 && !it_server_log_contains(&it_srv, "configuration reloaded"); i++)
+		usleep(50000);
+	assert_true(it_server_log_contains(&it_srv, "configuration reloaded"));
+
+	assert_int_equal(ctl(it_srv.is_state, out, "reset", "192.0.2.1"), 1);
+	assert_non_null(strstr(out, "error: reset: export " IT_EXPORT " has no per-client upper branches"));
+	assert_int_equal(ctl(it_srv.is_state, out, "reset", NULL), 1);
+	assert_non_null(strstr(out, "usage: reset CLIENT"));
+	assert_int_equal(ctl(it_srv.is_state, out, "frobnicate", NULL), 1);
+	assert_non_null(strstr(out, "unknown command"));
+	assert_int_equal(ctl(it_srv.is_state, out, "help", NULL), 0);
+	assert_non_null(strstr(out, "clients"));
+}
+
+static void test_garbage(void **state)
+{
+	static char out[T_OUT];
+	static char big[8192];
+	int fds[T_IDLE_CONNS];
+	struct nfs_context *nfs;
+	struct nfs_stat_64 st;
+
+	(void)state;
+	memset(big, 'x', sizeof(big));
+	sock_exchange(big, sizeof(big), out, sizeof(out));
+	assert_non_null(strstr(out, "error: the request line is too long"));
+	sock_exchange("st\0atus\n", 8, out, sizeof(out));
+	assert_non_null(strstr(out, "error: "));
+	sock_exchange("\x01\xff\xfe\n", 4, out, sizeof(out));
+	assert_non_null(strstr(out, "error: the request has control or non-ASCII bytes"));
+	sock_exchange("\n", 1, out, sizeof(out));
+	assert_non_null(strstr(out, "error: empty request"));
+	/* No newline, then EOF: still one request. */
+	sock_exchange("status", 6, out, sizeof(out));
+	assert_non_null(strstr(out, "export " IT_EXPORT));
+	/* Connections that say nothing: past the limit they are closed; the loop goes on. */
+	for (int i = 0; i < T_IDLE_CONNS; i++)
+		fds[i] = sock_connect();
+	nfs = it_nfs_mount(&it_srv);
+	assert_int_equal(nfs_stat64(nfs, "/", &st), 0);
+	it_nfs_unmount(nfs);
+	for (int i = 0; i < T_IDLE_CONNS; i++)
+		close(fds[i]);
+	usleep(200000);
+	assert_int_equal(ctl(it_srv.is_state, out, "status", NULL), 0);
+}
+
+static void test_no_server(void **state)
+{
+	static char out[T_OUT];
+	char dir[PATH_MAX], want[PATH_MAX + 64];
+
+	(void)state;
+	it_path(dir, "%s/not-a-state-dir", it_srv.is_dir);
+	assert_int_equal(ctl(dir, out, "status", NULL), 1);
+	snprintf(want, sizeof(want), "no unionnfsd is running with state directory %s", dir);
+	assert_non_null(strstr(out, want));
+	assert_non_null(strstr(out, "pass --state"));
+	/* No command is a usage error. */
+	{
+		char *argv[] = { (char *)ctl_binary(), NULL };
+
+		assert_int_equal(it_run(argv, 30, out, T_OUT), 2);
+	}
+}
+
+/* The socket goes with the server; a stale one (a crash) is replaced at start. */
+static void test_stale_socket(void **state)
+{
+	static char out[T_OUT];
+	struct sockaddr_un sun;
+	struct stat st;
+	int fd;
+
+	(void)state;
+	sock_path(&sun);
+	assert_int_equal(it_server_stop(&it_srv), 0);
+	assert_int_equal(lstat(sun.sun_path, &st), -1);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	close(fd);
+	assert_int_equal(ctl(it_srv.is_state, out, "status", NULL), 1);
+	assert_non_null(strstr(out, "nothing answers"));
+	assert_int_equal(it_server_start(&it_srv), 0);
+	assert_int_equal(lstat(sun.sun_path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(ctl(it_srv.is_state, out, "status", NULL), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_status_clients_stats),
+		cmocka_unit_test(test_reload_and_reset),
+		cmocka_unit_test(test_garbage),
+		cmocka_unit_test(test_no_server),
+		cmocka_unit_test(test_stale_socket),
+	};
+
+	return cmocka_run_group_tests(tests, setup, it_group_teardown);
+}
