@@ -25,9 +25,10 @@ static char opts[PATH_MAX + 64];
 
 /*
  * Starts the server with upper= given in a config file line (from_file) or with -o (which
- * keeps the ports over a restart).
+ * keeps the ports over a restart); the uppers go to a directory of their own, or into the
+ * lower (in_lower), which the server must refuse.
  */
-static void start(bool from_file)
+static void start_in(bool from_file, bool in_lower)
 {
 	char text[4 * PATH_MAX], path[PATH_MAX];
 	int n;
@@ -41,7 +42,11 @@ static void start(bool from_file)
 	it_path(path, "%s/top.txt", srv.is_upper);
 	it_write_file(path, "top", 3);
 	assert_int_equal(chmod(srv.is_upper, 0751), 0);
-	it_path(clients, "%s/clients/sub", srv.is_dir);
+	assert_int_equal(chown(srv.is_upper, 1234, 1235), 0);
+	if (in_lower)
+		it_path(clients, "%s/c", srv.is_lower);
+	else
+		it_path(clients, "%s/clients/sub", srv.is_dir);
 	it_path(cfgpath, "%s/views.conf", srv.is_dir);
 	n = snprintf(text, sizeof(text),
 		     "port 0\nmount-port 0\nportmap off\nstate %s\n"
@@ -57,6 +62,11 @@ static void start(bool from_file)
 		srv.is_opts = opts;
 	if (it_server_start(&srv) != 0)
 		fail_msg("the server did not start with upper=");
+}
+
+static void start(bool from_file)
+{
+	start_in(from_file, false);
 }
 
 static int after_each(void **state)
@@ -123,8 +133,8 @@ static bool_t xdr_mntres(XDR *x, struct mntres *r)
 			 (xdrproc_t)xdr_int);
 }
 
-/* MNT of the export from source address src; the root handle into fh (it_fh_free). */
-static void mnt_from(const char *src, nfs_fh3 *fh)
+/* MNT of the export from source address src: the status, the root handle in fh if OK. */
+static int mnt_status_from(const char *src, nfs_fh3 *fh)
 {
 	CLIENT *c = clnt_src(src, IT_MOUNT_PROG, 3, srv.is_mount_port);
 	struct mntres res;
@@ -136,12 +146,21 @@ static void mnt_from(const char *src, nfs_fh3 *fh)
 	it_clnt_destroy(c);
 	if (cs != RPC_SUCCESS)
 		fail_msg("MNT from %s: %s", src, clnt_sperrno(cs));
-	if (res.mr_status != IT_MNT_OK) {
-		it_server_dump_log(&srv);
-		fail_msg("MNT from %s: status %d", src, res.mr_status);
-	}
-	fh->data = res.mr_fh.data;
+	if (res.mr_status == IT_MNT_OK)
+		fh->data = res.mr_fh.data;
 	free(res.mr_flavors);
+	return res.mr_status;
+}
+
+/* MNT from src that must succeed; the root handle into fh (it_fh_free). */
+static void mnt_from(const char *src, nfs_fh3 *fh)
+{
+	int st = mnt_status_from(src, fh);
+
+	if (st != IT_MNT_OK) {
+		it_server_dump_log(&srv);
+		fail_msg("MNT from %s: status %d", src, st);
+	}
 }
 
 static nfsstat3 create_file(CLIENT *c, const nfs_fh3 *dir, const char *name)
@@ -240,6 +259,8 @@ static void test_isolation(void **state)
 	/* Made at the first MNT with the mode of the top lower's root. */
 	assert_int_equal(stat(upa, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0751);
+	assert_int_equal(st.st_uid, 1234);
+	assert_int_equal(st.st_gid, 1235);
 	assert_int_equal(stat(upb, &st), 0);
 
 	ca = nfs_from("127.0.0.1");
@@ -317,11 +338,26 @@ static void test_restart(void **state)
 	it_fh_free(&fha);
 }
 
+/* An upper inside a lower would change the base: the MNT is refused before anything is made. */
+static void test_upper_in_lower(void **state)
+{
+	char dir[PATH_MAX];
+	nfs_fh3 fh;
+
+	(void)state;
+	start_in(false, true);
+	assert_int_not_equal(mnt_status_from("127.0.0.1", &fh), IT_MNT_OK);
+	it_path(dir, "%s/c", srv.is_lower);
+	assert_false(it_exists(dir));
+	assert_true(it_server_log_contains(&srv, "would overlap the branch"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_isolation, after_each),
 		cmocka_unit_test_teardown(test_restart, after_each),
+		cmocka_unit_test_teardown(test_upper_in_lower, after_each),
 	};
 
 	return cmocka_run_group_tests_name("views", tests, NULL, NULL);
