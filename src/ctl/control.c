@@ -131,9 +131,13 @@ static void ctl_status(struct control *ctl, struct ctl_out *o)
 		ro = ec->ec_opts.eo_ro;
 		pthread_rwlock_unlock(&ns->ns_rules_lock);
 		ctl_put(o, "export %s (%d branch%s%s)\n", ec->ec_name, ec->ec_nbranches,
-			ec->ec_nbranches == 1 ? "" : "es", ro ? ", read-only" : "");
+			ec->ec_nbranches == 1 ? "" : "es", ro && ec->ec_upper == NULL ? ", read-only" : "");
+		/* With upper= every listed branch is a lower; each client writes to its own. */
+		if (ec->ec_upper != NULL)
+			ctl_put(o, "  upper %s (one per client)\n", ec->ec_upper);
 		for (int j = 0; j < ec->ec_nbranches; j++)
-			ctl_put(o, "  %s %s\n", j == 0 && !ro ? "upper" : "lower", ec->ec_branches[j]);
+			ctl_put(o, "  %s %s\n", j == 0 && !ro && ec->ec_upper == NULL ? "upper" : "lower",
+				ec->ec_branches[j]);
 	}
 	stats_clients_each(ctl_count_client, &clients);
 	stats_totals_get(&t);
@@ -203,13 +207,28 @@ static void ctl_help(struct ctl_out *o)
 		"  help           this list\n");
 }
 
-/* Per-client upper branches are another part of issue 6; until then no export has them. */
+/*
+ * Discarding a client's layer belongs with the per-client views (src/nfs/views.c), which
+ * must first close the client's view; until that exists, say what there is to reset.
+ */
 static void ctl_reset(struct control *ctl, struct ctl_out *o, int nwords, char **words)
 {
 	const struct config *cf = ctl->ct_env.ce_cfg;
+	char dir[4096];
 
 	if (nwords < 2) {
 		ctl_put(o, "error: usage: reset CLIENT [--force] (CLIENT as `clients` shows it)\n");
+		return;
+	}
+	for (int i = 0; i < cf->cf_nexports; i++) {
+		const struct export_conf *ec = &cf->cf_exports[i];
+
+		if (ec->ec_upper == NULL)
+			continue;
+		if (config_upper_expand(ec->ec_upper, words[1], dir, sizeof(dir)) < 0)
+			snprintf(dir, sizeof(dir), "%s", ec->ec_upper);
+		ctl_put(o, "error: reset: this server cannot discard a client's layer yet; the layer of %s in export %s is %s\n",
+			words[1], ec->ec_name, dir);
 		return;
 	}
 	ctl_put(o, "error: reset: export %s has no per-client upper branches (option upper=...); "
