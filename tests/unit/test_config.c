@@ -318,7 +318,7 @@ static void test_bad_export_options(void **state)
 	assert_int_equal(config_parse_export_opts(&o, "ro,rww", err, n), -1);
 	assert_string_equal(err, "unknown export option 'rww' (expected ro, rw, root_squash, "
 				 "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
-				 "async)");
+				 "async, upper=TEMPLATE)");
 	/* All or nothing: the good "ro" before the bad word did not stick. */
 	assert_memory_equal(&o, &before, sizeof(o));
 	assert_int_equal(config_parse_export_opts(&o, "ro,,rw", err, n), -1);
@@ -362,7 +362,7 @@ static void test_o_bad_word(void **state)
 	assert_int_equal(PARSE(fx, "-e", "/a=/x", "-o", "rww"), -1);
 	assert_string_equal(fx->err, "option -o: unknown export option 'rww' (expected ro, rw, "
 				     "root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, "
-				     "secure, insecure, sync, async)");
+				     "secure, insecure, sync, async, upper=TEMPLATE)");
 }
 
 static void test_o_without_e(void **state)
@@ -554,7 +554,7 @@ static void test_file_bad_lines(void **state)
 	expect_file_error(fx, "export /union /srv/upper rww\n",
 			  "1: unknown export option 'rww' (expected ro, rw, root_squash, "
 			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
-				 "async)");
+				 "async, upper=TEMPLATE)");
 	expect_file_error(fx, "# c\nport 70000\n", "2: port: '70000' is not a number in 0..65535");
 	expect_file_error(fx, "port\n", "1: port takes exactly one value");
 	expect_file_error(fx, "port 1 2\n", "1: port takes exactly one value");
@@ -650,7 +650,7 @@ static void test_file_error_via_flag(void **state)
 
 	snprintf(want, sizeof(want), "%s:2: unknown export option 'bogus' (expected ro, rw, "
 				     "root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, "
-				     "secure, insecure, sync, async)", path);
+				     "secure, insecure, sync, async, upper=TEMPLATE)", path);
 	assert_int_equal(PARSE(fx, "-c", path), -1);
 	assert_string_equal(fx->err, want);
 }
@@ -721,7 +721,7 @@ static void test_file_bad_rules(void **state)
 	expect_file_error(fx, "export /u /a *(rw,bogus)\n",
 			  "1: export /u: unknown export option 'bogus' (expected ro, rw, root_squash, "
 			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
-				 "async)");
+				 "async, upper=TEMPLATE)");
 	expect_file_error(fx, "export /u /a *(rw\n",
 			  "1: export /u: client rule '*(rw' is not CLIENT(OPTIONS); write e.g. "
 			  "10.0.0.0/8(rw,no_root_squash) or *(ro), CLIENT() for the defaults");
