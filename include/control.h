@@ -1,7 +1,7 @@
 /*
  * The control socket: STATE_DIR/control.sock, a UNIX stream socket (mode 0600) served
  * on the event loop, which build/unionnfsd-ctl talks to. One line of text in
- * ("status", "clients", "stats", "reload", "reset CLIENT", "help"), the reply out, then
+ * ("status", "clients", "stats", "check", "reload", "reset CLIENT", "help"), the reply out, then
  * the server closes the connection. A reply that failed begins with "error: ".
  *
  * Nothing here blocks the loop: requests are bounded (CONTROL_MAX_REQUEST), replies are

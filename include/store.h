@@ -119,5 +119,7 @@ int store_trim(struct store *st, size_t budget);
 
 /* Number of inode records of an export (for status and tests). */
 int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count);
+/* The smallest ino above after that has a record in exp (a walk of the map): 0 or -ENOENT. */
+int store_next_ino(struct store_txn *txn, uint16_t exp, uint64_t after, uint64_t *ino);
 
 #endif

@@ -1346,6 +1346,31 @@ int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count)
 	return 0;
 }
 
+int store_next_ino(struct store_txn *txn, uint16_t exp, uint64_t after, uint64_t *ino)
+{
+	struct store *st = txn->tx_store;
+	uint8_t kbuf[INO_KEY_LEN];
+	MDB_cursor *cur;
+	MDB_val key, val;
+	int rc, r = -ENOENT;
+
+	if (after == UINT64_MAX)
+		return -ENOENT;
+	key = ino_key(kbuf, exp, after + 1);
+	rc = mdb_cursor_open(txn->tx_txn, st->st_inodes, &cur);
+	if (rc != 0)
+		return store_errno(st, rc, "next ino");
+	rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+	if (rc == 0 && key.mv_size == INO_KEY_LEN && be16_get(key.mv_data) == exp) {
+		*ino = be64_get((const uint8_t *)key.mv_data + 2);
+		r = 0;
+	} else if (rc != 0 && rc != MDB_NOTFOUND) {
+		r = store_errno(st, rc, "next ino");
+	}
+	mdb_cursor_close(cur);
+	return r;
+}
+
 int store_export_name(struct store *st, uint16_t id, char *name, size_t len)
 {
 	static const char prefix[] = META_EXPORT;

@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <ev.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,9 +22,12 @@
 #include "control.h"
 #include "log.h"
 #include "stats.h"
+#include "store.h"
+#include "union.h"
 #include "../nfs/nfs_internal.h"
 
 #define CTL_MAX_WORDS 4
+#define CTL_CHECK_LIST 20          /* stale records named one by one; more are only counted */
 
 struct ctl_conn {
 	struct ctl_conn *cc_prev, *cc_next;
@@ -48,6 +53,17 @@ struct control {
 	time_t ct_started;
 	struct ctl_conn *ct_conns;
 	unsigned ct_nconns;
+	/*
+	 * `check` walks the whole map, so it runs on a thread of its own; the connection that
+	 * asked waits (ct_check_conn, NULL if it went away) and ct_check_done brings the report
+	 * back to the loop.
+	 */
+	bool ct_checking;
+	pthread_t ct_check_thread;
+	struct ctl_conn *ct_check_conn;
+	atomic_bool ct_check_cancel;
+	char *ct_check_report;
+	ev_async ct_check_done;
 };
 
 /* A reply being composed: stats_appendf's growing string and its first error. */
@@ -202,6 +218,7 @@ static void ctl_help(struct ctl_out *o)
 		"  status         version, uptime, exports and their branches, mounts\n"
 		"  clients        who mounted what, from where, first and last call\n"
 		"  stats          calls, latency percentiles, bytes, copy-ups, whiteouts, STALE replies\n"
+		"  check          resolve every inode map record against the branches; report stale ones\n"
 		"  reload         re-read the configuration, as SIGHUP does\n"
 		"  reset CLIENT   discard a client's own upper branch (exports with upper=...)\n"
 		"  help           this list\n");
@@ -245,6 +262,84 @@ static bool ctl_printable(const char *s)
 	return true;
 }
 
+/* One export's walk: every record resolved as a client's call would resolve it. */
+static void ctl_check_export(struct control *ctl, int i, struct ctl_out *o)
+{
+	struct nfs_server *ns = ctl->ct_env.ce_nfs;
+	struct union_export *ux = ns->ns_exports[i];
+	struct store_txn *t;
+	struct stat st;
+	uint64_t ino = 0, n = 0, stale = 0, errors = 0;
+	int r;
+
+	if (ux == NULL)
+		return;
+	ctl_put(o, "export %s:\n", ctl->ct_env.ce_cfg->cf_exports[i].ec_name);
+	for (;;) {
+		if (atomic_load(&ctl->ct_check_cancel)) {
+			ctl_put(o, "  interrupted: the server is stopping\n");
+			return;
+		}
+		r = store_begin(union_store(ux), false, &t);
+		if (r == 0) {
+			r = store_next_ino(t, union_export_id(ux), ino, &ino);
+			store_abort(t);
+		}
+		if (r == -ENOENT)
+			break;
+		if (r < 0) {
+			ctl_put(o, "  error: reading the inode map: %s; see the log\n", strerror(-r));
+			errors++;
+			break;
+		}
+		n++;
+		r = union_getattr(ux, ino, &st);
+		if (r == 0)
+			continue;
+		if (r == -ESTALE || r == -ENOENT)
+			stale++;
+		else
+			errors++;
+		if (stale + errors <= CTL_CHECK_LIST)
+			ctl_put(o, "  ino %llu: %s\n", (unsigned long long)ino,
+				r == -ESTALE || r == -ENOENT ? "stale: no branch has the object any more"
+							      : strerror(-r));
+	}
+	if (stale + errors > CTL_CHECK_LIST)
+		ctl_put(o, "  (%llu more not listed)\n",
+			(unsigned long long)(stale + errors - CTL_CHECK_LIST));
+	ctl_put(o, "  %llu records, %llu resolve, %llu stale, %llu errors\n", (unsigned long long)n,
+		(unsigned long long)(n - stale - errors), (unsigned long long)stale,
+		(unsigned long long)errors);
+}
+
+static void *ctl_check_thread(void *arg)
+{
+	struct control *ctl = arg;
+	struct ctl_out o = { 0 };
+
+	for (int i = 0; i < ctl->ct_env.ce_nfs->ns_nexports; i++)
+		ctl_check_export(ctl, i, &o);
+	ctl_put(&o, "a stale record is an object removed from the branches behind the server's back; "
+		"clients holding its handle get NFS3ERR_STALE. Records of objects that moved were "
+		"updated, as a client's call would have; nothing was removed\n");
+	if (o.co_err != 0) {
+		free(o.co_buf);
+		o.co_buf = NULL;
+	}
+	ctl->ct_check_report = o.co_buf;
+	ev_async_send(ctl->ct_loop, &ctl->ct_check_done);
+	return NULL;
+}
+
+static void ctl_check_join(struct control *ctl)
+{
+	if (!ctl->ct_checking)
+		return;
+	pthread_join(ctl->ct_check_thread, NULL);
+	ctl->ct_checking = false;
+}
+
 char *control_answer(struct control *ctl, const char *line)
 {
 	struct ctl_out o = { 0 };
@@ -278,6 +373,8 @@ char *control_answer(struct control *ctl, const char *line)
 		ctl_stats(ctl, &o);
 	else if (!strcmp(words[0], "help"))
 		ctl_help(&o);
+	else if (!strcmp(words[0], "check"))
+		ctl_put(&o, "error: check takes no arguments\n");
 	else if (!strcmp(words[0], "reset"))
 		ctl_reset(ctl, &o, n, words);
 	else if (!strcmp(words[0], "reload")) {
@@ -289,7 +386,7 @@ char *control_answer(struct control *ctl, const char *line)
 			ctl_put(&o, "reload started (as SIGHUP): the configuration is re-read; the result and any setting that needs a restart are logged\n");
 		}
 	} else {
-		ctl_put(&o, "error: unknown command \"%.64s\"; commands: status, clients, stats, reload, reset CLIENT, help\n",
+		ctl_put(&o, "error: unknown command \"%.64s\"; commands: status, clients, stats, check, reload, reset CLIENT, help\n",
 			words[0]);
 	}
 	if (o.co_err != 0) {
@@ -306,6 +403,8 @@ static void ctl_conn_close(struct ctl_conn *c)
 	ev_io_stop(ctl->ct_loop, &c->cc_rio);
 	ev_io_stop(ctl->ct_loop, &c->cc_wio);
 	ev_timer_stop(ctl->ct_loop, &c->cc_timer);
+	if (ctl->ct_check_conn == c)
+		ctl->ct_check_conn = NULL;
 	close(c->cc_fd);
 	if (c->cc_prev)
 		c->cc_prev->cc_next = c->cc_next;
@@ -355,6 +454,61 @@ static void ctl_conn_send(struct ctl_conn *c, char *out)
 	ctl_conn_flush(c);
 }
 
+static bool ctl_is_check(const char *line)
+{
+	size_t len;
+
+	line += strspn(line, " \t");
+	len = strcspn(line, " \t\r");
+	return len == 5 && !strncmp(line, "check", 5) && line[len + strspn(line + len, " \t\r")] == '\0';
+}
+
+/* Starts the walk; the connection waits without a deadline until the report is back. */
+static void ctl_check_start(struct ctl_conn *c)
+{
+	struct control *ctl = c->cc_ctl;
+	int rc;
+
+	if (ctl->ct_checking) {
+		ctl_conn_send(c, strdup("error: a check is already running; try again when it has finished\n"));
+		return;
+	}
+	ev_io_stop(ctl->ct_loop, &c->cc_rio);
+	ev_timer_stop(ctl->ct_loop, &c->cc_timer);
+	atomic_store(&ctl->ct_check_cancel, false);
+	ctl->ct_check_report = NULL;
+	rc = pthread_create(&ctl->ct_check_thread, NULL, ctl_check_thread, ctl);
+	if (rc != 0) {
+		ctl_conn_send(c, strdup("error: cannot start the check thread; try again\n"));
+		return;
+	}
+	log_info("control socket: checking the inode map against the branches");
+	ctl->ct_checking = true;
+	ctl->ct_check_conn = c;
+}
+
+static void ctl_check_done_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct control *ctl = w->data;
+	struct ctl_conn *c;
+
+	(void)revents;
+	if (!ctl->ct_checking)
+		return;
+	ctl_check_join(ctl);
+	c = ctl->ct_check_conn;
+	ctl->ct_check_conn = NULL;
+	if (c == NULL) {
+		free(ctl->ct_check_report);
+	} else {
+		/* The reply gets the usual deadline to be read. */
+		ev_timer_set(&c->cc_timer, CONTROL_TIMEOUT, 0);
+		ev_timer_start(loop, &c->cc_timer);
+		ctl_conn_send(c, ctl->ct_check_report);
+	}
+	ctl->ct_check_report = NULL;
+}
+
 static void ctl_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct ctl_conn *c = w->data;
@@ -386,6 +540,8 @@ static void ctl_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	/* A NUL inside the line would hide the rest of it from the parser. */
 	if (memchr(c->cc_in, '\0', nl != NULL ? (size_t)(nl - c->cc_in) : c->cc_inlen) != NULL)
 		ctl_conn_send(c, strdup("error: the request has a NUL byte; send one line of text such as `status`\n"));
+	else if (ctl_is_check(c->cc_in))
+		ctl_check_start(c);
 	else
 		ctl_conn_send(c, control_answer(c->cc_ctl, c->cc_in));
 }
@@ -514,6 +670,9 @@ int control_open(struct ev_loop *loop, const struct control_env *env, struct con
 	}
 	ctl->ct_dev = st.st_dev;
 	ctl->ct_ino = st.st_ino;
+	ev_async_init(&ctl->ct_check_done, ctl_check_done_cb);
+	ctl->ct_check_done.data = ctl;
+	ev_async_start(loop, &ctl->ct_check_done);
 	ev_io_init(&ctl->ct_accept, ctl_accept_cb, ctl->ct_fd, EV_READ);
 	ctl->ct_accept.data = ctl;
 	ev_io_start(loop, &ctl->ct_accept);
@@ -527,6 +686,10 @@ void control_close(struct control *ctl)
 
 	if (ctl == NULL)
 		return;
+	atomic_store(&ctl->ct_check_cancel, true);
+	ctl_check_join(ctl);
+	free(ctl->ct_check_report);
+	ev_async_stop(ctl->ct_loop, &ctl->ct_check_done);
 	while (ctl->ct_conns != NULL)
 		ctl_conn_close(ctl->ct_conns);
 	ev_io_stop(ctl->ct_loop, &ctl->ct_accept);

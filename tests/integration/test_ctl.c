@@ -1,8 +1,8 @@
 /*
  * The control socket and build/unionnfsd-ctl against a real server: status, clients and
  * stats after a libnfs mount and some calls (a copy-up, a whiteout), reload, reset before
- * per-client uppers exist, hostile input on the socket, the error without a server, and
- * a stale socket file replaced at start.
+ * per-client uppers exist, check after a lower file vanished, hostile input on the socket,
+ * the error without a server, and a stale socket file replaced at start.
  */
 #include "common.h"
 
@@ -185,6 +185,32 @@ static void test_garbage(void **state)
 	assert_int_equal(ctl(it_srv.is_state, out, "status", NULL), 0);
 }
 
+/* check: a lower file removed behind the server's back is reported, nothing else. */
+static void test_check(void **state)
+{
+	static char out[T_OUT];
+	char path[PATH_MAX];
+	struct nfs_context *nfs;
+	struct nfs_stat_64 st;
+
+	(void)state;
+	it_path(path, "%s/check-keep", it_srv.is_lower);
+	it_write_file(path, "k\n", 2);
+	it_path(path, "%s/check-gone", it_srv.is_lower);
+	it_write_file(path, "g\n", 2);
+	nfs = it_nfs_mount(&it_srv);
+	assert_int_equal(nfs_stat64(nfs, "/check-keep", &st), 0);
+	assert_int_equal(nfs_stat64(nfs, "/check-gone", &st), 0);
+	it_nfs_unmount(nfs);
+	assert_int_equal(unlink(path), 0);
+
+	assert_int_equal(ctl(it_srv.is_state, out, "check", NULL), 0);
+	assert_non_null(strstr(out, "export " IT_EXPORT ":"));
+	assert_non_null(strstr(out, " resolve, 1 stale, 0 errors"));
+	assert_non_null(strstr(out, "stale: no branch has the object any more"));
+	assert_int_equal(ctl(it_srv.is_state, out, "check", "now"), 1);
+}
+
 static void test_no_server(void **state)
 {
 	static char out[T_OUT];
@@ -234,6 +260,7 @@ int main(void)
 		cmocka_unit_test(test_status_clients_stats),
 		cmocka_unit_test(test_reload_and_reset),
 		cmocka_unit_test(test_garbage),
+		cmocka_unit_test(test_check),
 		cmocka_unit_test(test_no_server),
 		cmocka_unit_test(test_stale_socket),
 	};
