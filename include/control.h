@@ -41,6 +41,12 @@ struct control_env {
  */
 int control_open(struct ev_loop *loop, const struct control_env *env, struct control **out,
 		 char *err, size_t errlen);
+/*
+ * Also serves the statistics as Prometheus text over HTTP on addrport ("ADDR:PORT",
+ * "[ADDR6]:PORT"): GET /metrics, one request per connection. Returns 0, or -1 with the
+ * cause and fix in err.
+ */
+int control_metrics_open(struct control *ctl, const char *addrport, char *err, size_t errlen);
 /* Closes every control connection and removes the socket. NULL is fine. */
 void control_close(struct control *ctl);
 

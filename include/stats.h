@@ -96,6 +96,12 @@ void stats_clients_each(bool (*fn)(const struct stats_client *c, void *arg), voi
  */
 int stats_report(char **buf, size_t *len, size_t *cap);
 
+/*
+ * Appends the same figures in the Prometheus text format (version 0.0.4): counters per
+ * program and procedure, latency histograms in seconds, totals. Returns 0 or -ENOMEM.
+ */
+int stats_prometheus(char **buf, size_t *len, size_t *cap);
+
 /* printf onto a growing malloc()ed string (*buf may start NULL). Returns 0 or -ENOMEM. */
 int stats_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

@@ -49,6 +49,7 @@ static const char config_usage[] =
 	"                 [--workers N] [--max-record BYTES] [--portmap-port N] [--help]\n"
 	"                 [--max-connections N] [--idle-timeout SECONDS]\n"
 	"                 [--max-requests-per-connection N] [--max-buffered BYTES]\n"
+	"                 [--metrics ADDR:PORT]\n"
 	"\n"
 	"  -f                  stay in the foreground and log to stderr (default: daemon, syslog)\n"
 	"  -c FILE             read settings from FILE at this point; later settings win\n"
@@ -84,6 +85,8 @@ static const char config_usage[] =
 	"                      pauses beyond it (default 64)\n"
 	"  --max-buffered BYTES  request and reply bytes held for all clients together;\n"
 	"                      beyond it only clients holding nothing are read (default 268435456)\n"
+	"  --metrics ADDR:PORT serve the statistics as Prometheus text on http://ADDR:PORT/metrics\n"
+	"                      (numeric address, IPv6 in brackets; e.g. 127.0.0.1:9249; default off)\n"
 	"  -h, --help          show this text\n";
 
 void config_init(struct config *cf)
@@ -128,6 +131,7 @@ void config_free(struct config *cf)
 		config_export_free(&cf->cf_exports[i]);
 	free(cf->cf_exports);
 	free(cf->cf_listen);
+	free(cf->cf_metrics);
 	free(cf->cf_state_dir);
 	memset(cf, 0, sizeof(*cf));
 }
@@ -696,6 +700,7 @@ enum config_key {
 	KEY_IDLE_TIMEOUT,
 	KEY_MAX_REQUESTS,
 	KEY_MAX_BUFFERED,
+	KEY_METRICS,
 };
 
 /* Scalar settings: the flag --NAME and the config file directive NAME. */
@@ -715,6 +720,7 @@ static const struct {
 	{ "idle-timeout", KEY_IDLE_TIMEOUT },
 	{ "max-requests-per-connection", KEY_MAX_REQUESTS },
 	{ "max-buffered", KEY_MAX_BUFFERED },
+	{ "metrics", KEY_METRICS },
 };
 
 static int config_find_key(const char *name, size_t len)
@@ -724,6 +730,34 @@ static int config_find_key(const char *name, size_t len)
 	for (i = 0; i < sizeof(config_keys) / sizeof(config_keys[0]); i++)
 		if (strlen(config_keys[i].ck_name) == len && !strncmp(config_keys[i].ck_name, name, len))
 			return (int)i;
+	return -1;
+}
+
+/* "ADDR:PORT" with a numeric IPv4 address, or "[ADDR]:PORT" with IPv6; port 1..65535. */
+static int config_metrics_check(const char *value, char *err, size_t errlen)
+{
+	unsigned char addr[sizeof(struct in6_addr)];
+	char host[INET6_ADDRSTRLEN + 1];
+	const char *colon = strrchr(value, ':');
+	size_t len;
+	uint64_t v;
+	bool v6 = value[0] == '[';
+
+	if (colon == NULL || (v6 && (colon == value || colon[-1] != ']')))
+		goto bad;
+	len = (size_t)(colon - value) - (v6 ? 2 : 0);
+	if (len == 0 || len >= sizeof(host))
+		goto bad;
+	memcpy(host, value + (v6 ? 1 : 0), len);
+	host[len] = '\0';
+	if (inet_pton(v6 ? AF_INET6 : AF_INET, host, addr) != 1)
+		goto bad;
+	if (config_parse_range(colon + 1, 1, 65535, &v, err, errlen) < 0)
+		return -1;
+	return 0;
+bad:
+	err_set(err, errlen, "'%s' is not ADDR:PORT with a numeric address, e.g. 127.0.0.1:9249 or [::1]:9249",
+		value);
 	return -1;
 }
 
@@ -741,6 +775,10 @@ static int config_set(struct config *cf, enum config_key key, const char *value,
 			return -1;
 		}
 		return config_set_string(&cf->cf_listen, value, err, errlen);
+	case KEY_METRICS:
+		if (config_metrics_check(value, err, errlen) < 0)
+			return -1;
+		return config_set_string(&cf->cf_metrics, value, err, errlen);
 	case KEY_PORT:
 	case KEY_MOUNT_PORT:
 	case KEY_PORTMAP_PORT:
@@ -842,7 +880,8 @@ static int config_split(char *line, char **words, int max)
 
 #define CONFIG_FILE_KEYS \
 	"listen, port, mount-port, portmap-port, state, portmap, workers, max-record, " \
-	"max-connections, idle-timeout, max-requests-per-connection, max-buffered, export, foreground"
+	"max-connections, idle-timeout, max-requests-per-connection, max-buffered, metrics, export, " \
+	"foreground"
 
 #define CONFIG_MAX_WORDS (3 + CONFIG_MAX_RULES)
 

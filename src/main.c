@@ -378,6 +378,7 @@ static void main_reload_other_settings(const struct config *oc, const struct con
 	MAIN_CHANGED(oc->cf_idle_timeout != nc->cf_idle_timeout, "idle-timeout");
 	MAIN_CHANGED(oc->cf_max_requests != nc->cf_max_requests, "max-requests-per-connection");
 	MAIN_CHANGED(oc->cf_max_buffered != nc->cf_max_buffered, "max-buffered");
+	MAIN_CHANGED(main_str_differs(oc->cf_metrics, nc->cf_metrics), "metrics");
 #undef MAIN_CHANGED
 	if (used > 0)
 		log_warn("SIGHUP: changed settings need a restart of unionnfsd to take effect: %s", names);
@@ -590,8 +591,11 @@ static void main_teardown(struct main_ctx *mc)
 	}
 }
 
-/* The control socket is a convenience: without it the server still serves, and says why. */
-static void main_control(struct main_ctx *mc)
+/*
+ * The control socket is a convenience: without it the server still serves, and says why.
+ * A --metrics endpoint that was asked for and cannot be served stops the start (exit 2).
+ */
+static int main_control(struct main_ctx *mc, char *err, size_t errlen)
 {
 	struct control_env env = {
 		.ce_cfg = &mc->mc_cfg, .ce_nfs = &mc->mc_nfs,
@@ -599,8 +603,20 @@ static void main_control(struct main_ctx *mc)
 	};
 	char lerr[MAIN_ERRLEN];
 
-	if (control_open(mc->mc_loop, &env, &mc->mc_ctl, lerr, sizeof(lerr)) < 0)
+	if (control_open(mc->mc_loop, &env, &mc->mc_ctl, lerr, sizeof(lerr)) < 0) {
+		if (mc->mc_cfg.cf_metrics != NULL) {
+			snprintf(err, errlen, "--metrics needs the control socket: %s", lerr);
+			return -1;
+		}
 		main_warn(mc, "%s; unionnfsd-ctl will not reach this server", lerr);
+		return 0;
+	}
+	if (mc->mc_cfg.cf_metrics != NULL &&
+	    control_metrics_open(mc->mc_ctl, mc->mc_cfg.cf_metrics, err, errlen) < 0)
+		return -1;
+	if (mc->mc_cfg.cf_metrics != NULL)
+		log_info("statistics for Prometheus at http://%s/metrics", mc->mc_cfg.cf_metrics);
+	return 0;
 }
 
 /* Everything from opening the store to serving. Returns 0, or -1 with a message in err. */
@@ -691,7 +707,8 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	mc->mc_mount_port = rc;
 	if (main_portmap(mc, err, errlen) < 0)
 		return -1;
-	main_control(mc);
+	if (main_control(mc, err, errlen) < 0)
+		return -1;
 	main_report(mc, "nfs port %d", mc->mc_nfs_port);
 	main_report(mc, "mount port %d", mc->mc_mount_port);
 	for (i = 0; i < cf->cf_nexports; i++)

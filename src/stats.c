@@ -397,6 +397,118 @@ int stats_report(char **buf, size_t *len, size_t *cap)
 	return r;
 }
 
+/* Counter families per procedure: name, help, and which figure of stats_proc. */
+static int stats_prom_family(char **buf, size_t *len, size_t *cap, const char *name,
+			     const char *help, size_t field)
+{
+	struct stats_proc sp;
+	const char *pname;
+	char num[16];
+	int r;
+
+	r = stats_appendf(buf, len, cap, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	for (unsigned p = 0; r == 0 && p < STATS_NPROGS; p++) {
+		for (unsigned i = 0; r == 0 && i < STATS_MAX_PROCS; i++) {
+			stats_proc_get((enum stats_prog)p, i, &sp);
+			if (sp.sp_calls == 0)
+				continue;
+			pname = stats_proc_name((enum stats_prog)p, i);
+			if (pname == NULL) {
+				snprintf(num, sizeof(num), "%u", i);
+				pname = num;
+			}
+			r = stats_appendf(buf, len, cap, "%s{program=\"%s\",procedure=\"%s\"} %llu\n", name,
+					  stats_prog_name((enum stats_prog)p), pname,
+					  (unsigned long long)*(const uint64_t *)(const void *)((const char *)&sp + field));
+		}
+	}
+	return r;
+}
+
+static int stats_prom_histograms(char **buf, size_t *len, size_t *cap)
+{
+	static const char name[] = "unionnfsd_call_duration_seconds";
+	struct stats_proc sp;
+	const char *pname;
+	char num[16];
+	uint64_t cum;
+	int r;
+
+	r = stats_appendf(buf, len, cap,
+			  "# HELP %s Time from a call's arrival at a worker to its encoded reply.\n"
+			  "# TYPE %s histogram\n", name, name);
+	for (unsigned p = 0; r == 0 && p < STATS_NPROGS; p++) {
+		for (unsigned i = 0; r == 0 && i < STATS_MAX_PROCS; i++) {
+			stats_proc_get((enum stats_prog)p, i, &sp);
+			if (sp.sp_calls == 0)
+				continue;
+			pname = stats_proc_name((enum stats_prog)p, i);
+			if (pname == NULL) {
+				snprintf(num, sizeof(num), "%u", i);
+				pname = num;
+			}
+			cum = 0;
+			/* Bucket b holds calls under 2^b us: the "le" bound of bucket b. */
+			for (unsigned b = 0; r == 0 && b < STATS_BUCKETS - 1; b++) {
+				cum += sp.sp_hist[b];
+				r = stats_appendf(buf, len, cap,
+						  "%s_bucket{program=\"%s\",procedure=\"%s\",le=\"%g\"} %llu\n",
+						  name, stats_prog_name((enum stats_prog)p), pname,
+						  (double)((uint64_t)1 << b) / 1e6, (unsigned long long)cum);
+			}
+			if (r == 0)
+				r = stats_appendf(buf, len, cap,
+						  "%s_bucket{program=\"%s\",procedure=\"%s\",le=\"+Inf\"} %llu\n"
+						  "%s_sum{program=\"%s\",procedure=\"%s\"} %.9f\n"
+						  "%s_count{program=\"%s\",procedure=\"%s\"} %llu\n",
+						  name, stats_prog_name((enum stats_prog)p), pname,
+						  (unsigned long long)sp.sp_calls,
+						  name, stats_prog_name((enum stats_prog)p), pname,
+						  (double)sp.sp_ns / 1e9,
+						  name, stats_prog_name((enum stats_prog)p), pname,
+						  (unsigned long long)sp.sp_calls);
+		}
+	}
+	return r;
+}
+
+int stats_prometheus(char **buf, size_t *len, size_t *cap)
+{
+	struct stats_totals t;
+	int r;
+
+	r = stats_prom_family(buf, len, cap, "unionnfsd_calls_total",
+			      "RPC calls served, by program and procedure.",
+			      offsetof(struct stats_proc, sp_calls));
+	if (r == 0)
+		r = stats_prom_family(buf, len, cap, "unionnfsd_call_errors_total",
+				      "NFS replies with a status other than NFS3_OK.",
+				      offsetof(struct stats_proc, sp_errors));
+	if (r == 0)
+		r = stats_prom_family(buf, len, cap, "unionnfsd_stale_replies_total",
+				      "NFS3ERR_STALE replies.", offsetof(struct stats_proc, sp_stale));
+	if (r == 0)
+		r = stats_prom_histograms(buf, len, cap);
+	stats_totals_get(&t);
+#define STATS_PROM_TOTAL(n, h, v) \
+	do { \
+		if (r == 0) \
+			r = stats_appendf(buf, len, cap, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", \
+					  n, h, n, n, (unsigned long long)(v)); \
+	} while (0)
+	STATS_PROM_TOTAL("unionnfsd_rejected_calls_total",
+			 "Records answered without reaching a procedure.", t.st_rejected);
+	STATS_PROM_TOTAL("unionnfsd_request_bytes_total", "Bytes of RPC records received.",
+			 t.st_req_bytes);
+	STATS_PROM_TOTAL("unionnfsd_reply_bytes_total", "Bytes of RPC replies sent.",
+			 t.st_reply_bytes);
+	STATS_PROM_TOTAL("unionnfsd_copyups_total", "Files copied up to the writable branch.",
+			 t.st_copyups);
+	STATS_PROM_TOTAL("unionnfsd_whiteouts_total", "Whiteouts made.", t.st_whiteouts);
+#undef STATS_PROM_TOTAL
+	return r;
+}
+
 void stats_reset(void)
 {
 	struct stats_client_ent *e, *next;

@@ -7,7 +7,9 @@
 #include <ev.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@
 #include "../nfs/nfs_internal.h"
 
 #define CTL_MAX_WORDS 4
+#define CTL_HTTP_MAX 4096           /* bytes of a metrics request's head */
 #define CTL_CHECK_LIST 20          /* stale records named one by one; more are only counted */
 
 struct ctl_conn {
@@ -36,7 +39,8 @@ struct ctl_conn {
 	ev_io cc_rio;
 	ev_io cc_wio;
 	ev_timer cc_timer;
-	char cc_in[CONTROL_MAX_REQUEST + 1];
+	bool cc_http;                     /* a metrics scrape, not a control command */
+	char cc_in[CTL_HTTP_MAX + 1];
 	size_t cc_inlen;
 	char *cc_out;
 	size_t cc_outlen, cc_outoff;
@@ -47,6 +51,8 @@ struct control {
 	struct control_env ct_env;
 	int ct_fd;
 	ev_io ct_accept;
+	int ct_http_fd;                   /* --metrics listener, -1 if none */
+	ev_io ct_http_accept;
 	char ct_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	dev_t ct_dev;                     /* the socket file we made, so close removes only it */
 	ino_t ct_ino;
@@ -509,6 +515,78 @@ static void ctl_check_done_cb(struct ev_loop *loop, ev_async *w, int revents)
 	ctl->ct_check_report = NULL;
 }
 
+/* A whole HTTP/1.0 response around body (freed here). */
+static char *ctl_http_response(const char *status, char *body)
+{
+	struct ctl_out o = { 0 };
+
+	ctl_put(&o, "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+		"Content-Length: %zu\r\nConnection: close\r\n\r\n%s", status,
+		body ? strlen(body) : 0, body ? body : "");
+	free(body);
+	if (o.co_err != 0) {
+		free(o.co_buf);
+		return NULL;
+	}
+	return o.co_buf;
+}
+
+/* GET /metrics (or /): the statistics; anything else gets a short error. */
+static char *ctl_http_answer(struct control *ctl, const char *req)
+{
+	struct ctl_out o = { 0 };
+	size_t plen;
+	const char *path;
+
+	if (strncmp(req, "GET ", 4) != 0)
+		return ctl_http_response("405 Method Not Allowed", strdup("only GET /metrics is served\n"));
+	path = req + 4;
+	plen = strcspn(path, " \r\n?");
+	if (!(plen == 1 && path[0] == '/') && !(plen == 8 && !strncmp(path, "/metrics", 8)))
+		return ctl_http_response("404 Not Found", strdup("the statistics are at /metrics\n"));
+	if (o.co_err == 0)
+		o.co_err = stats_prometheus(&o.co_buf, &o.co_len, &o.co_cap);
+	ctl_put(&o, "# HELP unionnfsd_uptime_seconds Seconds since the server started.\n"
+		"# TYPE unionnfsd_uptime_seconds gauge\nunionnfsd_uptime_seconds %lld\n"
+		"# HELP unionnfsd_mounts Entries of the MOUNT list (mounted and not unmounted).\n"
+		"# TYPE unionnfsd_mounts gauge\nunionnfsd_mounts %u\n",
+		(long long)(time(NULL) - ctl->ct_started), ctl_count_mounts(ctl->ct_env.ce_nfs));
+	if (o.co_err != 0) {
+		free(o.co_buf);
+		return NULL;
+	}
+	return ctl_http_response("200 OK", o.co_buf);
+}
+
+/* Reads a request head up to its blank line; the body, if any, is never read. */
+static void ctl_http_read(struct ctl_conn *c)
+{
+	ssize_t n = recv(c->cc_fd, c->cc_in + c->cc_inlen, CTL_HTTP_MAX - c->cc_inlen, 0);
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+		return;
+	if (n < 0) {
+		ctl_conn_close(c);
+		return;
+	}
+	c->cc_inlen += (size_t)n;
+	c->cc_in[c->cc_inlen] = '\0';
+	if (memchr(c->cc_in, '\0', c->cc_inlen) != NULL) {
+		ctl_conn_send(c, ctl_http_response("400 Bad Request", strdup("NUL byte in the request\n")));
+		return;
+	}
+	if (strstr(c->cc_in, "\r\n\r\n") == NULL && strstr(c->cc_in, "\n\n") == NULL) {
+		if (n > 0 && c->cc_inlen < CTL_HTTP_MAX)
+			return;
+		if (n > 0) {
+			ctl_conn_send(c, ctl_http_response("431 Request Header Fields Too Large",
+							   strdup("request head too large\n")));
+			return;
+		}
+	}
+	ctl_conn_send(c, ctl_http_answer(c->cc_ctl, c->cc_in));
+}
+
 static void ctl_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct ctl_conn *c = w->data;
@@ -518,6 +596,10 @@ static void ctl_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)loop;
 	(void)revents;
+	if (c->cc_http) {
+		ctl_http_read(c);
+		return;
+	}
 	n = recv(c->cc_fd, c->cc_in + c->cc_inlen, room, 0);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
 		return;
@@ -581,14 +663,16 @@ static void ctl_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)revents;
 	for (int i = 0; i < CONTROL_MAX_CONNS; i++) {
-		fd = accept4(ctl->ct_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
-		if (ctl->ct_nconns >= CONTROL_MAX_CONNS || !ctl_peer_allowed(fd) ||
+		if (ctl->ct_nconns >= CONTROL_MAX_CONNS ||
+		    (w == &ctl->ct_accept && !ctl_peer_allowed(fd)) ||
 		    (c = calloc(1, sizeof(*c))) == NULL) {
 			close(fd);
 			continue;
 		}
+		c->cc_http = w == &ctl->ct_http_accept;
 		c->cc_ctl = ctl;
 		c->cc_fd = fd;
 		ev_io_init(&c->cc_rio, ctl_read_cb, fd, EV_READ);
@@ -641,6 +725,7 @@ int control_open(struct ev_loop *loop, const struct control_env *env, struct con
 	ctl->ct_loop = loop;
 	ctl->ct_env = *env;
 	ctl->ct_fd = -1;
+	ctl->ct_http_fd = -1;
 	ctl->ct_started = time(NULL);
 	n = snprintf(ctl->ct_path, sizeof(ctl->ct_path), "%s/%s", env->ce_cfg->cf_state_dir,
 		     CONTROL_SOCKET_NAME);
@@ -694,7 +779,63 @@ void control_close(struct control *ctl)
 		ctl_conn_close(ctl->ct_conns);
 	ev_io_stop(ctl->ct_loop, &ctl->ct_accept);
 	close(ctl->ct_fd);
+	if (ctl->ct_http_fd >= 0) {
+		ev_io_stop(ctl->ct_loop, &ctl->ct_http_accept);
+		close(ctl->ct_http_fd);
+	}
 	if (lstat(ctl->ct_path, &st) == 0 && st.st_dev == ctl->ct_dev && st.st_ino == ctl->ct_ino)
 		unlink(ctl->ct_path);
 	free(ctl);
+}
+
+int control_metrics_open(struct control *ctl, const char *addrport, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	char host[INET6_ADDRSTRLEN + 1];
+	const char *colon = strrchr(addrport, ':');
+	bool v6 = addrport[0] == '[';
+	size_t len;
+	int one = 1, fd;
+
+	/* config.c checked the form; this only takes it apart. */
+	memset(&ss, 0, sizeof(ss));
+	len = colon ? (size_t)(colon - addrport) - (v6 ? 2 : 0) : 0;
+	if (colon == NULL || len == 0 || len >= sizeof(host)) {
+		err_set(err, errlen, "--metrics %s: not ADDR:PORT", addrport);
+		return -1;
+	}
+	memcpy(host, addrport + (v6 ? 1 : 0), len);
+	host[len] = '\0';
+	if (v6) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons((uint16_t)atoi(colon + 1));
+		if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1)
+			len = 0;
+	} else {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)atoi(colon + 1));
+		if (inet_pton(AF_INET, host, &sin->sin_addr) != 1)
+			len = 0;
+	}
+	if (len == 0) {
+		err_set(err, errlen, "--metrics %s: not a numeric address", addrport);
+		return -1;
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&ss, v6 ? sizeof(*sin6) : sizeof(*sin)) < 0 ||
+	    listen(fd, CONTROL_MAX_CONNS) < 0) {
+		err_set(err, errlen, "--metrics %s: %s; pick another address or port, or stop what uses it",
+			addrport, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	ctl->ct_http_fd = fd;
+	ev_io_init(&ctl->ct_http_accept, ctl_accept_cb, fd, EV_READ);
+	ctl->ct_http_accept.data = ctl;
+	ev_io_start(ctl->ct_loop, &ctl->ct_http_accept);
+	return 0;
 }

@@ -2,12 +2,15 @@
  * The control socket and build/unionnfsd-ctl against a real server: status, clients and
  * stats after a libnfs mount and some calls (a copy-up, a whiteout), reload, reset before
  * per-client uppers exist, check after a lower file vanished, hostile input on the socket,
- * the error without a server, and a stale socket file replaced at start.
+ * the error without a server, a stale socket file replaced at start, and the --metrics
+ * Prometheus endpoint.
  */
 #include "common.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +257,76 @@ static void test_stale_socket(void **state)
 	assert_int_equal(ctl(it_srv.is_state, out, "status", NULL), 0);
 }
 
+/* A loopback TCP port nobody listens on right now (the kernel's choice). */
+static int free_port(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	port = ntohs(sin.sin_port);
+	close(fd);
+	return port;
+}
+
+static void http_get(int port, const char *req, char *out, size_t outlen)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct timeval tv = { .tv_sec = 20 };
+	size_t have = 0;
+	ssize_t n;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	while (have < outlen - 1 && (n = recv(fd, out + have, outlen - 1 - have, 0)) > 0)
+		have += (size_t)n;
+	out[have] = '\0';
+	close(fd);
+}
+
+/* --metrics: Prometheus text over HTTP on the loop, with the same figures. */
+static void test_metrics(void **state)
+{
+	static char out[T_OUT];
+	char addr[64];
+	struct nfs_context *nfs;
+	struct nfs_stat_64 st;
+	int port = free_port();
+
+	(void)state;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	assert_int_equal(it_server_stop(&it_srv), 0);
+	it_srv.is_extra[0] = "--metrics";
+	it_srv.is_extra[1] = addr;
+	it_srv.is_extra[2] = NULL;
+	assert_int_equal(it_server_start(&it_srv), 0);
+	nfs = it_nfs_mount(&it_srv);
+	assert_int_equal(nfs_stat64(nfs, "/", &st), 0);
+	it_nfs_unmount(nfs);
+
+	http_get(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.0 200 OK"));
+	assert_non_null(strstr(out, "# TYPE unionnfsd_calls_total counter"));
+	assert_non_null(strstr(out, "unionnfsd_calls_total{program=\"mount\",procedure=\"MNT\"} 1"));
+	assert_non_null(strstr(out, "unionnfsd_call_duration_seconds_bucket{program=\"nfs\",procedure=\"GETATTR\",le=\"+Inf\"}"));
+	assert_non_null(strstr(out, "unionnfsd_mounts "));
+	http_get(port, "GET /nope HTTP/1.0\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "404"));
+	http_get(port, "\x01\x02garbage\n\n", out, sizeof(out));
+	assert_non_null(strstr(out, "405"));
+	/* Still serving after the garbage. */
+	http_get(port, "GET / HTTP/1.0\n\n", out, sizeof(out));
+	assert_non_null(strstr(out, "200 OK"));
+	it_srv.is_extra[0] = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -263,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_check),
 		cmocka_unit_test(test_no_server),
 		cmocka_unit_test(test_stale_socket),
+		cmocka_unit_test(test_metrics),
 	};
 
 	return cmocka_run_group_tests(tests, setup, it_group_teardown);
