@@ -3,6 +3,7 @@
 #include <sys/sysmacros.h>
 
 #include "nfs_internal.h"
+#include "views.h"
 
 static ftype3 conv_type(mode_t mode)
 {
@@ -36,7 +37,7 @@ void nfs_fattr(const struct nfs_call *nc, const struct stat *st, fattr3 *fa)
 	fa->rdev.specdata1 = major(st->st_rdev);
 	fa->rdev.specdata2 = minor(st->st_rdev);
 	fa->fsid = union_fsid(nc->nc_ux);
-	fa->fileid = st->st_ino;
+	fa->fileid = nfs_views_fileid(nc->nc_ns, nc->nc_ux, st->st_ino);
 	conv_time(&st->st_atim, &fa->atime);
 	conv_time(&st->st_mtim, &fa->mtime);
 	conv_time(&st->st_ctim, &fa->ctime);

@@ -311,3 +311,13 @@ nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, i
 	*ux = vw->vw_ux;
 	return NFS3_OK;
 }
+
+uint64_t nfs_views_fileid(const struct nfs_server *ns, const struct union_export *ux,
+			  uint64_t ino)
+{
+	uint16_t id = union_export_id(ux);
+
+	if (!ns || !ns->ns_views || !atomic_load(&ns->ns_views->vt_byid[id]))
+		return ino;
+	return (uint64_t)id << 48 | (ino & ((UINT64_C(1) << 48) - 1));
+}

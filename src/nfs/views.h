@@ -41,4 +41,12 @@ int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
 nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
 			 struct union_export **ux);
 
+/*
+ * The NFS fileid of union inode ino of ux: ino itself for an export of the config; for a
+ * view, ino with the view's export id in the top 16 bits, so copies of one path in two
+ * clients' views never share a fileid (each view numbers its inodes from 1).
+ */
+uint64_t nfs_views_fileid(const struct nfs_server *ns, const struct union_export *ux,
+			  uint64_t ino);
+
 #endif

@@ -269,6 +269,13 @@ static void test_isolation(void **state)
 	it_assert_status(it_getattr(cb, &fhb, &rb), NFS3_OK);
 	assert_true(ra.fsid != rb.fsid);
 
+	/* Each view numbers its own inodes, yet no fileid is shared between views. */
+	assert_true(ra.fileid != rb.fileid);
+	it_assert_status(it_lookup(ca, &fha, "top.txt", NULL, &ra), NFS3_OK);
+	it_assert_status(it_lookup(cb, &fhb, "top.txt", NULL, &rb), NFS3_OK);
+	assert_true(ra.fileid != rb.fileid);
+	assert_true(ra.fsid != rb.fsid);
+
 	/* A changes its view: a new file, a removed base file, a truncated base file. */
 	it_assert_status(create_file(ca, &fha, "a-new"), NFS3_OK);
 	it_assert_status(remove_file(ca, &fha, "gone.txt"), NFS3_OK);
