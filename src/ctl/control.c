@@ -169,9 +169,26 @@ static void ctl_status(struct control *ctl, struct ctl_out *o)
 
 struct ctl_clients {
 	struct ctl_out *cl_out;
+	const struct config *cl_cfg;
 	struct nfs_server *cl_ns;
 	time_t cl_now;
 };
+
+/* For exports with upper=: where this client's own layer is (whether or not made yet). */
+static void ctl_client_layers(struct ctl_clients *cl, const char *addr)
+{
+	const struct config *cf = cl->cl_cfg;
+	char dir[4096];
+
+	for (int i = 0; i < cf->cf_nexports; i++) {
+		const struct export_conf *ec = &cf->cf_exports[i];
+
+		if (ec->ec_upper == NULL ||
+		    config_upper_expand(ec->ec_upper, addr, dir, sizeof(dir)) < 0)
+			continue;
+		ctl_put(cl->cl_out, "  its upper in %s: %s\n", ec->ec_name, dir);
+	}
+}
 
 static bool ctl_client_line(const struct stats_client *c, void *arg)
 {
@@ -198,13 +215,15 @@ static bool ctl_client_line(const struct stats_client *c, void *arg)
 	ctl_put(cl->cl_out, "%-20s %-16s %-23s %-23s %-9s %10llu %12llu\n", c->sc_addr,
 		used ? mounts : "-", first, last, ago, (unsigned long long)c->sc_calls,
 		(unsigned long long)c->sc_bytes);
+	ctl_client_layers(cl, c->sc_addr);
 	return cl->cl_out->co_err == 0;
 }
 
 /* One line per client address seen since start, with the paths the MOUNT list has for it. */
 static void ctl_clients(struct control *ctl, struct ctl_out *o)
 {
-	struct ctl_clients cl = { .cl_out = o, .cl_ns = ctl->ct_env.ce_nfs, .cl_now = time(NULL) };
+	struct ctl_clients cl = { .cl_out = o, .cl_cfg = ctl->ct_env.ce_cfg,
+				  .cl_ns = ctl->ct_env.ce_nfs, .cl_now = time(NULL) };
 
 	ctl_put(o, "%-20s %-16s %-23s %-23s %-9s %10s %12s\n", "client", "mounted", "first seen",
 		"last seen", "idle", "calls", "bytes");
@@ -317,6 +336,8 @@ static void ctl_check_export(struct control *ctl, int i, struct ctl_out *o)
 	ctl_put(o, "  %llu records, %llu resolve, %llu stale, %llu errors\n", (unsigned long long)n,
 		(unsigned long long)(n - stale - errors), (unsigned long long)stale,
 		(unsigned long long)errors);
+	if (ctl->ct_env.ce_cfg->cf_exports[i].ec_upper != NULL)
+		ctl_put(o, "  (the shared lowers only: the per-client views are not walked yet)\n");
 }
 
 static void *ctl_check_thread(void *arg)

@@ -133,6 +133,17 @@ static void test_call_hook(void **state)
 	assert_non_null(strstr(buf, "copy-ups 1, whiteouts made 2, STALE replies 1"));
 	assert_int_equal(strlen(buf), len);
 	free(buf);
+
+	buf = NULL;
+	len = cap = 0;
+	assert_int_equal(stats_prometheus(&buf, &len, &cap), 0);
+	assert_non_null(strstr(buf, "unionnfsd_calls_total{program=\"nfs\",procedure=\"GETATTR\"} 4\n"));
+	assert_non_null(strstr(buf, "unionnfsd_stale_replies_total{program=\"nfs\",procedure=\"GETATTR\"} 1\n"));
+	assert_non_null(strstr(buf, "unionnfsd_call_duration_seconds_count{program=\"nfs\",procedure=\"GETATTR\"} 4\n"));
+	assert_non_null(strstr(buf, "le=\"+Inf\"} 4\n"));
+	assert_non_null(strstr(buf, "unionnfsd_whiteouts_total 2\n"));
+	assert_int_equal(strlen(buf), len);
+	free(buf);
 }
 
 /* Out-of-range procedure numbers and other programs are counted, never out of bounds. */
