@@ -72,6 +72,11 @@ int store_bind_export(struct store *st, const char *name, const struct store_bra
  * -ENAMETOOLONG when the name does not fit len bytes with its NUL, or -EIO.
  */
 int store_export_name(struct store *st, uint16_t id, char *name, size_t len);
+/*
+ * Forgets export name: its binding, its inode counter and every record of it. Its id is
+ * never handed out again, so its handles stay stale for good. -ENOENT when not bound.
+ */
+int store_unbind_export(struct store *st, const char *name);
 
 int store_begin(struct store *st, bool write, struct store_txn **out);
 /* Commits a write transaction (durably) or ends a read one. Frees txn either way. */

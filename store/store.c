@@ -1411,3 +1411,77 @@ int store_export_name(struct store *st, uint16_t id, char *name, size_t len)
 	store_abort(txn);
 	return r;
 }
+
+/* Deletes every key of table dbi that starts with export id exp (write txn). */
+static int store_drop_prefix(MDB_txn *txn, MDB_dbi dbi, uint16_t exp)
+{
+	uint8_t prefix[2];
+	MDB_cursor *cur;
+	MDB_val key = { .mv_size = 2, .mv_data = prefix }, val;
+	int rc;
+
+	be16_put(prefix, exp);
+	rc = mdb_cursor_open(txn, dbi, &cur);
+	if (rc != 0)
+		return rc;
+	rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+	while (rc == 0 && key.mv_size >= 2 && !memcmp(key.mv_data, prefix, 2)) {
+		rc = mdb_cursor_del(cur, 0);
+		if (rc == 0)
+			rc = mdb_cursor_get(cur, &key, &val, MDB_GET_CURRENT);
+		if (rc == MDB_NOTFOUND || rc == EINVAL)
+			rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int store_unbind_export(struct store *st, const char *name)
+{
+	size_t plen = sizeof(META_EXPORT) - 1, namelen = strlen(name);
+	uint8_t next[NEXT_INO_KEY_LEN];
+	struct store_txn *txn;
+	MDB_val key, val;
+	uint16_t exp;
+	char *keybuf;
+	int rc, r;
+
+	keybuf = malloc(plen + namelen);
+	if (!keybuf)
+		return -ENOMEM;
+	memcpy(keybuf, META_EXPORT, plen);
+	memcpy(keybuf + plen, name, namelen);
+	key = (MDB_val){ .mv_size = plen + namelen, .mv_data = keybuf };
+	r = store_begin(st, true, &txn);
+	if (r < 0) {
+		free(keybuf);
+		return r;
+	}
+	rc = mdb_get(txn->tx_txn, st->st_meta, &key, &val);
+	if (rc == 0 && val.mv_size < 2)
+		rc = MDB_CORRUPTED;
+	if (rc == 0) {
+		exp = be16_get(val.mv_data);
+		rc = mdb_del(txn->tx_txn, st->st_meta, &key, NULL);
+	}
+	if (rc == 0) {
+		memcpy(next, META_NEXT_INO, sizeof(META_NEXT_INO) - 1);
+		be16_put(next + sizeof(META_NEXT_INO) - 1, exp);
+		key = (MDB_val){ .mv_size = sizeof(next), .mv_data = next };
+		rc = mdb_del(txn->tx_txn, st->st_meta, &key, NULL);
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+	}
+	if (rc == 0)
+		rc = store_drop_prefix(txn->tx_txn, st->st_inodes, exp);
+	if (rc == 0)
+		rc = store_drop_prefix(txn->tx_txn, st->st_names, exp);
+	if (rc == 0)
+		rc = store_drop_prefix(txn->tx_txn, st->st_reals, exp);
+	free(keybuf);
+	if (rc != 0) {
+		store_abort(txn);
+		return store_errno(st, rc, "unbind export");
+	}
+	return store_commit(txn);
+}

@@ -27,6 +27,7 @@
 #include "store.h"
 #include "union.h"
 #include "../nfs/nfs_internal.h"
+#include "../nfs/views.h"
 
 #define CTL_MAX_WORDS 4
 #define CTL_HTTP_MAX 4096           /* bytes of a metrics request's head */
@@ -65,6 +66,9 @@ struct control {
 	 * back to the loop.
 	 */
 	bool ct_checking;
+	bool ct_job_reset;                /* the thread resets a client instead of checking */
+	char ct_reset_addr[64];
+	bool ct_reset_force;
 	pthread_t ct_check_thread;
 	struct ctl_conn *ct_check_conn;
 	atomic_bool ct_check_cancel;
@@ -249,33 +253,14 @@ static void ctl_help(struct ctl_out *o)
 		"  help           this list\n");
 }
 
-/*
- * Discarding a client's layer belongs with the per-client views (src/nfs/views.c), which
- * must first close the client's view; until that exists, say what there is to reset.
- */
+/* `reset` with a usable CLIENT runs on the job thread (ctl_job_of); this answers the rest. */
 static void ctl_reset(struct control *ctl, struct ctl_out *o, int nwords, char **words)
 {
-	const struct config *cf = ctl->ct_env.ce_cfg;
-	char dir[4096];
-
-	if (nwords < 2) {
+	(void)ctl;
+	if (nwords < 2 || nwords > 3 || (nwords == 3 && strcmp(words[2], "--force")))
 		ctl_put(o, "error: usage: reset CLIENT [--force] (CLIENT as `clients` shows it)\n");
-		return;
-	}
-	for (int i = 0; i < cf->cf_nexports; i++) {
-		const struct export_conf *ec = &cf->cf_exports[i];
-
-		if (ec->ec_upper == NULL)
-			continue;
-		if (config_upper_expand(ec->ec_upper, words[1], dir, sizeof(dir)) < 0)
-			snprintf(dir, sizeof(dir), "%s", ec->ec_upper);
-		ctl_put(o, "error: reset: this server cannot discard a client's layer yet; the layer of %s in export %s is %s\n",
-			words[1], ec->ec_name, dir);
-		return;
-	}
-	ctl_put(o, "error: reset: export %s has no per-client upper branches (option upper=...); "
-		"there is no client layer of %s to discard\n",
-		cf->cf_nexports > 0 ? cf->cf_exports[0].ec_name : "(none)", words[1]);
+	else
+		ctl_put(o, "error: reset: '%.80s' is not a client address\n", words[1]);
 }
 
 static bool ctl_printable(const char *s)
@@ -340,16 +325,32 @@ static void ctl_check_export(struct control *ctl, int i, struct ctl_out *o)
 		ctl_put(o, "  (the shared lowers only: the per-client views are not walked yet)\n");
 }
 
+/* Discarding a client's layer removes a directory tree: never on the loop. */
+static void ctl_reset_client(struct control *ctl, struct ctl_out *o)
+{
+	char msg[1024];
+	int r;
+
+	r = nfs_views_reset(ctl->ct_env.ce_nfs, ctl->ct_reset_addr, ctl->ct_reset_force, msg,
+			    sizeof(msg));
+	ctl_put(o, "%s%s\n", r < 0 ? "error: reset: " : "", msg);
+}
+
 static void *ctl_check_thread(void *arg)
 {
 	struct control *ctl = arg;
 	struct ctl_out o = { 0 };
 
+	if (ctl->ct_job_reset) {
+		ctl_reset_client(ctl, &o);
+		goto out;
+	}
 	for (int i = 0; i < ctl->ct_env.ce_nfs->ns_nexports; i++)
 		ctl_check_export(ctl, i, &o);
 	ctl_put(&o, "a stale record is an object removed from the branches behind the server's back; "
 		"clients holding its handle get NFS3ERR_STALE. Records of objects that moved were "
 		"updated, as a client's call would have; nothing was removed\n");
+out:
 	if (o.co_err != 0) {
 		free(o.co_buf);
 		o.co_buf = NULL;
@@ -481,13 +482,34 @@ static void ctl_conn_send(struct ctl_conn *c, char *out)
 	ctl_conn_flush(c);
 }
 
-static bool ctl_is_check(const char *line)
+/*
+ * Whether line asks for a job of the job thread: `check`, or `reset CLIENT [--force]` with
+ * a plausible address (anything else about reset is answered on the loop).
+ */
+static bool ctl_job_of(struct control *ctl, const char *line)
 {
-	size_t len;
+	char copy[CONTROL_MAX_REQUEST + 1], *w[4], *save = NULL;
+	int n = 0;
 
-	line += strspn(line, " \t");
-	len = strcspn(line, " \t\r");
-	return len == 5 && !strncmp(line, "check", 5) && line[len + strspn(line + len, " \t\r")] == '\0';
+	if (strlen(line) >= sizeof(copy))
+		return false;
+	strcpy(copy, line);
+	for (char *t = strtok_r(copy, " \t\r", &save); t && n < 4; t = strtok_r(NULL, " \t\r", &save))
+		w[n++] = t;
+	if (n == 1 && !strcmp(w[0], "check")) {
+		ctl->ct_job_reset = false;
+		return true;
+	}
+	if (n < 2 || n > 3 || strcmp(w[0], "reset") || (n == 3 && strcmp(w[2], "--force")) ||
+	    strlen(w[1]) >= sizeof(ctl->ct_reset_addr) || strspn(w[1], "0123456789abcdefABCDEF.:") !=
+	    strlen(w[1]))
+		return false;
+	if (ctl->ct_checking)
+		return true; /* ctl_check_start says a job runs; the fields belong to it */
+	ctl->ct_job_reset = true;
+	strcpy(ctl->ct_reset_addr, w[1]);
+	ctl->ct_reset_force = n == 3;
+	return true;
 }
 
 /* Starts the walk; the connection waits without a deadline until the report is back. */
@@ -497,7 +519,7 @@ static void ctl_check_start(struct ctl_conn *c)
 	int rc;
 
 	if (ctl->ct_checking) {
-		ctl_conn_send(c, strdup("error: a check is already running; try again when it has finished\n"));
+		ctl_conn_send(c, strdup("error: a check or reset is already running; try again when it has finished\n"));
 		return;
 	}
 	ev_io_stop(ctl->ct_loop, &c->cc_rio);
@@ -643,7 +665,7 @@ static void ctl_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	/* A NUL inside the line would hide the rest of it from the parser. */
 	if (memchr(c->cc_in, '\0', nl != NULL ? (size_t)(nl - c->cc_in) : c->cc_inlen) != NULL)
 		ctl_conn_send(c, strdup("error: the request has a NUL byte; send one line of text such as `status`\n"));
-	else if (ctl_is_check(c->cc_in))
+	else if (ctl_job_of(c->cc_ctl, c->cc_in))
 		ctl_check_start(c);
 	else
 		ctl_conn_send(c, control_answer(c->cc_ctl, c->cc_in));

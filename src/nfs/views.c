@@ -5,6 +5,7 @@
  * opening the same view twice.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,6 +20,7 @@
 #include "cred.h"
 #include "log.h"
 #include "nfs.h"
+#include "nfs_internal.h"
 #include "union.h"
 #include "views.h"
 
@@ -27,16 +29,18 @@
 #define VIEWS_NAME_MAX 400       /* the inode map's limit on export names */
 
 struct nfs_view {
+	struct nfs_view *vw_next; /* vt_retired */
 	int vw_export;           /* index of the export it is a view of */
 	char vw_addr[VIEWS_ADDR_MAX]; /* the client it belongs to */
 	struct union_export *vw_ux;
 };
 
 struct nfs_views {
-	pthread_mutex_t vt_lock; /* guards vt_list, vt_n and publishing into vt_byid */
+	pthread_mutex_t vt_lock; /* guards vt_list, vt_n, vt_retired and vt_byid's changes */
 	struct nfs_view *vt_list[NFS_VIEWS_MAX];
 	int vt_n;
-	_Atomic(struct nfs_view *) *vt_byid; /* [export id]; set once, never cleared */
+	struct nfs_view *vt_retired; /* reset views: calls may still run on them until stop */
+	_Atomic(struct nfs_view *) *vt_byid; /* [export id]; cleared only by a reset */
 };
 
 int nfs_views_new(struct nfs_views **out)
@@ -63,6 +67,13 @@ void nfs_views_free(struct nfs_views *vt)
 	for (int i = 0; i < vt->vt_n; i++) {
 		union_close(vt->vt_list[i]->vw_ux);
 		free(vt->vt_list[i]);
+	}
+	while (vt->vt_retired) {
+		struct nfs_view *vw = vt->vt_retired;
+
+		vt->vt_retired = vw->vw_next;
+		union_close(vw->vw_ux);
+		free(vw);
 	}
 	free(vt->vt_byid);
 	pthread_mutex_destroy(&vt->vt_lock);
@@ -320,4 +331,129 @@ uint64_t nfs_views_fileid(const struct nfs_server *ns, const struct union_export
 	if (!ns || !ns->ns_views || !atomic_load(&ns->ns_views->vt_byid[id]))
 		return ino;
 	return (uint64_t)id << 48 | (ino & ((UINT64_C(1) << 48) - 1));
+}
+
+/* Whether addr has a path of export ec mounted (the MOUNT list). */
+static bool views_mounted(struct nfs_server *ns, const struct export_conf *ec, const char *addr)
+{
+	size_t len = strlen(ec->ec_name);
+	bool found = false;
+
+	pthread_mutex_lock(&ns->ns_mounts_lock);
+	for (struct mount_entry *me = ns->ns_mounts; me && !found; me = me->me_next)
+		found = !strcmp(me->me_host, addr) && !strncmp(me->me_path, ec->ec_name, len) &&
+			(me->me_path[len] == '\0' || me->me_path[len] == '/');
+	pthread_mutex_unlock(&ns->ns_mounts_lock);
+	return found;
+}
+
+static int views_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		return rmdir(path) < 0 ? -1 : 0;
+	return unlink(path) < 0 ? -1 : 0;
+}
+
+/* Takes client addr's view of export i out of service (vt_lock held): table, map, upper name. */
+static int views_retire_locked(struct nfs_server *ns, int i, const char *addr, char *gone,
+			       size_t gonelen)
+{
+	struct nfs_views *vt = ns->ns_views;
+	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+	char upper[PATH_MAX], name[VIEWS_NAME_MAX + 1];
+	bool had = false;
+	int r;
+
+	for (int k = 0; k < vt->vt_n; k++) {
+		struct nfs_view *vw = vt->vt_list[k];
+
+		if (vw->vw_export != i || strcmp(vw->vw_addr, addr))
+			continue;
+		atomic_store(&vt->vt_byid[union_export_id(vw->vw_ux)], NULL);
+		vt->vt_list[k] = vt->vt_list[--vt->vt_n];
+		vw->vw_next = vt->vt_retired;
+		vt->vt_retired = vw;
+		had = true;
+		break;
+	}
+	if (config_upper_expand(ec->ec_upper, addr, upper, sizeof(upper)) < 0 ||
+	    (size_t)snprintf(name, sizeof(name), "%s%%%s", ec->ec_name, addr) >= sizeof(name))
+		return -ENAMETOOLONG;
+	r = store_unbind_export(union_store(ns->ns_exports[i]), name);
+	if (r == 0)
+		had = true;
+	else if (r != -ENOENT)
+		return r;
+	/* Renamed away under the lock, removed after it: a new MNT never sees half a layer. */
+	if ((size_t)snprintf(gone, gonelen, "%s.unionnfsd-reset.%ld", upper, (long)time(NULL)) >=
+	    gonelen)
+		return -ENAMETOOLONG;
+	if (rename(upper, gone) == 0)
+		had = true;
+	else if (errno == ENOENT)
+		gone[0] = '\0';
+	else
+		return -errno;
+	return had ? 0 : -ENOENT;
+}
+
+int nfs_views_reset(struct nfs_server *ns, const char *addr, bool force, char *msg,
+		    size_t msglen)
+{
+	struct nfs_views *vt = ns->ns_views;
+	char gone[PATH_MAX + 64];
+	int done = 0, r = -EINVAL;
+
+	msg[0] = '\0';
+	if (!vt)
+		return -EINVAL;
+	for (int i = 0; i < ns->ns_nexports; i++) {
+		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+
+		if (!ec->ec_upper || !ns->ns_exports[i])
+			continue;
+		if (r == -EINVAL)
+			r = -ENOENT;
+		if (!force && views_mounted(ns, ec, addr)) {
+			snprintf(msg, msglen, "client %s has %s mounted; unmount it there first, or "
+				 "reset --force (its calls then get NFS3ERR_STALE)", addr, ec->ec_name);
+			return -EBUSY;
+		}
+	}
+	for (int i = 0; i < ns->ns_nexports; i++) {
+		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+		int rr;
+
+		if (!ec->ec_upper || !ns->ns_exports[i])
+			continue;
+		cred_restore();
+		pthread_mutex_lock(&vt->vt_lock);
+		rr = views_retire_locked(ns, i, addr, gone, sizeof(gone));
+		pthread_mutex_unlock(&vt->vt_lock);
+		if (rr == -ENOENT)
+			continue;
+		if (rr < 0) {
+			snprintf(msg, msglen, "cannot reset client %s of export %s: %s; see the log",
+				 addr, ec->ec_name, strerror(-rr));
+			return rr;
+		}
+		if (gone[0] && nftw(gone, views_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
+			log_warn("reset of client %s: cannot remove %s completely: %s; remove it by "
+				 "hand", addr, gone, strerror(errno));
+		log_info("export %s: client %s reset to the pristine base", ec->ec_name, addr);
+		done++;
+		r = 0;
+	}
+	if (r == 0)
+		snprintf(msg, msglen, "client %s: %d layer%s discarded; its next mount starts from "
+			 "the pristine base, its old handles are stale", addr, done, done == 1 ? "" : "s");
+	else if (r == -ENOENT)
+		snprintf(msg, msglen, "client %s has no layer of its own to discard (see `clients`)",
+			 addr);
+	else
+		snprintf(msg, msglen, "no export has per-client upper branches (option upper=...); "
+			 "there is no layer of %s to discard", addr);
+	return r;
 }

@@ -11,6 +11,8 @@
 #ifndef UNFS_NFS_VIEWS_H
 #define UNFS_NFS_VIEWS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nfs3.h"
@@ -40,6 +42,17 @@ int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
  */
 nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
 			 struct union_export **ux);
+
+/*
+ * Discards client addr's own upper branches (every export with upper=): refused with
+ * -EBUSY while the client has one of them mounted (the MOUNT list), unless force. The view
+ * leaves the table (calls already running finish on it), its inode map binding and records
+ * go (its handles are stale from then on), and its upper directory is removed; the
+ * client's next MNT starts again from the pristine base. -ENOENT when the client has no
+ * layer, -EINVAL when no export has upper=. msg receives a line for the admin.
+ */
+int nfs_views_reset(struct nfs_server *ns, const char *addr, bool force, char *msg,
+		    size_t msglen);
 
 /*
  * The NFS fileid of union inode ino of ux: ino itself for an export of the config; for a

@@ -146,7 +146,7 @@ static void test_reload_and_reset(void **state)
 	assert_true(it_server_log_contains(&it_srv, "configuration reloaded"));
 
 	assert_int_equal(ctl(it_srv.is_state, out, "reset", "192.0.2.1"), 1);
-	assert_non_null(strstr(out, "error: reset: export " IT_EXPORT " has no per-client upper branches"));
+	assert_non_null(strstr(out, "error: reset: no export has per-client upper branches"));
 	assert_int_equal(ctl(it_srv.is_state, out, "reset", NULL), 1);
 	assert_non_null(strstr(out, "usage: reset CLIENT"));
 	assert_int_equal(ctl(it_srv.is_state, out, "frobnicate", NULL), 1);

@@ -359,12 +359,74 @@ static void test_upper_in_lower(void **state)
 	assert_true(it_server_log_contains(&srv, "would overlap the branch"));
 }
 
+/* unionnfsd-ctl reset: refused while mounted, then the client's layer is gone for good. */
+static int ctl_reset(const char *client, bool force, char *out, size_t outlen)
+{
+	char bin[PATH_MAX];
+	const char *build = getenv("BUILD");
+	char *argv[] = { bin, "--state", srv.is_state, "reset", (char *)client,
+			 force ? "--force" : NULL, NULL };
+
+	it_path(bin, "%s/unionnfsd-ctl", build && *build ? build : "build");
+	return it_run(argv, 30, out, outlen);
+}
+
+static void test_reset(void **state)
+{
+	char upa[PATH_MAX], out[4096];
+	nfs_fh3 fha, fha2;
+	fattr3 attr;
+	CLIENT *ca;
+
+	(void)state;
+	start(false); /* -o keeps the ports over the restart */
+	mnt_from("127.0.0.1", &fha);
+	it_path(upa, "%s/127.0.0.1", clients);
+	ca = nfs_from("127.0.0.1");
+	it_assert_status(create_file(ca, &fha, "a-new"), NFS3_OK);
+	it_assert_status(remove_file(ca, &fha, "gone.txt"), NFS3_OK);
+	assert_true(exists_in(upa, "a-new"));
+
+	/* Mounted (the MOUNT list): refused, nothing changes. */
+	assert_int_equal(ctl_reset("127.0.0.1", false, out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "has " IT_EXPORT " mounted"));
+	assert_true(exists_in(upa, "a-new"));
+	it_assert_status(it_getattr(ca, &fha, &attr), NFS3_OK);
+	/* A client without a layer. */
+	assert_int_equal(ctl_reset("127.0.0.9", false, out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "no layer of its own"));
+
+	assert_int_equal(ctl_reset("127.0.0.1", true, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "1 layer discarded"));
+	assert_false(it_exists(upa));
+	it_assert_status(it_getattr(ca, &fha, &attr), NFS3ERR_STALE);
+
+	/* The next mount starts from the pristine base, in a fresh upper. */
+	mnt_from("127.0.0.1", &fha2);
+	assert_false(it_fh_equal(&fha, &fha2));
+	it_assert_status(it_lookup(ca, &fha2, "a-new", NULL, NULL), NFS3ERR_NOENT);
+	it_assert_status(it_lookup(ca, &fha2, "gone.txt", NULL, NULL), NFS3_OK);
+	assert_true(it_exists(upa));
+	assert_false(exists_in(upa, "a-new"));
+	assert_file(srv.is_lower, "gone.txt", "x");
+	/* And it survives a restart like any view. */
+	it_server_restart(&srv);
+	it_clnt_destroy(ca);
+	ca = nfs_from("127.0.0.1");
+	it_assert_status(it_getattr(ca, &fha2, &attr), NFS3_OK);
+	it_assert_status(it_getattr(ca, &fha, &attr), NFS3ERR_STALE);
+	it_clnt_destroy(ca);
+	it_fh_free(&fha);
+	it_fh_free(&fha2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_isolation, after_each),
 		cmocka_unit_test_teardown(test_restart, after_each),
 		cmocka_unit_test_teardown(test_upper_in_lower, after_each),
+		cmocka_unit_test_teardown(test_reset, after_each),
 	};
 
 	return cmocka_run_group_tests_name("views", tests, NULL, NULL);
