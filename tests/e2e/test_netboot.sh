@@ -8,7 +8,8 @@
 #   boot 2, phase changed:  the same client sees its changes after a fresh boot
 # With per-client upper branches (the export option upper=/path/%a, when the server has it):
 #   boot 3, VM 2 from another address, phase pristine: sees the base, none of VM 1's changes
-#   unionnfsd-ctl reset (when present) discards client 1's layer; boot 4, VM 1, pristine
+#   unionnfsd-ctl reset is refused while client 1 counts as mounted, reset --force
+#   discards its layer; boot 4, VM 1, phase pristine
 # With one shared upper (a server without upper=):
 #   boot 3, VM 2 from another address, admitted read-only by the rules: cannot write
 # (NETBOOT_SHARED=1 runs the shared-upper variant with any server.)
@@ -128,9 +129,8 @@ if [ -z "${NETBOOT_SHARED:-}" ] && "$E2E_BIN" --help 2>&1 | grep -q 'upper='; th
 		--client "10.213.1.2(rw,no_root_squash,insecure,upper=$CL/%a)"
 		--client "10.213.2.2(rw,no_root_squash,insecure,upper=$CL/%a)")
 else
-	# TODO(issue 6, per-client uppers): this branch runs only with a server without the
-	# export option upper=; all clients share one upper there, so the second client is
-	# admitted read-only instead of booting its own pristine view.
+	# NETBOOT_SHARED=1: all clients share one upper, so the second client is admitted
+	# read-only instead of booting its own pristine view.
 	NB_MODE=shared
 	U=$work/upper
 	mkdir -p "$U"
@@ -154,28 +154,24 @@ if [ $NB_MODE = per-client ]; then
 	echo "---- client 1's upper branch before the reset ----"
 	(cd "$U" && find . -printf '%y %m %s %p\n' | sort -k4)
 	CTL=$BUILD/unionnfsd-ctl
-	if [ -x "$CTL" ] && "$CTL" --help 2>&1 | grep -q 'reset CLIENT'; then
-		# A powered-off NFS-root client never unmounts, so the server may still count
-		# its mount and refuse a plain reset: then --force, which this case is for.
-		"$CTL" --state "$state" reset 10.213.1.2 > "$work/reset.out" 2>&1
-		rc=$?
-		echo "host: unionnfsd-ctl reset 10.213.1.2 (status $rc): $(head -2 "$work/reset.out" | tr '\n' ' ')"
-		if [ $rc != 0 ]; then
-			"$CTL" --state "$state" reset 10.213.1.2 --force > "$work/reset.out" 2>&1
-			rc=$?
-			echo "host: unionnfsd-ctl reset 10.213.1.2 --force (status $rc): $(head -2 "$work/reset.out" | tr '\n' ' ')"
-		fi
-		if [ $rc = 0 ]; then
-			e2e_result reset host 1
-			nb_boot 1 pristine
-		else
-			# TODO(issue 6, unionnfsd-ctl reset): while reset cannot discard a layer
-			# yet (it answers an error), this part is skipped; once it works, make a
-			# failed reset a failed row here.
-			echo "host: SKIP reset: unionnfsd-ctl reset does not discard client layers yet"
-		fi
+	# A powered-off NFS-root client never unmounts, so the server still counts its mount
+	# and must refuse a plain reset: then --force, which this case is for.
+	"$CTL" --state "$state" reset 10.213.1.2 > "$work/reset.out" 2>&1
+	rc=$?
+	echo "host: unionnfsd-ctl reset 10.213.1.2 (status $rc): $(head -2 "$work/reset.out" | tr '\n' ' ')"
+	if [ $rc = 1 ] && grep -q "mounted" "$work/reset.out"; then
+		e2e_result reset_refused_while_mounted host 1
 	else
-		echo "host: $CTL has no reset command; the reset part is skipped"
+		e2e_result reset_refused_while_mounted host 0 "status $rc: $(head -1 "$work/reset.out")"
+	fi
+	"$CTL" --state "$state" reset 10.213.1.2 --force > "$work/reset.out" 2>&1
+	rc=$?
+	echo "host: unionnfsd-ctl reset 10.213.1.2 --force (status $rc): $(head -2 "$work/reset.out" | tr '\n' ' ')"
+	if [ $rc = 0 ] && [ ! -e "$U" ]; then
+		e2e_result reset host 1
+		nb_boot 1 pristine
+	else
+		e2e_result reset host 0 "status $rc: $(head -1 "$work/reset.out")"
 	fi
 	e2e_stop_server
 else
