@@ -646,9 +646,8 @@ static bool_t it_xdr_mntres(XDR *x, struct it_mntres *r)
 			 (xdrproc_t)xdr_int);
 }
 
-int it_mnt(const struct it_server *s, int proto, const char *path, nfs_fh3 *fh)
+int it_mnt_over(CLIENT *c, const char *path, nfs_fh3 *fh)
 {
-	CLIENT *c = it_clnt(proto, IT_MOUNT_PROG, 3, s->is_mount_port);
 	struct it_mntres res;
 	enum clnt_stat cs;
 	char *p = (char *)path;
@@ -675,6 +674,39 @@ int it_mnt(const struct it_server *s, int proto, const char *path, nfs_fh3 *fh)
 	free(res.mr_flavors);
 	it_clnt_destroy(c);
 	return res.mr_status;
+}
+
+int it_mnt(const struct it_server *s, int proto, const char *path, nfs_fh3 *fh)
+{
+	return it_mnt_over(it_clnt(proto, IT_MOUNT_PROG, 3, s->is_mount_port), path, fh);
+}
+
+CLIENT *it_clnt_from(const char *src, uint32_t prog, uint32_t vers, int port, uint32_t uid,
+		     uint32_t gid, bool reserved)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	CLIENT *c;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
+	if (reserved) {
+		if (bindresvport(fd, &me) != 0)
+			fail_msg("bindresvport on %s: %s", src, strerror(errno));
+	} else if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0) {
+		fail_msg("bind to %s: %s", src, strerror(errno));
+	}
+	c = clnttcp_create(&sin, prog, vers, &fd, 0, 0);
+	if (!c)
+		fail_msg("cannot connect from %s to port %d: %s", src, port,
+			 clnt_spcreateerror("clnt"));
+	clnt_control(c, CLSET_FD_CLOSE, NULL);
+	auth_destroy(c->cl_auth);
+	c->cl_auth = authunix_create("it-client", uid, gid, 0, NULL);
+	assert_non_null(c->cl_auth);
+	return c;
 }
 
 void it_fh_free(nfs_fh3 *fh)

@@ -142,6 +142,14 @@ void it_free(xdrproc_t xres, void *res);
  * fills fh (data malloc()ed, free with it_fh_free) and the auth flavors count.
  */
 int it_mnt(const struct it_server *s, int proto, const char *path, nfs_fh3 *fh);
+/* The same MNT over client c (destroyed here), e.g. one from it_clnt_from. */
+int it_mnt_over(CLIENT *c, const char *path, nfs_fh3 *fh);
+/*
+ * A TCP client from source address src (127.0.0.x: all of 127/8 is loopback) acting as
+ * uid/gid with AUTH_SYS, from a reserved source port (below 1024) when reserved is set.
+ */
+CLIENT *it_clnt_from(const char *src, uint32_t prog, uint32_t vers, int port, uint32_t uid,
+		     uint32_t gid, bool reserved);
 void it_fh_free(nfs_fh3 *fh);
 void it_fh_copy(nfs_fh3 *dst, const nfs_fh3 *src);
 bool it_fh_equal(const nfs_fh3 *a, const nfs_fh3 *b);

@@ -104,42 +104,10 @@ static void reload(const char *rules, const char *done)
 	}
 }
 
-/*
- * A TCP client from source address src (127.0.0.x) acting as uid/gid with AUTH_SYS, from a
- * reserved source port (below 1024) when reserved is set.
- */
-static CLIENT *clnt_src_port(const char *src, uint32_t prog, uint32_t vers, int port,
-			     uint32_t uid, uint32_t gid, bool reserved)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
-	struct sockaddr_in me = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	CLIENT *c;
-
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
-	if (reserved) {
-		if (bindresvport(fd, &me) != 0)
-			fail_msg("bindresvport on %s: %s", src, strerror(errno));
-	} else if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0) {
-		fail_msg("bind to %s: %s", src, strerror(errno));
-	}
-	c = clnttcp_create(&sin, prog, vers, &fd, 0, 0);
-	if (!c)
-		fail_msg("cannot connect from %s to port %d: %s", src, port,
-			 clnt_spcreateerror("clnt"));
-	clnt_control(c, CLSET_FD_CLOSE, NULL);
-	auth_destroy(c->cl_auth);
-	c->cl_auth = authunix_create("rules-test", uid, gid, 0, NULL);
-	assert_non_null(c->cl_auth);
-	return c;
-}
-
 static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port, uint32_t uid,
 			uint32_t gid)
 {
-	return clnt_src_port(src, prog, vers, port, uid, gid, false);
+	return it_clnt_from(src, prog, vers, port, uid, gid, false);
 }
 
 /* A UDP client from source address src, as root. */
@@ -203,54 +171,10 @@ static CLIENT *nfs_from(const char *src, uint32_t uid, uint32_t gid)
 	return clnt_src(src, NFS_PROGRAM, NFS_V3, srv.is_nfs_port, uid, gid);
 }
 
-struct mntres {
-	int mr_status;
-	nfs_fh3 mr_fh;
-	int *mr_flavors;
-	u_int mr_nflavors;
-};
-
-static bool_t xdr_path(XDR *x, char **path)
-{
-	return xdr_string(x, path, 1024);
-}
-
-static bool_t xdr_mntres(XDR *x, struct mntres *r)
-{
-	if (!xdr_int(x, &r->mr_status))
-		return FALSE;
-	if (r->mr_status != IT_MNT_OK)
-		return TRUE;
-	if (!xdr_bytes(x, &r->mr_fh.data.data_val, &r->mr_fh.data.data_len, NFS3_FHSIZE))
-		return FALSE;
-	return xdr_array(x, (char **)&r->mr_flavors, &r->mr_nflavors, 64, sizeof(int),
-			 (xdrproc_t)xdr_int);
-}
-
-/* MNT of the export over c (destroyed); the status, and the handle in fh on success. */
-static int mnt_with(CLIENT *c, nfs_fh3 *fh)
-{
-	struct mntres res;
-	enum clnt_stat cs;
-	char *p = IT_EXPORT;
-
-	memset(&res, 0, sizeof(res));
-	cs = it_call(c, IT_MNTPROC_MNT, (xdrproc_t)xdr_path, &p, (xdrproc_t)xdr_mntres, &res);
-	if (cs != RPC_SUCCESS)
-		fail_msg("MNT: %s", clnt_sperrno(cs));
-	if (res.mr_status == IT_MNT_OK && fh) {
-		fh->data = res.mr_fh.data;
-		res.mr_fh.data.data_val = NULL;
-	}
-	free(res.mr_fh.data.data_val);
-	free(res.mr_flavors);
-	it_clnt_destroy(c);
-	return res.mr_status;
-}
-
 static int mnt_from(const char *src, nfs_fh3 *fh)
 {
-	return mnt_with(clnt_src(src, IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0), fh);
+	return it_mnt_over(clnt_src(src, IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0), IT_EXPORT,
+			   fh);
 }
 
 /* The groups MOUNT EXPORT lists for the first export, joined by spaces. */
@@ -548,9 +472,11 @@ static void test_udp(void **state)
 
 	(void)state;
 	start("127.0.0.2(rw,insecure)");
-	assert_int_equal(mnt_with(udp_src("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port), NULL),
+	assert_int_equal(it_mnt_over(udp_src("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port),
+				     IT_EXPORT, NULL),
 			 MNT3ERR_ACCES_);
-	assert_int_equal(mnt_with(udp_src("127.0.0.2", IT_MOUNT_PROG, 3, srv.is_mount_port), &fh),
+	assert_int_equal(it_mnt_over(udp_src("127.0.0.2", IT_MOUNT_PROG, 3, srv.is_mount_port),
+				     IT_EXPORT, &fh),
 			 IT_MNT_OK);
 	c = udp_src("127.0.0.2", NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
 	it_assert_status(it_getattr(c, &fh, &attr), NFS3_OK);
@@ -574,9 +500,10 @@ static void test_ipv6(void **state)
 		fprintf(stderr, "no IPv6 loopback here: test_ipv6 checks nothing\n");
 		return;
 	}
-	assert_int_equal(mnt_with(c, NULL), MNT3ERR_ACCES_);
+	assert_int_equal(it_mnt_over(c, IT_EXPORT, NULL), MNT3ERR_ACCES_);
 	reload("::1(rw,insecure)", RELOADED);
-	assert_int_equal(mnt_with(tcp6(IT_MOUNT_PROG, 3, srv.is_mount_port), &fh), IT_MNT_OK);
+	assert_int_equal(it_mnt_over(tcp6(IT_MOUNT_PROG, 3, srv.is_mount_port), IT_EXPORT, &fh),
+			 IT_MNT_OK);
 	it_fh_free(&fh);
 	assert_int_equal(mnt_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
 	/* IPv4 peers are compared as ::ffff:a.b.c.d, which ::/0 contains */
@@ -584,7 +511,8 @@ static void test_ipv6(void **state)
 	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
 	reload("0.0.0.0/0(rw,insecure)", RELOADED);
-	assert_int_equal(mnt_with(tcp6(IT_MOUNT_PROG, 3, srv.is_mount_port), NULL), MNT3ERR_ACCES_);
+	assert_int_equal(it_mnt_over(tcp6(IT_MOUNT_PROG, 3, srv.is_mount_port), IT_EXPORT, NULL),
+			 MNT3ERR_ACCES_);
 	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
 }
@@ -654,9 +582,9 @@ static void test_secure_per_rule(void **state)
 	start("127.0.0.1(rw) 127.0.0.2(rw,insecure)");
 	assert_int_equal(mnt_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
 	assert_true(it_server_log_contains(&srv, "the export is 'secure'"));
-	assert_int_equal(mnt_with(clnt_src_port("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port,
-						0, 0, true), &fh), IT_MNT_OK);
-	c = clnt_src_port("127.0.0.1", NFS_PROGRAM, NFS_V3, srv.is_nfs_port, 0, 0, true);
+	assert_int_equal(it_mnt_over(it_clnt_from("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port,
+						  0, 0, true), IT_EXPORT, &fh), IT_MNT_OK);
+	c = it_clnt_from("127.0.0.1", NFS_PROGRAM, NFS_V3, srv.is_nfs_port, 0, 0, true);
 	it_assert_status(it_getattr(c, &fh, &attr), NFS3_OK);
 	it_clnt_destroy(c);
 	/* the same handle from an unprivileged port of the same host: AUTH_TOOWEAK */

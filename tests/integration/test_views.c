@@ -80,76 +80,15 @@ static int after_each(void **state)
 	return 0;
 }
 
-/* A TCP client from source address src (127.0.0.x), AUTH_SYS root. */
-static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
-	struct sockaddr_in me = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	CLIENT *c;
-
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
-	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0)
-		fail_msg("bind to %s: %s", src, strerror(errno));
-	c = clnttcp_create(&sin, prog, vers, &fd, 0, 0);
-	if (!c)
-		fail_msg("cannot connect from %s to port %d: %s", src, port,
-			 clnt_spcreateerror("clnt"));
-	clnt_control(c, CLSET_FD_CLOSE, NULL);
-	auth_destroy(c->cl_auth);
-	c->cl_auth = authunix_create("views-test", 0, 0, 0, NULL);
-	assert_non_null(c->cl_auth);
-	return c;
-}
-
 static CLIENT *nfs_from(const char *src)
 {
-	return clnt_src(src, NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
+	return it_clnt_from(src, NFS_PROGRAM, NFS_V3, srv.is_nfs_port, 0, 0, false);
 }
 
-struct mntres {
-	int mr_status;
-	nfs_fh3 mr_fh;
-	int *mr_flavors;
-	u_int mr_nflavors;
-};
-
-static bool_t xdr_path(XDR *x, char **path)
-{
-	return xdr_string(x, path, 1024);
-}
-
-static bool_t xdr_mntres(XDR *x, struct mntres *r)
-{
-	if (!xdr_int(x, &r->mr_status))
-		return FALSE;
-	if (r->mr_status != IT_MNT_OK)
-		return TRUE;
-	if (!xdr_bytes(x, &r->mr_fh.data.data_val, &r->mr_fh.data.data_len, NFS3_FHSIZE))
-		return FALSE;
-	return xdr_array(x, (char **)&r->mr_flavors, &r->mr_nflavors, 64, sizeof(int),
-			 (xdrproc_t)xdr_int);
-}
-
-/* MNT of the export from source address src: the status, the root handle in fh if OK. */
 static int mnt_status_from(const char *src, nfs_fh3 *fh)
 {
-	CLIENT *c = clnt_src(src, IT_MOUNT_PROG, 3, srv.is_mount_port);
-	struct mntres res;
-	enum clnt_stat cs;
-	char *p = IT_EXPORT;
-
-	memset(&res, 0, sizeof(res));
-	cs = it_call(c, IT_MNTPROC_MNT, (xdrproc_t)xdr_path, &p, (xdrproc_t)xdr_mntres, &res);
-	it_clnt_destroy(c);
-	if (cs != RPC_SUCCESS)
-		fail_msg("MNT from %s: %s", src, clnt_sperrno(cs));
-	if (res.mr_status == IT_MNT_OK)
-		fh->data = res.mr_fh.data;
-	free(res.mr_flavors);
-	return res.mr_status;
+	return it_mnt_over(it_clnt_from(src, IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0, false),
+			   IT_EXPORT, fh);
 }
 
 /* MNT from src that must succeed; the root handle into fh (it_fh_free). */
