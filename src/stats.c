@@ -397,6 +397,17 @@ int stats_report(char **buf, size_t *len, size_t *cap)
 	return r;
 }
 
+/* A procedure's label value: its name, or its number when it has none. */
+static const char *stats_prom_procedure(enum stats_prog prog, unsigned proc, char num[16])
+{
+	const char *name = stats_proc_name(prog, proc);
+
+	if (name)
+		return name;
+	snprintf(num, 16, "%u", proc);
+	return num;
+}
+
 /* Counter families per procedure: name, help, and which figure of stats_proc. */
 static int stats_prom_family(char **buf, size_t *len, size_t *cap, const char *name,
 			     const char *help, size_t field)
@@ -412,11 +423,7 @@ static int stats_prom_family(char **buf, size_t *len, size_t *cap, const char *n
 			stats_proc_get((enum stats_prog)p, i, &sp);
 			if (sp.sp_calls == 0)
 				continue;
-			pname = stats_proc_name((enum stats_prog)p, i);
-			if (pname == NULL) {
-				snprintf(num, sizeof(num), "%u", i);
-				pname = num;
-			}
+			pname = stats_prom_procedure((enum stats_prog)p, i, num);
 			r = stats_appendf(buf, len, cap, "%s{program=\"%s\",procedure=\"%s\"} %llu\n", name,
 					  stats_prog_name((enum stats_prog)p), pname,
 					  (unsigned long long)*(const uint64_t *)(const void *)((const char *)&sp + field));
@@ -442,11 +449,7 @@ static int stats_prom_histograms(char **buf, size_t *len, size_t *cap)
 			stats_proc_get((enum stats_prog)p, i, &sp);
 			if (sp.sp_calls == 0)
 				continue;
-			pname = stats_proc_name((enum stats_prog)p, i);
-			if (pname == NULL) {
-				snprintf(num, sizeof(num), "%u", i);
-				pname = num;
-			}
+			pname = stats_prom_procedure((enum stats_prog)p, i, num);
 			cum = 0;
 			/* Bucket b holds calls under 2^b us: the "le" bound of bucket b. */
 			for (unsigned b = 0; r == 0 && b < STATS_BUCKETS - 1; b++) {
