@@ -19,6 +19,17 @@
 
 #define CONTROL_SOCKET_NAME "control.sock"
 #define CONTROL_MAX_REQUEST 1024      /* bytes of the request line, newline included */
+
+/* The commands, as the server's `help` and unionnfsd-ctl's usage list them. */
+#define CONTROL_COMMANDS_HELP \
+	"commands:\n" \
+	"  status         version, uptime, exports and their branches, mounts\n" \
+	"  clients        who mounted what, from where, first and last call\n" \
+	"  stats          calls, latency percentiles, bytes, copy-ups, whiteouts, STALE replies\n" \
+	"  check          resolve every inode map record against the branches; report stale ones\n" \
+	"  reload         re-read the configuration, as SIGHUP does\n" \
+	"  reset CLIENT [--force]  discard a client's own upper branch (exports with upper=...)\n" \
+	"  help           this list\n"
 #define CONTROL_TIMEOUT 10.0          /* seconds a connection may take to send and read */
 #define CONTROL_MAX_CONNS 16
 

@@ -243,14 +243,7 @@ static void ctl_stats(struct control *ctl, struct ctl_out *o)
 
 static void ctl_help(struct ctl_out *o)
 {
-	ctl_put(o, "commands:\n"
-		"  status         version, uptime, exports and their branches, mounts\n"
-		"  clients        who mounted what, from where, first and last call\n"
-		"  stats          calls, latency percentiles, bytes, copy-ups, whiteouts, STALE replies\n"
-		"  check          resolve every inode map record against the branches; report stale ones\n"
-		"  reload         re-read the configuration, as SIGHUP does\n"
-		"  reset CLIENT   discard a client's own upper branch (exports with upper=...)\n"
-		"  help           this list\n");
+	ctl_put(o, "%s", CONTROL_COMMANDS_HELP);
 }
 
 /* `reset` with a usable CLIENT runs on the job thread (ctl_job_of); this answers the rest. */
@@ -601,19 +594,31 @@ static char *ctl_http_answer(struct control *ctl, const char *req)
 	return ctl_http_response("200 OK", o.co_buf);
 }
 
-/* Reads a request head up to its blank line; the body, if any, is never read. */
-static void ctl_http_read(struct ctl_conn *c)
+/*
+ * Appends what the peer sent (up to room bytes) to cc_in, NUL-terminated: the count (0 at
+ * end of file), or -1 when there is nothing to do now (nothing to read, or c was closed).
+ */
+static ssize_t ctl_recv(struct ctl_conn *c, size_t room)
 {
-	ssize_t n = recv(c->cc_fd, c->cc_in + c->cc_inlen, CTL_HTTP_MAX - c->cc_inlen, 0);
+	ssize_t n = recv(c->cc_fd, c->cc_in + c->cc_inlen, room, 0);
 
-	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-		return;
 	if (n < 0) {
-		ctl_conn_close(c);
-		return;
+		if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+			ctl_conn_close(c);
+		return -1;
 	}
 	c->cc_inlen += (size_t)n;
 	c->cc_in[c->cc_inlen] = '\0';
+	return n;
+}
+
+/* Reads a request head up to its blank line; the body, if any, is never read. */
+static void ctl_http_read(struct ctl_conn *c)
+{
+	ssize_t n = ctl_recv(c, CTL_HTTP_MAX - c->cc_inlen);
+
+	if (n < 0)
+		return;
 	if (memchr(c->cc_in, '\0', c->cc_inlen) != NULL) {
 		ctl_conn_send(c, ctl_http_response("400 Bad Request", strdup("NUL byte in the request\n")));
 		return;
@@ -643,15 +648,9 @@ static void ctl_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ctl_http_read(c);
 		return;
 	}
-	n = recv(c->cc_fd, c->cc_in + c->cc_inlen, room, 0);
-	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+	n = ctl_recv(c, room);
+	if (n < 0)
 		return;
-	if (n < 0) {
-		ctl_conn_close(c);
-		return;
-	}
-	c->cc_inlen += (size_t)n;
-	c->cc_in[c->cc_inlen] = '\0';
 	nl = memchr(c->cc_in, '\n', c->cc_inlen);
 	if (nl != NULL) {
 		*nl = '\0';

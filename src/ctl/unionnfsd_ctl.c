@@ -26,15 +26,8 @@ static void ctl_usage(FILE *f)
 	fprintf(f,
 		"usage: unionnfsd-ctl [--state DIR] COMMAND [ARGS]\n"
 		"  talks to the unionnfsd whose state directory is DIR (default %s)\n"
-		"commands:\n"
-		"  status         version, uptime, exports and their branches, mounts\n"
-		"  clients        who mounted what, from where, first and last call\n"
-		"  stats          calls, latency percentiles, bytes, copy-ups, whiteouts, STALE replies\n"
-		"  check          resolve every inode map record against the branches; report stale ones\n"
-		"  reload         re-read the configuration, as SIGHUP does\n"
-		"  reset CLIENT   discard a client's own upper branch (exports with upper=...)\n"
-		"  help           the server's list of commands\n",
-		CTL_DEFAULT_STATE);
+		"%s",
+		CTL_DEFAULT_STATE, CONTROL_COMMANDS_HELP);
 }
 
 static int ctl_connect(const char *state, const char *path)
