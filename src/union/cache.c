@@ -125,8 +125,7 @@ void ucache_put(struct ucent *e)
 	}
 }
 
-/* The directory copy holding a file entry's object. */
-static int ucent_pfd(const struct ucent *e)
+int ucent_pfd(const struct ucent *e)
 {
 	return e->ce_parent ? e->ce_parent->ce_dirs.ds_fd[e->ce_pidx] : e->ce_pfd;
 }
@@ -412,9 +411,4 @@ int ucache_lookup(struct union_export *ux, uint64_t dir, const char *name, uint6
 		ucache_forget(ux, e);
 	ucache_put(e);
 	return r == 0 ? 0 : -ENOENT;
-}
-
-int ucent_borrowed_pfd(const struct ucent *e)
-{
-	return ucent_pfd(e);
 }

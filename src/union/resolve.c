@@ -368,7 +368,7 @@ static void ures_remember(struct union_export *ux, uint64_t epoch, uint64_t ino,
 		/* Files with more names may have been reached through the hard-link index. */
 		e = ucache_add_resolved(ux, epoch, o);
 		if (e) {
-			o->uo_pfd = ucent_borrowed_pfd(e);
+			o->uo_pfd = ucent_pfd(e);
 			o->uo_cent = e;
 		}
 	}

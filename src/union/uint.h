@@ -248,7 +248,7 @@ bool ucent_is_dir(const struct ucent *e);
 /* Real attributes of the entry's copy; -ESTALE when it is not that copy any more. */
 int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st);
 /* The directory copy holding a file entry's object (borrowed). */
-int ucent_borrowed_pfd(const struct ucent *e);
+int ucent_pfd(const struct ucent *e);
 /* Points o's record and fds at the entry's (borrowed: o must hold the reference). */
 void ucent_borrow(const struct ucent *e, struct uobj *o);
 
