@@ -26,6 +26,7 @@ struct export_opts {
 };
 
 struct export_rule;          /* exports.h */
+struct hostmap;              /* hostmap.h */
 
 struct export_conf {
 	char *ec_name;           /* mount path as clients name it, e.g. "/union" */
@@ -45,7 +46,7 @@ struct export_conf {
 	int ec_nrules;
 	/*
 	 * The export option "upper=TEMPLATE": NULL, or an absolute path with %a (the client's
-	 * address) that names each client's own writable upper branch. Then every branch of
+	 * address) or %h (its host name) that names each client's own writable upper branch. Then every branch of
 	 * ec_branches is a read-only lower, the export itself is opened read-only (ec_opts.eo_ro)
 	 * and each client is served its own view: its upper over these lowers (nfs/views.c).
 	 */
@@ -71,6 +72,7 @@ struct config {
 	uint64_t cf_max_buffered;     /* buffered bytes across all connections, default 256 MiB */
 	struct export_conf *cf_exports;
 	int cf_nexports;
+	struct hostmap *cf_hosts;     /* --hosts FILE, names for upper=...%h; NULL: none */
 };
 
 /* Sets every default. */
@@ -97,16 +99,20 @@ int config_parse_export_opts(struct export_opts *opts, const char *words, char *
 int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t errlen);
 
 /*
- * Checks an upper= template: absolute, with %a at least once, %% for a '%', nothing else
- * after a '%'. Returns 0, or -1 naming the fault and the fix in err.
+ * Checks an upper= template: absolute, naming the client by %a (address) or by %h (host
+ * name), not both, %% for a '%', nothing else after a '%'. Returns 0, or -1 naming the
+ * fault and the fix in err.
  */
 int config_upper_check(const char *tmpl, char *err, size_t errlen);
 
+/* Whether a checked template names clients by host name (%h) rather than address (%a). */
+bool config_upper_by_name(const char *tmpl);
+
 /*
- * Expands a checked template for the client whose address (as text) is addr into out.
- * Returns 0, or -1 if it does not fit outlen bytes.
+ * Expands a checked template for the client named client (its address as text for %a,
+ * its host name for %h) into out. Returns 0, or -1 if it does not fit outlen bytes.
  */
-int config_upper_expand(const char *tmpl, const char *addr, char *out, size_t outlen);
+int config_upper_expand(const char *tmpl, const char *client, char *out, size_t outlen);
 
 /* Checks the whole config (at least one export, no duplicate names, ...). */
 int config_validate(const struct config *cf, char *err, size_t errlen);

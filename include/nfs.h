@@ -25,11 +25,13 @@ struct nfs_server {
 	uint8_t ns_write_verf[NFS_WRITE_VERF_LEN]; /* new on every start */
 	uint8_t ns_handle_key[STORE_KEY_LEN];
 	/*
-	 * Guards the client rules (ec_rules, ec_nrules, ec_opts of ns_cfg's exports): calls
-	 * match under the read lock and copy the options out; a SIGHUP reload swaps the
-	 * tables under the write lock, so no call ever sees a half-replaced table.
+	 * Guards the client rules (ec_rules, ec_nrules, ec_opts of ns_cfg's exports) and the
+	 * host name map (cf_hosts): calls match under the read lock and copy the options out;
+	 * a SIGHUP reload swaps the tables under the write lock, so no call ever sees a
+	 * half-replaced table.
 	 */
 	pthread_rwlock_t ns_rules_lock;
+	_Atomic unsigned ns_names_gen;         /* +1 by every reload: host names may differ */
 	pthread_mutex_t ns_mounts_lock;        /* guards ns_mounts (MOUNT DUMP/UMNT) */
 	struct mount_entry *ns_mounts;
 	struct nfs_views *ns_views;            /* per-client views (upper=), views.h */

@@ -6,6 +6,7 @@
  */
 #include "config.h"
 #include "exports.h"
+#include "hostmap.h"
 #include "log.h"
 
 #include <arpa/inet.h>
@@ -49,7 +50,7 @@ static const char config_usage[] =
 	"                 [--workers N] [--max-record BYTES] [--portmap-port N] [--help]\n"
 	"                 [--max-connections N] [--idle-timeout SECONDS]\n"
 	"                 [--max-requests-per-connection N] [--max-buffered BYTES]\n"
-	"                 [--metrics ADDR:PORT]\n"
+	"                 [--metrics ADDR:PORT] [--hosts FILE]\n"
 	"\n"
 	"  -f                  stay in the foreground and log to stderr (default: daemon, syslog)\n"
 	"  -c FILE             read settings from FILE at this point; later settings win\n"
@@ -62,7 +63,9 @@ static const char config_usage[] =
 	"                      sync (default) | async (namespace changes answered before\n"
 	"                      they are on disk), upper=/srv/clients/%a (every client gets\n"
 	"                      its own writable upper there; all BRANCHES become read-only\n"
-	"                      lowers); the export is then open to every client:\n"
+	"                      lowers; %h instead of %a names it by the client's host\n"
+	"                      name, from --hosts or confirmed reverse DNS); the export is\n"
+	"                      then open to every client:\n"
 	"                      the rule *(OPTS)\n"
 	"  --client CLIENT(OPTS)  instead of -o: a client rule for the preceding -e; repeat it,\n"
 	"                      the first matching rule wins. CLIENT is *, an IPv4 or IPv6\n"
@@ -87,6 +90,9 @@ static const char config_usage[] =
 	"                      beyond it only clients holding nothing are read (default 268435456)\n"
 	"  --metrics ADDR:PORT serve the statistics as Prometheus text on http://ADDR:PORT/metrics\n"
 	"                      (numeric address, IPv6 in brackets; e.g. 127.0.0.1:9249; default off)\n"
+	"  --hosts FILE        client host names for upper=...%h: lines of ADDRESS NAME, as in\n"
+	"                      /etc/hosts (re-read on SIGHUP); addresses it lacks are named by\n"
+	"                      reverse DNS confirmed forward\n"
 	"  -h, --help          show this text\n";
 
 void config_init(struct config *cf)
@@ -133,6 +139,7 @@ void config_free(struct config *cf)
 	free(cf->cf_listen);
 	free(cf->cf_metrics);
 	free(cf->cf_state_dir);
+	hostmap_free(cf->cf_hosts);
 	memset(cf, 0, sizeof(*cf));
 }
 
@@ -276,7 +283,7 @@ out:
 
 int config_upper_check(const char *tmpl, char *err, size_t errlen)
 {
-	bool has_addr = false;
+	bool has_addr = false, has_name = false;
 	const char *p;
 
 	if (tmpl[0] != '/') {
@@ -297,37 +304,53 @@ int config_upper_check(const char *tmpl, char *err, size_t errlen)
 		if (*p == 'a') {
 			has_addr = true;
 		} else if (*p == 'h') {
-			err_set(err, errlen,
-				   "upper=%.200s: %%h (client host name) is not supported yet; use %%a (client address)",
-				   tmpl);
-			return -1;
+			has_name = true;
 		} else if (*p != '%') {
 			err_set(err, errlen,
-				   "upper=%.200s: unknown '%%%c' (expected %%a for the client address or %%%% for a '%%')",
+				   "upper=%.200s: unknown '%%%c' (expected %%a for the client address, %%h for its host name or %%%% for a '%%')",
 				   tmpl, *p ? *p : ' ');
 			return -1;
 		}
 	}
-	if (!has_addr) {
+	if (has_addr && has_name) {
 		err_set(err, errlen,
-			   "upper=%.200s has no %%a, so every client would share one upper branch; put %%a in it, e.g. upper=/srv/clients/%%a",
+			   "upper=%.200s names the client by both %%a and %%h; one of them names a client's layer, keep one",
+			   tmpl);
+		return -1;
+	}
+	if (!has_addr && !has_name) {
+		err_set(err, errlen,
+			   "upper=%.200s has no %%a or %%h, so every client would share one upper branch; put %%a (address) or %%h (host name) in it, e.g. upper=/srv/clients/%%a",
 			   tmpl);
 		return -1;
 	}
 	return 0;
 }
 
-int config_upper_expand(const char *tmpl, const char *addr, char *out, size_t outlen)
+bool config_upper_by_name(const char *tmpl)
 {
-	size_t n = 0, alen = strlen(addr);
+	for (const char *p = tmpl; *p; p++) {
+		if (*p != '%')
+			continue;
+		if (p[1] == 'h')
+			return true;
+		if (p[1])
+			p++;
+	}
+	return false;
+}
+
+int config_upper_expand(const char *tmpl, const char *client, char *out, size_t outlen)
+{
+	size_t n = 0, clen = strlen(client);
 	const char *p;
 
 	for (p = tmpl; *p; p++) {
-		if (*p == '%' && p[1] == 'a') {
-			if (n + alen >= outlen)
+		if (*p == '%' && (p[1] == 'a' || p[1] == 'h')) {
+			if (n + clen >= outlen)
 				return -1;
-			memcpy(out + n, addr, alen);
-			n += alen;
+			memcpy(out + n, client, clen);
+			n += clen;
 			p++;
 			continue;
 		}
@@ -701,6 +724,7 @@ enum config_key {
 	KEY_MAX_REQUESTS,
 	KEY_MAX_BUFFERED,
 	KEY_METRICS,
+	KEY_HOSTS,
 };
 
 /* Scalar settings: the flag --NAME and the config file directive NAME. */
@@ -721,6 +745,7 @@ static const struct {
 	{ "max-requests-per-connection", KEY_MAX_REQUESTS },
 	{ "max-buffered", KEY_MAX_BUFFERED },
 	{ "metrics", KEY_METRICS },
+	{ "hosts", KEY_HOSTS },
 };
 
 static int config_find_key(const char *name, size_t len)
@@ -779,6 +804,21 @@ static int config_set(struct config *cf, enum config_key key, const char *value,
 		if (config_metrics_check(value, err, errlen) < 0)
 			return -1;
 		return config_set_string(&cf->cf_metrics, value, err, errlen);
+	case KEY_HOSTS: {
+		struct hostmap *hm;
+
+		if (value[0] != '/') {
+			err_set(err, errlen,
+				   "'%s' is not an absolute path; give the full path of the host name map, e.g. /etc/unionnfsd/hosts",
+				   value);
+			return -1;
+		}
+		if (hostmap_load(value, &hm, err, errlen) < 0)
+			return -1;
+		hostmap_free(cf->cf_hosts);
+		cf->cf_hosts = hm;
+		return 0;
+	}
 	case KEY_PORT:
 	case KEY_MOUNT_PORT:
 	case KEY_PORTMAP_PORT:
@@ -880,7 +920,7 @@ static int config_split(char *line, char **words, int max)
 
 #define CONFIG_FILE_KEYS \
 	"listen, port, mount-port, portmap-port, state, portmap, workers, max-record, " \
-	"max-connections, idle-timeout, max-requests-per-connection, max-buffered, metrics, export, " \
+	"max-connections, idle-timeout, max-requests-per-connection, max-buffered, metrics, hosts, export, " \
 	"foreground"
 
 #define CONFIG_MAX_WORDS (3 + CONFIG_MAX_RULES)

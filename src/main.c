@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,8 +316,13 @@ static void main_log_serving(const struct export_conf *ec)
 			break;
 		used += (size_t)n;
 	}
-	log_info("serving %s (%d branch%s; clients %s)", ec->ec_name, ec->ec_nbranches,
-		 ec->ec_nbranches == 1 ? "" : "es", rules);
+	if (ec->ec_upper)
+		log_info("serving %s (%d read-only lower branch%s; every client writes to its own upper %s; clients %s)",
+			 ec->ec_name, ec->ec_nbranches, ec->ec_nbranches == 1 ? "" : "es",
+			 ec->ec_upper, rules);
+	else
+		log_info("serving %s (%d branch%s; clients %s)", ec->ec_name, ec->ec_nbranches,
+			 ec->ec_nbranches == 1 ? "" : "es", rules);
 }
 
 static bool main_same_branches(const struct export_conf *a, const struct export_conf *b)
@@ -396,6 +402,14 @@ static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 			log_warn("SIGHUP: export %s is new; it needs a restart of unionnfsd to be served",
 				 nc->cf_exports[j].ec_name);
 	pthread_rwlock_wrlock(&mc->mc_nfs.ns_rules_lock);
+	/* Views read the host map under the rules lock; the old one goes away with nc. */
+	{
+		struct hostmap *hm = oc->cf_hosts;
+
+		oc->cf_hosts = nc->cf_hosts;
+		nc->cf_hosts = hm;
+		atomic_fetch_add(&mc->mc_nfs.ns_names_gen, 1);
+	}
 	for (i = 0; i < oc->cf_nexports; i++) {
 		struct export_conf *o = &oc->cf_exports[i], *ne, tmp;
 
@@ -423,6 +437,9 @@ static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 		else if (!main_same_branches(o, &nc->cf_exports[j]))
 			log_warn("SIGHUP: the branches of export %s changed; that needs a restart of unionnfsd, until then it is served as before (old branches and rules)",
 				 o->ec_name);
+		else if (main_str_differs(o->ec_upper, nc->cf_exports[j].ec_upper))
+			log_warn("SIGHUP: the upper= template of export %s changed; that needs a restart of unionnfsd, until then clients keep their layers under %s",
+				 o->ec_name, o->ec_upper ? o->ec_upper : "the export's own upper");
 		else
 			main_log_serving(o);
 		if (j >= 0 && main_same_branches(o, &nc->cf_exports[j]) && !o->ec_opts.eo_ro &&

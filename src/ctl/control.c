@@ -22,6 +22,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "hostmap.h"
 #include "log.h"
 #include "stats.h"
 #include "store.h"
@@ -67,7 +68,7 @@ struct control {
 	 */
 	bool ct_checking;
 	bool ct_job_reset;                /* the thread resets a client instead of checking */
-	char ct_reset_addr[64];
+	char ct_reset_addr[HOSTMAP_NAME_MAX + 1]; /* an address, or a host name (upper=...%h) */
 	bool ct_reset_force;
 	pthread_t ct_check_thread;
 	struct ctl_conn *ct_check_conn;
@@ -187,10 +188,13 @@ static void ctl_client_layers(struct ctl_clients *cl, const char *addr)
 	for (int i = 0; i < cf->cf_nexports; i++) {
 		const struct export_conf *ec = &cf->cf_exports[i];
 
-		if (ec->ec_upper == NULL ||
-		    config_upper_expand(ec->ec_upper, addr, dir, sizeof(dir)) < 0)
+		if (ec->ec_upper == NULL)
 			continue;
-		ctl_put(cl->cl_out, "  its upper in %s: %s\n", ec->ec_name, dir);
+		if (nfs_views_upper_of(cl->cl_ns, i, addr, dir, sizeof(dir)) < 0)
+			ctl_put(cl->cl_out, "  its upper in %s: not known yet (its host name is "
+				"looked up when it mounts)\n", ec->ec_name);
+		else
+			ctl_put(cl->cl_out, "  its upper in %s: %s\n", ec->ec_name, dir);
 	}
 }
 
@@ -253,7 +257,8 @@ static void ctl_reset(struct control *ctl, struct ctl_out *o, int nwords, char *
 	if (nwords < 2 || nwords > 3 || (nwords == 3 && strcmp(words[2], "--force")))
 		ctl_put(o, "error: usage: reset CLIENT [--force] (CLIENT as `clients` shows it)\n");
 	else
-		ctl_put(o, "error: reset: '%.80s' is not a client address\n", words[1]);
+		ctl_put(o, "error: reset: '%.80s' is neither a client address nor a host name\n",
+			words[1]);
 }
 
 static bool ctl_printable(const char *s)
@@ -477,7 +482,7 @@ static void ctl_conn_send(struct ctl_conn *c, char *out)
 
 /*
  * Whether line asks for a job of the job thread: `check`, or `reset CLIENT [--force]` with
- * a plausible address (anything else about reset is answered on the loop).
+ * an address or a host name (anything else about reset is answered on the loop).
  */
 static bool ctl_job_of(struct control *ctl, const char *line)
 {
@@ -494,8 +499,8 @@ static bool ctl_job_of(struct control *ctl, const char *line)
 		return true;
 	}
 	if (n < 2 || n > 3 || strcmp(w[0], "reset") || (n == 3 && strcmp(w[2], "--force")) ||
-	    strlen(w[1]) >= sizeof(ctl->ct_reset_addr) || strspn(w[1], "0123456789abcdefABCDEF.:") !=
-	    strlen(w[1]))
+	    strlen(w[1]) >= sizeof(ctl->ct_reset_addr) ||
+	    !(hostmap_is_address(w[1]) || hostmap_name_ok(w[1])))
 		return false;
 	if (ctl->ct_checking)
 		return true; /* ctl_check_start says a job runs; the fields belong to it */

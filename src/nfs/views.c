@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "cred.h"
+#include "hostmap.h"
 #include "log.h"
 #include "nfs.h"
 #include "nfs_internal.h"
@@ -26,12 +27,26 @@
 
 #define VIEWS_IDS 65536
 #define VIEWS_ADDR_MAX 64        /* INET6_ADDRSTRLEN and then some */
+#define VIEWS_KEY_MAX (HOSTMAP_NAME_MAX + 1)
 #define VIEWS_NAME_MAX 400       /* the inode map's limit on export names */
+#define VIEWS_DENY_SECONDS 60    /* a refused address is not looked up again for this long */
 
+/*
+ * A client is known by its key: its address for upper=...%a, its host name for %h. For %h
+ * the address a call comes from is checked against the key by a name lookup, which may
+ * block, so the view remembers the last address found to be its client (and the last one
+ * found not to be).
+ */
 struct nfs_view {
 	struct nfs_view *vw_next; /* vt_retired */
 	int vw_export;           /* index of the export it is a view of */
-	char vw_addr[VIEWS_ADDR_MAX]; /* the client it belongs to */
+	bool vw_by_name;         /* keyed by host name (%h) */
+	char vw_key[VIEWS_KEY_MAX]; /* the client it belongs to */
+	pthread_mutex_t vw_lock; /* guards the four below */
+	char vw_seen[VIEWS_ADDR_MAX];
+	char vw_denied[VIEWS_ADDR_MAX];
+	time_t vw_denied_at;
+	unsigned vw_names_gen;   /* ns_names_gen they were found under: a reload voids them */
 	struct union_export *vw_ux;
 };
 
@@ -60,20 +75,24 @@ int nfs_views_new(struct nfs_views **out)
 	return 0;
 }
 
+static void views_free_one(struct nfs_view *vw)
+{
+	union_close(vw->vw_ux);
+	pthread_mutex_destroy(&vw->vw_lock);
+	free(vw);
+}
+
 void nfs_views_free(struct nfs_views *vt)
 {
 	if (!vt)
 		return;
-	for (int i = 0; i < vt->vt_n; i++) {
-		union_close(vt->vt_list[i]->vw_ux);
-		free(vt->vt_list[i]);
-	}
+	for (int i = 0; i < vt->vt_n; i++)
+		views_free_one(vt->vt_list[i]);
 	while (vt->vt_retired) {
 		struct nfs_view *vw = vt->vt_retired;
 
 		vt->vt_retired = vw->vw_next;
-		union_close(vw->vw_ux);
-		free(vw);
+		views_free_one(vw);
 	}
 	free(vt->vt_byid);
 	pthread_mutex_destroy(&vt->vt_lock);
@@ -138,11 +157,53 @@ static int views_check_upper(const struct export_conf *ec, const char *upper, ch
 }
 
 /*
- * Opens the view of export i for addr and adds it to the table (caller holds vt_lock).
- * With create, a missing upper is made; without, it is an error (a view is only ever
- * made by a MNT).
+ * The key of the client at addr for export i (see struct nfs_view): its address, or for
+ * upper=...%h its host name from the hosts map or confirmed reverse DNS. May block on the
+ * resolver: never on the loop. Returns 0, or -errno with the cause and fix in err.
  */
-static int views_open_locked(struct nfs_server *ns, int i, const char *addr, bool create,
+static int views_client_key(struct nfs_server *ns, int i, const char *addr, char *key,
+			    size_t keylen, char *err, size_t errlen)
+{
+	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+	char why[300], hosts[PATH_MAX + 40];
+	const char *name;
+
+	if (!config_upper_by_name(ec->ec_upper)) {
+		if (strlen(addr) >= keylen || strchr(addr, '/') || strchr(addr, '%')) {
+			snprintf(err, errlen, "client address '%.80s' cannot name an upper", addr);
+			return -EINVAL;
+		}
+		snprintf(key, keylen, "%s", addr);
+		return 0;
+	}
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	name = hostmap_find(ns->ns_cfg->cf_hosts, addr);
+	if (name)
+		snprintf(key, keylen, "%s", name);
+	if (ns->ns_cfg->cf_hosts)
+		snprintf(hosts, sizeof(hosts), "add the line '%s NAME' to %s", addr,
+			 hostmap_path(ns->ns_cfg->cf_hosts));
+	else
+		snprintf(hosts, sizeof(hosts), "name it in a hosts map (setting hosts FILE, lines "
+			 "of ADDRESS NAME)");
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	if (name)
+		return 0;
+	if (hostmap_reverse(addr, key, keylen, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "export %s names client layers by host name (upper=%s) but "
+			 "client %s has none: %s; %s and send SIGHUP", ec->ec_name, ec->ec_upper,
+			 addr, why, hosts);
+		return -EACCES;
+	}
+	return 0;
+}
+
+/*
+ * Opens the view of export i for the client key and adds it to the table (caller holds
+ * vt_lock). With create, a missing upper is made; without, it is an error (a view is only
+ * ever made by a MNT).
+ */
+static int views_open_locked(struct nfs_server *ns, int i, const char *key, bool create,
 			     struct nfs_view **out, char *err, size_t errlen)
 {
 	struct nfs_views *vt = ns->ns_views;
@@ -160,10 +221,10 @@ static int views_open_locked(struct nfs_server *ns, int i, const char *addr, boo
 			 ec->ec_name, NFS_VIEWS_MAX);
 		return -ENOSPC;
 	}
-	if (config_upper_expand(ec->ec_upper, addr, upper, sizeof(upper)) < 0 ||
-	    (size_t)snprintf(name, sizeof(name), "%s%%%s", ec->ec_name, addr) >= sizeof(name)) {
+	if (config_upper_expand(ec->ec_upper, key, upper, sizeof(upper)) < 0 ||
+	    (size_t)snprintf(name, sizeof(name), "%s%%%s", ec->ec_name, key) >= sizeof(name)) {
 		snprintf(err, errlen, "export %s: the upper path or view name for client %s is "
-			 "too long; shorten upper= or the export name", ec->ec_name, addr);
+			 "too long; shorten upper= or the export name", ec->ec_name, key);
 		return -ENAMETOOLONG;
 	}
 	r = views_check_upper(ec, upper, err, errlen);
@@ -181,7 +242,7 @@ static int views_open_locked(struct nfs_server *ns, int i, const char *addr, boo
 		if (r < 0) {
 			snprintf(err, errlen, "export %s: cannot create the upper %s of client %s: "
 				 "%s; check upper= and the permissions of its parent", ec->ec_name,
-				 upper, addr, strerror(-r));
+				 upper, key, strerror(-r));
 			return r;
 		}
 	}
@@ -191,7 +252,7 @@ static int views_open_locked(struct nfs_server *ns, int i, const char *addr, boo
 		free(branches);
 		free(vw);
 		snprintf(err, errlen, "export %s: out of memory opening the view of %s",
-			 ec->ec_name, addr);
+			 ec->ec_name, key);
 		return -ENOMEM;
 	}
 	branches[0] = upper;
@@ -210,19 +271,51 @@ static int views_open_locked(struct nfs_server *ns, int i, const char *addr, boo
 		return r;
 	}
 	vw->vw_export = i;
-	snprintf(vw->vw_addr, sizeof(vw->vw_addr), "%s", addr);
+	vw->vw_by_name = config_upper_by_name(ec->ec_upper);
+	snprintf(vw->vw_key, sizeof(vw->vw_key), "%s", key);
+	pthread_mutex_init(&vw->vw_lock, NULL);
+	if (!vw->vw_by_name)
+		snprintf(vw->vw_seen, sizeof(vw->vw_seen), "%s", key);
 	vt->vt_list[vt->vt_n++] = vw;
 	atomic_store(&vt->vt_byid[union_export_id(vw->vw_ux)], vw);
-	log_info("export %s: client %s served from its own upper %s", ec->ec_name, addr, upper);
+	log_info("export %s: client %s served from its own upper %s", ec->ec_name, key, upper);
 	*out = vw;
 	return 0;
+}
+
+/* The open view of export i for client key, or NULL (caller holds vt_lock). */
+static struct nfs_view *views_find_locked(struct nfs_views *vt, int i, const char *key)
+{
+	for (int k = 0; k < vt->vt_n; k++)
+		if (vt->vt_list[k]->vw_export == i && !strcmp(vt->vt_list[k]->vw_key, key))
+			return vt->vt_list[k];
+	return NULL;
+}
+
+/* Records addr as vw's client (seen) or not its client, as found under names generation gen. */
+static void views_set_found(struct nfs_view *vw, const char *addr, bool seen, unsigned gen)
+{
+	pthread_mutex_lock(&vw->vw_lock);
+	if (gen != vw->vw_names_gen) {
+		vw->vw_seen[0] = vw->vw_denied[0] = '\0';
+		vw->vw_names_gen = gen;
+	}
+	if (seen) {
+		snprintf(vw->vw_seen, sizeof(vw->vw_seen), "%s", addr);
+	} else {
+		snprintf(vw->vw_denied, sizeof(vw->vw_denied), "%s", addr);
+		vw->vw_denied_at = time(NULL);
+	}
+	pthread_mutex_unlock(&vw->vw_lock);
 }
 
 int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
 			 struct union_export **ux, char *err, size_t errlen)
 {
 	struct nfs_views *vt = ns->ns_views;
-	struct nfs_view *vw = NULL;
+	char key[VIEWS_KEY_MAX];
+	struct nfs_view *vw;
+	unsigned gen = atomic_load(&ns->ns_names_gen);
 	int r = 0;
 
 	if (!vt) {
@@ -230,22 +323,24 @@ int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
 			 ns->ns_cfg->cf_exports[i].ec_name);
 		return -ENOMEM;
 	}
-	if (strlen(addr) >= VIEWS_ADDR_MAX || strchr(addr, '/') || strchr(addr, '%')) {
-		snprintf(err, errlen, "client address '%.80s' cannot name an upper", addr);
+	if (strlen(addr) >= VIEWS_ADDR_MAX) {
+		snprintf(err, errlen, "client address '%.80s' is too long", addr);
 		return -EINVAL;
 	}
+	r = views_client_key(ns, i, addr, key, sizeof(key), err, errlen);
+	if (r < 0)
+		return r;
 	pthread_mutex_lock(&vt->vt_lock);
-	for (int k = 0; k < vt->vt_n; k++)
-		if (vt->vt_list[k]->vw_export == i && !strcmp(vt->vt_list[k]->vw_addr, addr)) {
-			vw = vt->vt_list[k];
-			break;
-		}
+	vw = views_find_locked(vt, i, key);
 	if (!vw)
-		r = views_open_locked(ns, i, addr, true, &vw, err, errlen);
+		r = views_open_locked(ns, i, key, true, &vw, err, errlen);
 	pthread_mutex_unlock(&vt->vt_lock);
-	if (r == 0)
-		*ux = vw->vw_ux;
-	return r;
+	if (r < 0)
+		return r;
+	/* A host whose address changed (a new DHCP lease) keeps its layer, by its name. */
+	views_set_found(vw, addr, true, gen);
+	*ux = vw->vw_ux;
+	return 0;
 }
 
 /* True at most once a minute per *last: a client retrying must not flood the log. */
@@ -261,7 +356,7 @@ static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id)
 {
 	static _Atomic time_t last;
 	char name[VIEWS_NAME_MAX + 1], err[512];
-	const char *addr;
+	const char *key;
 	struct nfs_view *vw;
 	char *sep;
 	int i;
@@ -273,7 +368,7 @@ static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id)
 	if (!sep)
 		return NULL; /* an export that is no view (one removed from the config) */
 	*sep = '\0';
-	addr = sep + 1;
+	key = sep + 1;
 	for (i = 0; i < ns->ns_nexports; i++) {
 		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
 
@@ -282,13 +377,40 @@ static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id)
 	}
 	if (i == ns->ns_nexports)
 		return NULL; /* its export lost upper= (or went away): the handle is stale */
-	if (views_open_locked(ns, i, addr, false, &vw, err, sizeof(err)) < 0) {
+	if (views_open_locked(ns, i, key, false, &vw, err, sizeof(err)) < 0) {
 		if (views_log_due(&last))
 			log_warn("cannot open again the view of client %s (%s); its handles get "
-				 "NFS3ERR_STALE until it mounts again", addr, err);
+				 "NFS3ERR_STALE until it mounts again", key, err);
 		return NULL;
 	}
 	return vw;
+}
+
+/*
+ * Whether a call from addr may use view vw: addr is its client. For %h that takes a name
+ * lookup the first time an address shows up (after a restart, or a new lease).
+ */
+static bool views_owned_by(struct nfs_server *ns, struct nfs_view *vw, const char *addr)
+{
+	char key[VIEWS_KEY_MAX], err[512];
+	unsigned gen = atomic_load(&ns->ns_names_gen);
+	bool known = false, denied = false, ok;
+
+	if (!vw->vw_by_name)
+		return !strcmp(vw->vw_key, addr);
+	pthread_mutex_lock(&vw->vw_lock);
+	if (vw->vw_names_gen == gen) {
+		known = !strcmp(vw->vw_seen, addr);
+		denied = !strcmp(vw->vw_denied, addr) &&
+			 time(NULL) - vw->vw_denied_at < VIEWS_DENY_SECONDS;
+	}
+	pthread_mutex_unlock(&vw->vw_lock);
+	if (known || denied)
+		return known;
+	ok = views_client_key(ns, vw->vw_export, addr, key, sizeof(key), err, sizeof(err)) == 0 &&
+	     !strcmp(key, vw->vw_key);
+	views_set_found(vw, addr, ok, gen);
+	return ok;
 }
 
 nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
@@ -311,16 +433,47 @@ nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, i
 			return NFS3ERR_STALE;
 	}
 	/* A handle names one client's view: no other client may reach that upper with it. */
-	if (strcmp(vw->vw_addr, addr) != 0) {
+	if (!views_owned_by(ns, vw, addr)) {
 		if (views_log_due(&last))
 			log_warn("refusing NFS call from %s with NFS3ERR_ACCES: its handle belongs "
-				 "to the view of client %s of export %s", addr, vw->vw_addr,
+				 "to the view of client %s of export %s", addr, vw->vw_key,
 				 ns->ns_cfg->cf_exports[vw->vw_export].ec_name);
 		return NFS3ERR_ACCES;
 	}
 	*i = vw->vw_export;
 	*ux = vw->vw_ux;
 	return NFS3_OK;
+}
+
+int nfs_views_upper_of(struct nfs_server *ns, int i, const char *addr, char *dir, size_t len)
+{
+	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+	char key[VIEWS_KEY_MAX] = "";
+	struct nfs_views *vt = ns->ns_views;
+	const char *name;
+
+	if (!ec->ec_upper)
+		return -1;
+	if (!config_upper_by_name(ec->ec_upper))
+		return config_upper_expand(ec->ec_upper, addr, dir, len);
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	name = hostmap_find(ns->ns_cfg->cf_hosts, addr);
+	if (name)
+		snprintf(key, sizeof(key), "%s", name);
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	if (!key[0] && vt) {
+		pthread_mutex_lock(&vt->vt_lock);
+		for (int k = 0; k < vt->vt_n && !key[0]; k++) {
+			struct nfs_view *vw = vt->vt_list[k];
+
+			pthread_mutex_lock(&vw->vw_lock);
+			if (vw->vw_export == i && !strcmp(vw->vw_seen, addr))
+				snprintf(key, sizeof(key), "%s", vw->vw_key);
+			pthread_mutex_unlock(&vw->vw_lock);
+		}
+		pthread_mutex_unlock(&vt->vt_lock);
+	}
+	return key[0] ? config_upper_expand(ec->ec_upper, key, dir, len) : -1;
 }
 
 uint64_t nfs_views_fileid(const struct nfs_server *ns, const struct union_export *ux,
@@ -339,6 +492,8 @@ static bool views_mounted(struct nfs_server *ns, const struct export_conf *ec, c
 	size_t len = strlen(ec->ec_name);
 	bool found = false;
 
+	if (!addr[0])
+		return false;
 	pthread_mutex_lock(&ns->ns_mounts_lock);
 	for (struct mount_entry *me = ns->ns_mounts; me && !found; me = me->me_next)
 		found = !strcmp(me->me_host, addr) && !strncmp(me->me_path, ec->ec_name, len) &&
@@ -356,30 +511,64 @@ static int views_rm_one(const char *path, const struct stat *st, int flag, struc
 	return unlink(path) < 0 ? -1 : 0;
 }
 
-/* Takes client addr's view of export i out of service (vt_lock held): table, map, upper name. */
-static int views_retire_locked(struct nfs_server *ns, int i, const char *addr, char *gone,
+/*
+ * The key of the client an admin named for a reset of export i: an address, or for %h
+ * also a host name. Returns 0, 1 when client cannot name a client of this export, or
+ * -errno with the cause in err.
+ */
+static int views_reset_key(struct nfs_server *ns, int i, const char *client, char *key,
+			   size_t keylen, char *err, size_t errlen)
+{
+	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+
+	if (hostmap_is_address(client))
+		return views_client_key(ns, i, client, key, keylen, err, errlen);
+	if (!config_upper_by_name(ec->ec_upper) || !hostmap_name_ok(client) ||
+	    strlen(client) >= keylen)
+		return 1;
+	for (size_t k = 0; client[k]; k++)
+		key[k] = (char)(client[k] >= 'A' && client[k] <= 'Z' ? client[k] - 'A' + 'a'
+								     : client[k]);
+	key[strlen(client)] = '\0';
+	return 0;
+}
+
+/* The address client key was last seen at (its own text for %a), or "" (vt_lock held). */
+static void views_seen_locked(struct nfs_views *vt, int i, const char *key, char *addr,
+			      size_t len)
+{
+	struct nfs_view *vw = views_find_locked(vt, i, key);
+
+	addr[0] = '\0';
+	if (!vw)
+		return;
+	pthread_mutex_lock(&vw->vw_lock);
+	snprintf(addr, len, "%s", vw->vw_seen);
+	pthread_mutex_unlock(&vw->vw_lock);
+}
+
+/* Takes client key's view of export i out of service (vt_lock held): table, map, upper name. */
+static int views_retire_locked(struct nfs_server *ns, int i, const char *key, char *gone,
 			       size_t gonelen)
 {
 	struct nfs_views *vt = ns->ns_views;
 	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
 	char upper[PATH_MAX], name[VIEWS_NAME_MAX + 1];
+	struct nfs_view *vw = views_find_locked(vt, i, key);
 	bool had = false;
 	int r;
 
-	for (int k = 0; k < vt->vt_n; k++) {
-		struct nfs_view *vw = vt->vt_list[k];
-
-		if (vw->vw_export != i || strcmp(vw->vw_addr, addr))
-			continue;
+	if (vw) {
 		atomic_store(&vt->vt_byid[union_export_id(vw->vw_ux)], NULL);
-		vt->vt_list[k] = vt->vt_list[--vt->vt_n];
+		for (int k = 0; k < vt->vt_n; k++)
+			if (vt->vt_list[k] == vw)
+				vt->vt_list[k] = vt->vt_list[--vt->vt_n];
 		vw->vw_next = vt->vt_retired;
 		vt->vt_retired = vw;
 		had = true;
-		break;
 	}
-	if (config_upper_expand(ec->ec_upper, addr, upper, sizeof(upper)) < 0 ||
-	    (size_t)snprintf(name, sizeof(name), "%s%%%s", ec->ec_name, addr) >= sizeof(name))
+	if (config_upper_expand(ec->ec_upper, key, upper, sizeof(upper)) < 0 ||
+	    (size_t)snprintf(name, sizeof(name), "%s%%%s", ec->ec_name, key) >= sizeof(name))
 		return -ENAMETOOLONG;
 	r = store_unbind_export(union_store(ns->ns_exports[i]), name);
 	if (r == 0)
@@ -399,16 +588,23 @@ static int views_retire_locked(struct nfs_server *ns, int i, const char *addr, c
 	return had ? 0 : -ENOENT;
 }
 
-int nfs_views_reset(struct nfs_server *ns, const char *addr, bool force, char *msg,
+int nfs_views_reset(struct nfs_server *ns, const char *client, bool force, char *msg,
 		    size_t msglen)
 {
 	struct nfs_views *vt = ns->ns_views;
-	char gone[PATH_MAX + 64];
-	int done = 0, r = -EINVAL;
+	char gone[PATH_MAX + 64], seen[VIEWS_ADDR_MAX], err[600];
+	char (*keys)[VIEWS_KEY_MAX];
+	int done = 0, r = -EINVAL, kr;
 
 	msg[0] = '\0';
-	if (!vt)
-		return -EINVAL;
+	if (!vt || !ns->ns_nexports)
+		goto out;
+	keys = calloc((size_t)ns->ns_nexports, sizeof(*keys));
+	if (!keys) {
+		snprintf(msg, msglen, "out of memory");
+		return -ENOMEM;
+	}
+	/* First every key and the mounted check, so a refusal discards nothing. */
 	for (int i = 0; i < ns->ns_nexports; i++) {
 		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
 
@@ -416,9 +612,23 @@ int nfs_views_reset(struct nfs_server *ns, const char *addr, bool force, char *m
 			continue;
 		if (r == -EINVAL)
 			r = -ENOENT;
-		if (!force && views_mounted(ns, ec, addr)) {
+		kr = views_reset_key(ns, i, client, keys[i], sizeof(keys[i]), err, sizeof(err));
+		if (kr < 0) {
+			snprintf(msg, msglen, "%s", err);
+			free(keys);
+			return kr;
+		}
+		if (kr > 0) {
+			keys[i][0] = '\0';
+			continue;
+		}
+		pthread_mutex_lock(&vt->vt_lock);
+		views_seen_locked(vt, i, keys[i], seen, sizeof(seen));
+		pthread_mutex_unlock(&vt->vt_lock);
+		if (!force && (views_mounted(ns, ec, client) || views_mounted(ns, ec, seen))) {
 			snprintf(msg, msglen, "client %s has %s mounted; unmount it there first, or "
-				 "reset --force (its calls then get NFS3ERR_STALE)", addr, ec->ec_name);
+				 "reset --force (its calls then get NFS3ERR_STALE)", client, ec->ec_name);
+			free(keys);
 			return -EBUSY;
 		}
 	}
@@ -426,34 +636,38 @@ int nfs_views_reset(struct nfs_server *ns, const char *addr, bool force, char *m
 		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
 		int rr;
 
-		if (!ec->ec_upper || !ns->ns_exports[i])
+		if (!ec->ec_upper || !ns->ns_exports[i] || !keys[i][0])
 			continue;
 		cred_restore();
 		pthread_mutex_lock(&vt->vt_lock);
-		rr = views_retire_locked(ns, i, addr, gone, sizeof(gone));
+		rr = views_retire_locked(ns, i, keys[i], gone, sizeof(gone));
 		pthread_mutex_unlock(&vt->vt_lock);
 		if (rr == -ENOENT)
 			continue;
 		if (rr < 0) {
 			snprintf(msg, msglen, "cannot reset client %s of export %s: %s; see the log",
-				 addr, ec->ec_name, strerror(-rr));
+				 client, ec->ec_name, strerror(-rr));
+			free(keys);
 			return rr;
 		}
 		if (gone[0] && nftw(gone, views_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
 			log_warn("reset of client %s: cannot remove %s completely: %s; remove it by "
-				 "hand", addr, gone, strerror(errno));
-		log_info("export %s: client %s reset to the pristine base", ec->ec_name, addr);
+				 "hand", keys[i], gone, strerror(errno));
+		log_info("export %s: client %s reset to the pristine base", ec->ec_name, keys[i]);
 		done++;
 		r = 0;
 	}
+	free(keys);
+out:
 	if (r == 0)
 		snprintf(msg, msglen, "client %s: %d layer%s discarded; its next mount starts from "
-			 "the pristine base, its old handles are stale", addr, done, done == 1 ? "" : "s");
+			 "the pristine base, its old handles are stale", client, done, done == 1 ? "" : "s");
 	else if (r == -ENOENT)
-		snprintf(msg, msglen, "client %s has no layer of its own to discard (see `clients`)",
-			 addr);
+		snprintf(msg, msglen, "client %s has no layer of its own to discard (see `clients`; "
+			 "name a client by its address, or by its host name where upper= has %%h)",
+			 client);
 	else
 		snprintf(msg, msglen, "no export has per-client upper branches (option upper=...); "
-			 "there is no layer of %s to discard", addr);
+			 "there is no layer of %s to discard", client);
 	return r;
 }

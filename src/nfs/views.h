@@ -1,9 +1,10 @@
 /*
  * Per-client views of exports with the option upper=TEMPLATE: each client gets its own
- * writable upper branch (TEMPLATE expanded with its address) over the export's branches,
- * all read-only lowers. A view is a union of its own, bound in the inode map under the
- * name "EXPORT%ADDRESS" (so it has its own export id: handles name the view), made on the
- * client's first MNT and, after a restart, opened again from the id in a client's handle.
+ * writable upper branch (TEMPLATE expanded with its key: its address for %a, its host name
+ * for %h) over the export's branches, all read-only lowers. A view is a union of its own,
+ * bound in the inode map under the name "EXPORT%KEY" (so it has its own export id: handles
+ * name the view), made on the client's first MNT and, after a restart, opened again from
+ * the id in a client's handle.
  *
  * The table is owned by the NFS server: bounded, thread-safe, and views stay open until the
  * server stops, so a view pointer handed out stays valid for the server's lifetime.
@@ -29,7 +30,9 @@ void nfs_views_free(struct nfs_views *vt);
 /*
  * The view of export index i for the client whose address (nfs_peer_host's text) is addr:
  * found, or made (its upper created if missing with the owner and mode of the top lower's
- * root) and bound. Returns 0, or -errno with a message naming cause and fix in err.
+ * root) and bound. For %h the address is named by the hosts map or reverse DNS, which may
+ * block (MNT runs on a worker). Returns 0, or -errno with a message naming cause and fix
+ * in err (-EACCES: the client has no usable host name).
  */
 int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
 			 struct union_export **ux, char *err, size_t errlen);
@@ -44,15 +47,23 @@ nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, i
 			 struct union_export **ux);
 
 /*
- * Discards client addr's own upper branches (every export with upper=): refused with
+ * Discards the own upper branches of client (an address, or a host name for exports with
+ * %h) in every export with upper=: refused with
  * -EBUSY while the client has one of them mounted (the MOUNT list), unless force. The view
  * leaves the table (calls already running finish on it), its inode map binding and records
  * go (its handles are stale from then on), and its upper directory is removed; the
  * client's next MNT starts again from the pristine base. -ENOENT when the client has no
  * layer, -EINVAL when no export has upper=. msg receives a line for the admin.
  */
-int nfs_views_reset(struct nfs_server *ns, const char *addr, bool force, char *msg,
+int nfs_views_reset(struct nfs_server *ns, const char *client, bool force, char *msg,
 		    size_t msglen);
+
+/*
+ * Where the own upper of the client at addr is for export index i, without waiting for a
+ * name lookup (for the control socket, on the loop): -1 when the export has no upper= or,
+ * for %h, the address is in neither the hosts map nor a view's last-seen address.
+ */
+int nfs_views_upper_of(struct nfs_server *ns, int i, const char *addr, char *dir, size_t len);
 
 /*
  * The NFS fileid of union inode ino of ux: ino itself for an export of the config; for a

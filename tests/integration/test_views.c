@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,6 +360,132 @@ static void test_reset(void **state)
 	it_fh_free(&fha2);
 }
 
+static char hostsmap[PATH_MAX];
+
+static void write_hosts(const char *text)
+{
+	it_write_file(hostsmap, text, strlen(text));
+}
+
+/* SIGHUP, then waits for the reload's log line (the nth of the run). */
+static void reload(int nth)
+{
+	char needle[64];
+
+	assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
+	for (int t = 0; t < 200; t++) {
+		char *log;
+		size_t len, n = 0;
+
+		log = it_read_file(srv.is_log, &len);
+		for (char *p = log; p && (p = strstr(p, "configuration reloaded")); p++)
+			n++;
+		free(log);
+		if ((int)n >= nth)
+			return;
+		usleep(25000);
+	}
+	snprintf(needle, sizeof(needle), "reload %d", nth);
+	it_server_dump_log(&srv);
+	fail_msg("no 'configuration reloaded' in the log after SIGHUP (%s)", needle);
+}
+
+static int ctl_clients(char *out, size_t outlen)
+{
+	char bin[PATH_MAX];
+	const char *build = getenv("BUILD");
+	char *argv[] = { bin, "--state", srv.is_state, "clients", NULL };
+
+	it_path(bin, "%s/unionnfsd-ctl", build && *build ? build : "build");
+	return it_run(argv, 30, out, outlen);
+}
+
+/*
+ * upper=.../%h: layers named by host name from the --hosts map. A layer follows the name:
+ * after the map moves a name to another address (SIGHUP), that address owns the layer and
+ * the old one no longer does; a restart keeps it; reset takes the name.
+ */
+static void test_by_name(void **state)
+{
+	char upa[PATH_MAX], upb[PATH_MAX], out[4096];
+	const char *extra[] = { "--hosts", hostsmap, NULL };
+	nfs_fh3 fha, fhb, file;
+	CLIENT *ca, *cb;
+	fattr3 attr;
+
+	(void)state;
+	it_server_init(&srv, true);
+	it_path(upa, "%s/base.txt", srv.is_lower);
+	it_write_file(upa, BASE_TEXT, strlen(BASE_TEXT));
+	it_path(clients, "%s/clients", srv.is_dir);
+	it_path(hostsmap, "%s/hosts", srv.is_dir);
+	write_hosts("# lab\n127.0.0.1 Alpha\n127.0.0.2 beta beta.lab\n");
+	snprintf(opts, sizeof(opts), "upper=%s/%%h,insecure,no_root_squash", clients);
+	srv.is_opts = opts;
+	memcpy(srv.is_extra, extra, sizeof(extra));
+	if (it_server_start(&srv) != 0)
+		fail_msg("the server did not start with upper=%%h and --hosts");
+
+	mnt_from("127.0.0.1", &fha);
+	mnt_from("127.0.0.2", &fhb);
+	it_path(upa, "%s/alpha", clients);
+	it_path(upb, "%s/beta", clients);
+	assert_true(it_exists(upa));
+	assert_true(it_exists(upb));
+	ca = nfs_from("127.0.0.1");
+	cb = nfs_from("127.0.0.2");
+	it_assert_status(create_file(ca, &fha, "alpha-file"), NFS3_OK);
+	it_assert_status(it_lookup(ca, &fha, "alpha-file", &file, NULL), NFS3_OK);
+	assert_true(exists_in(upa, "alpha-file"));
+	assert_false(exists_in(upb, "alpha-file"));
+	it_assert_status(it_lookup(cb, &fhb, "alpha-file", NULL, NULL), NFS3ERR_NOENT);
+	it_assert_status(it_getattr(cb, &file, &attr), NFS3ERR_ACCES);
+	assert_int_equal(ctl_clients(out, sizeof(out)), 0);
+	assert_non_null(strstr(out, upa));
+	assert_non_null(strstr(out, upb));
+
+	/* The name alpha moves to 127.0.0.2 (a new lease): the layer goes with it. */
+	write_hosts("127.0.0.2 alpha\n127.0.0.1 gamma\n");
+	reload(1);
+	it_assert_status(it_getattr(cb, &file, &attr), NFS3_OK);
+	it_assert_status(it_getattr(ca, &file, &attr), NFS3ERR_ACCES);
+
+	/* A restart reopens the view by name from the handle. */
+	it_clnt_destroy(ca);
+	it_clnt_destroy(cb);
+	it_server_restart(&srv);
+	ca = nfs_from("127.0.0.1");
+	cb = nfs_from("127.0.0.2");
+	it_assert_status(it_getattr(cb, &file, &attr), NFS3_OK);
+	it_assert_status(it_getattr(ca, &file, &attr), NFS3ERR_ACCES);
+
+	/* A malformed map on SIGHUP keeps the old one (and says why). */
+	write_hosts("127.0.0.2\n");
+	assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
+	for (int t = 0; t < 200 && !it_server_log_contains(&srv, "has no host name"); t++)
+		usleep(25000);
+	assert_true(it_server_log_contains(&srv, "has no host name"));
+	it_assert_status(it_getattr(cb, &file, &attr), NFS3_OK);
+
+	/* reset by name; the name's layer is gone, its handles stale. */
+	assert_int_equal(ctl_reset("ALPHA", true, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "1 layer discarded"));
+	assert_false(it_exists(upa));
+	assert_true(it_exists(upb));
+	it_assert_status(it_getattr(cb, &file, &attr), NFS3ERR_STALE);
+	assert_int_equal(ctl_reset("delta", true, out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "no layer of its own"));
+	assert_int_equal(ctl_reset("no/such", true, out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "neither a client address nor a host name"));
+
+	it_clnt_destroy(ca);
+	it_clnt_destroy(cb);
+	it_fh_free(&file);
+	it_fh_free(&fha);
+	it_fh_free(&fhb);
+	memset(srv.is_extra, 0, sizeof(srv.is_extra));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -366,6 +493,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_restart, after_each),
 		cmocka_unit_test_teardown(test_upper_in_lower, after_each),
 		cmocka_unit_test_teardown(test_reset, after_each),
+		cmocka_unit_test_teardown(test_by_name, after_each),
 	};
 
 	return cmocka_run_group_tests_name("views", tests, NULL, NULL);

@@ -550,7 +550,7 @@ static void test_file_bad_lines(void **state)
 	expect_file_error(fx, "port 2049\n\nrww 1\n",
 			  "3: unknown option 'rww' (expected listen, port, mount-port, portmap-port, "
 			  "state, portmap, workers, max-record, max-connections, idle-timeout, "
-			  "max-requests-per-connection, max-buffered, metrics, export, foreground)");
+			  "max-requests-per-connection, max-buffered, metrics, hosts, export, foreground)");
 	expect_file_error(fx, "export /union /srv/upper rww\n",
 			  "1: unknown export option 'rww' (expected ro, rw, root_squash, "
 			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "

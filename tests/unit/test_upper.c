@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -45,6 +46,18 @@ static void test_expand(void **state)
 	assert_string_equal(out, "/1.2.3.4");
 	assert_int_equal(config_upper_expand("/%a", "1.2.3.4", out, 8), -1);
 	assert_int_equal(config_upper_expand("/abcdefgh/%a", "1", out, 8), -1);
+	/* %h takes the host name the same way. */
+	assert_int_equal(config_upper_expand("/srv/%h/up", "lab01", out, sizeof(out)), 0);
+	assert_string_equal(out, "/srv/lab01/up");
+}
+
+static void test_by_name(void **state)
+{
+	(void)state;
+	assert_true(config_upper_by_name("/srv/%h"));
+	assert_false(config_upper_by_name("/srv/%a"));
+	assert_false(config_upper_by_name("/srv/%%h/%a"));
+	assert_true(config_upper_by_name("/srv/%%/%h"));
 }
 
 static void test_check(void **state)
@@ -57,11 +70,12 @@ static void test_check(void **state)
 	assert_int_equal(config_upper_check("srv/%a", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "not an absolute path"));
 	assert_int_equal(config_upper_check("/srv/clients", err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "has no %a"));
+	assert_non_null(strstr(err, "has no %a or %h"));
 	assert_int_equal(config_upper_check("/srv/%%a", err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "has no %a"));
-	assert_int_equal(config_upper_check("/srv/%h", err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "%h (client host name) is not supported yet; use %a"));
+	assert_non_null(strstr(err, "has no %a or %h"));
+	assert_int_equal(config_upper_check("/srv/%h", err, sizeof(err)), 0);
+	assert_int_equal(config_upper_check("/srv/%h/%a", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "both %a and %h"));
 	assert_int_equal(config_upper_check("/srv/%a/%x", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "unknown '%x'"));
 	assert_int_equal(config_upper_check("/srv/%a%", err, sizeof(err)), -1);
@@ -104,9 +118,61 @@ static void test_o_flag(void **state)
 	config_free(&cf);
 
 	config_init(&cf);
-	assert_int_equal(PARSE(&cf, err, "-e", "/union=/srv/base", "-o", "upper=/c/%h"), -1);
-	assert_non_null(strstr(err, "option -o: upper=/c/%h: %h (client host name) is not supported yet"));
+	assert_int_equal(PARSE(&cf, err, "-e", "/union=/srv/base", "-o", "upper=/c/%h"), 0);
+	assert_string_equal(cf.cf_exports[0].ec_upper, "/c/%h");
+	assert_null(cf.cf_hosts);
 	config_free(&cf);
+
+	config_init(&cf);
+	assert_int_equal(PARSE(&cf, err, "-e", "/union=/srv/base", "-o", "upper=/c/%h%a"), -1);
+	assert_non_null(strstr(err, "option -o: upper=/c/%h%a names the client by both"));
+	config_free(&cf);
+}
+
+/* --hosts and the config file's hosts: the map is read at once, errors name its line. */
+static void test_hosts(void **state)
+{
+	char map[] = "/tmp/unfs-hosts-XXXXXX", conf[] = "/tmp/unfs-hconf-XXXXXX";
+	char err[CONFIG_ERRLEN], text[256];
+	struct config cf;
+	int fd, n;
+
+	(void)state;
+	fd = mkstemp(map);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "10.0.0.5 lab05\n", 15), 15);
+	close(fd);
+	config_init(&cf);
+	assert_int_equal(PARSE(&cf, err, "--hosts", map, "-e", "/u=/srv/b", "-o", "upper=/c/%h"), 0);
+	assert_non_null(cf.cf_hosts);
+	config_free(&cf);
+
+	fd = mkstemp(conf);
+	assert_true(fd >= 0);
+	n = snprintf(text, sizeof(text), "# lab\nhosts %s\nexport /u /srv/b upper=/c/%%h\n", map);
+	assert_int_equal(write(fd, text, (size_t)n), n);
+	close(fd);
+	config_init(&cf);
+	assert_int_equal(config_parse_file(&cf, conf, err, sizeof(err)), 0);
+	assert_non_null(cf.cf_hosts);
+	config_free(&cf);
+
+	config_init(&cf);
+	assert_int_equal(PARSE(&cf, err, "--hosts", "rel/hosts"), -1);
+	assert_non_null(strstr(err, "option --hosts: 'rel/hosts' is not an absolute path"));
+	config_free(&cf);
+
+	fd = open(map, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "10.0.0.5\n", 9), 9);
+	close(fd);
+	config_init(&cf);
+	assert_int_equal(config_parse_file(&cf, conf, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, ":2: "));
+	assert_non_null(strstr(err, ":1: '10.0.0.5' has no host name"));
+	config_free(&cf);
+	unlink(map);
+	unlink(conf);
 }
 
 static void test_client_rules(void **state)
@@ -163,6 +229,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_expand),
 		cmocka_unit_test(test_check),
+		cmocka_unit_test(test_by_name),
+		cmocka_unit_test(test_hosts),
 		cmocka_unit_test(test_o_flag),
 		cmocka_unit_test(test_client_rules),
 		cmocka_unit_test(test_file),
