@@ -43,6 +43,25 @@ uint64_t stats_clock(void);
  */
 void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t replylen,
 		const struct sockaddr *peer, socklen_t peerlen, const void *res);
+/*
+ * Why a handle is stale, for the NFS3ERR_STALE replies counted by cause. The code that finds
+ * the cause marks it on its thread; the dispatcher's stats_call counts it with the reply.
+ */
+enum stats_stale_cause {
+	STATS_STALE_OBJECT_GONE = 0,  /* the map knows the object, no branch has it as recorded
+				       * (removed or replaced behind the server's back) */
+	STATS_STALE_NO_RECORD,        /* the inode map has no record of it (removed through the
+				       * server, or the state directory was replaced) */
+	STATS_STALE_UNKNOWN_EXPORT,   /* its export id is no export or view of this server
+				       * (export removed, view reset, another server's handle) */
+	STATS_STALE_VIEW_UNAVAILABLE, /* its per-client view cannot be opened (upper removed) */
+	STATS_STALE_NCAUSES
+};
+/* Marks the cause of the STALE this thread's call may answer; returns err. */
+int stats_stale(int err, enum stats_stale_cause cause);
+/* A cause's name, as in `stats` and the Prometheus label ("no_record"). */
+const char *stats_stale_cause_name(enum stats_stale_cause cause);
+
 /* A copy-up finished with r (counted when 0); returns r. */
 int stats_copyup(int r);
 /* A whiteout was made with result r (counted when 0); returns r. */
@@ -71,6 +90,7 @@ struct stats_totals {
 	uint64_t st_copyups;
 	uint64_t st_whiteouts;
 	uint64_t st_stale;
+	uint64_t st_stale_by[STATS_STALE_NCAUSES];
 	uint64_t st_clients_dropped;  /* calls from addresses beyond STATS_MAX_CLIENTS */
 };
 void stats_totals_get(struct stats_totals *out);

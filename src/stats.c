@@ -42,6 +42,16 @@ struct stats_client_ent {
 static struct stats_counters stats_procs[STATS_NPROGS][STATS_MAX_PROCS];
 static atomic_uint_fast64_t stats_rejected, stats_req_bytes, stats_reply_bytes;
 static atomic_uint_fast64_t stats_copyups, stats_whiteouts, stats_clients_dropped;
+static atomic_uint_fast64_t stats_stale_by[STATS_STALE_NCAUSES];
+/* The cause marked by this thread's current call; cleared when the call is counted. */
+static __thread int stats_stale_mark = -1;
+
+static const char *const stats_stale_names[STATS_STALE_NCAUSES] = {
+	[STATS_STALE_OBJECT_GONE] = "object_gone",
+	[STATS_STALE_NO_RECORD] = "no_record",
+	[STATS_STALE_UNKNOWN_EXPORT] = "unknown_export",
+	[STATS_STALE_VIEW_UNAVAILABLE] = "view_unavailable",
+};
 static _Atomic(struct stats_client_ent *) stats_chains[STATS_CLIENT_CHAINS];
 static atomic_uint stats_nclients;
 /* Only inserts take it: two first calls of one new client must not make two entries. */
@@ -214,9 +224,26 @@ void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t 
 		memcpy(&status, res, sizeof(status));
 		if (status != 0)
 			ADD(c->sc_errors, 1);
-		if (status == STATS_NFS3ERR_STALE)
+		if (status == STATS_NFS3ERR_STALE) {
 			ADD(c->sc_stale, 1);
+			/* Unmarked STALE comes from the union layer: the object is not as recorded. */
+			ADD(stats_stale_by[stats_stale_mark >= 0 ? stats_stale_mark
+								 : STATS_STALE_OBJECT_GONE], 1);
+		}
 	}
+	stats_stale_mark = -1;
+}
+
+int stats_stale(int err, enum stats_stale_cause cause)
+{
+	if ((unsigned)cause < STATS_STALE_NCAUSES)
+		stats_stale_mark = (int)cause;
+	return err;
+}
+
+const char *stats_stale_cause_name(enum stats_stale_cause cause)
+{
+	return (unsigned)cause < STATS_STALE_NCAUSES ? stats_stale_names[cause] : "unknown";
 }
 
 int stats_copyup(int r)
@@ -267,6 +294,8 @@ void stats_totals_get(struct stats_totals *out)
 	out->st_copyups = GET(stats_copyups);
 	out->st_whiteouts = GET(stats_whiteouts);
 	out->st_clients_dropped = GET(stats_clients_dropped);
+	for (unsigned k = 0; k < STATS_STALE_NCAUSES; k++)
+		out->st_stale_by[k] = GET(stats_stale_by[k]);
 }
 
 const char *stats_prog_name(enum stats_prog prog)
@@ -364,6 +393,14 @@ int stats_report(char **buf, size_t *len, size_t *cap)
 			  (unsigned long long)t.st_req_bytes, (unsigned long long)t.st_reply_bytes,
 			  (unsigned long long)t.st_copyups, (unsigned long long)t.st_whiteouts,
 			  (unsigned long long)t.st_stale);
+	if (r == 0 && t.st_stale > 0) {
+		r = stats_appendf(buf, len, cap, "STALE replies by cause:");
+		for (unsigned k = 0; r == 0 && k < STATS_STALE_NCAUSES; k++)
+			r = stats_appendf(buf, len, cap, " %s %llu", stats_stale_names[k],
+					  (unsigned long long)t.st_stale_by[k]);
+		if (r == 0)
+			r = stats_appendf(buf, len, cap, "\n");
+	}
 	if (r == 0 && t.st_clients_dropped > 0)
 		r = stats_appendf(buf, len, cap,
 				  "calls from clients beyond the first %d addresses (not in `clients`): %llu\n",
@@ -509,6 +546,14 @@ int stats_prometheus(char **buf, size_t *len, size_t *cap)
 			 t.st_copyups);
 	STATS_PROM_TOTAL("unionnfsd_whiteouts_total", "Whiteouts made.", t.st_whiteouts);
 #undef STATS_PROM_TOTAL
+	if (r == 0)
+		r = stats_appendf(buf, len, cap,
+				  "# HELP unionnfsd_stale_replies_by_cause_total NFS3ERR_STALE replies, by why the handle is stale.\n"
+				  "# TYPE unionnfsd_stale_replies_by_cause_total counter\n");
+	for (unsigned k = 0; r == 0 && k < STATS_STALE_NCAUSES; k++)
+		r = stats_appendf(buf, len, cap,
+				  "unionnfsd_stale_replies_by_cause_total{cause=\"%s\"} %llu\n",
+				  stats_stale_names[k], (unsigned long long)t.st_stale_by[k]);
 	return r;
 }
 
@@ -523,6 +568,8 @@ void stats_reset(void)
 	atomic_store(&stats_copyups, 0);
 	atomic_store(&stats_whiteouts, 0);
 	atomic_store(&stats_clients_dropped, 0);
+	for (unsigned k = 0; k < STATS_STALE_NCAUSES; k++)
+		atomic_store(&stats_stale_by[k], 0);
 	for (unsigned h = 0; h < STATS_CLIENT_CHAINS; h++) {
 		for (e = atomic_exchange(&stats_chains[h], NULL); e != NULL; e = next) {
 			next = atomic_load(&e->ce_next);

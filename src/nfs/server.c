@@ -14,6 +14,7 @@
 #include "exports.h"
 #include "log.h"
 #include "nfs_internal.h"
+#include "stats.h"
 #include "views.h"
 
 void nfs_server_init(struct nfs_server *ns, const struct config *cf)
@@ -255,7 +256,9 @@ nfsstat3 nfs_call_handle(const struct nfs_call *nc, const nfs_fh3 *fh, uint64_t 
 		      nc->nc_ns->ns_handle_key, &h) != 0)
 		return NFS3ERR_BADHANDLE;
 	if (h.fh_export != union_export_id(nc->nc_ux))
-		return nfs_export_index(nc->nc_ns, h.fh_export) < 0 ? NFS3ERR_STALE : NFS3ERR_XDEV;
+		return nfs_export_index(nc->nc_ns, h.fh_export) < 0
+			       ? (nfsstat3)stats_stale(NFS3ERR_STALE, STATS_STALE_UNKNOWN_EXPORT)
+			       : NFS3ERR_XDEV;
 	*ino = h.fh_ino;
 	return NFS3_OK;
 }

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "nfs.h"
 #include "nfs_internal.h"
+#include "stats.h"
 #include "union.h"
 #include "views.h"
 
@@ -351,8 +352,12 @@ static bool views_log_due(_Atomic time_t *last)
 	return now - prev >= 60 && atomic_compare_exchange_strong(last, &prev, now);
 }
 
-/* Finds the view bound under id in the inode map and opens it (caller holds vt_lock). */
-static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id)
+/*
+ * Finds the view bound under id in the inode map and opens it (caller holds vt_lock). On
+ * failure *why says whether the id is unknown or the view could not be opened.
+ */
+static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id,
+					    enum stats_stale_cause *why)
 {
 	static _Atomic time_t last;
 	char name[VIEWS_NAME_MAX + 1], err[512];
@@ -367,6 +372,8 @@ static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id)
 	sep = strrchr(name, '%');
 	if (!sep)
 		return NULL; /* an export that is no view (one removed from the config) */
+	/* The map knows the view: from here on a failure is the view's, not the handle's. */
+	*why = STATS_STALE_VIEW_UNAVAILABLE;
 	*sep = '\0';
 	key = sep + 1;
 	for (i = 0; i < ns->ns_nexports; i++) {
@@ -420,17 +427,19 @@ nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, i
 	struct nfs_views *vt = ns->ns_views;
 	struct nfs_view *vw;
 
+	enum stats_stale_cause why = STATS_STALE_UNKNOWN_EXPORT;
+
 	if (!vt)
-		return NFS3ERR_STALE;
+		return (nfsstat3)stats_stale(NFS3ERR_STALE, why);
 	vw = atomic_load(&vt->vt_byid[id]);
 	if (!vw) {
 		pthread_mutex_lock(&vt->vt_lock);
 		vw = atomic_load(&vt->vt_byid[id]);
 		if (!vw)
-			vw = views_reopen_locked(ns, id);
+			vw = views_reopen_locked(ns, id, &why);
 		pthread_mutex_unlock(&vt->vt_lock);
 		if (!vw)
-			return NFS3ERR_STALE;
+			return (nfsstat3)stats_stale(NFS3ERR_STALE, why);
 	}
 	/* A handle names one client's view: no other client may reach that upper with it. */
 	if (!views_owned_by(ns, vw, addr)) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "fsio.h"
+#include "stats.h"
 #include "uint.h"
 
 void uobj_init(struct uobj *o)
@@ -131,7 +132,7 @@ static int uchain_load(struct union_export *ux, struct store_txn *wtxn, uint64_t
 out:
 	ures_txn_end(wtxn, t);
 	if (r == -ENOENT)
-		r = -ESTALE;
+		r = stats_stale(-ESTALE, STATS_STALE_NO_RECORD);
 	if (r < 0)
 		uchain_free(c);
 	return r;

@@ -390,11 +390,12 @@ static void reload(int nth)
 	fail_msg("no 'configuration reloaded' in the log after SIGHUP (%s)", needle);
 }
 
-static int ctl_clients(char *out, size_t outlen)
+/* unionnfsd-ctl COMMAND (clients, stats) against the test's server. */
+static int ctl_cmd(const char *cmd, char *out, size_t outlen)
 {
 	char bin[PATH_MAX];
 	const char *build = getenv("BUILD");
-	char *argv[] = { bin, "--state", srv.is_state, "clients", NULL };
+	char *argv[] = { bin, "--state", srv.is_state, (char *)cmd, NULL };
 
 	it_path(bin, "%s/unionnfsd-ctl", build && *build ? build : "build");
 	return it_run(argv, 30, out, outlen);
@@ -440,7 +441,7 @@ static void test_by_name(void **state)
 	assert_false(exists_in(upb, "alpha-file"));
 	it_assert_status(it_lookup(cb, &fhb, "alpha-file", NULL, NULL), NFS3ERR_NOENT);
 	it_assert_status(it_getattr(cb, &file, &attr), NFS3ERR_ACCES);
-	assert_int_equal(ctl_clients(out, sizeof(out)), 0);
+	assert_int_equal(ctl_cmd("clients", out, sizeof(out)), 0);
 	assert_non_null(strstr(out, upa));
 	assert_non_null(strstr(out, upb));
 
@@ -486,6 +487,55 @@ static void test_by_name(void **state)
 	memset(srv.is_extra, 0, sizeof(srv.is_extra));
 }
 
+/*
+ * Each way a handle goes stale is counted under its cause in `unionnfsd-ctl stats`: a view
+ * whose upper was removed by hand, an object removed through the server, one removed
+ * behind its back, a view reset.
+ */
+static void test_stale_causes(void **state)
+{
+	nfs_fh3 fha, fhb, gone, handmade;
+	char path[PATH_MAX], out[8192];
+	CLIENT *ca, *cb;
+	fattr3 attr;
+
+	(void)state;
+	start(false); /* -o keeps the ports over the restart */
+	mnt_from("127.0.0.1", &fha);
+	mnt_from("127.0.0.2", &fhb);
+	it_assert_status(it_server_stop(&srv), 0);
+	it_path(path, "%s/127.0.0.2", clients);
+	it_rm_rf(path);
+	if (it_server_start(&srv) != 0)
+		fail_msg("the server did not start again");
+	cb = nfs_from("127.0.0.2");
+	it_assert_status(it_getattr(cb, &fhb, &attr), NFS3ERR_STALE);        /* view_unavailable */
+
+	ca = nfs_from("127.0.0.1");
+	it_assert_status(create_file(ca, &fha, "f"), NFS3_OK);
+	it_assert_status(it_lookup(ca, &fha, "f", &gone, NULL), NFS3_OK);
+	it_assert_status(remove_file(ca, &fha, "f"), NFS3_OK);
+	it_assert_status(it_getattr(ca, &gone, &attr), NFS3ERR_STALE);       /* no_record */
+	it_assert_status(create_file(ca, &fha, "g"), NFS3_OK);
+	it_assert_status(it_lookup(ca, &fha, "g", &handmade, NULL), NFS3_OK);
+	it_path(path, "%s/127.0.0.1/g", clients);
+	assert_int_equal(unlink(path), 0);
+	it_assert_status(it_getattr(ca, &handmade, &attr), NFS3ERR_STALE);   /* object_gone */
+	assert_int_equal(ctl_reset("127.0.0.1", true, out, sizeof(out)), 0);
+	it_assert_status(it_getattr(ca, &fha, &attr), NFS3ERR_STALE);        /* unknown_export */
+
+	assert_int_equal(ctl_cmd("stats", out, sizeof(out)), 0);
+	if (!strstr(out, "STALE replies by cause: object_gone 1 no_record 1 unknown_export 1 "
+			 "view_unavailable 1\n"))
+		fail_msg("stats output:\n%s", out);
+	it_clnt_destroy(ca);
+	it_clnt_destroy(cb);
+	it_fh_free(&fha);
+	it_fh_free(&fhb);
+	it_fh_free(&gone);
+	it_fh_free(&handmade);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -494,6 +544,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_upper_in_lower, after_each),
 		cmocka_unit_test_teardown(test_reset, after_each),
 		cmocka_unit_test_teardown(test_by_name, after_each),
+		cmocka_unit_test_teardown(test_stale_causes, after_each),
 	};
 
 	return cmocka_run_group_tests_name("views", tests, NULL, NULL);

@@ -146,6 +146,56 @@ static void test_call_hook(void **state)
 	free(buf);
 }
 
+/*
+ * STALE by cause: the cause the call's thread marked, object_gone when none was; a mark
+ * lives only until its call is counted, whatever the call's result.
+ */
+static void test_stale_causes(void **state)
+{
+	struct rpc_call call = { .rc_prog = 100003, .rc_vers = 3, .rc_proc = 3 };
+	uint32_t ok = 0, stale = 70;
+	struct stats_totals t;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+
+	(void)state;
+	assert_int_equal(stats_stale(-116, STATS_STALE_NO_RECORD), -116);
+	stats_call(&call, stats_clock(), 1, 1, NULL, 0, &stale);
+	stats_call(&call, stats_clock(), 1, 1, NULL, 0, &stale);
+	stats_stale(70, STATS_STALE_UNKNOWN_EXPORT);
+	stats_call(&call, stats_clock(), 1, 1, NULL, 0, &ok);
+	stats_call(&call, stats_clock(), 1, 1, NULL, 0, &stale);
+	stats_stale(70, STATS_STALE_VIEW_UNAVAILABLE);
+	stats_call(&call, stats_clock(), 1, 1, NULL, 0, &stale);
+	stats_stale(70, STATS_STALE_UNKNOWN_EXPORT);
+	stats_call(&call, stats_clock(), 1, 1, NULL, 0, &stale);
+	stats_stale(70, (enum stats_stale_cause)99); /* out of range: ignored */
+	stats_call(&call, stats_clock(), 1, 1, NULL, 0, &stale);
+	stats_totals_get(&t);
+	assert_int_equal(t.st_stale, 6);
+	assert_int_equal(t.st_stale_by[STATS_STALE_NO_RECORD], 1);
+	assert_int_equal(t.st_stale_by[STATS_STALE_OBJECT_GONE], 3);
+	assert_int_equal(t.st_stale_by[STATS_STALE_VIEW_UNAVAILABLE], 1);
+	assert_int_equal(t.st_stale_by[STATS_STALE_UNKNOWN_EXPORT], 1);
+	assert_string_equal(stats_stale_cause_name(STATS_STALE_NO_RECORD), "no_record");
+
+	assert_int_equal(stats_report(&buf, &len, &cap), 0);
+	assert_non_null(strstr(buf, "STALE replies by cause: object_gone 3 no_record 1 "
+				    "unknown_export 1 view_unavailable 1\n"));
+	free(buf);
+	buf = NULL;
+	len = cap = 0;
+	assert_int_equal(stats_prometheus(&buf, &len, &cap), 0);
+	assert_non_null(strstr(buf, "# TYPE unionnfsd_stale_replies_by_cause_total counter\n"));
+	assert_non_null(strstr(buf, "unionnfsd_stale_replies_by_cause_total{cause=\"object_gone\"} 3\n"));
+	assert_non_null(strstr(buf, "unionnfsd_stale_replies_by_cause_total{cause=\"view_unavailable\"} 1\n"));
+	free(buf);
+
+	stats_reset();
+	stats_totals_get(&t);
+	assert_int_equal(t.st_stale_by[STATS_STALE_OBJECT_GONE], 0);
+}
+
 /* Out-of-range procedure numbers and other programs are counted, never out of bounds. */
 static void test_odd_calls(void **state)
 {
@@ -211,6 +261,7 @@ int main(void)
 		cmocka_unit_test_setup(test_buckets, t_setup),
 		cmocka_unit_test_setup(test_percentiles, t_setup),
 		cmocka_unit_test_setup(test_call_hook, t_setup),
+		cmocka_unit_test_setup(test_stale_causes, t_setup),
 		cmocka_unit_test_setup(test_odd_calls, t_setup),
 		cmocka_unit_test_setup(test_concurrency, t_setup),
 	};
