@@ -1,7 +1,7 @@
 /*
  * The control socket: STATE_DIR/control.sock, a UNIX stream socket (mode 0600) served
  * on the event loop, which build/unionnfsd-ctl talks to. One line of text in
- * ("status", "clients", "stats", "check", "reload", "reset CLIENT", "help"), the reply out, then
+ * ("status", "clients", "stats", "check [--repair]", "reload", "reset CLIENT", "help"), the reply out, then
  * the server closes the connection. A reply that failed begins with "error: ".
  *
  * Nothing here blocks the loop: requests are bounded (CONTROL_MAX_REQUEST), replies are
@@ -26,7 +26,8 @@
 	"  status         version, uptime, exports and their branches, mounts\n" \
 	"  clients        who mounted what, from where, first and last call\n" \
 	"  stats          calls, latency percentiles, bytes, copy-ups, whiteouts, STALE replies\n" \
-	"  check          resolve every inode map record against the branches; report stale ones\n" \
+	"  check [--repair]  resolve every inode map record (per-client views too) against the\n" \
+	"                 branches; report stale ones; --repair drops their records\n" \
 	"  reload         re-read the configuration, as SIGHUP does\n" \
 	"  reset CLIENT [--force]  discard a client's own upper branch (exports with upper=...)\n" \
 	"  help           this list\n"

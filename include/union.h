@@ -75,6 +75,13 @@ bool union_read_only(const struct union_export *ux);
 /* Attributes of an object. -ESTALE when the ino no longer names anything. */
 int union_getattr(struct union_export *ux, uint64_t ino, struct stat *st);
 
+/*
+ * Repair: drops the record of ino when, checked again inside a write transaction, no branch
+ * has its object any more (removed behind the server's back; its handles were stale
+ * already). Returns 1 when dropped, 0 when it resolves (or is gone already), or -errno.
+ */
+int union_forget_stale(struct union_export *ux, uint64_t ino);
+
 /* Looks name up in directory dir ("." and ".." included; ".." of the root is the root). */
 int union_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
 		 struct stat *st);

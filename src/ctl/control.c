@@ -70,6 +70,7 @@ struct control {
 	bool ct_job_reset;                /* the thread resets a client instead of checking */
 	char ct_reset_addr[HOSTMAP_NAME_MAX + 1]; /* an address, or a host name (upper=...%h) */
 	bool ct_reset_force;
+	bool ct_check_repair;             /* check --repair: drop the stale records found */
 	pthread_t ct_check_thread;
 	struct ctl_conn *ct_check_conn;
 	atomic_bool ct_check_cancel;
@@ -270,23 +271,34 @@ static bool ctl_printable(const char *s)
 	return true;
 }
 
-/* One export's walk: every record resolved as a client's call would resolve it. */
-static void ctl_check_export(struct control *ctl, int i, struct ctl_out *o)
+/* What one check job found, over every union it walked. */
+struct ctl_check {
+	struct control *ck_ctl;
+	struct ctl_out *ck_out;
+	uint64_t ck_stale;
+	uint64_t ck_dropped;
+	uint64_t ck_errors;
+	uint64_t ck_listed;
+	uint64_t ck_views;
+};
+
+/*
+ * One union's walk: every record resolved as a client's call would resolve it; with
+ * --repair the records found stale are dropped (union_forget_stale checks each again).
+ */
+static int ctl_check_union(struct ctl_check *ck, const char *label, struct union_export *ux)
 {
-	struct nfs_server *ns = ctl->ct_env.ce_nfs;
-	struct union_export *ux = ns->ns_exports[i];
+	struct control *ctl = ck->ck_ctl;
+	struct ctl_out *o = ck->ck_out;
 	struct store_txn *t;
 	struct stat st;
-	uint64_t ino = 0, n = 0, stale = 0, errors = 0;
+	uint64_t ino = 0, n = 0, stale = 0, errors = 0, dropped = 0;
 	int r;
 
-	if (ux == NULL)
-		return;
-	ctl_put(o, "export %s:\n", ctl->ct_env.ce_cfg->cf_exports[i].ec_name);
 	for (;;) {
 		if (atomic_load(&ctl->ct_check_cancel)) {
 			ctl_put(o, "  interrupted: the server is stopping\n");
-			return;
+			return -ECANCELED;
 		}
 		r = store_begin(union_store(ux), false, &t);
 		if (r == 0) {
@@ -296,7 +308,8 @@ static void ctl_check_export(struct control *ctl, int i, struct ctl_out *o)
 		if (r == -ENOENT)
 			break;
 		if (r < 0) {
-			ctl_put(o, "  error: reading the inode map: %s; see the log\n", strerror(-r));
+			ctl_put(o, "  %s: error: reading the inode map: %s; see the log\n", label,
+				strerror(-r));
 			errors++;
 			break;
 		}
@@ -304,23 +317,62 @@ static void ctl_check_export(struct control *ctl, int i, struct ctl_out *o)
 		r = union_getattr(ux, ino, &st);
 		if (r == 0)
 			continue;
-		if (r == -ESTALE || r == -ENOENT)
+		if (r == -ESTALE || r == -ENOENT) {
 			stale++;
-		else
+			if (ctl->ct_check_repair) {
+				r = union_forget_stale(ux, ino);
+				if (r > 0)
+					dropped++;
+				else if (r < 0)
+					errors++;
+			}
+		} else {
 			errors++;
-		if (stale + errors <= CTL_CHECK_LIST)
-			ctl_put(o, "  ino %llu: %s\n", (unsigned long long)ino,
+		}
+		if (ck->ck_listed++ < CTL_CHECK_LIST)
+			ctl_put(o, "  %s ino %llu: %s\n", label, (unsigned long long)ino,
 				r == -ESTALE || r == -ENOENT ? "stale: no branch has the object any more"
-							      : strerror(-r));
+				: r > 0 ? "stale: no branch has the object any more; record dropped"
+				: r == 0 ? "resolves again" : strerror(-r));
 	}
-	if (stale + errors > CTL_CHECK_LIST)
-		ctl_put(o, "  (%llu more not listed)\n",
-			(unsigned long long)(stale + errors - CTL_CHECK_LIST));
-	ctl_put(o, "  %llu records, %llu resolve, %llu stale, %llu errors\n", (unsigned long long)n,
-		(unsigned long long)(n - stale - errors), (unsigned long long)stale,
-		(unsigned long long)errors);
-	if (ctl->ct_env.ce_cfg->cf_exports[i].ec_upper != NULL)
-		ctl_put(o, "  (the shared lowers only: the per-client views are not walked yet)\n");
+	ctl_put(o, "  %s: %llu records, %llu resolve, %llu stale%s, %llu errors\n", label,
+		(unsigned long long)n, (unsigned long long)(n - stale - errors),
+		(unsigned long long)stale, dropped ? " (dropped)" : "", (unsigned long long)errors);
+	ck->ck_stale += stale;
+	ck->ck_dropped += dropped;
+	ck->ck_errors += errors;
+	return 0;
+}
+
+static int ctl_check_view(struct union_export *ux, const char *key, void *arg)
+{
+	struct ctl_check *ck = arg;
+	char label[300];
+
+	snprintf(label, sizeof(label), "client %s", key);
+	ck->ck_views++;
+	if (ux == NULL) {
+		ctl_put(ck->ck_out, "  %s: its view cannot be opened (upper removed? see the log); "
+			"its handles get NFS3ERR_STALE; `reset %s --force` discards it\n", label, key);
+		ck->ck_errors++;
+		return 0;
+	}
+	return ctl_check_union(ck, label, ux);
+}
+
+/* One export: its own records, then every client's view of it (upper=). */
+static void ctl_check_export(struct ctl_check *ck, int i)
+{
+	struct nfs_server *ns = ck->ck_ctl->ct_env.ce_nfs;
+	const struct export_conf *ec = &ck->ck_ctl->ct_env.ce_cfg->cf_exports[i];
+
+	if (ns->ns_exports[i] == NULL)
+		return;
+	ctl_put(ck->ck_out, "export %s:\n", ec->ec_name);
+	if (ctl_check_union(ck, ec->ec_upper ? "shared lowers" : "records", ns->ns_exports[i]) < 0)
+		return;
+	if (ec->ec_upper)
+		nfs_views_walk(ns, i, ctl_check_view, ck);
 }
 
 /* Discarding a client's layer removes a directory tree: never on the loop. */
@@ -343,11 +395,26 @@ static void *ctl_check_thread(void *arg)
 		ctl_reset_client(ctl, &o);
 		goto out;
 	}
+	struct ctl_check ck = { .ck_ctl = ctl, .ck_out = &o };
+
 	for (int i = 0; i < ctl->ct_env.ce_nfs->ns_nexports; i++)
-		ctl_check_export(ctl, i, &o);
-	ctl_put(&o, "a stale record is an object removed from the branches behind the server's back; "
-		"clients holding its handle get NFS3ERR_STALE. Records of objects that moved were "
-		"updated, as a client's call would have; nothing was removed\n");
+		ctl_check_export(&ck, i);
+	if (ck.ck_listed > CTL_CHECK_LIST)
+		ctl_put(&o, "(%llu more records not listed)\n",
+			(unsigned long long)(ck.ck_listed - CTL_CHECK_LIST));
+	ctl_put(&o, "%llu stale, %llu dropped, %llu errors, %llu client view%s\n",
+		(unsigned long long)ck.ck_stale, (unsigned long long)ck.ck_dropped,
+		(unsigned long long)ck.ck_errors, (unsigned long long)ck.ck_views,
+		ck.ck_views == 1 ? "" : "s");
+	if (ctl->ct_check_repair)
+		ctl_put(&o, "a stale record is an object removed from the branches behind the server's "
+			"back; --repair dropped those records (their handles were NFS3ERR_STALE already "
+			"and stay so). Records of objects that moved were updated\n");
+	else
+		ctl_put(&o, "a stale record is an object removed from the branches behind the server's "
+			"back; clients holding its handle get NFS3ERR_STALE. Records of objects that "
+			"moved were updated, as a client's call would have; nothing was removed "
+			"(`check --repair` drops the stale records)\n");
 out:
 	if (o.co_err != 0) {
 		free(o.co_buf);
@@ -400,7 +467,7 @@ char *control_answer(struct control *ctl, const char *line)
 	else if (!strcmp(words[0], "help"))
 		ctl_help(&o);
 	else if (!strcmp(words[0], "check"))
-		ctl_put(&o, "error: check takes no arguments\n");
+		ctl_put(&o, "error: usage: check [--repair]\n");
 	else if (!strcmp(words[0], "reset"))
 		ctl_reset(ctl, &o, n, words);
 	else if (!strcmp(words[0], "reload")) {
@@ -494,8 +561,11 @@ static bool ctl_job_of(struct control *ctl, const char *line)
 	strcpy(copy, line);
 	for (char *t = strtok_r(copy, " \t\r", &save); t && n < 4; t = strtok_r(NULL, " \t\r", &save))
 		w[n++] = t;
-	if (n == 1 && !strcmp(w[0], "check")) {
+	if (!strcmp(w[0], "check") && (n == 1 || (n == 2 && !strcmp(w[1], "--repair")))) {
+		if (ctl->ct_checking)
+			return true; /* ctl_check_start says a job runs; the fields belong to it */
 		ctl->ct_job_reset = false;
+		ctl->ct_check_repair = n == 2;
 		return true;
 	}
 	if (n < 2 || n > 3 || strcmp(w[0], "reset") || (n == 3 && strcmp(w[2], "--force")) ||

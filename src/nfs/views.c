@@ -454,6 +454,36 @@ nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, i
 	return NFS3_OK;
 }
 
+int nfs_views_walk(struct nfs_server *ns, int i,
+		   int (*fn)(struct union_export *ux, const char *key, void *arg), void *arg)
+{
+	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+	char name[VIEWS_NAME_MAX + 1];
+	struct nfs_views *vt = ns->ns_views;
+	size_t len = strlen(ec->ec_name);
+	int r = 0;
+
+	if (!vt || !ec->ec_upper || !ns->ns_exports[i])
+		return 0;
+	for (uint32_t id = 0; id < VIEWS_IDS && r == 0; id++) {
+		enum stats_stale_cause why;
+		struct nfs_view *vw;
+
+		if (store_export_name(union_store(ns->ns_exports[i]), (uint16_t)id, name,
+				      sizeof(name)) < 0 ||
+		    strncmp(name, ec->ec_name, len) || name[len] != '%')
+			continue;
+		pthread_mutex_lock(&vt->vt_lock);
+		vw = atomic_load(&vt->vt_byid[id]);
+		if (!vw)
+			vw = views_reopen_locked(ns, (uint16_t)id, &why);
+		pthread_mutex_unlock(&vt->vt_lock);
+		/* Views stay open until the server stops: vw outlives the lock. */
+		r = fn(vw ? vw->vw_ux : NULL, name + len + 1, arg);
+	}
+	return r;
+}
+
 int nfs_views_upper_of(struct nfs_server *ns, int i, const char *addr, char *dir, size_t len)
 {
 	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];

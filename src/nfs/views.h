@@ -59,6 +59,15 @@ int nfs_views_reset(struct nfs_server *ns, const char *client, bool force, char 
 		    size_t msglen);
 
 /*
+ * Calls fn for every per-client view of export index i that the inode map binds, opening
+ * views not opened since the start (not for any client: for the control socket's check,
+ * off the loop). ux is NULL for a view that cannot be opened (its upper is gone). Stops at
+ * the first non-zero return of fn and returns it; 0 when done.
+ */
+int nfs_views_walk(struct nfs_server *ns, int i,
+		   int (*fn)(struct union_export *ux, const char *key, void *arg), void *arg);
+
+/*
  * Where the own upper of the client at addr is for export index i, without waiting for a
  * name lookup (for the control socket, on the loop): -1 when the export has no upper= or,
  * for %h, the address is in neither the hosts map nor a view's last-seen address.

@@ -408,6 +408,36 @@ static int ures_alive(struct union_export *ux, struct store_txn *wtxn, uint64_t 
 	return r;
 }
 
+int union_forget_stale(struct union_export *ux, uint64_t ino)
+{
+	struct store_txn *t;
+	int r;
+
+	if (ino == STORE_ROOT_INO)
+		return 0; /* the root is the export itself: a missing root is a branch problem */
+	r = store_begin(ux->ux_store, true, &t);
+	if (r < 0)
+		return r;
+	/* Checked again in the write transaction: no change can slip in between. */
+	r = ures_alive(ux, t, ino);
+	if (r != -ESTALE) {
+		store_abort(t);
+		return r;
+	}
+	r = store_delete(t, ux->ux_id, ino);
+	if (r == -ENOENT) {
+		store_abort(t);
+		return 0;
+	}
+	if (r < 0) {
+		store_abort(t);
+		return r;
+	}
+	r = store_commit(t);
+	ucache_changed(ux);
+	return r < 0 ? r : 1;
+}
+
 /* Whether the record of ino matches what f found, without changing anything. */
 static bool ures_matches(const struct store_inode *rec, const struct ufound *f)
 {

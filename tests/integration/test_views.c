@@ -536,6 +536,76 @@ static void test_stale_causes(void **state)
 	it_fh_free(&handmade);
 }
 
+/* unionnfsd-ctl check [--repair] into out; its exit status. */
+static int ctl_check(bool repair, char *out, size_t outlen)
+{
+	char bin[PATH_MAX];
+	const char *build = getenv("BUILD");
+	char *argv[] = { bin, "--state", srv.is_state, "check", repair ? "--repair" : NULL, NULL };
+
+	it_path(bin, "%s/unionnfsd-ctl", build && *build ? build : "build");
+	return it_run(argv, 60, out, outlen);
+}
+
+/*
+ * check walks every client's view, not only the shared lowers: a file removed by hand from
+ * one client's upper is reported there; --repair drops its record; a view whose upper was
+ * removed by hand is reported as one that cannot be opened.
+ */
+static void test_check_views(void **state)
+{
+	char path[PATH_MAX], out[16384];
+	nfs_fh3 fha, fhb, handmade;
+	CLIENT *ca, *cb;
+	fattr3 attr;
+
+	(void)state;
+	start(false);
+	mnt_from("127.0.0.1", &fha);
+	mnt_from("127.0.0.2", &fhb);
+	ca = nfs_from("127.0.0.1");
+	cb = nfs_from("127.0.0.2");
+	it_assert_status(create_file(ca, &fha, "handmade"), NFS3_OK);
+	it_assert_status(it_lookup(ca, &fha, "handmade", &handmade, NULL), NFS3_OK);
+	it_assert_status(create_file(cb, &fhb, "kept"), NFS3_OK);
+	it_assert_status(it_lookup(cb, &fhb, "base.txt", NULL, NULL), NFS3_OK);
+	it_path(path, "%s/127.0.0.1/handmade", clients);
+	assert_int_equal(unlink(path), 0);
+
+	assert_int_equal(ctl_check(false, out, sizeof(out)), 0);
+	if (!strstr(out, "client 127.0.0.1 ino ") || !strstr(out, "1 stale, 0 dropped, 0 errors, 2 client views") ||
+	    !strstr(out, "client 127.0.0.2: ") || !strstr(out, "shared lowers: "))
+		fail_msg("check output:\n%s", out);
+	assert_non_null(strstr(out, "`check --repair` drops the stale records"));
+	it_assert_status(it_getattr(ca, &handmade, &attr), NFS3ERR_STALE);
+
+	assert_int_equal(ctl_check(true, out, sizeof(out)), 0);
+	if (!strstr(out, "record dropped") || !strstr(out, "1 stale, 1 dropped, 0 errors"))
+		fail_msg("check --repair output:\n%s", out);
+	assert_int_equal(ctl_check(false, out, sizeof(out)), 0);
+	if (!strstr(out, "0 stale, 0 dropped, 0 errors, 2 client views"))
+		fail_msg("check after the repair:\n%s", out);
+	/* Still stale for the client; the view and its other files are untouched. */
+	it_assert_status(it_getattr(ca, &handmade, &attr), NFS3ERR_STALE);
+	it_assert_status(it_getattr(ca, &fha, &attr), NFS3_OK);
+	it_assert_status(it_lookup(cb, &fhb, "kept", NULL, NULL), NFS3_OK);
+
+	it_clnt_destroy(ca);
+	it_clnt_destroy(cb);
+	it_assert_status(it_server_stop(&srv), 0);
+	it_path(path, "%s/127.0.0.2", clients);
+	it_rm_rf(path);
+	if (it_server_start(&srv) != 0)
+		fail_msg("the server did not start again");
+	assert_int_equal(ctl_check(false, out, sizeof(out)), 0);
+	if (!strstr(out, "client 127.0.0.2: its view cannot be opened") ||
+	    !strstr(out, "1 errors, 2 client views"))
+		fail_msg("check with a removed upper:\n%s", out);
+	it_fh_free(&fha);
+	it_fh_free(&fhb);
+	it_fh_free(&handmade);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -545,6 +615,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_reset, after_each),
 		cmocka_unit_test_teardown(test_by_name, after_each),
 		cmocka_unit_test_teardown(test_stale_causes, after_each),
+		cmocka_unit_test_teardown(test_check_views, after_each),
 	};
 
 	return cmocka_run_group_tests_name("views", tests, NULL, NULL);
