@@ -6,7 +6,8 @@
 # powers off:
 #   boot 1, phase write:    sees the base, writes /etc and /var, deletes a base file
 #   boot 2, phase changed:  the same client sees its changes after a fresh boot
-# With per-client upper branches (the export option upper=/path/%a, when the server has it):
+# With per-client upper branches (the export option upper=/path/%h, layers named by the
+# --hosts map: 10.213.1.2 is lab01, 10.213.2.2 is lab02):
 #   boot 3, VM 2 from another address, phase pristine: sees the base, none of VM 1's changes
 #   unionnfsd-ctl reset is refused while client 1 counts as mounted, reset --force
 #   discards its layer; boot 4, VM 1, phase pristine
@@ -120,14 +121,16 @@ nb_ns_up 2
 # The rules name each client's address: a guest seen as 127.0.0.1 or 10.213.N.1 would
 # match none and could not mount, so a boot proves the server sees the namespace's address.
 if [ -z "${NETBOOT_SHARED:-}" ] && "$E2E_BIN" --help 2>&1 | grep -q 'upper='; then
-	# Per-client upper branches: the export lists only the base; each client gets
-	# $work/clients/<its address>, made on its first mount.
+	# Per-client upper branches named by host name: the export lists only the base; each
+	# client gets $work/clients/<its name in the hosts map>, made on its first mount.
+	# (tests/e2e/test_pxe.sh boots with upper=.../%a.)
 	NB_MODE=per-client
 	CL=$work/clients
 	mkdir -p "$CL"
-	E2E_EXPORTS+=(-e "/union=$L"
-		--client "10.213.1.2(rw,no_root_squash,insecure,upper=$CL/%a)"
-		--client "10.213.2.2(rw,no_root_squash,insecure,upper=$CL/%a)")
+	printf '# the lab\n10.213.1.2 lab01\n10.213.2.2 lab02\n' > "$work/hosts"
+	E2E_EXPORTS+=(--hosts "$work/hosts" -e "/union=$L"
+		--client "10.213.1.2(rw,no_root_squash,insecure,upper=$CL/%h)"
+		--client "10.213.2.2(rw,no_root_squash,insecure,upper=$CL/%h)")
 else
 	# NETBOOT_SHARED=1: all clients share one upper, so the second client is admitted
 	# read-only instead of booting its own pristine view.
@@ -144,9 +147,11 @@ nb_boot 1 write
 nb_boot 1 changed
 if [ $NB_MODE = per-client ]; then
 	nb_boot 2 pristine
-	U=$CL/10.213.1.2
+	U=$CL/lab01
 	nb_upper_checks "$U"
-	if [ -e "$CL/10.213.2.2/etc/netboot-marker" ] || [ -e "$CL/10.213.2.2/etc/base-only" ]; then
+	if [ ! -d "$CL/lab02" ]; then
+		e2e_result upper2_clean host 0 "client 2's upper $CL/lab02 (named by the hosts map) was not made"
+	elif [ -e "$CL/lab02/etc/netboot-marker" ] || [ -e "$CL/lab02/etc/base-only" ]; then
 		e2e_result upper2_clean host 0 "client 2's upper holds etc/netboot-marker or etc/base-only"
 	else
 		e2e_result upper2_clean host 1
@@ -156,17 +161,17 @@ if [ $NB_MODE = per-client ]; then
 	CTL=$BUILD/unionnfsd-ctl
 	# A powered-off NFS-root client never unmounts, so the server still counts its mount
 	# and must refuse a plain reset: then --force, which this case is for.
-	"$CTL" --state "$state" reset 10.213.1.2 > "$work/reset.out" 2>&1
+	"$CTL" --state "$state" reset lab01 > "$work/reset.out" 2>&1
 	rc=$?
-	echo "host: unionnfsd-ctl reset 10.213.1.2 (status $rc): $(head -2 "$work/reset.out" | tr '\n' ' ')"
+	echo "host: unionnfsd-ctl reset lab01 (status $rc): $(head -2 "$work/reset.out" | tr '\n' ' ')"
 	if [ $rc = 1 ] && grep -q "mounted" "$work/reset.out"; then
 		e2e_result reset_refused_while_mounted host 1
 	else
 		e2e_result reset_refused_while_mounted host 0 "status $rc: $(head -1 "$work/reset.out")"
 	fi
-	"$CTL" --state "$state" reset 10.213.1.2 --force > "$work/reset.out" 2>&1
+	"$CTL" --state "$state" reset lab01 --force > "$work/reset.out" 2>&1
 	rc=$?
-	echo "host: unionnfsd-ctl reset 10.213.1.2 --force (status $rc): $(head -2 "$work/reset.out" | tr '\n' ' ')"
+	echo "host: unionnfsd-ctl reset lab01 --force (status $rc): $(head -2 "$work/reset.out" | tr '\n' ' ')"
 	if [ $rc = 0 ] && [ ! -e "$U" ]; then
 		e2e_result reset host 1
 		nb_boot 1 pristine
