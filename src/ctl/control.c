@@ -561,6 +561,8 @@ static bool ctl_job_of(struct control *ctl, const char *line)
 	strcpy(copy, line);
 	for (char *t = strtok_r(copy, " \t\r", &save); t && n < 4; t = strtok_r(NULL, " \t\r", &save))
 		w[n++] = t;
+	if (n == 0)
+		return false;
 	if (!strcmp(w[0], "check") && (n == 1 || (n == 2 && !strcmp(w[1], "--repair")))) {
 		if (ctl->ct_checking)
 			return true; /* ctl_check_start says a job runs; the fields belong to it */
