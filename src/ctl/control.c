@@ -161,8 +161,12 @@ static void ctl_status(struct control *ctl, struct ctl_out *o)
 		ctl_put(o, "export %s (%d branch%s%s)\n", ec->ec_name, ec->ec_nbranches,
 			ec->ec_nbranches == 1 ? "" : "es", ro && ec->ec_upper == NULL ? ", read-only" : "");
 		/* With upper= every listed branch is a lower; each client writes to its own. */
-		if (ec->ec_upper != NULL)
-			ctl_put(o, "  upper %s (one per client)\n", ec->ec_upper);
+		if (ec->ec_upper != NULL) {
+			int views = nfs_views_open_count(ns, i);
+
+			ctl_put(o, "  upper %s (one per client; %d client view%s open)\n",
+				ec->ec_upper, views, views == 1 ? "" : "s");
+		}
 		for (int j = 0; j < ec->ec_nbranches; j++)
 			ctl_put(o, "  %s %s\n", j == 0 && !ro && ec->ec_upper == NULL ? "upper" : "lower",
 				ec->ec_branches[j]);

@@ -484,6 +484,20 @@ int nfs_views_walk(struct nfs_server *ns, int i,
 	return r;
 }
 
+int nfs_views_open_count(struct nfs_server *ns, int i)
+{
+	struct nfs_views *vt = ns->ns_views;
+	int n = 0;
+
+	if (!vt)
+		return 0;
+	pthread_mutex_lock(&vt->vt_lock);
+	for (int k = 0; k < vt->vt_n; k++)
+		n += vt->vt_list[k]->vw_export == i;
+	pthread_mutex_unlock(&vt->vt_lock);
+	return n;
+}
+
 int nfs_views_upper_of(struct nfs_server *ns, int i, const char *addr, char *dir, size_t len)
 {
 	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];

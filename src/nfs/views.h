@@ -67,6 +67,9 @@ int nfs_views_reset(struct nfs_server *ns, const char *client, bool force, char 
 int nfs_views_walk(struct nfs_server *ns, int i,
 		   int (*fn)(struct union_export *ux, const char *key, void *arg), void *arg);
 
+/* How many client views of export index i are open (made or reopened since the start). */
+int nfs_views_open_count(struct nfs_server *ns, int i);
+
 /*
  * Where the own upper of the client at addr is for export index i, without waiting for a
  * name lookup (for the control socket, on the loop): -1 when the export has no upper= or,

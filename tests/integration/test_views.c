@@ -444,6 +444,8 @@ static void test_by_name(void **state)
 	assert_int_equal(ctl_cmd("clients", out, sizeof(out)), 0);
 	assert_non_null(strstr(out, upa));
 	assert_non_null(strstr(out, upb));
+	assert_int_equal(ctl_cmd("status", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "/%h (one per client; 2 client views open)"));
 
 	/* The name alpha moves to 127.0.0.2 (a new lease): the layer goes with it. */
 	write_hosts("127.0.0.2 alpha\n127.0.0.1 gamma\n");
