@@ -1,82 +1,85 @@
 #!/bin/bash
 # The proof of the PXE path of the netboot guide (deploy/README.md sections 3 and 4): a qemu
-# VM with no -kernel/-initrd boots from its NIC's PXE ROM (iPXE), gets its address by DHCP
-# from dnsmasq (fixed by MAC with dhcp-host), loads PXELINUX, its configuration, the kernel
-# and the initramfs by TFTP from dnsmasq, and the initramfs configures eth0 by DHCP (ip=dhcp)
-# and mounts / over NFSv3/TCP from unionnfsd (nfsroot= on the kernel line PXELINUX passes).
-# The lower branch is the busybox root of tests/e2e/netboot/build-rootfs; its /sbin/init
-# runs one phase and prints RESULT rows on the console:
-#   boot 1, pxelinux.cfg/default,             phase write: writes /etc and /var, deletes a base file
-#   boot 2, pxelinux.cfg/0AD60265 (its IP in hex, which PXELINUX prefers to default),
-#                                             phase changed: finds those changes
+# VM with no -kernel/-initrd boots from its NIC's PXE ROM (qemu's iPXE), gets its address by
+# DHCP from dnsmasq (fixed by MAC with dhcp-host), loads PXELINUX, its configuration, the
+# kernel and an initramfs by TFTP from dnsmasq; the initramfs configures the interface by
+# DHCP (ip=dhcp) and mounts / over NFSv3/TCP from unionnfsd (nfsroot= on the kernel line).
+# The lower branch is the busybox root of tests/e2e/netboot/build-rootfs; its /sbin/init runs
+# one phase and prints RESULT rows on the console. Two boots of the same machine:
+#   boot 1: Debian's own initramfs (initramfs-tools, built with mkinitramfs as the guide's
+#           section 2 configures it: BOOT=nfs, MODULES=netboot) and the guide's kernel line
+#           unchanged, from pxelinux.cfg/default; the server runs a portmapper, as with
+#           rpcbind. Phase write: writes /etc and /var, deletes a base file.
+#   boot 2: the test's busybox initramfs (tests/e2e/netboot/build-initrd, ip=dhcp by udhcpc)
+#           from pxelinux.cfg/0AD60265 (the machine's address in hex, which PXELINUX prefers
+#           to default), after a server restart without a portmapper, so nfsroot= names the
+#           ports. Phase changed: finds the changes of boot 1.
 # The export gives every client its own upper, upper=$work/clients/%a, and its only client
-# rule names the address dnsmasq gives the VM, so a boot proves the server saw the DHCP
-# address; the host then checks that upper directory holds the guest's writes, that no
-# other client directory appeared and that the lower is byte-for-byte unchanged.
+# rule names the address dnsmasq hands out, so a boot proves the server saw the DHCP address;
+# the host then checks that this upper holds the guest's writes, that no other client
+# directory appeared and that the lower is byte-for-byte unchanged.
 #
-# Network (only 10.214.0.0/16; traffic never leaves this host): namespace unfs-pxe, joined
-# to the host by the veth pair unfspxeh (host, 10.214.1.1) <-> unfspxen (10.214.1.2); in the
-# namespace the tap device unfspxet (10.214.2.1) for qemu, where dnsmasq serves DHCP for
-# 10.214.2.0/24 and TFTP; the namespace forwards, and the host routes 10.214.2.0/24 via
-# 10.214.1.2, so the guest (10.214.2.101) reaches the server on 10.214.1.1 without NAT.
+# Network (10.214.2.0/24 only; nothing leaves the namespace): namespace unfs-pxe holds the
+# tap device unfspxet (10.214.2.1/24) for qemu, and on it, like the guide's lab server,
+# dnsmasq (DHCP and TFTP, no DNS) and unionnfsd (NFS 14071, MOUNT 14072, and for boot 1 its
+# built-in portmapper on port 111: Debian's initramfs always asks the portmapper on 111, and
+# the namespace's ports are its own, so nothing on the host collides). A small helper sends
+# IPv6 router advertisements without prefix or route on the tap device, only to end the
+# wait of about 13 s per boot that iPXE spends on IPv6 otherwise (px_start_ra).
 #
-# Ports 14071 (NFS) and 14072 (MOUNT), no portmapper (so nfsroot= names the ports). Needs
-# root, qemu-system-x86 with its iPXE ROMs (ipxe-qemu), dnsmasq-base, pxelinux,
-# syslinux-common, a kernel in /boot with its modules, busybox-static, cpio and iproute2:
-# deploy/install-deps installs them.
+# Needs root, qemu-system-x86 with its iPXE ROMs (ipxe-qemu), dnsmasq-base, pxelinux,
+# syslinux-common, initramfs-tools, a kernel in /boot with its modules, busybox-static, cpio
+# and iproute2: deploy/install-deps installs them.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
 NB_DIR=$E2E_HERE/netboot
-NB_VM=$BUILD/e2e/netboot # the netboot image, shared with test_netboot.sh
+NB_VM=$BUILD/e2e/netboot # the busybox netboot image, shared with test_netboot.sh
+PX_VM=$BUILD/e2e/pxe     # Debian's NFS initramfs for the host kernel
 PX_NS=unfs-pxe
 PX_MAC=52:54:00:14:07:01
 PX_GUEST=10.214.2.101
-PX_SERVER=10.214.1.1
+PX_SERVER=10.214.2.1
 PX_PXELINUX=/usr/lib/PXELINUX/pxelinux.0
 PX_LDLINUX=/usr/lib/syslinux/modules/bios/ldlinux.c32
-PX_BOOT_LIMIT=${PX_BOOT_LIMIT:-150}
+PX_BOOT_LIMIT=${PX_BOOT_LIMIT:-120}
 dnsmasq_pid=
-
-px_net_down() { # deleting the namespace deletes the tap and its end of the veth pair
-	ip route del 10.214.2.0/24 via 10.214.1.2 2> /dev/null
-	ip link del unfspxeh 2> /dev/null
-	ip netns del "$PX_NS" 2> /dev/null
-	return 0
-}
+vm_pid=
+ra_pid=
 
 px_cleanup() {
+	if [ -n "$vm_pid" ] && kill -0 "$vm_pid" 2> /dev/null; then
+		kill -TERM "$vm_pid" 2> /dev/null # timeout passes it on to qemu
+		wait "$vm_pid" 2> /dev/null
+	fi
 	if [ -n "$dnsmasq_pid" ] && kill -0 "$dnsmasq_pid" 2> /dev/null; then
 		kill -TERM "$dnsmasq_pid" 2> /dev/null
 		wait "$dnsmasq_pid" 2> /dev/null
 	fi
-	px_net_down
-	e2e_cleanup
+	if [ -n "$ra_pid" ] && kill -0 "$ra_pid" 2> /dev/null; then
+		kill -TERM "$ra_pid" 2> /dev/null
+		wait "$ra_pid" 2> /dev/null
+	fi
+	e2e_cleanup # kills the server
+	ip netns del "$PX_NS" 2> /dev/null # and with it the tap device
 }
 
 px_net_up() {
 	local ns="ip netns exec $PX_NS"
-	px_net_down
+	ip netns del "$PX_NS" 2> /dev/null
 	ip netns add "$PX_NS" &&
-		ip link add unfspxeh type veth peer name unfspxen &&
-		ip link set unfspxen netns "$PX_NS" &&
-		ip addr add 10.214.1.1/24 dev unfspxeh &&
-		ip link set unfspxeh up &&
 		$ns ip link set lo up &&
-		$ns ip addr add 10.214.1.2/24 dev unfspxen &&
-		$ns ip link set unfspxen up &&
 		$ns ip tuntap add dev unfspxet mode tap &&
-		$ns ip addr add 10.214.2.1/24 dev unfspxet &&
-		$ns ip link set unfspxet up &&
-		$ns sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward' &&
-		ip route add 10.214.2.0/24 via 10.214.1.2 ||
-		e2e_fail "cannot make namespace $PX_NS with a veth pair, a tap device and a route (needs root, iproute2 and /dev/net/tun; is 10.214.0.0/16 free?)"
+		$ns ip addr add "$PX_SERVER/24" dev unfspxet &&
+		$ns ip link set unfspxet up ||
+		e2e_fail "cannot make namespace $PX_NS with the tap device unfspxet (needs root, iproute2 and /dev/net/tun)"
 }
 
 px_prereqs() {
 	local kver f
 	command -v ip > /dev/null || e2e_fail "ip is missing; run deploy/install-deps (package iproute2)"
 	command -v dnsmasq > /dev/null || e2e_fail "dnsmasq is missing; run deploy/install-deps (package dnsmasq-base)"
+	command -v mkinitramfs > /dev/null || e2e_fail "mkinitramfs is missing; run deploy/install-deps (package initramfs-tools)"
 	[ -r "$PX_PXELINUX" ] || e2e_fail "$PX_PXELINUX is missing; run deploy/install-deps (package pxelinux)"
 	[ -r "$PX_LDLINUX" ] || e2e_fail "$PX_LDLINUX is missing; run deploy/install-deps (package syslinux-common)"
 	for f in /usr/lib/ipxe/qemu/efi-virtio.rom /usr/lib/ipxe/qemu/pxe-virtio.rom; do
@@ -89,31 +92,95 @@ px_prereqs() {
 		echo "building the netboot VM image in $NB_VM"
 		"$NB_DIR/build-initrd" "$NB_VM" > /dev/null || e2e_fail "tests/e2e/netboot/build-initrd failed"
 	fi
+	# Debian's initramfs, configured as the guide's section 2 does in the base image (the
+	# host's /etc/initramfs-tools stands in for the image's).
+	if [ ! -r "$PX_VM/initrd-nfs.img" ] || [ "$(cat "$PX_VM/kernel-version" 2> /dev/null)" != "$kver" ] ||
+		[ /etc/initramfs-tools/initramfs.conf -nt "$PX_VM/initrd-nfs.img" ]; then
+		echo "building Debian's NFS initramfs (mkinitramfs, BOOT=nfs MODULES=netboot) in $PX_VM"
+		rm -rf "$PX_VM/conf"
+		mkdir -p "$PX_VM"
+		cp -a /etc/initramfs-tools "$PX_VM/conf" &&
+			sed -i 's/^BOOT=.*/BOOT=nfs/; s/^MODULES=.*/MODULES=netboot/' "$PX_VM/conf/initramfs.conf" &&
+			mkinitramfs -d "$PX_VM/conf" -o "$PX_VM/initrd-nfs.img.tmp" "$kver" > "$PX_VM/mkinitramfs.log" 2>&1 ||
+			e2e_fail "mkinitramfs failed (log: $PX_VM/mkinitramfs.log); run deploy/install-deps (initramfs-tools)"
+		mv "$PX_VM/initrd-nfs.img.tmp" "$PX_VM/initrd-nfs.img"
+		echo "$kver" > "$PX_VM/kernel-version"
+	fi
 }
 
-# px_pxe_config FILE PHASE: a PXELINUX configuration with the guide's kernel line, plus what
-# the test needs: the ports (no rpcbind here), the serial console, the phase for /sbin/init
+# qemu's PXE ROM (iPXE) waits about 13 s per boot for an IPv6 router advertisement before it
+# loads anything, when none comes. px_start_ra sends one twice a second on the tap device:
+# from the device's link-local address, with no prefix and router lifetime 0, so it
+# configures nothing in the guest (no address, no route); it only ends that wait.
+px_start_ra() {
+	local bin=$PX_VM/ra-announce
+	if [ ! -x "$bin" ] || [ "$E2E_HERE/test_pxe.sh" -nt "$bin" ]; then
+		mkdir -p "$PX_VM"
+		gcc -std=gnu11 -O1 -Wall -Wextra -Werror -x c -o "$bin.tmp" - <<-'EOF' ||
+			#include <arpa/inet.h>
+			#include <net/if.h>
+			#include <netinet/in.h>
+			#include <stdio.h>
+			#include <string.h>
+			#include <sys/socket.h>
+			#include <unistd.h>
+			int main(int argc, char **argv)
+			{
+				/* ICMPv6 router advertisement: type 134, hop limit 64, no flags,
+				   router lifetime 0, no options (the kernel fills in the checksum) */
+				unsigned char ra[16] = { 134, 0, 0, 0, 64, 0, 0, 0 };
+				struct sockaddr_in6 to;
+				unsigned ifi;
+				int s, hops = 255;
+				if (argc != 2 || !(ifi = if_nametoindex(argv[1])))
+					return fprintf(stderr, "usage: ra-announce IFNAME\n"), 2;
+				s = socket(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6);
+				if (s < 0)
+					return perror("ra-announce: socket"), 1;
+				setsockopt(s, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hops, sizeof(hops));
+				setsockopt(s, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifi, sizeof(ifi));
+				memset(&to, 0, sizeof(to));
+				to.sin6_family = AF_INET6;
+				to.sin6_scope_id = ifi;
+				inet_pton(AF_INET6, "ff02::1", &to.sin6_addr);
+				for (;;) { /* fails until the device has its link-local address */
+					sendto(s, ra, sizeof(ra), 0, (struct sockaddr *)&to, sizeof(to));
+					usleep(500000);
+				}
+			}
+		EOF
+			e2e_fail "cannot build the router advertisement helper with gcc; run deploy/install-deps (build-essential)"
+		mv "$bin.tmp" "$bin"
+	fi
+	ip netns exec "$PX_NS" "$bin" unfspxet > /dev/null 2>&1 &
+	ra_pid=$!
+}
+
+# px_pxe_config FILE PHASE INITRD NFSOPTS: a PXELINUX configuration with the guide's kernel
+# line (NFSOPTS after vers=3,tcp), then what the test adds: the serial console, the phase
 px_pxe_config() {
 	cat > "$1" <<-EOF
-		SERIAL 0 115200
 		DEFAULT lab
 		LABEL lab
 		  KERNEL vmlinuz
-		  APPEND initrd=initrd.img root=/dev/nfs nfsroot=$PX_SERVER:/union,vers=3,tcp,port=$E2E_PORT,mountport=$E2E_MPORT ip=dhcp rw console=ttyS0 panic=-1 quiet netboot.phase=$2
+		  APPEND initrd=$3 root=/dev/nfs nfsroot=$PX_SERVER:/union,vers=3,tcp$4 ip=dhcp rw console=ttyS0 panic=-1 quiet netboot.phase=$2
 	EOF
+	chmod 644 "$1"
 }
 
 px_start_dnsmasq() {
 	local i
-	# The guide's section 3 on the test's network, then the test's own settings.
+	# The guide's section 3 line for line (its comments too) on the test's network, then
+	# the test's own settings.
 	cat > "$work/dnsmasq.conf" <<-EOF
-		interface=unfspxet
+		interface=unfspxet                   # the lab interface of the server
 		bind-interfaces
 		dhcp-range=10.214.2.100,10.214.2.199,12h
+		# Fixed addresses: the address names the machine (and its layer on the server).
 		dhcp-host=$PX_MAC,$PX_GUEST,pxe01
 		enable-tftp
 		tftp-root=$T
-		dhcp-boot=pxelinux.0
+		dhcp-boot=pxelinux.0                 # BIOS PXE clients
 		# test only: no DNS, in the foreground, its files in the test's directory
 		port=0
 		keep-in-foreground
@@ -132,6 +199,26 @@ px_start_dnsmasq() {
 	e2e_fail "dnsmasq did not report its TFTP root within 5 s: $(tail -3 "$work/dnsmasq.log" 2> /dev/null | tr '\n' ' ')"
 }
 
+px_port_busy() { # is anything listening on TCP port $1 of the server's address in the namespace?
+	ip netns exec "$PX_NS" bash -c "exec 3<> /dev/tcp/$PX_SERVER/$1" 2> /dev/null
+}
+
+# px_start_server [ARGS...]: unionnfsd in the namespace with the test's configuration file,
+# then ARGS (later settings win)
+px_start_server() {
+	local i
+	ip netns exec "$PX_NS" "$E2E_BIN" -f -c "$work/unionnfsd.conf" "$@" >> "$work/server.log" 2>&1 &
+	srv=$!
+	for i in $(seq 1 150); do
+		kill -0 "$srv" 2> /dev/null || { wait "$srv"; e2e_fail "the server exited at start-up (status $?)"; }
+		if px_port_busy "$E2E_PORT" && px_port_busy "$E2E_MPORT"; then
+			return 0
+		fi
+		sleep 0.2
+	done
+	e2e_fail "the server did not answer on $PX_SERVER ports $E2E_PORT/$E2E_MPORT within 30 s"
+}
+
 # px_boot PHASE: boots the VM from the network and collects its RESULT rows; a boot that
 # does not reach the end of its phase fails a row
 px_boot() {
@@ -143,9 +230,12 @@ px_boot() {
 		-nographic -no-reboot -nodefaults -serial stdio -boot n \
 		-netdev tap,id=n0,ifname=unfspxet,script=no,downscript=no \
 		-device "virtio-net-pci,netdev=n0,mac=$PX_MAC" \
-		< /dev/null > "$log" 2>&1
+		< /dev/null > "$log" 2>&1 &
+	vm_pid=$! # waited for in the background, so that a signal to the test ends it at once
+	wait "$vm_pid"
 	rc=$?
-	tr -d '\r' < "$log" | grep -E '^(RESULT|NETBOOT|netboot:|udhcpc)' | sed 's/^/client: /'
+	vm_pid=
+	tr -d '\r' < "$log" | grep -E '^(RESULT|NETBOOT|netboot:|IP-Config|nfsmount|PXELINUX [0-9])' | sed 's/^/client: /'
 	echo "host: VM ($phase) ran $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s, qemu status $rc"
 	tr -d '\r' < "$log" | grep '^RESULT ' >> "$work/vm.out"
 	E2E_FAILED=$((E2E_FAILED + $(tr -d '\r' < "$log" | grep -c '^RESULT .* FAIL')))
@@ -156,12 +246,12 @@ px_boot() {
 	fi
 }
 
-# px_logged ROW PHASE REGEX WHAT: a row for a line dnsmasq must have logged
+# px_logged ROW PHASE FILE REGEX WHAT: a row for a line FILE must hold
 px_logged() {
-	if grep -Eq "$3" "$work/dnsmasq.log"; then
+	if tr -d '\r' < "$3" | grep -Eq "$4"; then
 		e2e_result "$1" "$2" 1
 	else
-		e2e_result "$1" "$2" 0 "dnsmasq did not log $4"
+		e2e_result "$1" "$2" 0 "${3#"$work/"} does not show $5"
 	fi
 }
 
@@ -173,6 +263,7 @@ px_prereqs
 
 L=$work/lower
 "$NB_DIR/build-rootfs" "$L" || e2e_fail "tests/e2e/netboot/build-rootfs failed"
+mkdir -m 755 "$L/run" # Debian's initramfs moves its /run there
 e2e_tree_manifest "$L" > "$work/lower.before"
 
 # The TFTP root, laid out as the guide's section 2 does.
@@ -180,45 +271,51 @@ T=$work/tftp
 mkdir -p "$T/pxelinux.cfg"
 cp "$PX_PXELINUX" "$PX_LDLINUX" "$T/"
 cp "$NB_VM/vmlinuz" "$T/vmlinuz"
-cp "$NB_VM/initrd.cpio.gz" "$T/initrd.img"
-px_pxe_config "$T/pxelinux.cfg/default" write
+cp "$PX_VM/initrd-nfs.img" "$T/initrd.img"
+cp "$NB_VM/initrd.cpio.gz" "$T/initrd-busybox.img"
 chmod -R a+rX "$T" # dnsmasq serves TFTP as its own user
+px_pxe_config "$T/pxelinux.cfg/default" write initrd.img ""
 
 px_net_up
 px_start_dnsmasq
+px_start_ra
 
-# The server reads the guide's kind of configuration file; the only client rule names
-# the guest's DHCP address, and kernel NFS clients use privileged ports (no insecure).
+# The server reads the guide's kind of configuration file (deploy/lab.conf); the only client
+# rule names the guest's DHCP address; kernel NFS clients use privileged ports (no insecure).
 CL=$work/clients
 mkdir -p "$CL"
 cat > "$work/unionnfsd.conf" <<-EOF
+	listen $PX_SERVER
 	port $E2E_PORT
 	mount-port $E2E_MPORT
-	portmap off
+	portmap builtin
 	state $state
 	export /union $L $PX_GUEST(rw,no_root_squash,upper=$CL/%a)
 EOF
-E2E_EXPORTS=(-c "$work/unionnfsd.conf")
-e2e_start_server
-echo "server started on ports $E2E_PORT/$E2E_MPORT: /union over a busybox root, uppers $CL/%a"
+px_start_server
+echo "server started in $PX_NS on $PX_SERVER, ports $E2E_PORT/$E2E_MPORT and a portmapper on 111: /union over a busybox root, uppers $CL/%a"
 
+# Boot 1: Debian's initramfs, the guide's kernel line unchanged.
 px_boot write
-px_logged dhcp_ack write "DHCPACK\(unfspxet\) $PX_GUEST $PX_MAC" "a DHCPACK of $PX_GUEST to $PX_MAC"
-px_logged tftp_pxelinux write "sent $T/pxelinux.0 to $PX_GUEST" "sending pxelinux.0"
-px_logged tftp_config write "sent $T/pxelinux.cfg/default to $PX_GUEST" "sending pxelinux.cfg/default"
-px_logged tftp_kernel write "sent $T/vmlinuz to $PX_GUEST" "sending vmlinuz"
-px_logged tftp_initrd write "sent $T/initrd.img to $PX_GUEST" "sending initrd.img"
-if tr -d '\r' < "$work/console-write.log" | grep -q "^netboot: DHCP lease $PX_GUEST/24, router 10.214.2.1"; then
-	e2e_result initramfs_dhcp write 1
-else
-	e2e_result initramfs_dhcp write 0 "the initramfs did not report the lease $PX_GUEST/24 via 10.214.2.1"
-fi
+D=$work/dnsmasq.log
+px_logged dhcp_ack write "$D" "DHCPACK\(unfspxet\) $PX_GUEST $PX_MAC" "a DHCPACK of $PX_GUEST to $PX_MAC"
+px_logged tftp_pxelinux write "$D" "sent $T/pxelinux.0 to $PX_GUEST" "pxelinux.0 sent"
+px_logged tftp_config write "$D" "sent $T/pxelinux.cfg/default to $PX_GUEST" "pxelinux.cfg/default sent"
+px_logged tftp_kernel write "$D" "sent $T/vmlinuz to $PX_GUEST" "vmlinuz sent"
+px_logged tftp_initrd write "$D" "sent $T/initrd.img to $PX_GUEST" "initrd.img sent"
+px_logged initramfs_dhcp write "$work/console-write.log" "^ address: $PX_GUEST " "Debian's initramfs (ipconfig) configuring $PX_GUEST by DHCP"
+px_logged initramfs_nfs_root write "$work/console-write.log" "^NETBOOT init: phase 'write', root $PX_SERVER:/union nfs" "the root mounted from $PX_SERVER:/union"
 
-# Boot 2: PXELINUX prefers the file named after the client's address in hex to default.
-px_pxe_config "$T/pxelinux.cfg/$(printf '%02X' ${PX_GUEST//./ })" changed
-chmod a+r "$T/pxelinux.cfg/"*
+# Boot 2: the server without a portmapper; the busybox initramfs, nfsroot= names the ports,
+# from the file PXELINUX prefers to default: the machine's address in hex.
+e2e_stop_server
+px_start_server --portmap off
+hexname=$(printf '%02X' ${PX_GUEST//./ })
+px_pxe_config "$T/pxelinux.cfg/$hexname" changed initrd-busybox.img ",port=$E2E_PORT,mountport=$E2E_MPORT"
 px_boot changed
-px_logged tftp_config_hex changed "sent $T/pxelinux.cfg/0AD60265 to $PX_GUEST" "sending pxelinux.cfg/0AD60265"
+px_logged tftp_config_hex changed "$D" "sent $T/pxelinux.cfg/$hexname to $PX_GUEST" "pxelinux.cfg/$hexname sent"
+px_logged tftp_initrd_busybox changed "$D" "sent $T/initrd-busybox.img to $PX_GUEST" "initrd-busybox.img sent"
+px_logged initramfs_dhcp changed "$work/console-changed.log" "^netboot: DHCP lease $PX_GUEST/24, router $PX_SERVER" "the busybox initramfs configuring $PX_GUEST/24 by DHCP"
 
 "$BUILD/unionnfsd-ctl" --state "$state" clients > "$work/clients.out" 2>&1
 echo "host: unionnfsd-ctl clients:"
