@@ -320,6 +320,8 @@ px_logged initramfs_dhcp changed "$work/console-changed.log" "^netboot: DHCP lea
 "$BUILD/unionnfsd-ctl" --state "$state" clients > "$work/clients.out" 2>&1
 echo "host: unionnfsd-ctl clients:"
 sed 's/^/  /' "$work/clients.out"
+grep -q "^ *$PX_GUEST " "$work/clients.out" && grep -qF "$CL/$PX_GUEST" "$work/clients.out"
+e2e_result ctl_clients host $((! $?)) "unionnfsd-ctl clients does not list $PX_GUEST with its layer $CL/$PX_GUEST"
 e2e_stop_server
 
 U=$CL/$PX_GUEST
