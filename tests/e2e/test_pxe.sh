@@ -10,10 +10,12 @@
 #           section 2 configures it: BOOT=nfs, MODULES=netboot) and the guide's kernel line
 #           unchanged, from pxelinux.cfg/default; the server runs a portmapper, as with
 #           rpcbind. Phase write: writes /etc and /var, deletes a base file.
-#   boot 2: the test's busybox initramfs (tests/e2e/netboot/build-initrd, ip=dhcp by udhcpc)
-#           from pxelinux.cfg/0AD60265 (the machine's address in hex, which PXELINUX prefers
-#           to default), after a server restart without a portmapper, so nfsroot= names the
-#           ports. Phase changed: finds the changes of boot 1.
+#   boot 2: the guide's proxy variant: busybox udhcpd hands out the address (fixed by MAC)
+#           and dnsmasq, as a proxy, only the boot information; the test's busybox initramfs
+#           (tests/e2e/netboot/build-initrd, ip=dhcp by udhcpc) from pxelinux.cfg/0AD60265
+#           (the machine's address in hex, which PXELINUX prefers to default), after a
+#           server restart without a portmapper, so nfsroot= names the ports. Phase
+#           changed: finds the changes of boot 1.
 # The export gives every client its own upper, upper=$work/clients/%a, and its only client
 # rule names the address dnsmasq hands out, so a boot proves the server saw the DHCP address;
 # the host then checks that this upper holds the guest's writes, that no other client
@@ -21,7 +23,7 @@
 #
 # Network (10.214.2.0/24 only; nothing leaves the namespace): namespace unfs-pxe holds the
 # tap device unfspxet (10.214.2.1/24) for qemu, and on it, like the guide's lab server,
-# dnsmasq (DHCP and TFTP, no DNS) and unionnfsd (NFS 14071, MOUNT 14072, and for boot 1 its
+# dnsmasq (DHCP and TFTP, no DNS; for boot 2 beside udhcpd) and unionnfsd (NFS 14071, MOUNT 14072, and for boot 1 its
 # built-in portmapper on port 111: Debian's initramfs always asks the portmapper on 111, and
 # the namespace's ports are its own, so nothing on the host collides). A small helper sends
 # IPv6 router advertisements without prefix or route on the tap device, only to end the
@@ -46,6 +48,7 @@ PX_BOOT_LIMIT=${PX_BOOT_LIMIT:-120}
 dnsmasq_pid=
 vm_pid=
 ra_pid=
+udhcpd_pid=
 
 px_cleanup() {
 	if [ -n "$vm_pid" ] && kill -0 "$vm_pid" 2> /dev/null; then
@@ -59,6 +62,10 @@ px_cleanup() {
 	if [ -n "$ra_pid" ] && kill -0 "$ra_pid" 2> /dev/null; then
 		kill -TERM "$ra_pid" 2> /dev/null
 		wait "$ra_pid" 2> /dev/null
+	fi
+	if [ -n "$udhcpd_pid" ] && kill -0 "$udhcpd_pid" 2> /dev/null; then
+		kill -TERM "$udhcpd_pid" 2> /dev/null
+		wait "$udhcpd_pid" 2> /dev/null
 	fi
 	e2e_cleanup # kills the server
 	ip netns del "$PX_NS" 2> /dev/null # and with it the tap device
@@ -168,35 +175,24 @@ px_pxe_config() {
 	chmod 644 "$1"
 }
 
+# px_start_dnsmasq NAME: dnsmasq with $work/NAME.conf, which logs to $work/NAME.log
 px_start_dnsmasq() {
-	local i
-	# The guide's section 3 line for line (its comments too) on the test's network, then
-	# the test's own settings.
-	cat > "$work/dnsmasq.conf" <<-EOF
-		interface=unfspxet                   # the lab interface of the server
-		bind-interfaces
-		dhcp-range=10.214.2.100,10.214.2.199,12h
-		# Fixed addresses: the address names the machine (and its layer on the server).
-		dhcp-host=$PX_MAC,$PX_GUEST,pxe01
-		enable-tftp
-		tftp-root=$T
-		dhcp-boot=pxelinux.0                 # BIOS PXE clients
-		# test only: no DNS, in the foreground, its files in the test's directory
-		port=0
-		keep-in-foreground
-		dhcp-leasefile=$work/dnsmasq.leases
-		log-facility=$work/dnsmasq.log
-		log-dhcp
-	EOF
-	ip netns exec "$PX_NS" dnsmasq --conf-file="$work/dnsmasq.conf" > "$work/dnsmasq.out" 2>&1 &
+	local i log=$work/$1.log
+	ip netns exec "$PX_NS" dnsmasq --conf-file="$work/$1.conf" > "$work/$1.out" 2>&1 &
 	dnsmasq_pid=$!
 	for i in $(seq 1 50); do
 		kill -0 "$dnsmasq_pid" 2> /dev/null ||
-			e2e_fail "dnsmasq exited at start-up: $(cat "$work/dnsmasq.out" "$work/dnsmasq.log" 2> /dev/null | tail -3 | tr '\n' ' ')"
-		grep -q 'TFTP root is' "$work/dnsmasq.log" 2> /dev/null && return 0
+			e2e_fail "dnsmasq exited at start-up: $(cat "$work/$1.out" "$log" 2> /dev/null | tail -3 | tr '\n' ' ')"
+		grep -q 'TFTP root is' "$log" 2> /dev/null && return 0
 		sleep 0.1
 	done
-	e2e_fail "dnsmasq did not report its TFTP root within 5 s: $(tail -3 "$work/dnsmasq.log" 2> /dev/null | tr '\n' ' ')"
+	e2e_fail "dnsmasq did not report its TFTP root within 5 s: $(tail -3 "$log" 2> /dev/null | tr '\n' ' ')"
+}
+
+px_stop_dnsmasq() {
+	kill -TERM "$dnsmasq_pid" 2> /dev/null
+	wait "$dnsmasq_pid" 2> /dev/null
+	dnsmasq_pid=
 }
 
 px_port_busy() { # is anything listening on TCP port $1 of the server's address in the namespace?
@@ -276,8 +272,32 @@ cp "$NB_VM/initrd.cpio.gz" "$T/initrd-busybox.img"
 chmod -R a+rX "$T" # dnsmasq serves TFTP as its own user
 px_pxe_config "$T/pxelinux.cfg/default" write initrd.img ""
 
+# The guide's section 3 line for line (its comments too) on the test's network, then the
+# test's own settings.
+cat > "$work/dnsmasq.conf" <<-EOF
+	interface=unfspxet                   # the lab interface of the server
+	bind-interfaces
+	dhcp-range=10.214.2.100,10.214.2.199,12h
+	# Fixed addresses: the address names the machine (and its layer on the server).
+	dhcp-host=$PX_MAC,$PX_GUEST,pxe01
+	enable-tftp
+	tftp-root=$T
+	dhcp-boot=pxelinux.0                 # BIOS PXE clients
+	# test only: no DNS, in the foreground, its files in the test's directory
+	port=0
+	keep-in-foreground
+	dhcp-leasefile=$work/dnsmasq.leases
+	log-facility=$work/dnsmasq.log
+	log-dhcp
+EOF
+# The guide's proxy variant: another DHCP server hands out the addresses and dnsmasq only
+# adds the boot information (its dhcp-range and dhcp-boot lines replaced as the guide says).
+sed -e 's/^dhcp-range=.*/dhcp-range=10.214.2.0,proxy/' \
+	-e 's/^dhcp-boot=.*/pxe-service=x86PC,"Network boot",pxelinux/' \
+	-e "s|=$work/dnsmasq\\.|=$work/dnsmasq-proxy.|" "$work/dnsmasq.conf" > "$work/dnsmasq-proxy.conf"
+
 px_net_up
-px_start_dnsmasq
+px_start_dnsmasq dnsmasq
 px_start_ra
 
 # The server reads the guide's kind of configuration file (deploy/lab.conf); the only client
@@ -306,13 +326,32 @@ px_logged tftp_initrd write "$D" "sent $T/initrd.img to $PX_GUEST" "initrd.img s
 px_logged initramfs_dhcp write "$work/console-write.log" "^ address: $PX_GUEST " "Debian's initramfs (ipconfig) configuring $PX_GUEST by DHCP"
 px_logged initramfs_nfs_root write "$work/console-write.log" "^NETBOOT init: phase 'write', root $PX_SERVER:/union nfs" "the root mounted from $PX_SERVER:/union"
 
-# Boot 2: the server without a portmapper; the busybox initramfs, nfsroot= names the ports,
-# from the file PXELINUX prefers to default: the machine's address in hex.
+# Boot 2: dnsmasq as a proxy beside another DHCP server (busybox udhcpd, the address fixed
+# by MAC); the server without a portmapper; the busybox initramfs, nfsroot= names the
+# ports; from the file PXELINUX prefers to default: the machine's address in hex.
+px_stop_dnsmasq
+cat > "$work/udhcpd.conf" <<-EOF
+	interface unfspxet
+	start 10.214.2.100
+	end 10.214.2.199
+	max_leases 100
+	lease_file $work/udhcpd.leases
+	static_lease $PX_MAC $PX_GUEST
+	option subnet 255.255.255.0
+	option router $PX_SERVER
+EOF
+: > "$work/udhcpd.leases"
+ip netns exec "$PX_NS" busybox udhcpd -f "$work/udhcpd.conf" > "$work/udhcpd.out" 2>&1 &
+udhcpd_pid=$!
+px_start_dnsmasq dnsmasq-proxy
 e2e_stop_server
 px_start_server --portmap off
 hexname=$(printf '%02X' ${PX_GUEST//./ })
 px_pxe_config "$T/pxelinux.cfg/$hexname" changed initrd-busybox.img ",port=$E2E_PORT,mountport=$E2E_MPORT"
 px_boot changed
+D=$work/dnsmasq-proxy.log
+px_logged dhcp_other_server changed "$work/udhcpd.out" "sending ACK to $PX_GUEST" "udhcpd acknowledging $PX_GUEST"
+px_logged proxy_boot_file changed "$D" "PXE\(unfspxet\) $PX_GUEST $PX_MAC pxelinux\.0" "the proxy naming pxelinux.0 for $PX_GUEST"
 px_logged tftp_config_hex changed "$D" "sent $T/pxelinux.cfg/$hexname to $PX_GUEST" "pxelinux.cfg/$hexname sent"
 px_logged tftp_initrd_busybox changed "$D" "sent $T/initrd-busybox.img to $PX_GUEST" "initrd-busybox.img sent"
 px_logged initramfs_dhcp changed "$work/console-changed.log" "^netboot: DHCP lease $PX_GUEST/24, router $PX_SERVER" "the busybox initramfs configuring $PX_GUEST/24 by DHCP"
