@@ -49,7 +49,7 @@ install -m 0755 "$here/debian-netboot-check" "$T/check"
 install -m 0755 "$repo/build/unionnfsd" "$repo/build/unionnfsd-ctl" "$T/"
 install -m 0644 "$repo/deploy/unionnfsd.service" "$T/"
 if [ ! -s "$T/hello.deb" ]; then
-	(cd "$T" && apt-get download -q hello > /dev/null && mv hello_*.deb hello.deb) || fail "apt-get download hello failed"
+	(cd "$T" && apt-get download -q hello > /dev/null 2>&1 && mv hello_*.deb hello.deb) || fail "apt-get download hello failed"
 fi
 cat > "$base/etc/systemd/system/netboot-check.service" << 'UNIT'
 [Unit]
