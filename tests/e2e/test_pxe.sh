@@ -5,7 +5,7 @@
 # kernel and an initramfs by TFTP from dnsmasq; the initramfs configures the interface by
 # DHCP (ip=dhcp) and mounts / over NFSv3/TCP from unionnfsd (nfsroot= on the kernel line).
 # The lower branch is the busybox root of tests/e2e/netboot/build-rootfs; its /sbin/init runs
-# one phase and prints RESULT rows on the console. Two boots of the same machine:
+# one phase and prints RESULT rows on the console. Boots of the same machine:
 #   boot 1: Debian's own initramfs (initramfs-tools, built with mkinitramfs as the guide's
 #           section 2 configures it: BOOT=nfs, MODULES=netboot) and the guide's kernel line
 #           unchanged, from pxelinux.cfg/default; the server runs a portmapper, as with
@@ -16,16 +16,23 @@
 #           (the machine's address in hex, which PXELINUX prefers to default), after a
 #           server restart without a portmapper, so nfsroot= names the ports. Phase
 #           changed: finds the changes of boot 1.
+#   boot 3, only with PXE_UEFI=1 (about 35 s more; needs the packages ovmf and
+#           grub-efi-amd64-bin): UEFI firmware (OVMF with qemu's iPXE EFI ROM), dnsmasq as in
+#           boot 1 (its dhcp-match/dhcp-boot tag:efi lines, always present, now used), GRUB
+#           built by grub-mkimage as the guide says with section 4's line in grub/grub.cfg,
+#           Debian's initramfs, the portmapper back on. Phase changed again.
 # The export gives every client its own upper, upper=$work/clients/%a, and its only client
-# rule names the address dnsmasq hands out, so a boot proves the server saw the DHCP address;
-# the host then checks that this upper holds the guest's writes, that no other client
-# directory appeared and that the lower is byte-for-byte unchanged.
+# rule names the address the DHCP server hands out, so a boot proves the server saw the DHCP
+# address; the host then checks that this upper holds the guest's writes, that
+# unionnfsd-ctl clients lists it, that no other client directory appeared and that the
+# lower is byte-for-byte unchanged.
 #
 # Network (10.214.2.0/24 only; nothing leaves the namespace): namespace unfs-pxe holds the
 # tap device unfspxet (10.214.2.1/24) for qemu, and on it, like the guide's lab server,
-# dnsmasq (DHCP and TFTP, no DNS; for boot 2 beside udhcpd) and unionnfsd (NFS 14071, MOUNT 14072, and for boot 1 its
-# built-in portmapper on port 111: Debian's initramfs always asks the portmapper on 111, and
-# the namespace's ports are its own, so nothing on the host collides). A small helper sends
+# dnsmasq (DHCP and TFTP, no DNS; for boot 2 beside udhcpd) and unionnfsd (NFS 14071, MOUNT
+# 14072, and for boots 1 and 3 its built-in portmapper on port 111: Debian's initramfs asks
+# the portmapper on 111, and the namespace's ports are its own, so nothing on the host
+# collides). A small helper sends
 # IPv6 router advertisements without prefix or route on the tap device, only to end the
 # wait of about 13 s per boot that iPXE spends on IPv6 otherwise (px_start_ra).
 #
@@ -45,6 +52,8 @@ PX_SERVER=10.214.2.1
 PX_PXELINUX=/usr/lib/PXELINUX/pxelinux.0
 PX_LDLINUX=/usr/lib/syslinux/modules/bios/ldlinux.c32
 PX_BOOT_LIMIT=${PX_BOOT_LIMIT:-120}
+PX_UEFI=${PXE_UEFI:-0} # 1: a third boot, by UEFI (OVMF, GRUB); about 35 s more
+PX_OVMF=
 dnsmasq_pid=
 vm_pid=
 ra_pid=
@@ -93,6 +102,14 @@ px_prereqs() {
 		[ -r "$f" ] && break
 	done
 	[ -r "$f" ] || e2e_fail "qemu's iPXE ROM for virtio-net is missing; run deploy/install-deps (qemu-system-x86 brings ipxe-qemu)"
+	if [ "$PX_UEFI" = 1 ]; then
+		for f in /usr/share/ovmf/OVMF.fd /usr/share/qemu/OVMF.fd; do
+			[ -r "$f" ] && PX_OVMF=$f && break
+		done
+		[ -n "$PX_OVMF" ] || e2e_fail "PXE_UEFI=1 needs OVMF.fd; apt-get install ovmf"
+		[ -r /usr/lib/grub/x86_64-efi/efinet.mod ] && command -v grub-mkimage > /dev/null ||
+			e2e_fail "PXE_UEFI=1 needs GRUB's EFI modules; apt-get install grub-efi-amd64-bin"
+	fi
 	kver=$(ls /lib/modules | sort -V | tail -1)
 	if [ ! -r "$NB_VM/initrd.cpio.gz" ] || [ "$(cat "$NB_VM/kernel-version" 2> /dev/null)" != "$kver" ] ||
 		[ "$NB_DIR/build-initrd" -nt "$NB_VM/initrd.cpio.gz" ]; then
@@ -215,36 +232,39 @@ px_start_server() {
 	e2e_fail "the server did not answer on $PX_SERVER ports $E2E_PORT/$E2E_MPORT within 30 s"
 }
 
-# px_boot PHASE: boots the VM from the network and collects its RESULT rows; a boot that
-# does not reach the end of its phase fails a row
+# px_boot LABEL PHASE [QEMU ARGS...]: boots the VM from the network (console in
+# $work/console-LABEL.log) and collects its RESULT rows; a boot that does not reach the end
+# of its phase fails the row "boot LABEL"
 px_boot() {
-	local phase=$1 log t0 rc
-	log=$work/console-$phase.log
+	local label=$1 phase=$2 log t0 rc
+	shift 2
+	log=$work/console-$label.log
 	t0=$(date +%s.%N)
 	ip netns exec "$PX_NS" timeout --foreground -k 5 "$PX_BOOT_LIMIT" qemu-system-x86_64 \
 		-machine "q35,accel=${ACCEL:-tcg}" -cpu "${CPU:-max}" -m 512 -smp 1 \
 		-nographic -no-reboot -nodefaults -serial stdio -boot n \
 		-netdev tap,id=n0,ifname=unfspxet,script=no,downscript=no \
-		-device "virtio-net-pci,netdev=n0,mac=$PX_MAC" \
+		-device "virtio-net-pci,netdev=n0,mac=$PX_MAC" "$@" \
 		< /dev/null > "$log" 2>&1 &
 	vm_pid=$! # waited for in the background, so that a signal to the test ends it at once
 	wait "$vm_pid"
 	rc=$?
 	vm_pid=
-	tr -d '\r' < "$log" | grep -E '^(RESULT|NETBOOT|netboot:|IP-Config|nfsmount|PXELINUX [0-9])' | sed 's/^/client: /'
-	echo "host: VM ($phase) ran $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s, qemu status $rc"
+	tr -d '\r' < "$log" | grep -E '^(RESULT|NETBOOT|netboot:|IP-Config|nfsmount|PXELINUX [0-9]|Welcome to GRUB)' | sed 's/^/client: /'
+	echo "host: VM ($label) ran $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s, qemu status $rc"
 	tr -d '\r' < "$log" | grep '^RESULT ' >> "$work/vm.out"
 	E2E_FAILED=$((E2E_FAILED + $(tr -d '\r' < "$log" | grep -c '^RESULT .* FAIL')))
-	if tr -d '\r' < "$log" | grep -q "^NETBOOT done: phase '$phase'"; then
-		e2e_result boot "$phase" 1
+	if tr -d '\r' < "$log" | grep "^NETBOOT done: phase '$phase'" > /dev/null; then
+		e2e_result boot "$label" 1
 	else
-		e2e_result boot "$phase" 0 "the VM did not finish its phase (qemu status $rc); console tail: $(tail -5 "$log" | tr -d '\r' | tr '\n' ' ')"
+		e2e_result boot "$label" 0 "the VM did not finish its phase (qemu status $rc); console tail: $(tail -5 "$log" | tr -d '\r' | tr '\n' ' ')"
 	fi
 }
 
-# px_logged ROW PHASE FILE REGEX WHAT: a row for a line FILE must hold
+# px_logged ROW PHASE FILE REGEX WHAT: a row for a line FILE must hold (grep without -q:
+# with pipefail, tr killed by SIGPIPE when grep -q stops early would fail the row)
 px_logged() {
-	if tr -d '\r' < "$3" | grep -Eq "$4"; then
+	if tr -d '\r' < "$3" | grep -E "$4" > /dev/null; then
 		e2e_result "$1" "$2" 1
 	else
 		e2e_result "$1" "$2" 0 "${3#"$work/"} does not show $5"
@@ -271,6 +291,20 @@ cp "$PX_VM/initrd-nfs.img" "$T/initrd.img"
 cp "$NB_VM/initrd.cpio.gz" "$T/initrd-busybox.img"
 chmod -R a+rX "$T" # dnsmasq serves TFTP as its own user
 px_pxe_config "$T/pxelinux.cfg/default" write initrd.img ""
+if [ "$PX_UEFI" = 1 ]; then
+	# GRUB as the guide's section 3 builds it, and its grub.cfg with section 4's kernel line
+	grub-mkimage -O x86_64-efi -p '(tftp)/grub' -o "$T/grubx64.efi" efinet tftp linux normal configfile ||
+		e2e_fail "grub-mkimage failed"
+	mkdir -p "$T/grub"
+	cat > "$T/grub/grub.cfg" <<-EOF
+		set timeout=0
+		menuentry lab {
+		  linux /vmlinuz root=/dev/nfs nfsroot=$PX_SERVER:/union,vers=3,tcp ip=dhcp rw console=ttyS0 panic=-1 quiet netboot.phase=changed
+		  initrd /initrd.img
+		}
+	EOF
+	chmod -R a+rX "$T"
+fi
 
 # The guide's section 3 line for line (its comments too) on the test's network, then the
 # test's own settings.
@@ -283,6 +317,9 @@ cat > "$work/dnsmasq.conf" <<-EOF
 	enable-tftp
 	tftp-root=$T
 	dhcp-boot=pxelinux.0                 # BIOS PXE clients
+	# UEFI clients: GRUB (section 3, booted only with PXE_UEFI=1)
+	dhcp-match=set:efi,option:client-arch,7
+	dhcp-boot=tag:efi,grubx64.efi
 	# test only: no DNS, in the foreground, its files in the test's directory
 	port=0
 	keep-in-foreground
@@ -293,7 +330,7 @@ EOF
 # The guide's proxy variant: another DHCP server hands out the addresses and dnsmasq only
 # adds the boot information (its dhcp-range and dhcp-boot lines replaced as the guide says).
 sed -e 's/^dhcp-range=.*/dhcp-range=10.214.2.0,proxy/' \
-	-e 's/^dhcp-boot=.*/pxe-service=x86PC,"Network boot",pxelinux/' \
+	-e 's/^dhcp-boot=pxelinux.0 .*/pxe-service=x86PC,"Network boot",pxelinux/' \
 	-e "s|=$work/dnsmasq\\.|=$work/dnsmasq-proxy.|" "$work/dnsmasq.conf" > "$work/dnsmasq-proxy.conf"
 
 px_net_up
@@ -316,7 +353,7 @@ px_start_server
 echo "server started in $PX_NS on $PX_SERVER, ports $E2E_PORT/$E2E_MPORT and a portmapper on 111: /union over a busybox root, uppers $CL/%a"
 
 # Boot 1: Debian's initramfs, the guide's kernel line unchanged.
-px_boot write
+px_boot write write
 D=$work/dnsmasq.log
 px_logged dhcp_ack write "$D" "DHCPACK\(unfspxet\) $PX_GUEST $PX_MAC" "a DHCPACK of $PX_GUEST to $PX_MAC"
 px_logged tftp_pxelinux write "$D" "sent $T/pxelinux.0 to $PX_GUEST" "pxelinux.0 sent"
@@ -348,13 +385,32 @@ e2e_stop_server
 px_start_server --portmap off
 hexname=$(printf '%02X' ${PX_GUEST//./ })
 px_pxe_config "$T/pxelinux.cfg/$hexname" changed initrd-busybox.img ",port=$E2E_PORT,mountport=$E2E_MPORT"
-px_boot changed
+px_boot changed changed
 D=$work/dnsmasq-proxy.log
 px_logged dhcp_other_server changed "$work/udhcpd.out" "sending ACK to $PX_GUEST" "udhcpd acknowledging $PX_GUEST"
 px_logged proxy_boot_file changed "$D" "PXE\(unfspxet\) $PX_GUEST $PX_MAC pxelinux\.0" "the proxy naming pxelinux.0 for $PX_GUEST"
 px_logged tftp_config_hex changed "$D" "sent $T/pxelinux.cfg/$hexname to $PX_GUEST" "pxelinux.cfg/$hexname sent"
 px_logged tftp_initrd_busybox changed "$D" "sent $T/initrd-busybox.img to $PX_GUEST" "initrd-busybox.img sent"
 px_logged initramfs_dhcp changed "$work/console-changed.log" "^netboot: DHCP lease $PX_GUEST/24, router $PX_SERVER" "the busybox initramfs configuring $PX_GUEST/24 by DHCP"
+
+if [ "$PX_UEFI" = 1 ]; then
+	# Boot 3 (PXE_UEFI=1): UEFI firmware (OVMF), dnsmasq as in boot 1, GRUB and its
+	# grub.cfg, Debian's initramfs, the portmapper back on. Phase changed again.
+	px_stop_dnsmasq
+	kill -TERM "$udhcpd_pid" 2> /dev/null
+	wait "$udhcpd_pid" 2> /dev/null
+	udhcpd_pid=
+	sed "s|=$work/dnsmasq\\.|=$work/dnsmasq-uefi.|" "$work/dnsmasq.conf" > "$work/dnsmasq-uefi.conf"
+	px_start_dnsmasq dnsmasq-uefi
+	e2e_stop_server
+	px_start_server
+	px_boot uefi changed -bios "$PX_OVMF"
+	D=$work/dnsmasq-uefi.log
+	px_logged uefi_client uefi "$D" "vendor class: PXEClient:Arch:00007" "a UEFI x64 client (client-arch 7)"
+	px_logged tftp_grub uefi "$D" "sent $T/grubx64.efi to $PX_GUEST" "grubx64.efi sent"
+	px_logged tftp_grub_cfg uefi "$D" "sent $T/grub/grub.cfg to $PX_GUEST" "grub/grub.cfg sent"
+	px_logged tftp_initrd uefi "$D" "sent $T/initrd.img to $PX_GUEST" "initrd.img sent"
+fi
 
 "$BUILD/unionnfsd-ctl" --state "$state" clients > "$work/clients.out" 2>&1
 echo "host: unionnfsd-ctl clients:"
