@@ -208,19 +208,25 @@ e2e_export() {
 }
 
 e2e_start_server() {
-	local i
 	"$E2E_BIN" -f --port "$E2E_PORT" --mount-port "$E2E_MPORT" --portmap off --state "$state" \
 		"${E2E_EXPORTS[@]}" >> "$work/server.log" 2>&1 &
 	srv=$!
+	# (rpcinfo -n still asks a portmapper first, and there is none here)
+	e2e_await_server e2e_port_busy 127.0.0.1
+}
+
+# e2e_await_server PROBE WHERE: waits up to 30 s until PROBE PORT succeeds for both ports of
+# the server just started as $srv (listening on WHERE); fails the test if it exits first
+e2e_await_server() {
+	local i
 	for i in $(seq 1 150); do
 		kill -0 "$srv" 2> /dev/null || { wait "$srv"; e2e_fail "the server exited at start-up (status $?)"; }
-		# (rpcinfo -n still asks a portmapper first, and there is none here)
-		if e2e_port_busy "$E2E_PORT" && e2e_port_busy "$E2E_MPORT"; then
+		if "$1" "$E2E_PORT" && "$1" "$E2E_MPORT"; then
 			return 0
 		fi
 		sleep 0.2
 	done
-	e2e_fail "the server did not answer on ports $E2E_PORT/$E2E_MPORT within 30 s"
+	e2e_fail "the server did not answer on $2 ports $E2E_PORT/$E2E_MPORT within 30 s"
 }
 
 e2e_stop_server() {
@@ -294,6 +300,31 @@ e2e_tree_manifest() {
 			[ -n "$x" ] && echo "$p xattr $x=$("$E2E_TOOL" get "$p" "$x")"
 		done
 	done)
+}
+
+# e2e_unchanged NAME DIR: a result row NAME saying whether DIR still matches the manifest
+# taken into $work/NAME.before
+e2e_unchanged() {
+	e2e_tree_manifest "$2" > "$work/$1.after"
+	if diff "$work/$1.before" "$work/$1.after" > "$work/$1.diff"; then
+		e2e_result "$1" host 1
+	else
+		e2e_result "$1" host 0 "${2#"$work/"} changed: $(head -4 "$work/$1.diff" | tr '\n' ' ')"
+	fi
+}
+
+# e2e_netboot_upper_checks DIR: the changes of the netboot root's write phase
+# (tests/e2e/netboot/build-rootfs), as the host sees them in the client's upper branch DIR
+e2e_netboot_upper_checks() {
+	if e2e_is_whiteout "$1/etc/base-only"; then
+		e2e_result upper_whiteout host 1
+	else
+		e2e_result upper_whiteout host 0 "${1#"$work/"}/etc/base-only is $(stat -c '%F' "$1/etc/base-only" 2>&1), want a whiteout"
+	fi
+	[ "$(cat "$1/etc/netboot-marker" 2>&1)" = client-marker ]
+	e2e_result upper_marker host $((! $?)) "${1#"$work/"}/etc/netboot-marker: $(cat "$1/etc/netboot-marker" 2>&1)"
+	[ "$(cat "$1/var/lib/netboot/state" 2>&1)" = "state 1" ]
+	e2e_result upper_var host $((! $?)) "${1#"$work/"}/var/lib/netboot/state: $(cat "$1/var/lib/netboot/state" 2>&1)"
 }
 
 # e2e_is_whiteout PATH: a character device 0/0

@@ -101,20 +101,7 @@ nb_initrd_ready
 
 L=$work/lower
 "$NB_DIR/build-rootfs" "$L" || e2e_fail "tests/e2e/netboot/build-rootfs failed"
-e2e_tree_manifest "$L" > "$work/lower.before"
-
-# nb_upper_checks DIR: client 1's changes, as the host sees them in its upper branch DIR
-nb_upper_checks() {
-	if e2e_is_whiteout "$1/etc/base-only"; then
-		e2e_result upper_whiteout host 1
-	else
-		e2e_result upper_whiteout host 0 "${1#"$work/"}/etc/base-only is $(stat -c '%F' "$1/etc/base-only" 2>&1), want a whiteout"
-	fi
-	[ "$(cat "$1/etc/netboot-marker" 2>&1)" = client-marker ]
-	e2e_result upper_marker host $((! $?)) "${1#"$work/"}/etc/netboot-marker: $(cat "$1/etc/netboot-marker" 2>&1)"
-	[ "$(cat "$1/var/lib/netboot/state" 2>&1)" = "state 1" ]
-	e2e_result upper_var host $((! $?)) "${1#"$work/"}/var/lib/netboot/state: $(cat "$1/var/lib/netboot/state" 2>&1)"
-}
+e2e_tree_manifest "$L" > "$work/lower_unchanged.before"
 
 nb_ns_up 1
 nb_ns_up 2
@@ -148,7 +135,7 @@ nb_boot 1 changed
 if [ $NB_MODE = per-client ]; then
 	nb_boot 2 pristine
 	U=$CL/lab01
-	nb_upper_checks "$U"
+	e2e_netboot_upper_checks "$U"
 	if [ ! -d "$CL/lab02" ]; then
 		e2e_result upper2_clean host 0 "client 2's upper $CL/lab02 (named by the hosts map) was not made"
 	elif [ -e "$CL/lab02/etc/netboot-marker" ] || [ -e "$CL/lab02/etc/base-only" ]; then
@@ -182,13 +169,8 @@ if [ $NB_MODE = per-client ]; then
 else
 	nb_boot 2 readonly
 	e2e_stop_server
-	nb_upper_checks "$U"
+	e2e_netboot_upper_checks "$U"
 fi
 
-e2e_tree_manifest "$L" > "$work/lower.after"
-if diff "$work/lower.before" "$work/lower.after" > "$work/diff"; then
-	e2e_result lower_unchanged host 1
-else
-	e2e_result lower_unchanged host 0 "the lower branch changed: $(head -4 "$work/diff" | tr '\n' ' ')"
-fi
+e2e_unchanged lower_unchanged "$L"
 e2e_finish

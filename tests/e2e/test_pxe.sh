@@ -219,17 +219,9 @@ px_port_busy() { # is anything listening on TCP port $1 of the server's address 
 # px_start_server [ARGS...]: unionnfsd in the namespace with the test's configuration file,
 # then ARGS (later settings win)
 px_start_server() {
-	local i
 	ip netns exec "$PX_NS" "$E2E_BIN" -f -c "$work/unionnfsd.conf" "$@" >> "$work/server.log" 2>&1 &
 	srv=$!
-	for i in $(seq 1 150); do
-		kill -0 "$srv" 2> /dev/null || { wait "$srv"; e2e_fail "the server exited at start-up (status $?)"; }
-		if px_port_busy "$E2E_PORT" && px_port_busy "$E2E_MPORT"; then
-			return 0
-		fi
-		sleep 0.2
-	done
-	e2e_fail "the server did not answer on $PX_SERVER ports $E2E_PORT/$E2E_MPORT within 30 s"
+	e2e_await_server px_port_busy "$PX_SERVER"
 }
 
 # px_boot LABEL PHASE [QEMU ARGS...]: boots the VM from the network (console in
@@ -280,7 +272,7 @@ px_prereqs
 L=$work/lower
 "$NB_DIR/build-rootfs" "$L" || e2e_fail "tests/e2e/netboot/build-rootfs failed"
 mkdir -m 755 "$L/run" # Debian's initramfs moves its /run there
-e2e_tree_manifest "$L" > "$work/lower.before"
+e2e_tree_manifest "$L" > "$work/lower_unchanged.before"
 
 # The TFTP root, laid out as the guide's section 2 does.
 T=$work/tftp
@@ -425,20 +417,7 @@ echo "---- the guest's upper branch ($U) ----"
 others=$(ls -A "$CL" | grep -vxF "$PX_GUEST" | tr '\n' ' ')
 [ -d "$U" ] && [ -z "$others" ]
 e2e_result upper_named_by_dhcp_address host $((! $?)) "$CL holds '$(ls -A "$CL" | tr '\n' ' ')', want only $PX_GUEST"
-if e2e_is_whiteout "$U/etc/base-only"; then
-	e2e_result upper_whiteout host 1
-else
-	e2e_result upper_whiteout host 0 "etc/base-only in the upper is $(stat -c '%F' "$U/etc/base-only" 2>&1), want a whiteout"
-fi
-[ "$(cat "$U/etc/netboot-marker" 2>&1)" = client-marker ]
-e2e_result upper_marker host $((! $?)) "etc/netboot-marker in the upper: $(cat "$U/etc/netboot-marker" 2>&1)"
-[ "$(cat "$U/var/lib/netboot/state" 2>&1)" = "state 1" ]
-e2e_result upper_var host $((! $?)) "var/lib/netboot/state in the upper: $(cat "$U/var/lib/netboot/state" 2>&1)"
+e2e_netboot_upper_checks "$U"
 
-e2e_tree_manifest "$L" > "$work/lower.after"
-if diff "$work/lower.before" "$work/lower.after" > "$work/diff"; then
-	e2e_result lower_unchanged host 1
-else
-	e2e_result lower_unchanged host 0 "the lower branch changed: $(head -4 "$work/diff" | tr '\n' ' ')"
-fi
+e2e_unchanged lower_unchanged "$L"
 e2e_finish
