@@ -51,8 +51,21 @@ struct nfs_view {
 	struct union_export *vw_ux;
 };
 
+#define VIEWS_NONAME_KEPT 64     /* addresses remembered as having no host name */
+#define VIEWS_REVERSE_MAX 4      /* reverse DNS lookups at once; more calls are refused */
+
+/* An address whose host name could not be found, and when (see views_client_key). */
+struct views_noname {
+	char nn_addr[VIEWS_ADDR_MAX];
+	time_t nn_at;
+	unsigned nn_gen;
+};
+
 struct nfs_views {
-	pthread_mutex_t vt_lock; /* guards vt_list, vt_n, vt_retired and vt_byid's changes */
+	pthread_mutex_t vt_lock; /* guards vt_list, vt_n, vt_retired, vt_noname and vt_byid's changes */
+	struct views_noname vt_noname[VIEWS_NONAME_KEPT];
+	unsigned vt_noname_next;
+	atomic_uint vt_reversing;    /* reverse lookups running */
 	struct nfs_view *vt_list[NFS_VIEWS_MAX];
 	int vt_n;
 	struct nfs_view *vt_retired; /* reset views: calls may still run on them until stop */
@@ -158,6 +171,53 @@ static int views_check_upper(const struct export_conf *ec, const char *upper, ch
 }
 
 /*
+ * Reverse DNS for addr, bounded: an address that had no name is not looked up again for a
+ * minute (until a reload), and at most VIEWS_REVERSE_MAX lookups run at once, so clients
+ * without names cannot tie the workers up in resolver timeouts. -EACCES with the cause in
+ * why, or -EAGAIN when too many lookups run.
+ */
+static int views_reverse(struct nfs_server *ns, const char *addr, char *key, size_t keylen,
+			 char *why, size_t whylen)
+{
+	struct nfs_views *vt = ns->ns_views;
+	unsigned gen = atomic_load(&ns->ns_names_gen);
+	time_t now = time(NULL);
+	struct views_noname *nn;
+	bool recent = false;
+	int r;
+
+	pthread_mutex_lock(&vt->vt_lock);
+	for (unsigned k = 0; k < VIEWS_NONAME_KEPT && !recent; k++) {
+		nn = &vt->vt_noname[k];
+		recent = nn->nn_gen == gen && now - nn->nn_at < VIEWS_DENY_SECONDS &&
+			 !strcmp(nn->nn_addr, addr);
+	}
+	pthread_mutex_unlock(&vt->vt_lock);
+	if (recent) {
+		snprintf(why, whylen, "no name was found for it less than %d s ago",
+			 VIEWS_DENY_SECONDS);
+		return -EACCES;
+	}
+	if (atomic_fetch_add(&vt->vt_reversing, 1) >= VIEWS_REVERSE_MAX) {
+		atomic_fetch_sub(&vt->vt_reversing, 1);
+		snprintf(why, whylen, "%d reverse DNS lookups are running already",
+			 VIEWS_REVERSE_MAX);
+		return -EAGAIN;
+	}
+	r = hostmap_reverse(addr, key, keylen, why, whylen);
+	atomic_fetch_sub(&vt->vt_reversing, 1);
+	if (r == 0)
+		return 0;
+	pthread_mutex_lock(&vt->vt_lock);
+	nn = &vt->vt_noname[vt->vt_noname_next++ % VIEWS_NONAME_KEPT];
+	snprintf(nn->nn_addr, sizeof(nn->nn_addr), "%s", addr);
+	nn->nn_at = now;
+	nn->nn_gen = gen;
+	pthread_mutex_unlock(&vt->vt_lock);
+	return -EACCES;
+}
+
+/*
  * The key of the client at addr for export i (see struct nfs_view): its address, or for
  * upper=...%h its host name from the hosts map or confirmed reverse DNS. May block on the
  * resolver: never on the loop. Returns 0, or -errno with the cause and fix in err.
@@ -168,6 +228,7 @@ static int views_client_key(struct nfs_server *ns, int i, const char *addr, char
 	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
 	char why[300], hosts[PATH_MAX + 40];
 	const char *name;
+	int r;
 
 	if (!config_upper_by_name(ec->ec_upper)) {
 		if (strlen(addr) >= keylen || strchr(addr, '/') || strchr(addr, '%')) {
@@ -190,11 +251,12 @@ static int views_client_key(struct nfs_server *ns, int i, const char *addr, char
 	pthread_rwlock_unlock(&ns->ns_rules_lock);
 	if (name)
 		return 0;
-	if (hostmap_reverse(addr, key, keylen, why, sizeof(why)) < 0) {
+	r = views_reverse(ns, addr, key, keylen, why, sizeof(why));
+	if (r < 0) {
 		snprintf(err, errlen, "export %s names client layers by host name (upper=%s) but "
 			 "client %s has none: %s; %s and send SIGHUP", ec->ec_name, ec->ec_upper,
 			 addr, why, hosts);
-		return -EACCES;
+		return r;
 	}
 	return 0;
 }
@@ -397,14 +459,15 @@ static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id,
  * Whether a call from addr may use view vw: addr is its client. For %h that takes a name
  * lookup the first time an address shows up (after a restart, or a new lease).
  */
-static bool views_owned_by(struct nfs_server *ns, struct nfs_view *vw, const char *addr)
+static nfsstat3 views_owned_by(struct nfs_server *ns, struct nfs_view *vw, const char *addr)
 {
 	char key[VIEWS_KEY_MAX], err[512];
 	unsigned gen = atomic_load(&ns->ns_names_gen);
 	bool known = false, denied = false, ok;
+	int r;
 
 	if (!vw->vw_by_name)
-		return !strcmp(vw->vw_key, addr);
+		return strcmp(vw->vw_key, addr) ? NFS3ERR_ACCES : NFS3_OK;
 	pthread_mutex_lock(&vw->vw_lock);
 	if (vw->vw_names_gen == gen) {
 		known = !strcmp(vw->vw_seen, addr);
@@ -413,11 +476,14 @@ static bool views_owned_by(struct nfs_server *ns, struct nfs_view *vw, const cha
 	}
 	pthread_mutex_unlock(&vw->vw_lock);
 	if (known || denied)
-		return known;
-	ok = views_client_key(ns, vw->vw_export, addr, key, sizeof(key), err, sizeof(err)) == 0 &&
-	     !strcmp(key, vw->vw_key);
+		return known ? NFS3_OK : NFS3ERR_ACCES;
+	r = views_client_key(ns, vw->vw_export, addr, key, sizeof(key), err, sizeof(err));
+	/* The lookups are all busy: no answer yet, so the client is told to try again. */
+	if (r == -EAGAIN)
+		return NFS3ERR_JUKEBOX;
+	ok = r == 0 && !strcmp(key, vw->vw_key);
 	views_set_found(vw, addr, ok, gen);
-	return ok;
+	return ok ? NFS3_OK : NFS3ERR_ACCES;
 }
 
 nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
@@ -428,6 +494,7 @@ nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, i
 	struct nfs_view *vw;
 
 	enum stats_stale_cause why = STATS_STALE_UNKNOWN_EXPORT;
+	nfsstat3 st;
 
 	if (!vt)
 		return (nfsstat3)stats_stale(NFS3ERR_STALE, why);
@@ -442,13 +509,13 @@ nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, i
 			return (nfsstat3)stats_stale(NFS3ERR_STALE, why);
 	}
 	/* A handle names one client's view: no other client may reach that upper with it. */
-	if (!views_owned_by(ns, vw, addr)) {
-		if (views_log_due(&last))
-			log_warn("refusing NFS call from %s with NFS3ERR_ACCES: its handle belongs "
-				 "to the view of client %s of export %s", addr, vw->vw_key,
-				 ns->ns_cfg->cf_exports[vw->vw_export].ec_name);
-		return NFS3ERR_ACCES;
-	}
+	st = views_owned_by(ns, vw, addr);
+	if (st == NFS3ERR_ACCES && views_log_due(&last))
+		log_warn("refusing NFS call from %s with NFS3ERR_ACCES: its handle belongs "
+			 "to the view of client %s of export %s", addr, vw->vw_key,
+			 ns->ns_cfg->cf_exports[vw->vw_export].ec_name);
+	if (st != NFS3_OK)
+		return st;
 	*i = vw->vw_export;
 	*ux = vw->vw_ux;
 	return NFS3_OK;

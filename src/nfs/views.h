@@ -40,8 +40,9 @@ int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
 /*
  * The view with export id for a call from addr: opened from its inode map binding if the
  * server has not opened it since it started. *i receives its export's index. Returns
- * NFS3_OK, NFS3ERR_STALE when no view has the id (or it cannot be opened), or
- * NFS3ERR_ACCES when the view belongs to another client.
+ * NFS3_OK, NFS3ERR_STALE when no view has the id (or it cannot be opened),
+ * NFS3ERR_ACCES when the view belongs to another client, or NFS3ERR_JUKEBOX when the
+ * host name of addr (%h) cannot be looked up now.
  */
 nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
 			 struct union_export **ux);

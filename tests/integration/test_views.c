@@ -490,6 +490,41 @@ static void test_by_name(void **state)
 }
 
 /*
+ * %h for a client the hosts map does not name: reverse DNS is asked (127.0.0.2 has no name
+ * that resolves back to it), the MNT is refused with the line to add, and the address is
+ * not looked up again for a minute; once the map names it (SIGHUP), it mounts.
+ */
+static void test_no_name(void **state)
+{
+	const char *extra[] = { "--hosts", hostsmap, NULL };
+	nfs_fh3 fh;
+
+	(void)state;
+	it_server_init(&srv, true);
+	it_path(clients, "%s/clients", srv.is_dir);
+	it_path(hostsmap, "%s/hosts", srv.is_dir);
+	write_hosts("127.0.0.1 alpha\n");
+	snprintf(opts, sizeof(opts), "upper=%s/%%h,insecure,no_root_squash", clients);
+	srv.is_opts = opts;
+	memcpy(srv.is_extra, extra, sizeof(extra));
+	if (it_server_start(&srv) != 0)
+		fail_msg("the server did not start with upper=%%h and --hosts");
+	assert_int_equal(mnt_status_from("127.0.0.2", &fh), 13 /* MNT3ERR_ACCES */);
+	assert_true(it_server_log_contains(&srv, "client 127.0.0.2 has none"));
+	assert_true(it_server_log_contains(&srv, "add the line '127.0.0.2 NAME' to"));
+	assert_int_equal(mnt_status_from("127.0.0.2", &fh), 13);
+	assert_true(it_server_log_contains(&srv, "no name was found for it less than 60 s ago"));
+	assert_false(it_exists(clients) && exists_in(clients, "127.0.0.2"));
+
+	write_hosts("127.0.0.1 alpha\n127.0.0.2 beta\n");
+	reload(1);
+	mnt_from("127.0.0.2", &fh);
+	assert_true(exists_in(clients, "beta"));
+	it_fh_free(&fh);
+	memset(srv.is_extra, 0, sizeof(srv.is_extra));
+}
+
+/*
  * Each way a handle goes stale is counted under its cause in `unionnfsd-ctl stats`: a view
  * whose upper was removed by hand, an object removed through the server, one removed
  * behind its back, a view reset.
@@ -616,6 +651,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_upper_in_lower, after_each),
 		cmocka_unit_test_teardown(test_reset, after_each),
 		cmocka_unit_test_teardown(test_by_name, after_each),
+		cmocka_unit_test_teardown(test_no_name, after_each),
 		cmocka_unit_test_teardown(test_stale_causes, after_each),
 		cmocka_unit_test_teardown(test_check_views, after_each),
 	};
