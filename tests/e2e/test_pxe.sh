@@ -138,41 +138,9 @@ px_prereqs() {
 # configures nothing in the guest (no address, no route); it only ends that wait.
 px_start_ra() {
 	local bin=$PX_VM/ra-announce
-	if [ ! -x "$bin" ] || [ "$E2E_HERE/test_pxe.sh" -nt "$bin" ]; then
+	if [ ! -x "$bin" ] || [ "$E2E_HERE/netboot/ra-announce.c" -nt "$bin" ]; then
 		mkdir -p "$PX_VM"
-		gcc -std=gnu11 -O1 -Wall -Wextra -Werror -x c -o "$bin.tmp" - <<-'EOF' ||
-			#include <arpa/inet.h>
-			#include <net/if.h>
-			#include <netinet/in.h>
-			#include <stdio.h>
-			#include <string.h>
-			#include <sys/socket.h>
-			#include <unistd.h>
-			int main(int argc, char **argv)
-			{
-				/* ICMPv6 router advertisement: type 134, hop limit 64, no flags,
-				   router lifetime 0, no options (the kernel fills in the checksum) */
-				unsigned char ra[16] = { 134, 0, 0, 0, 64, 0, 0, 0 };
-				struct sockaddr_in6 to;
-				unsigned ifi;
-				int s, hops = 255;
-				if (argc != 2 || !(ifi = if_nametoindex(argv[1])))
-					return fprintf(stderr, "usage: ra-announce IFNAME\n"), 2;
-				s = socket(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6);
-				if (s < 0)
-					return perror("ra-announce: socket"), 1;
-				setsockopt(s, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hops, sizeof(hops));
-				setsockopt(s, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifi, sizeof(ifi));
-				memset(&to, 0, sizeof(to));
-				to.sin6_family = AF_INET6;
-				to.sin6_scope_id = ifi;
-				inet_pton(AF_INET6, "ff02::1", &to.sin6_addr);
-				for (;;) { /* fails until the device has its link-local address */
-					sendto(s, ra, sizeof(ra), 0, (struct sockaddr *)&to, sizeof(to));
-					usleep(500000);
-				}
-			}
-		EOF
+		gcc -std=gnu11 -O1 -Wall -Wextra -Werror -o "$bin.tmp" "$E2E_HERE/netboot/ra-announce.c" ||
 			e2e_fail "cannot build the router advertisement helper with gcc; run deploy/install-deps (build-essential)"
 		mv "$bin.tmp" "$bin"
 	fi
