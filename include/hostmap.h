@@ -36,6 +36,9 @@ int hostmap_reverse(const char *addr, char *name, size_t len, char *err, size_t 
 /* Whether name is a host name that can name a directory (see above); upper case allowed. */
 bool hostmap_name_ok(const char *name);
 
+/* Whether name is such a host name and fits len bytes; out receives it in lower case. */
+bool hostmap_name_key(const char *name, char *out, size_t len);
+
 /* Whether text is a numeric IPv4 or IPv6 address. */
 bool hostmap_is_address(const char *text);
 

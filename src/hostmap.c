@@ -93,10 +93,15 @@ bool hostmap_name_ok(const char *name)
 	return true;
 }
 
-static void hostmap_lower(char *name)
+bool hostmap_name_key(const char *name, char *out, size_t len)
 {
-	for (; *name; name++)
-		*name = (char)tolower((unsigned char)*name);
+	size_t n = strlen(name);
+
+	if (!hostmap_name_ok(name) || n >= len)
+		return false;
+	for (size_t k = 0; k <= n; k++)
+		out[k] = (char)tolower((unsigned char)name[k]);
+	return true;
 }
 
 static int hostmap_cmp(const void *a, const void *b)
@@ -125,6 +130,7 @@ static int hostmap_add(struct hostmap *hm, size_t *cap, char *line, int lineno, 
 {
 	const char *sep = " \t\r\n\f\v";
 	char *save = NULL, *addr, *name, *hash = strchr(line, '#');
+	char key[HOSTMAP_NAME_MAX + 1];
 	struct hostmap_entry *e;
 
 	if (hash)
@@ -160,17 +166,16 @@ static int hostmap_add(struct hostmap *hm, size_t *cap, char *line, int lineno, 
 			 "line is ADDRESS NAME", hm->hm_path, lineno, addr);
 		return -1;
 	}
-	if (!hostmap_name_ok(name)) {
+	if (!hostmap_name_key(name, key, sizeof(key))) {
 		snprintf(err, errlen, "%s:%d: host name '%.64s' cannot name a directory; use "
 			 "letters, digits, '-', '_' and '.' (not first)", hm->hm_path, lineno, name);
 		return -1;
 	}
-	e->he_name = strdup(name);
+	e->he_name = strdup(key);
 	if (!e->he_name) {
 		snprintf(err, errlen, "%s:%d: out of memory", hm->hm_path, lineno);
 		return -1;
 	}
-	hostmap_lower(e->he_name);
 	e->he_line = lineno;
 	hm->hm_n++;
 	return 0;
@@ -303,17 +308,15 @@ int hostmap_reverse(const char *addr, char *name, size_t len, char *err, size_t 
 	hlen = strlen(host);
 	if (hlen > 1 && host[hlen - 1] == '.')
 		host[--hlen] = '\0';
-	hostmap_lower(host);
-	if (!hostmap_name_ok(host) || hlen >= len) {
+	if (!hostmap_name_key(host, name, len)) {
 		snprintf(err, errlen, "reverse DNS names %s '%.64s', which cannot name a directory",
 			 addr, host);
 		return -1;
 	}
-	if (!hostmap_confirms(host, &ss)) {
+	if (!hostmap_confirms(name, &ss)) {
 		snprintf(err, errlen, "reverse DNS names %s '%.64s', but that name does not resolve "
-			 "back to %s", addr, host, addr);
+			 "back to %s", addr, name, addr);
 		return -1;
 	}
-	memcpy(name, host, hlen + 1);
 	return 0;
 }

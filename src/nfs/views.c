@@ -643,13 +643,8 @@ static int views_reset_key(struct nfs_server *ns, int i, const char *client, cha
 
 	if (hostmap_is_address(client))
 		return views_client_key(ns, i, client, key, keylen, err, errlen);
-	if (!config_upper_by_name(ec->ec_upper) || !hostmap_name_ok(client) ||
-	    strlen(client) >= keylen)
+	if (!config_upper_by_name(ec->ec_upper) || !hostmap_name_key(client, key, keylen))
 		return 1;
-	for (size_t k = 0; client[k]; k++)
-		key[k] = (char)(client[k] >= 'A' && client[k] <= 'Z' ? client[k] - 'A' + 'a'
-								     : client[k]);
-	key[strlen(client)] = '\0';
 	return 0;
 }
 

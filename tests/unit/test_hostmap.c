@@ -126,7 +126,7 @@ static void test_long_line(void **state)
 
 static void test_names(void **state)
 {
-	char big[300];
+	char big[300], small[14];
 
 	(void)state;
 	assert_true(hostmap_name_ok("lab01"));
@@ -144,6 +144,10 @@ static void test_names(void **state)
 	assert_false(hostmap_name_ok(big));
 	big[HOSTMAP_NAME_MAX] = '\0';
 	assert_true(hostmap_name_ok(big));
+	assert_true(hostmap_name_key("Lab01.Example", small, sizeof(small)));
+	assert_string_equal(small, "lab01.example");
+	assert_false(hostmap_name_key("lab01.example.org", small, sizeof(small))); /* no room */
+	assert_false(hostmap_name_key("../x", small, sizeof(small)));
 	assert_true(hostmap_is_address("10.1.2.3"));
 	assert_true(hostmap_is_address("::1"));
 	assert_false(hostmap_is_address("lab01"));
