@@ -879,25 +879,32 @@ int it_group_setup_union(void **state)
 	return it_group_setup(true);
 }
 
+int it_server_finish(struct it_server *s)
+{
+	int rc = 0;
+
+	if (s->is_pid > 0) {
+		rc = it_server_stop(s);
+		if (rc != 0)
+			fprintf(stderr, "server exit status %d after SIGTERM, want 0\n", rc);
+		else if (it_server_log_contains(s, "AddressSanitizer") ||
+			 it_server_log_contains(s, "runtime error:") ||
+			 it_server_log_contains(s, "LeakSanitizer")) {
+			fprintf(stderr, "sanitizer report in the server output\n");
+			it_server_dump_log(s);
+			rc = -1;
+		}
+	}
+	it_server_cleanup(s);
+	return rc == 0 ? 0 : -1;
+}
+
 int it_group_teardown(void **state)
 {
-	int rc;
-
 	(void)state;
 	if (!it_srv.is_dir[0])
 		return 0; /* the setup failed and cleaned up already */
-	rc = it_server_stop(&it_srv);
-	if (rc != 0)
-		fprintf(stderr, "server exit status %d after SIGTERM, want 0\n", rc);
-	else if (it_server_log_contains(&it_srv, "AddressSanitizer") ||
-		 it_server_log_contains(&it_srv, "runtime error:") ||
-		 it_server_log_contains(&it_srv, "LeakSanitizer")) {
-		fprintf(stderr, "sanitizer report in the server output\n");
-		it_server_dump_log(&it_srv);
-		rc = -1;
-	}
-	it_server_cleanup(&it_srv);
-	return rc == 0 ? 0 : -1;
+	return it_server_finish(&it_srv);
 }
 
 size_t it_put32(uint8_t *b, size_t off, uint32_t v)

@@ -81,6 +81,12 @@ void it_server_restart(struct it_server *s);
 /* Kills the server if it runs and removes the temporary tree. */
 void it_server_cleanup(struct it_server *s);
 
+/*
+ * The end of a test's server: stops it if it runs, wanting exit status 0 and no sanitizer
+ * report in its output, then removes its tree. Returns 0, or -1 after saying why.
+ */
+int it_server_finish(struct it_server *s);
+
 /* Prints the current run's server output to stderr (for failure diagnostics). */
 void it_server_dump_log(const struct it_server *s);
 

@@ -30,12 +30,7 @@ static void start(const char *opts)
 static int after_each(void **state)
 {
 	(void)state;
-	if (srv.is_pid > 0 && it_server_stop(&srv) != 0) {
-		it_server_cleanup(&srv);
-		return -1;
-	}
-	it_server_cleanup(&srv);
-	return 0;
+	return it_server_finish(&srv);
 }
 
 /* A client whose source port is reserved (< 1024) or not. */

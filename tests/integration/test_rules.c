@@ -66,12 +66,7 @@ static void start(const char *rules)
 static int after_each(void **state)
 {
 	(void)state;
-	if (srv.is_pid > 0 && it_server_stop(&srv) != 0) {
-		it_server_cleanup(&srv);
-		return -1;
-	}
-	it_server_cleanup(&srv);
-	return 0;
+	return it_server_finish(&srv);
 }
 
 static int count_in_log(const char *text)

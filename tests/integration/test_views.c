@@ -73,12 +73,7 @@ static void start(bool from_file)
 static int after_each(void **state)
 {
 	(void)state;
-	if (srv.is_pid > 0 && it_server_stop(&srv) != 0) {
-		it_server_cleanup(&srv);
-		return -1;
-	}
-	it_server_cleanup(&srv);
-	return 0;
+	return it_server_finish(&srv);
 }
 
 static CLIENT *nfs_from(const char *src)
