@@ -78,10 +78,19 @@ e2e_vm_ready() {
 		e2e_fail "no kernel in /boot with modules in /lib/modules; run deploy/install-deps (package linux-image-amd64)"
 	[ -x /bin/busybox ] || e2e_fail "/bin/busybox is missing; run deploy/install-deps (package busybox-static)"
 	command -v cpio > /dev/null || e2e_fail "cpio is missing; run deploy/install-deps"
-	if [ ! -r "$E2E_VM/initrd.cpio.gz" ] || [ "$(cat "$E2E_VM/kernel-version" 2> /dev/null)" != "$kver" ] ||
-		[ "$E2E_HERE/build-initrd" -nt "$E2E_VM/initrd.cpio.gz" ]; then
-		echo "building the VM image in $E2E_VM"
-		"$E2E_HERE/build-initrd" "$E2E_VM" > /dev/null || e2e_fail "tests/e2e/build-initrd failed"
+	e2e_initrd_ready "$E2E_HERE/build-initrd" "$E2E_VM"
+}
+
+# e2e_initrd_ready BUILDER OUTDIR: runs BUILDER OUTDIR (a build-initrd script) unless
+# OUTDIR/initrd.cpio.gz exists, was built for the newest kernel in /lib/modules and is
+# newer than BUILDER
+e2e_initrd_ready() {
+	local kver
+	kver=$(ls /lib/modules 2> /dev/null | sort -V | tail -1)
+	if [ ! -r "$2/initrd.cpio.gz" ] || [ "$(cat "$2/kernel-version" 2> /dev/null)" != "$kver" ] ||
+		[ "$1" -nt "$2/initrd.cpio.gz" ]; then
+		echo "building the VM image in $2"
+		"$1" "$2" > /dev/null || e2e_fail "$1 failed"
 	fi
 }
 

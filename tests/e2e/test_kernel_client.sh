@@ -27,13 +27,6 @@ work=
 trap e2e_cleanup EXIT
 
 # --- prerequisites: missing ones fail with the fix, never skip ---
-command -v qemu-system-x86_64 > /dev/null ||
-	e2e_fail "qemu-system-x86_64 is missing; run deploy/install-deps (package qemu-system-x86)"
-kver=$(ls /lib/modules 2> /dev/null | sort -V | tail -1)
-[ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] ||
-	e2e_fail "no kernel in /boot with modules in /lib/modules; run deploy/install-deps (package linux-image-amd64)"
-[ -x /bin/busybox ] || e2e_fail "/bin/busybox is missing; run deploy/install-deps (package busybox-static)"
-command -v cpio > /dev/null || e2e_fail "cpio is missing; run deploy/install-deps"
 command -v rpcinfo > /dev/null || e2e_fail "rpcinfo is missing; run deploy/install-deps (package rpcbind)"
 [ -x "$bin" ] || e2e_fail "$bin is missing; run make"
 [ "$(id -u)" = 0 ] || e2e_fail "needs root (the portmapper port 111); run as root"
@@ -42,12 +35,8 @@ for p in 2049 20048; do
 	e2e_port_busy $p && e2e_fail "port $p is in use (a kernel nfsd or another unionnfsd?); stop it first"
 done
 
-# --- the VM image, built once per build directory and kernel ---
-if [ ! -r "$vm/initrd.cpio.gz" ] || [ "$(cat "$vm/kernel-version" 2> /dev/null)" != "$kver" ] ||
-	[ "$here/build-initrd" -nt "$vm/initrd.cpio.gz" ]; then
-	echo "building the VM image in $vm"
-	"$here/build-initrd" "$vm" > /dev/null || e2e_fail "tests/e2e/build-initrd failed"
-fi
+# --- qemu, a kernel and the VM image (built once per build directory and kernel) ---
+e2e_vm_ready
 
 work=$(mktemp -d /tmp/unfs-e2e.XXXXXX)
 chmod 755 "$work"

@@ -60,14 +60,8 @@ nb_cleanup() {
 }
 
 nb_initrd_ready() {
-	local kver
-	kver=$(ls /lib/modules | sort -V | tail -1)
 	command -v ip > /dev/null || e2e_fail "ip is missing; run deploy/install-deps (package iproute2)"
-	if [ ! -r "$NB_VM/initrd.cpio.gz" ] || [ "$(cat "$NB_VM/kernel-version" 2> /dev/null)" != "$kver" ] ||
-		[ "$NB_DIR/build-initrd" -nt "$NB_VM/initrd.cpio.gz" ]; then
-		echo "building the netboot VM image in $NB_VM"
-		"$NB_DIR/build-initrd" "$NB_VM" > /dev/null || e2e_fail "tests/e2e/netboot/build-initrd failed"
-	fi
+	e2e_initrd_ready "$NB_DIR/build-initrd" "$NB_VM"
 }
 
 # nb_boot N PHASE: boots a VM in namespace N with its root from 10.213.N.1:/union and

@@ -111,11 +111,7 @@ px_prereqs() {
 			e2e_fail "PXE_UEFI=1 needs GRUB's EFI modules; apt-get install grub-efi-amd64-bin"
 	fi
 	kver=$(ls /lib/modules | sort -V | tail -1)
-	if [ ! -r "$NB_VM/initrd.cpio.gz" ] || [ "$(cat "$NB_VM/kernel-version" 2> /dev/null)" != "$kver" ] ||
-		[ "$NB_DIR/build-initrd" -nt "$NB_VM/initrd.cpio.gz" ]; then
-		echo "building the netboot VM image in $NB_VM"
-		"$NB_DIR/build-initrd" "$NB_VM" > /dev/null || e2e_fail "tests/e2e/netboot/build-initrd failed"
-	fi
+	e2e_initrd_ready "$NB_DIR/build-initrd" "$NB_VM"
 	# Debian's initramfs, configured as the guide's section 2 does in the base image (the
 	# host's /etc/initramfs-tools stands in for the image's).
 	if [ ! -r "$PX_VM/initrd-nfs.img" ] || [ "$(cat "$PX_VM/kernel-version" 2> /dev/null)" != "$kver" ] ||
