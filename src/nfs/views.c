@@ -63,6 +63,12 @@ struct views_noname {
 
 struct nfs_views {
 	pthread_mutex_t vt_lock; /* guards vt_list, vt_n, vt_retired, vt_noname and vt_byid's changes */
+	/*
+	 * Also taken, briefly and inside vt_lock, by whoever changes vt_list or vt_n: the
+	 * control socket reads them on the event loop, which must not wait for vt_lock while a
+	 * worker holds it to open a view (file system work).
+	 */
+	pthread_mutex_t vt_list_lock;
 	struct views_noname vt_noname[VIEWS_NONAME_KEPT];
 	unsigned vt_noname_next;
 	atomic_uint vt_reversing;    /* reverse lookups running */
@@ -85,6 +91,7 @@ int nfs_views_new(struct nfs_views **out)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&vt->vt_lock, NULL);
+	pthread_mutex_init(&vt->vt_list_lock, NULL);
 	*out = vt;
 	return 0;
 }
@@ -109,6 +116,7 @@ void nfs_views_free(struct nfs_views *vt)
 		views_free_one(vw);
 	}
 	free(vt->vt_byid);
+	pthread_mutex_destroy(&vt->vt_list_lock);
 	pthread_mutex_destroy(&vt->vt_lock);
 	free(vt);
 }
@@ -339,7 +347,9 @@ static int views_open_locked(struct nfs_server *ns, int i, const char *key, bool
 	pthread_mutex_init(&vw->vw_lock, NULL);
 	if (!vw->vw_by_name)
 		snprintf(vw->vw_seen, sizeof(vw->vw_seen), "%s", key);
+	pthread_mutex_lock(&vt->vt_list_lock);
 	vt->vt_list[vt->vt_n++] = vw;
+	pthread_mutex_unlock(&vt->vt_list_lock);
 	atomic_store(&vt->vt_byid[union_export_id(vw->vw_ux)], vw);
 	log_info("export %s: client %s served from its own upper %s", ec->ec_name, key, upper);
 	*out = vw;
@@ -558,10 +568,10 @@ int nfs_views_open_count(struct nfs_server *ns, int i)
 
 	if (!vt)
 		return 0;
-	pthread_mutex_lock(&vt->vt_lock);
+	pthread_mutex_lock(&vt->vt_list_lock);
 	for (int k = 0; k < vt->vt_n; k++)
 		n += vt->vt_list[k]->vw_export == i;
-	pthread_mutex_unlock(&vt->vt_lock);
+	pthread_mutex_unlock(&vt->vt_list_lock);
 	return n;
 }
 
@@ -582,7 +592,7 @@ int nfs_views_upper_of(struct nfs_server *ns, int i, const char *addr, char *dir
 		snprintf(key, sizeof(key), "%s", name);
 	pthread_rwlock_unlock(&ns->ns_rules_lock);
 	if (!key[0] && vt) {
-		pthread_mutex_lock(&vt->vt_lock);
+		pthread_mutex_lock(&vt->vt_list_lock);
 		for (int k = 0; k < vt->vt_n && !key[0]; k++) {
 			struct nfs_view *vw = vt->vt_list[k];
 
@@ -591,7 +601,7 @@ int nfs_views_upper_of(struct nfs_server *ns, int i, const char *addr, char *dir
 				snprintf(key, sizeof(key), "%s", vw->vw_key);
 			pthread_mutex_unlock(&vw->vw_lock);
 		}
-		pthread_mutex_unlock(&vt->vt_lock);
+		pthread_mutex_unlock(&vt->vt_list_lock);
 	}
 	return key[0] ? config_upper_expand(ec->ec_upper, key, dir, len) : -1;
 }
@@ -675,9 +685,11 @@ static int views_retire_locked(struct nfs_server *ns, int i, const char *key, ch
 
 	if (vw) {
 		atomic_store(&vt->vt_byid[union_export_id(vw->vw_ux)], NULL);
+		pthread_mutex_lock(&vt->vt_list_lock);
 		for (int k = 0; k < vt->vt_n; k++)
 			if (vt->vt_list[k] == vw)
 				vt->vt_list[k] = vt->vt_list[--vt->vt_n];
+		pthread_mutex_unlock(&vt->vt_list_lock);
 		vw->vw_next = vt->vt_retired;
 		vt->vt_retired = vw;
 		had = true;
