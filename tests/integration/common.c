@@ -734,6 +734,29 @@ CLIENT *it_nfs_clnt(const struct it_server *s, int proto)
 	return it_clnt(proto, NFS_PROGRAM, NFS_V3, s->is_nfs_port);
 }
 
+nfsstat3 it_create(CLIENT *c, const nfs_fh3 *dir, const char *name)
+{
+	CREATE3args args;
+	CREATE3res res;
+	enum clnt_stat cs;
+	nfsstat3 st;
+
+	memset(&args, 0, sizeof(args));
+	memset(&res, 0, sizeof(res));
+	args.where.dir = *dir;
+	args.where.name = (char *)name;
+	args.how.mode = UNCHECKED;
+	args.how.createhow3_u.obj_attributes.mode.set_it = TRUE;
+	args.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
+	cs = it_call(c, NFSPROC3_CREATE, (xdrproc_t)xdr_CREATE3args, &args,
+		     (xdrproc_t)xdr_CREATE3res, &res);
+	if (cs != RPC_SUCCESS)
+		fail_msg("CREATE %s: %s", name, clnt_sperrno(cs));
+	st = res.status;
+	it_free((xdrproc_t)xdr_CREATE3res, &res);
+	return st;
+}
+
 nfsstat3 it_getattr(CLIENT *c, const nfs_fh3 *fh, fattr3 *attr)
 {
 	GETATTR3args args = { .object = *fh };

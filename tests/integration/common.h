@@ -165,6 +165,8 @@ CLIENT *it_nfs_clnt(const struct it_server *s, int proto);
 
 /* NFS helpers over a tirpc client. Each returns the nfsstat3 (asserting the RPC itself worked). */
 nfsstat3 it_getattr(CLIENT *c, const nfs_fh3 *fh, fattr3 *attr);
+/* CREATE of name in dir, UNCHECKED, mode 0644. */
+nfsstat3 it_create(CLIENT *c, const nfs_fh3 *dir, const char *name);
 /* fh may be NULL; when not, it receives a copy of the handle (free with it_fh_free). */
 nfsstat3 it_lookup(CLIENT *c, const nfs_fh3 *dir, const char *name, nfs_fh3 *fh, fattr3 *attr);
 /* Resolves a slash-separated path from dir. */

@@ -217,29 +217,6 @@ static bool_t xdr_exportres(XDR *x, struct exportres *r)
 	return TRUE;
 }
 
-static nfsstat3 create_file(CLIENT *c, const nfs_fh3 *dir, const char *name)
-{
-	CREATE3args args;
-	CREATE3res res;
-	enum clnt_stat cs;
-	nfsstat3 st;
-
-	memset(&args, 0, sizeof(args));
-	memset(&res, 0, sizeof(res));
-	args.where.dir = *dir;
-	args.where.name = (char *)name;
-	args.how.mode = UNCHECKED;
-	args.how.createhow3_u.obj_attributes.mode.set_it = TRUE;
-	args.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
-	cs = it_call(c, NFSPROC3_CREATE, (xdrproc_t)xdr_CREATE3args, &args,
-		     (xdrproc_t)xdr_CREATE3res, &res);
-	if (cs != RPC_SUCCESS)
-		fail_msg("CREATE %s: %s", name, clnt_sperrno(cs));
-	st = res.status;
-	it_free((xdrproc_t)xdr_CREATE3res, &res);
-	return st;
-}
-
 static nfsstat3 make_dir(CLIENT *c, const nfs_fh3 *dir, const char *name)
 {
 	MKDIR3args args;
@@ -325,7 +302,7 @@ static void test_reload(void **state)
 
 	reload("127.0.0.2(rw,insecure)", RELOADED);
 	it_assert_status(it_getattr(c1, &fh1, &attr), NFS3ERR_ACCES);
-	it_assert_status(create_file(c1, &fh1, "after-removal"), NFS3ERR_ACCES);
+	it_assert_status(it_create(c1, &fh1, "after-removal"), NFS3ERR_ACCES);
 	assert_absent("after-removal");
 	c1b = nfs_from("127.0.0.1", 0, 0);
 	it_assert_status(it_getattr(c1b, &fh1, &attr), NFS3ERR_ACCES);
@@ -334,7 +311,7 @@ static void test_reload(void **state)
 	it_clnt_destroy(c1b);
 	assert_int_equal(mnt_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
 	it_assert_status(it_getattr(c2, &fh2, &attr), NFS3_OK);
-	it_assert_status(create_file(c2, &fh2, "kept"), NFS3_OK);
+	it_assert_status(it_create(c2, &fh2, "kept"), NFS3_OK);
 
 	/* a config with an error: the old rules stay, the log names FILE:LINE */
 	reload("127.0.0.1(rw,insecure) 127.0.0.2(rw,bogus)", "keeping the running one");
@@ -371,14 +348,14 @@ static void test_ro_rule(void **state)
 	assert_int_equal(mnt_from("127.0.0.2", &fh2), IT_MNT_OK);
 	c1 = nfs_from("127.0.0.1", 0, 0);
 	c2 = nfs_from("127.0.0.2", 0, 0);
-	it_assert_status(create_file(c1, &fh1, "ro-file"), NFS3ERR_ROFS);
+	it_assert_status(it_create(c1, &fh1, "ro-file"), NFS3ERR_ROFS);
 	it_assert_status(make_dir(c1, &fh1, "ro-dir"), NFS3ERR_ROFS);
 	assert_absent("ro-file");
 	assert_absent("ro-dir");
-	it_assert_status(create_file(c2, &fh2, "rw-file"), NFS3_OK);
+	it_assert_status(it_create(c2, &fh2, "rw-file"), NFS3_OK);
 	upper_stat("rw-file", &st);
 	/* the handle of the rw client does not make the ro client writable */
-	it_assert_status(create_file(c1, &fh2, "ro-file2"), NFS3ERR_ROFS);
+	it_assert_status(it_create(c1, &fh2, "ro-file2"), NFS3ERR_ROFS);
 	assert_absent("ro-file2");
 	it_clnt_destroy(c1);
 	it_clnt_destroy(c2);
@@ -399,18 +376,18 @@ static void test_root_squash(void **state)
 	assert_int_equal(mnt_from("127.0.0.2", &fh2), IT_MNT_OK);
 	c1 = nfs_from("127.0.0.1", 0, 0);
 	c2 = nfs_from("127.0.0.2", 0, 0);
-	it_assert_status(create_file(c1, &fh1, "squashed"), NFS3_OK);
+	it_assert_status(it_create(c1, &fh1, "squashed"), NFS3_OK);
 	upper_stat("squashed", &st);
 	assert_int_equal(st.st_uid, 4321);
 	assert_int_equal(st.st_gid, 4322);
-	it_assert_status(create_file(c2, &fh2, "root"), NFS3_OK);
+	it_assert_status(it_create(c2, &fh2, "root"), NFS3_OK);
 	upper_stat("root", &st);
 	assert_int_equal(st.st_uid, 0);
 	assert_int_equal(st.st_gid, 0);
 	/* a non-root user keeps its identity under root_squash */
 	it_clnt_destroy(c1);
 	c1 = nfs_from("127.0.0.1", 1000, 1001);
-	it_assert_status(create_file(c1, &fh1, "user"), NFS3_OK);
+	it_assert_status(it_create(c1, &fh1, "user"), NFS3_OK);
 	upper_stat("user", &st);
 	assert_int_equal(st.st_uid, 1000);
 	assert_int_equal(st.st_gid, 1001);
@@ -431,13 +408,13 @@ static void test_all_squash(void **state)
 	start("127.0.0.1(rw,insecure,all_squash,anonuid=2001,anongid=2002)");
 	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
 	c = nfs_from("127.0.0.1", 1000, 1000);
-	it_assert_status(create_file(c, &fh, "a"), NFS3_OK);
+	it_assert_status(it_create(c, &fh, "a"), NFS3_OK);
 	upper_stat("a", &st);
 	assert_int_equal(st.st_uid, 2001);
 	assert_int_equal(st.st_gid, 2002);
 
 	reload("127.0.0.1(rw,insecure,all_squash,anonuid=3001,anongid=3002)", RELOADED);
-	it_assert_status(create_file(c, &fh, "b"), NFS3_OK);
+	it_assert_status(it_create(c, &fh, "b"), NFS3_OK);
 	upper_stat("b", &st);
 	assert_int_equal(st.st_uid, 3001);
 	assert_int_equal(st.st_gid, 3002);

@@ -98,26 +98,6 @@ static void mnt_from(const char *src, nfs_fh3 *fh)
 	}
 }
 
-static nfsstat3 create_file(CLIENT *c, const nfs_fh3 *dir, const char *name)
-{
-	CREATE3args args;
-	CREATE3res res;
-	nfsstat3 st;
-
-	memset(&args, 0, sizeof(args));
-	memset(&res, 0, sizeof(res));
-	args.where.dir = *dir;
-	args.where.name = (char *)name;
-	args.how.mode = UNCHECKED;
-	args.how.createhow3_u.obj_attributes.mode.set_it = TRUE;
-	args.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
-	assert_int_equal(it_call(c, NFSPROC3_CREATE, (xdrproc_t)xdr_CREATE3args, &args,
-				 (xdrproc_t)xdr_CREATE3res, &res), RPC_SUCCESS);
-	st = res.status;
-	it_free((xdrproc_t)xdr_CREATE3res, &res);
-	return st;
-}
-
 static nfsstat3 remove_file(CLIENT *c, const nfs_fh3 *dir, const char *name)
 {
 	REMOVE3args args;
@@ -212,7 +192,7 @@ static void test_isolation(void **state)
 	assert_true(ra.fsid != rb.fsid);
 
 	/* A changes its view: a new file, a removed base file, a truncated base file. */
-	it_assert_status(create_file(ca, &fha, "a-new"), NFS3_OK);
+	it_assert_status(it_create(ca, &fha, "a-new"), NFS3_OK);
 	it_assert_status(remove_file(ca, &fha, "gone.txt"), NFS3_OK);
 	it_assert_status(it_lookup(ca, &fha, "base.txt", &base, NULL), NFS3_OK);
 	it_assert_status(truncate_file(ca, &base), NFS3_OK);
@@ -241,7 +221,7 @@ static void test_isolation(void **state)
 	/* A handle is no key to another client's view. */
 	it_assert_status(it_getattr(cb, &fha, &attr), NFS3ERR_ACCES);
 	it_assert_status(it_getattr(cb, &base, &attr), NFS3ERR_ACCES);
-	it_assert_status(create_file(cb, &fha, "b-in-a"), NFS3ERR_ACCES);
+	it_assert_status(it_create(cb, &fha, "b-in-a"), NFS3ERR_ACCES);
 	it_assert_status(it_getattr(ca, &fhb, &attr), NFS3ERR_ACCES);
 	assert_false(exists_in(upa, "b-in-a"));
 
@@ -262,7 +242,7 @@ static void test_restart(void **state)
 	start(false);
 	mnt_from("127.0.0.1", &fha);
 	ca = nfs_from("127.0.0.1");
-	it_assert_status(create_file(ca, &fha, "kept"), NFS3_OK);
+	it_assert_status(it_create(ca, &fha, "kept"), NFS3_OK);
 	it_assert_status(it_lookup(ca, &fha, "kept", &file, NULL), NFS3_OK);
 	it_clnt_destroy(ca);
 
@@ -271,7 +251,7 @@ static void test_restart(void **state)
 	ca = nfs_from("127.0.0.1");
 	it_assert_status(it_getattr(ca, &file, &attr), NFS3_OK);
 	it_assert_status(it_getattr(ca, &fha, &attr), NFS3_OK);
-	it_assert_status(create_file(ca, &fha, "after"), NFS3_OK);
+	it_assert_status(it_create(ca, &fha, "after"), NFS3_OK);
 	cb = nfs_from("127.0.0.2");
 	it_assert_status(it_getattr(cb, &file, &attr), NFS3ERR_ACCES);
 	it_clnt_destroy(cb);
@@ -318,7 +298,7 @@ static void test_reset(void **state)
 	mnt_from("127.0.0.1", &fha);
 	it_path(upa, "%s/127.0.0.1", clients);
 	ca = nfs_from("127.0.0.1");
-	it_assert_status(create_file(ca, &fha, "a-new"), NFS3_OK);
+	it_assert_status(it_create(ca, &fha, "a-new"), NFS3_OK);
 	it_assert_status(remove_file(ca, &fha, "gone.txt"), NFS3_OK);
 	assert_true(exists_in(upa, "a-new"));
 
@@ -430,7 +410,7 @@ static void test_by_name(void **state)
 	assert_true(it_exists(upb));
 	ca = nfs_from("127.0.0.1");
 	cb = nfs_from("127.0.0.2");
-	it_assert_status(create_file(ca, &fha, "alpha-file"), NFS3_OK);
+	it_assert_status(it_create(ca, &fha, "alpha-file"), NFS3_OK);
 	it_assert_status(it_lookup(ca, &fha, "alpha-file", &file, NULL), NFS3_OK);
 	assert_true(exists_in(upa, "alpha-file"));
 	assert_false(exists_in(upb, "alpha-file"));
@@ -544,11 +524,11 @@ static void test_stale_causes(void **state)
 	it_assert_status(it_getattr(cb, &fhb, &attr), NFS3ERR_STALE);        /* view_unavailable */
 
 	ca = nfs_from("127.0.0.1");
-	it_assert_status(create_file(ca, &fha, "f"), NFS3_OK);
+	it_assert_status(it_create(ca, &fha, "f"), NFS3_OK);
 	it_assert_status(it_lookup(ca, &fha, "f", &gone, NULL), NFS3_OK);
 	it_assert_status(remove_file(ca, &fha, "f"), NFS3_OK);
 	it_assert_status(it_getattr(ca, &gone, &attr), NFS3ERR_STALE);       /* no_record */
-	it_assert_status(create_file(ca, &fha, "g"), NFS3_OK);
+	it_assert_status(it_create(ca, &fha, "g"), NFS3_OK);
 	it_assert_status(it_lookup(ca, &fha, "g", &handmade, NULL), NFS3_OK);
 	it_path(path, "%s/127.0.0.1/g", clients);
 	assert_int_equal(unlink(path), 0);
@@ -597,9 +577,9 @@ static void test_check_views(void **state)
 	mnt_from("127.0.0.2", &fhb);
 	ca = nfs_from("127.0.0.1");
 	cb = nfs_from("127.0.0.2");
-	it_assert_status(create_file(ca, &fha, "handmade"), NFS3_OK);
+	it_assert_status(it_create(ca, &fha, "handmade"), NFS3_OK);
 	it_assert_status(it_lookup(ca, &fha, "handmade", &handmade, NULL), NFS3_OK);
-	it_assert_status(create_file(cb, &fhb, "kept"), NFS3_OK);
+	it_assert_status(it_create(cb, &fhb, "kept"), NFS3_OK);
 	it_assert_status(it_lookup(cb, &fhb, "base.txt", NULL, NULL), NFS3_OK);
 	it_path(path, "%s/127.0.0.1/handmade", clients);
 	assert_int_equal(unlink(path), 0);
