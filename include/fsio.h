@@ -32,8 +32,17 @@ int fsio_open_node(int dirfd, const char *name, int *fd);
  * O_NONBLOCK (a fifo must not block a worker) and O_NOCTTY are always added.
  */
 int fsio_open_file(int dirfd, const char *name, int flags, mode_t mode, int *fd);
-/* Opens the directory behind an O_PATH fd for reading ("." never follows anything). */
+/*
+ * Opens the directory behind an O_PATH fd for reading. Through /proc/self/fd (which must
+ * be mounted): nothing is looked up by name, and read permission is enough.
+ */
 int fsio_reopen_dir(int pathfd, int *fd);
+/*
+ * Opens the regular file behind an O_PATH fd for I/O with flags (O_CREAT and O_EXCL are
+ * ignored), the same way: the very file the fd holds, never another one put at its name
+ * since. -EISDIR for a directory, -EINVAL for anything else that is not a regular file.
+ */
+int fsio_reopen_file(int pathfd, int flags, int *fd);
 void fsio_close(int fd);
 int fsio_dup(int fd, int *out);
 
@@ -71,9 +80,11 @@ int fsio_link(int fromfd, const char *from, int tofd, const char *to);
 int fsio_readlink(int dirfd, const char *name, char *buf, size_t size, size_t *len);
 
 /*
- * Attribute changes on name in dirfd, never following a symlink ("." changes the directory
- * dirfd itself). Symlinks have no mode on Linux: fsio_chmod returns -EOPNOTSUPP.
- * uid/gid (uid_t)-1 / (gid_t)-1 leave that part alone; ts as for utimensat.
+ * Attribute changes on name in dirfd, never following a symlink, on every kernel. Name ""
+ * changes the object dirfd itself refers to (any fd, O_PATH too): no name is looked up
+ * again, and no search permission on the object is needed, only what the change itself
+ * needs (ownership or privilege). Symlinks have no mode on Linux: fsio_chmod returns
+ * -EOPNOTSUPP. uid/gid (uid_t)-1 / (gid_t)-1 leave that part alone; ts as for utimensat.
  */
 int fsio_chmod(int dirfd, const char *name, mode_t mode);
 int fsio_chown(int dirfd, const char *name, uid_t uid, gid_t gid);

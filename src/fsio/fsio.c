@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +21,26 @@
 #endif
 
 #define FSIO_MAX_GROUPS 65536
+/* Room for "/proc/self/fd/" and any fd number. */
+#define FSIO_PROC_FD_LEN 32
 
 static int fsio_err(void)
 {
 	return errno ? -errno : -EIO;
+}
+
+/* The /proc path of name in dirfd; "" names dirfd itself (the magic link, followed). */
+static int fsio_proc_path(int dirfd, const char *name, char *buf, size_t len)
+{
+	int w;
+
+	if (dirfd < 0 || strchr(name, '/'))
+		return -EINVAL;
+	if (*name)
+		w = snprintf(buf, len, "/proc/self/fd/%d/%s", dirfd, name);
+	else
+		w = snprintf(buf, len, "/proc/self/fd/%d", dirfd);
+	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
 }
 
 void fsio_init(void)
@@ -77,7 +94,41 @@ int fsio_open_file(int dirfd, const char *name, int flags, mode_t mode, int *fd)
 
 int fsio_reopen_dir(int pathfd, int *fd)
 {
-	*fd = openat(pathfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char path[FSIO_PROC_FD_LEN];
+	int r;
+
+	/*
+	 * Through the magic link, not as ".", which would need search permission on the
+	 * directory: listing a directory needs only read permission.
+	 */
+	*fd = -1;
+	r = fsio_proc_path(pathfd, "", path, sizeof(path));
+	if (r < 0)
+		return r;
+	*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return *fd < 0 ? fsio_err() : 0;
+}
+
+int fsio_reopen_file(int pathfd, int flags, int *fd)
+{
+	const int always = O_NOCTTY | O_CLOEXEC;
+	char path[FSIO_PROC_FD_LEN];
+	struct stat st;
+	int r;
+
+	*fd = -1;
+	if (fstat(pathfd, &st) < 0)
+		return fsio_err();
+	if (!S_ISREG(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	r = fsio_proc_path(pathfd, "", path, sizeof(path));
+	if (r < 0)
+		return r;
+	flags &= ~(O_CREAT | O_EXCL);
+	*fd = open(path, flags | always | O_NONBLOCK);
+	/* Under a lease: wait for its break like any other opener (the kernel bounds it). */
+	if (*fd < 0 && errno == EWOULDBLOCK)
+		*fd = open(path, flags | always);
 	return *fd < 0 ? fsio_err() : 0;
 }
 
@@ -342,23 +393,51 @@ int fsio_readlink(int dirfd, const char *name, char *buf, size_t size, size_t *l
 	return 0;
 }
 
-int fsio_chmod(int dirfd, const char *name, mode_t mode)
-{
-	struct stat st;
+/* Set once fchmodat2 answered ENOSYS (Linux before 6.6): it is not asked again. */
+static atomic_bool fsio_no_fchmodat2;
 
-	if (syscall(SYS_fchmodat2, dirfd, name, mode, AT_SYMLINK_NOFOLLOW) == 0)
-		return 0;
-	if (errno != ENOSYS)
-		return fsio_err();
-	/*
-	 * Kernels before 6.6: check the type, then chmod. Only a local user replacing the
-	 * object in between could redirect it, and only to what that user may chmod anyway.
-	 */
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+/*
+ * Before Linux 6.6: chmod of the magic link /proc/self/fd/N reaches the very object fd
+ * holds, with the caller's rights on it and no search permission on it. An fd's type
+ * never changes: once it is not a symlink, nothing is followed past it.
+ */
+static int fsio_chmod_proc(int fd, mode_t mode)
+{
+	char path[FSIO_PROC_FD_LEN];
+	struct stat st;
+	int r;
+
+	if (fstat(fd, &st) < 0)
 		return fsio_err();
 	if (S_ISLNK(st.st_mode))
 		return -EOPNOTSUPP;
-	return fchmodat(dirfd, name, mode, 0) < 0 ? fsio_err() : 0;
+	r = fsio_proc_path(fd, "", path, sizeof(path));
+	if (r < 0)
+		return r;
+	return chmod(path, mode) < 0 ? fsio_err() : 0;
+}
+
+int fsio_chmod(int dirfd, const char *name, mode_t mode)
+{
+	int flags = AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH);
+	int fd, r;
+
+	if (!atomic_load_explicit(&fsio_no_fchmodat2, memory_order_relaxed)) {
+		if (syscall(SYS_fchmodat2, dirfd, name, mode, flags) == 0)
+			return 0;
+		if (errno != ENOSYS)
+			return fsio_err();
+		atomic_store_explicit(&fsio_no_fchmodat2, true, memory_order_relaxed);
+	}
+	/* fchmodat would follow a symlink put at name: the object is pinned by an fd first. */
+	if (!*name)
+		return fsio_chmod_proc(dirfd, mode);
+	r = fsio_open_node(dirfd, name, &fd);
+	if (r < 0)
+		return r;
+	r = fsio_chmod_proc(fd, mode);
+	close(fd);
+	return r;
 }
 
 int fsio_chown(int dirfd, const char *name, uid_t uid, gid_t gid)
@@ -370,7 +449,9 @@ int fsio_chown(int dirfd, const char *name, uid_t uid, gid_t gid)
 
 int fsio_utimens(int dirfd, const char *name, const struct timespec ts[2])
 {
-	return utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0 ? fsio_err() : 0;
+	int flags = AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH);
+
+	return utimensat(dirfd, name, ts, flags) < 0 ? fsio_err() : 0;
 }
 
 int fsio_fchmod(int fd, mode_t mode)
@@ -386,20 +467,6 @@ int fsio_fchown(int fd, uid_t uid, gid_t gid)
 int fsio_futimens(int fd, const struct timespec ts[2])
 {
 	return futimens(fd, ts) < 0 ? fsio_err() : 0;
-}
-
-/* The /proc path of name in dirfd; "" names dirfd itself (the magic link, followed). */
-static int fsio_proc_path(int dirfd, const char *name, char *buf, size_t len)
-{
-	int w;
-
-	if (dirfd < 0 || strchr(name, '/'))
-		return -EINVAL;
-	if (*name)
-		w = snprintf(buf, len, "/proc/self/fd/%d/%s", dirfd, name);
-	else
-		w = snprintf(buf, len, "/proc/self/fd/%d", dirfd);
-	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
 }
 
 int fsio_getxattr(int dirfd, const char *name, const char *attr, void *buf, size_t size,

@@ -12,9 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fsio.h"
+#include "../no_fchmodat2.h"
 
 struct fx {
 	char dir[PATH_MAX];
@@ -94,7 +97,7 @@ static void test_symlinks_not_followed(void **state)
 	assert_true(S_ISLNK(st.st_mode));
 	fsio_close(fd);
 	assert_int_equal(fsio_open_dir(f->fd, "d", &fd), 0);
-	assert_int_equal(fsio_chmod(fd, ".", 0700), 0);
+	assert_int_equal(fsio_chmod(fd, "", 0700), 0);
 	assert_int_equal(fsio_stat(fd, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0700);
 	assert_int_equal(fsio_fsync_dir(fd), 0);
@@ -242,6 +245,110 @@ static void test_xattrs(void **state)
 	assert_true(S_ISREG(st.st_mode));
 }
 
+static mode_t mode_of(int dirfd, const char *name)
+{
+	struct stat st;
+
+	assert_int_equal(fsio_statat(dirfd, name, &st), 0);
+	return st.st_mode & 07777;
+}
+
+/* Attribute changes through an fd: the object the fd holds, whatever its name is now. */
+static void test_attrs_by_fd(void **state)
+{
+	struct fx *f = *state;
+	struct timespec ts[2] = { { 100, 0 }, { 200, 0 } };
+	struct stat st, orig;
+	int fd, lfd, wfd;
+
+	assert_int_equal(fsio_open_file(f->fd, "f", O_CREAT | O_EXCL | O_WRONLY, 0600, &wfd), 0);
+	fsio_close(wfd);
+	assert_int_equal(fsio_open_node(f->fd, "f", &fd), 0);
+	assert_int_equal(fsio_stat(fd, &orig), 0);
+	assert_int_equal(fsio_chmod(fd, "", 0640), 0);
+	assert_int_equal(mode_of(f->fd, "f"), 0640);
+	assert_int_equal(fsio_utimens(fd, "", ts), 0);
+	assert_int_equal(fsio_chown(fd, "", (uid_t)-1, (gid_t)-1), 0);
+	assert_int_equal(fsio_statat(f->fd, "f", &st), 0);
+	assert_int_equal(st.st_mtim.tv_sec, 200);
+
+	/* A symlink put at the name since: neither it nor its target is changed. */
+	assert_int_equal(fsio_symlink("t", f->fd, "s"), 0);
+	assert_int_equal(fsio_open_file(f->fd, "t", O_CREAT | O_EXCL | O_WRONLY, 0600, &wfd), 0);
+	fsio_close(wfd);
+	assert_int_equal(fsio_rename(f->fd, "s", f->fd, "f", false), 0);
+	assert_int_equal(fsio_chmod(fd, "", 0604), 0);
+	assert_int_equal(fsio_stat(fd, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0604);
+	assert_int_equal(mode_of(f->fd, "t"), 0600);
+	assert_int_equal(fsio_chmod(f->fd, "f", 0666), -EOPNOTSUPP);
+	assert_int_equal(mode_of(f->fd, "t"), 0600);
+	assert_int_equal(fsio_open_node(f->fd, "f", &lfd), 0);
+	assert_int_equal(fsio_chmod(lfd, "", 0666), -EOPNOTSUPP);
+	assert_int_equal(mode_of(f->fd, "t"), 0600);
+	assert_int_equal(fsio_reopen_file(lfd, O_WRONLY, &wfd), -EINVAL);
+	fsio_close(lfd);
+
+	/* The file reopened for writing is the unlinked original, not what has its name now. */
+	assert_int_equal(fsio_reopen_file(fd, O_WRONLY | O_CREAT, &wfd), 0);
+	assert_int_equal(fsio_stat(wfd, &st), 0);
+	assert_int_equal(st.st_ino, orig.st_ino);
+	assert_int_equal(st.st_nlink, 0);
+	assert_int_equal(fsio_ftruncate(wfd, 3), 0);
+	fsio_close(wfd);
+	fsio_close(fd);
+	assert_int_equal(fsio_open_node(f->fd, ".", &fd), 0);
+	assert_int_equal(fsio_reopen_file(fd, O_RDONLY, &wfd), -EISDIR);
+	fsio_close(fd);
+}
+
+/* The calling thread acts as uid:gid (root can, others stay themselves). */
+static void act_as(uid_t uid, gid_t gid)
+{
+	syscall(SYS_setfsgid, gid);
+	syscall(SYS_setfsuid, uid);
+}
+
+/*
+ * The owner of a directory changes its mode, owner and times whatever its mode, as on a
+ * local file system: that needs ownership, not search permission on it.
+ */
+static void test_owner_attrs_any_dir_mode(void **state)
+{
+	static const mode_t modes[] = { 0000, 0100, 0200, 0400, 0600 };
+	struct fx *f = *state;
+	struct timespec ts[2] = { { 300, 0 }, { 400, 0 } };
+	struct stat st;
+	int fd, rfd;
+
+	if (geteuid() != 0)
+		skip(); /* needs another identity to act as */
+	assert_int_equal(fsio_mkdir(f->fd, "own", 0755), 0);
+	assert_int_equal(fsio_chown(f->fd, "own", 1000, 1000), 0);
+	assert_int_equal(fsio_open_dir(f->fd, "own", &fd), 0);
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		assert_int_equal(fsio_chmod(fd, "", modes[i]), 0);
+		act_as(1000, 1000);
+		assert_int_equal(fsio_chmod(fd, "", 0060), 0);
+		assert_int_equal(fsio_chown(fd, "", 1000, 1000), 0);
+		assert_int_equal(fsio_utimens(fd, "", ts), 0);
+		assert_int_equal(fsio_chmod(fd, "", modes[i]), 0);
+		/* listing needs read permission, and only that */
+		assert_int_equal(fsio_reopen_dir(fd, &rfd), (modes[i] & 0400) ? 0 : -EACCES);
+		fsio_close(rfd);
+		act_as(0, 0);
+		assert_int_equal(fsio_stat(fd, &st), 0);
+		assert_int_equal(st.st_mode & 07777, modes[i]);
+		assert_int_equal(st.st_mtim.tv_sec, 400);
+	}
+	/* someone else's: ownership is still what counts */
+	act_as(2000, 2000);
+	assert_int_equal(fsio_chmod(fd, "", 0777), -EPERM);
+	act_as(0, 0);
+	assert_int_equal(fsio_chmod(fd, "", 0755), 0);
+	fsio_close(fd);
+}
+
 static void test_ids(void **state)
 {
 	struct fsio_ids ids;
@@ -269,17 +376,57 @@ static void test_ids(void **state)
 	assert_true(fsio_may(&st, R_OK | W_OK));
 }
 
+/* The attribute tests, which run again where fchmodat2 fails as before Linux 6.6. */
+static const struct CMUnitTest attr_tests[] = {
+	cmocka_unit_test_setup_teardown(test_symlinks_not_followed, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_attrs_by_fd, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_owner_attrs_any_dir_mode, setup, teardown),
+};
+
+static void test_no_fchmodat2_in_child(void **state)
+{
+	(void)state;
+	assert_int_equal(syscall(TEST_NR_FCHMODAT2, AT_FDCWD, "/", 0755, 0), -1);
+	assert_int_equal(errno, ENOSYS);
+}
+
+static int run_without_fchmodat2(void)
+{
+	const struct CMUnitTest check[] = { cmocka_unit_test(test_no_fchmodat2_in_child) };
+	int status, r;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		r = test_no_fchmodat2();
+		if (r < 0) {
+			fprintf(stderr, "cannot make fchmodat2 fail (seccomp): %s\n", strerror(-r));
+			_exit(1);
+		}
+		r = cmocka_run_group_tests_name("no_fchmodat2", check, NULL, NULL);
+		r += cmocka_run_group_tests_name("attrs_no_fchmodat2", attr_tests, NULL, NULL);
+		_exit(r ? 1 : 0);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		return 1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_root),
-		cmocka_unit_test_setup_teardown(test_symlinks_not_followed, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_sparse, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dir_listing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_xattrs, setup, teardown),
 		cmocka_unit_test(test_ids),
 	};
+	int failed = cmocka_run_group_tests(tests, NULL, NULL);
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	failed += cmocka_run_group_tests_name("attrs", attr_tests, NULL, NULL);
+	return failed + run_without_fchmodat2();
 }
