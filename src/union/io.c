@@ -54,53 +54,61 @@ static void uio_out(struct union_export *ux, const struct stat *st, uint64_t ino
 	}
 }
 
-int uattr_apply(int dirfd, const char *name, const struct stat *cur,
-		const struct union_setattr *sa)
+/* Whether st is still the object cur described: the same file (device, inode) and type. */
+static bool uattr_same(const struct stat *st, const struct stat *cur)
+{
+	return st->st_dev == cur->st_dev && st->st_ino == cur->st_ino &&
+	       (st->st_mode & S_IFMT) == (cur->st_mode & S_IFMT);
+}
+
+static int uattr_truncate(int fd, const struct stat *cur, uint64_t size)
+{
+	struct fsio_ids ids;
+	int r, wfd;
+
+	if (S_ISDIR(cur->st_mode))
+		return -EISDIR;
+	if (!S_ISREG(cur->st_mode))
+		return -EINVAL;
+	r = fsio_reopen_file(fd, O_WRONLY, &wfd);
+	if (r == -EACCES && fsio_owns(cur)) {
+		fsio_become_root(&ids);
+		r = fsio_reopen_file(fd, O_WRONLY, &wfd);
+		fsio_restore(&ids);
+	}
+	if (r < 0)
+		return r;
+	r = fsio_ftruncate(wfd, size);
+	fsio_close(wfd);
+	return r;
+}
+
+int uattr_apply(int fd, const struct stat *cur, const struct union_setattr *sa)
 {
 	unsigned m = sa->ua_mask;
 	struct timespec ts[2];
-	int r = 0, fd;
+	struct stat st;
+	int r;
 
-	if (m & USET_SIZE) {
-		if (S_ISDIR(cur->st_mode))
-			return -EISDIR;
-		if (!S_ISREG(cur->st_mode))
-			return -EINVAL;
-		r = fsio_open_file(dirfd, name, O_WRONLY, 0, &fd);
-		if (r == -EACCES && fsio_owns(cur)) {
-			struct fsio_ids ids;
-
-			fsio_become_root(&ids);
-			r = fsio_open_file(dirfd, name, O_WRONLY, 0, &fd);
-			fsio_restore(&ids);
-		}
-		if (r < 0)
-			return r == -ENOENT || r == -ELOOP ? -ESTALE : r;
-		r = fsio_ftruncate(fd, sa->ua_size);
-		fsio_close(fd);
-		if (r < 0)
-			return r;
-	}
-	if (m & (USET_UID | USET_GID)) {
-		r = fsio_chown(dirfd, name, (m & USET_UID) ? sa->ua_uid : (uid_t)-1,
+	r = fsio_stat(fd, &st);
+	if (r == 0 && !uattr_same(&st, cur))
+		r = -ESTALE;
+	if (r == 0 && (m & USET_SIZE))
+		r = uattr_truncate(fd, cur, sa->ua_size);
+	if (r == 0 && (m & (USET_UID | USET_GID)))
+		r = fsio_chown(fd, "", (m & USET_UID) ? sa->ua_uid : (uid_t)-1,
 			       (m & USET_GID) ? sa->ua_gid : (gid_t)-1);
-		if (r < 0)
-			return r;
-	}
 	/* Symlinks have no mode of their own; knfsd ignores the request too. */
-	if ((m & USET_MODE) && !S_ISLNK(cur->st_mode)) {
-		r = fsio_chmod(dirfd, name, sa->ua_mode & 07777);
-		if (r < 0)
-			return r;
-	}
-	if (m & (USET_ATIME | USET_MTIME)) {
+	if (r == 0 && (m & USET_MODE) && !S_ISLNK(cur->st_mode))
+		r = fsio_chmod(fd, "", sa->ua_mode & 07777);
+	if (r == 0 && (m & (USET_ATIME | USET_MTIME))) {
 		ts[0].tv_sec = ts[1].tv_sec = 0;
 		ts[0].tv_nsec = ts[1].tv_nsec = UTIME_OMIT;
 		if (m & USET_ATIME)
 			ts[0] = sa->ua_atime;
 		if (m & USET_MTIME)
 			ts[1] = sa->ua_mtime;
-		r = fsio_utimens(dirfd, name, ts);
+		r = fsio_utimens(fd, "", ts);
 	}
 	return r;
 }
@@ -163,10 +171,9 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 		r = -EROFS;
 	if (r == 0 && sa->ua_mask && o.uo_rec.si_branch != 0)
 		r = uattr_copy_up(ux, ino, sa, &o);
-	if (r == 0 && sa->ua_mask && dir)
-		r = uattr_apply(o.uo_dirs.ds_fd[0], ".", &o.uo_st, sa);
-	else if (r == 0 && sa->ua_mask)
-		r = uattr_apply(o.uo_pfd, o.uo_rec.si_name, &o.uo_st, sa);
+	/* On the object resolved itself: no name is looked up between check and change. */
+	if (r == 0 && sa->ua_mask)
+		r = uattr_apply(dir ? o.uo_dirs.ds_fd[0] : o.uo_fd, &o.uo_st, sa);
 	/* Who may look into a directory changed: cached lookups must ask again. */
 	if (sa->ua_mask & (USET_MODE | USET_UID | USET_GID))
 		ucache_changed(ux);

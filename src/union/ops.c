@@ -310,7 +310,7 @@ static int uop_make(int fd, const char *name, const struct uop_new *n, int *nfd)
 	mode_t mode = (sa && (sa->ua_mask & USET_MODE)) ? sa->ua_mode & 07777 : 0;
 	struct timespec ts[2];
 	struct stat st;
-	int r;
+	int r, node = -1, obj;
 
 	switch (n->un_kind) {
 	case UOP_FILE:
@@ -344,9 +344,15 @@ static int uop_make(int fd, const char *name, const struct uop_new *n, int *nfd)
 		rest.ua_mask &= ~USET_SIZE;
 	if (!rest.ua_mask)
 		return 0;
-	r = fsio_statat(fd, name, &st);
+	/* A new file has its fd already; anything else is opened, never followed. */
+	if (n->un_kind != UOP_FILE)
+		r = fsio_open_node(fd, name, &node);
+	obj = n->un_kind == UOP_FILE ? *nfd : node;
 	if (r == 0)
-		r = uattr_apply(fd, name, &st, &rest);
+		r = fsio_stat(obj, &st);
+	if (r == 0)
+		r = uattr_apply(obj, &st, &rest);
+	fsio_close(node);
 	return r;
 }
 

@@ -303,8 +303,11 @@ void uop_drop_tmp(int fd, const char *tmp);
 /* What the union saw as free at name in upper fd: 1 a whiteout, 0 nothing, -EEXIST other. */
 int uop_upper_whiteout(int fd, const char *name);
 
-/* Attribute changes on (dirfd, name); directories are (fd, "."). io.c */
-int uattr_apply(int dirfd, const char *name, const struct stat *cur,
-		const struct union_setattr *sa);
+/*
+ * Attribute changes on the object fd (an O_PATH fd, or any fd of it) refers to, whose
+ * attributes cur holds (-ESTALE when fd is not that object). Nothing is looked up by name,
+ * so nothing put at the object's name meanwhile is changed instead. io.c
+ */
+int uattr_apply(int fd, const struct stat *cur, const struct union_setattr *sa);
 
 #endif
