@@ -350,7 +350,7 @@ static int udir_read_copy(struct union_export *ux, uint64_t dir, struct udir_lis
 		} else if (uname_hidden(dir, name)) {
 			continue;
 		} else if (type == DT_UNKNOWN || type == DT_CHR) {
-			r = fsio_statat(fd, name, &st);
+			r = uwh_statat(fd, name, &st);
 			if (r == -ENOENT)
 				continue;
 			if (r < 0)
@@ -529,8 +529,8 @@ static bool udir_still(void *ctx)
  * wins, so one lstat there usually tells the store all it needs; names without a record
  * get theirs in one write transaction for the whole range.
  */
-static int udir_fill(struct union_export *ux, uint64_t dir, const struct udirset *ds,
-		     struct udir_list *l, size_t from, size_t to)
+static int udir_fill_names(struct union_export *ux, uint64_t dir, const struct udirset *ds,
+			   struct udir_list *l, size_t from, size_t to)
 {
 	struct udir_batch *b;
 	size_t n = 0;
@@ -571,6 +571,26 @@ static int udir_fill(struct union_export *ux, uint64_t dir, const struct udirset
 		__atomic_store_n(&l->dl_ents[b->db_idx[k]].de_ino,
 				 b->db_inos[k] ? b->db_inos[k] : UDIR_GONE, __ATOMIC_RELEASE);
 	free(b);
+	return r;
+}
+
+/*
+ * udir_fill_names for a reader who may read the directory: one who may not search it
+ * still gets the inos of its names (d_ino on a local file system), found with the
+ * server's rights.
+ */
+static int udir_fill(struct union_export *ux, uint64_t dir, const struct uobj *d,
+		     struct udir_list *l, size_t from, size_t to)
+{
+	bool search = fsio_may(&d->uo_st, X_OK);
+	struct fsio_ids ids;
+	int r;
+
+	if (!search)
+		fsio_become_root(&ids);
+	r = udir_fill_names(ux, dir, &d->uo_dirs, l, from, to);
+	if (!search)
+		fsio_restore(&ids);
 	return r;
 }
 
@@ -646,6 +666,9 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 	r = ures_resolve_cached(ux, dir, &d);
 	if (r == 0 && !S_ISDIR(d.uo_st.st_mode))
 		r = -ENOTDIR;
+	/* Listings are cached for everyone and read with the server's rights where needed. */
+	if (r == 0 && !fsio_may(&d.uo_st, R_OK))
+		r = -EACCES;
 	if (r < 0)
 		goto out;
 	if (udir_dots(ux, &d, cookie, with_attrs, fn, ctx, &r))
@@ -661,7 +684,7 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 		size_t ahead = l->dl_racy ? UDIR_CHUNK : UDIR_FILL;
 
 		if (udir_unmapped(l, i, end)) {
-			r = udir_fill(ux, dir, &d.uo_dirs, l, i,
+			r = udir_fill(ux, dir, &d, l, i,
 				      i + ahead < l->dl_n ? i + ahead : l->dl_n);
 			if (r < 0)
 				goto out;

@@ -156,6 +156,12 @@ bool uname_hidden(uint64_t dir, const char *name);
 /* Temporary names in upper directories; marker names, so never visible. */
 #define UWH_TMP_PREFIX ".wh..unionnfsd."
 
+/*
+ * lstat of an entry for telling markers apart: with the server's identity when the
+ * client's may not search the directory (markers are the server's own metadata; whether
+ * the client may look in is checked on its own).
+ */
+int uwh_statat(int dirfd, const char *name, struct stat *st);
 /* Whether name is a marker name (".wh.*"), which clients never see or make. */
 bool uwh_marker(const char *name);
 /* Whether the object st at name in dirfd is an overlayfs whiteout. */

@@ -67,6 +67,20 @@ static int uwh_listx(int dirfd, const char *name, char *buf, size_t size, size_t
 	return r;
 }
 
+int uwh_statat(int dirfd, const char *name, struct stat *st)
+{
+	struct fsio_ids ids;
+	int r;
+
+	r = fsio_statat(dirfd, name, st);
+	if (r == -EACCES) {
+		fsio_become_root(&ids);
+		r = fsio_statat(dirfd, name, st);
+		fsio_restore(&ids);
+	}
+	return r;
+}
+
 /* Which overlay attributes (by suffix) name carries: bit i for sfx[i], either namespace. */
 static int uwh_which(int dirfd, const char *name, const char *const *sfx, int nsfx,
 		     unsigned *bits)
@@ -141,7 +155,7 @@ bool uwh_oci(int dirfd, const char *name)
 	if (strlen(name) + strlen(UWH_PREFIX) > STORE_NAME_MAX)
 		return false;
 	snprintf(wh, sizeof(wh), "%s%s", UWH_PREFIX, name);
-	return fsio_statat(dirfd, wh, &st) == 0;
+	return uwh_statat(dirfd, wh, &st) == 0;
 }
 
 /* Whether a redirect value is one we can follow: "/a/b" or a plain name. */
@@ -180,7 +194,7 @@ int uwh_dir_read(int dirfd, bool *opaque, char **redirect)
 
 	*opaque = false;
 	*redirect = NULL;
-	r = fsio_statat(dirfd, UWH_OPAQUE, &st);
+	r = uwh_statat(dirfd, UWH_OPAQUE, &st);
 	if (r == 0) {
 		*opaque = true;
 		return 0;

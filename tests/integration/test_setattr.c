@@ -3,7 +3,8 @@
  * SETATTR(mode) on a file against SYMLINK + RENAME over that file from a second connection
  * never changes the symlink's target outside the export. The owner of a directory changes
  * its mode, owner and times whatever its mode bits (as on a local file system: no search
- * permission on the object itself is needed).
+ * permission on the object itself is needed), and the union's markers inside a directory
+ * its owner may not search are still honoured.
  *
  * Everything runs twice: with fchmodat2 as the kernel has it, then with fchmodat2 failing
  * with ENOSYS (tests/no_fchmodat2.h; the server inherits the filter), so that the path for
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,10 +32,50 @@
 #define RACE_MIN_SWAPS 20     /* fewer rounds than this would prove nothing */
 #define OWNER_UID 1000
 #define OWNER_GID 1000
+#define OTHER_UID 2000
 
 static nfs_fh3 root;
 static CLIENT *clnt;
 static char target[PATH_MAX];   /* root-owned 0600, outside the export */
+
+/* Trees for the marker and listing cases, made before the server sees them. */
+static void make_marker_trees(void)
+{
+	char p[PATH_MAX];
+
+	it_path(p, "%s/od", it_srv.is_lower);
+	assert_int_equal(mkdir(p, 0755), 0);
+	it_path(p, "%s/od/hidden", it_srv.is_lower);
+	it_write_file(p, "x", 1);
+	it_path(p, "%s/od", it_srv.is_upper);
+	assert_int_equal(mkdir(p, 0700), 0);
+	it_path(p, "%s/od/mine", it_srv.is_upper);
+	it_write_file(p, "x", 1);
+	it_path(p, "%s/od/.wh..wh..opq", it_srv.is_upper);
+	it_write_file(p, "", 0);
+
+	it_path(p, "%s/wd", it_srv.is_lower);
+	assert_int_equal(mkdir(p, 0755), 0);
+	it_path(p, "%s/wd/gone", it_srv.is_lower);
+	it_write_file(p, "x", 1);
+	it_path(p, "%s/wd/kept", it_srv.is_lower);
+	it_write_file(p, "x", 1);
+	it_path(p, "%s/wd", it_srv.is_upper);
+	assert_int_equal(mkdir(p, 0700), 0);
+	it_path(p, "%s/wd/gone", it_srv.is_upper);
+	assert_int_equal(mknod(p, S_IFCHR | 0600, makedev(0, 0)), 0);
+
+	it_path(p, "%s/private", it_srv.is_upper);
+	assert_int_equal(mkdir(p, 0700), 0);
+	it_path(p, "%s/private/secret", it_srv.is_upper);
+	it_write_file(p, "x", 1);
+
+	for (const char *const *n = (const char *const[]){ "od", "od/mine", "od/.wh..wh..opq",
+							   "wd", "wd/gone", NULL }; *n; n++) {
+		it_path(p, "%s/%s", it_srv.is_upper, *n);
+		assert_int_equal(lchown(p, OWNER_UID, OWNER_GID), 0);
+	}
+}
 
 static int setup(void **state)
 {
@@ -43,6 +85,7 @@ static int setup(void **state)
 	it_server_init(&it_srv, true);
 	/* the unprivileged owner creates its directory in the export root */
 	chmod(it_srv.is_upper, 0777);
+	make_marker_trees();
 	it_path(p, "%s/outside", it_srv.is_dir);
 	assert_int_equal(mkdir(p, 0755), 0);
 	it_path(target, "%s/outside/target", it_srv.is_dir);
@@ -390,11 +433,98 @@ static void test_owner_setattr_any_dir_mode(void **state)
 	it_clnt_destroy(u);
 }
 
+/* --- markers inside a directory its owner may read but not search --- */
+
+/* READDIR's names as ",a,b,": returns the status. */
+static int readdir_names(CLIENT *c, const nfs_fh3 *dir, char *out, size_t outlen)
+{
+	READDIR3args a = { .dir = *dir, .cookie = 0, .count = 8192 };
+	READDIR3res r;
+	int st;
+
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(it_call(c, NFSPROC3_READDIR, (xdrproc_t)xdr_READDIR3args, &a,
+				 (xdrproc_t)xdr_READDIR3res, &r),
+			 RPC_SUCCESS);
+	st = r.status;
+	snprintf(out, outlen, ",");
+	if (st == NFS3_OK) {
+		assert_true(r.READDIR3res_u.resok.reply.eof);
+		for (entry3 *e = r.READDIR3res_u.resok.reply.entries; e; e = e->nextentry)
+			if (strcmp(e->name, ".") && strcmp(e->name, ".."))
+				snprintf(out + strlen(out), outlen - strlen(out), "%s,", e->name);
+	}
+	it_free((xdrproc_t)xdr_READDIR3res, &r);
+	return st;
+}
+
+static void names_are(CLIENT *c, const nfs_fh3 *dir, const char *who, const char *want)
+{
+	char got[1024];
+	int st = readdir_names(c, dir, got, sizeof(got));
+
+	if (st != NFS3_OK)
+		fail_msg("READDIR as %s: %s", who, it_nfsstat_name(st));
+	if (strcmp(got, want))
+		fail_msg("READDIR as %s lists %s, want %s", who, got, want);
+}
+
+static void test_markers_in_unsearchable_dir(void **state)
+{
+	CLIENT *u;
+	nfs_fh3 od, wd;
+	fattr3 at;
+
+	(void)state;
+	u = it_clnt_from("127.0.0.1", NFS_PROGRAM, NFS_V3, it_srv.is_nfs_port, OWNER_UID,
+			 OWNER_GID, false);
+	it_assert_status(it_lookup(u, &root, "od", &od, NULL), NFS3_OK);
+	it_assert_status(it_lookup(u, &root, "wd", &wd, NULL), NFS3_OK);
+	/* read but no search: the names can be listed, as with ls on a local file system */
+	it_assert_status(setattr_mode(u, &od, 0600), NFS3_OK);
+	it_assert_status(setattr_mode(u, &wd, 0600), NFS3_OK);
+	it_assert_status(it_getattr(u, &od, &at), NFS3_OK);
+	it_assert_status(it_getattr(u, &wd, &at), NFS3_OK);
+	/* the opaque marker hides the lower od/hidden; the whiteout hides wd/gone */
+	names_are(u, &od, "the owner", ",mine,");
+	names_are(u, &wd, "the owner", ",kept,");
+	/* and what the owner's requests saw is what everyone sees */
+	names_are(clnt, &od, "root", ",mine,");
+	names_are(clnt, &wd, "root", ",kept,");
+	it_assert_status(it_lookup(clnt, &od, "hidden", NULL, NULL), NFS3ERR_NOENT);
+	it_assert_status(it_lookup(clnt, &wd, "gone", NULL, NULL), NFS3ERR_NOENT);
+	it_assert_status(setattr_mode(u, &od, 0755), NFS3_OK);
+	it_assert_status(setattr_mode(u, &wd, 0755), NFS3_OK);
+	it_fh_free(&od);
+	it_fh_free(&wd);
+	it_clnt_destroy(u);
+}
+
+/* A listing cached for root is no listing for one who may not read the directory. */
+static void test_cached_listing_needs_read(void **state)
+{
+	CLIENT *other;
+	nfs_fh3 d;
+	char got[1024];
+
+	(void)state;
+	it_assert_status(it_lookup(clnt, &root, "private", &d, NULL), NFS3_OK);
+	/* made at setup: old enough for the listing to be kept */
+	names_are(clnt, &d, "root", ",secret,");
+	other = it_clnt_from("127.0.0.1", NFS_PROGRAM, NFS_V3, it_srv.is_nfs_port, OTHER_UID,
+			     OTHER_UID, false);
+	it_assert_status(readdir_names(other, &d, got, sizeof(got)), NFS3ERR_ACCES);
+	it_clnt_destroy(other);
+	it_fh_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_setattr_mode_vs_symlink_swap),
 		cmocka_unit_test(test_owner_setattr_any_dir_mode),
+		cmocka_unit_test(test_markers_in_unsearchable_dir),
+		cmocka_unit_test(test_cached_listing_needs_read),
 	};
 	int failed;
 
