@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -27,9 +28,11 @@
 
 #include "../no_fchmodat2.h"
 
-#define RACE_MS 2000          /* how long the race runs */
+#define RACE_MS 2000          /* how long the race runs ... */
+#define RACE_MIN_SWAPS 20     /* ... once it ran this many rounds */
+#define RACE_MAX_MS 10000     /* but never longer than this, however loaded the machine */
+#define RACE_FEW_SWAPS 5      /* fewer rounds than this prove nothing: a failure */
 #define RACE_CHMODDERS 3      /* connections sending SETATTR(mode) */
-#define RACE_MIN_SWAPS 20     /* fewer rounds than this would prove nothing */
 #define OWNER_UID 1000
 #define OWNER_GID 1000
 #define OTHER_UID 2000
@@ -164,6 +167,7 @@ struct race {
 	atomic_bool rc_stop;
 	atomic_uint rc_setattrs;     /* SETATTRs answered */
 	atomic_uint rc_swaps;        /* rounds of CREATE, SYMLINK, RENAME over */
+	int rc_enough;               /* eventfd: RACE_MIN_SWAPS rounds ran */
 	atomic_uint rc_rpc_errors;
 };
 
@@ -268,26 +272,41 @@ static void *race_swapper(void *arg)
 			atomic_fetch_add(&rc->rc_rpc_errors, 1);
 			break;
 		}
-		atomic_fetch_add(&rc->rc_swaps, 1);
+		if (atomic_fetch_add(&rc->rc_swaps, 1) + 1 == RACE_MIN_SWAPS &&
+		    eventfd_write(rc->rc_enough, 1) != 0)
+			atomic_fetch_add(&rc->rc_rpc_errors, 1);
 	}
 	return NULL;
 }
 
-/* Waits until the race time is over or the target's attributes change (inotify). */
-static void race_watch(int inotify_fd)
+static long race_elapsed_ms(const struct timespec *start)
 {
-	struct timespec start, now;
-	struct pollfd pfd = { .fd = inotify_fd, .events = POLLIN };
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - start->tv_sec) * 1000 + (now.tv_nsec - start->tv_nsec) / 1000000;
+}
+
+/*
+ * Waits until the race has run RACE_MS and RACE_MIN_SWAPS rounds (or RACE_MAX_MS), or
+ * until the target's attributes change (inotify).
+ */
+static void race_watch(int inotify_fd, int enough_fd)
+{
+	struct pollfd pfd[2] = { { .fd = inotify_fd, .events = POLLIN },
+				 { .fd = enough_fd, .events = POLLIN } };
+	struct timespec start;
+	bool enough = false;
+	eventfd_t v;
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
-		long left;
+		long left = (enough ? RACE_MS : RACE_MAX_MS) - race_elapsed_ms(&start);
 
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = RACE_MS - ((now.tv_sec - start.tv_sec) * 1000 +
-				  (now.tv_nsec - start.tv_nsec) / 1000000);
-		if (left <= 0 || poll(&pfd, 1, (int)left) != 0)
+		if (left <= 0 || poll(pfd, enough ? 1 : 2, (int)left) < 0 || pfd[0].revents)
 			return;
+		if (!enough && pfd[1].revents)
+			enough = eventfd_read(enough_fd, &v) == 0;
 	}
 }
 
@@ -300,6 +319,8 @@ static void test_setattr_mode_vs_symlink_swap(void **state)
 	int ino;
 
 	(void)state;
+	rc.rc_enough = eventfd(0, EFD_CLOEXEC);
+	assert_true(rc.rc_enough >= 0);
 	ino = inotify_init1(IN_CLOEXEC);
 	assert_true(ino >= 0);
 	assert_true(inotify_add_watch(ino, target, IN_ATTRIB) >= 0);
@@ -310,13 +331,14 @@ static void test_setattr_mode_vs_symlink_swap(void **state)
 	assert_int_equal(pthread_create(&threads[0], NULL, race_swapper, &racers[0]), 0);
 	for (int i = 1; i <= RACE_CHMODDERS; i++)
 		assert_int_equal(pthread_create(&threads[i], NULL, race_chmodder, &racers[i]), 0);
-	race_watch(ino);
+	race_watch(ino, rc.rc_enough);
 	atomic_store(&rc.rc_stop, true);
 	for (int i = 0; i <= RACE_CHMODDERS; i++) {
 		pthread_join(threads[i], NULL);
 		it_clnt_destroy(racers[i].r_clnt);
 	}
 	close(ino);
+	close(rc.rc_enough);
 	assert_int_equal(stat(target, &st), 0);
 	fprintf(stderr, "race: %u rounds, %u SETATTRs, target mode %04o\n",
 		atomic_load(&rc.rc_swaps), atomic_load(&rc.rc_setattrs), st.st_mode & 07777);
@@ -325,8 +347,9 @@ static void test_setattr_mode_vs_symlink_swap(void **state)
 			 "%04o after %u rounds", target, st.st_mode & 07777,
 			 atomic_load(&rc.rc_swaps));
 	assert_int_equal(atomic_load(&rc.rc_rpc_errors), 0);
-	if (atomic_load(&rc.rc_swaps) < RACE_MIN_SWAPS)
-		fail_msg("only %u rounds of the race ran", atomic_load(&rc.rc_swaps));
+	if (atomic_load(&rc.rc_swaps) < RACE_FEW_SWAPS)
+		fail_msg("only %u rounds of the race ran in %d ms", atomic_load(&rc.rc_swaps),
+			 RACE_MAX_MS);
 	assert_true(atomic_load(&rc.rc_setattrs) > 0);
 }
 
