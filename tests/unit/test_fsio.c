@@ -387,7 +387,7 @@ static const struct CMUnitTest attr_tests[] = {
 static void test_no_fchmodat2_in_child(void **state)
 {
 	(void)state;
-	assert_int_equal(syscall(TEST_NR_FCHMODAT2, AT_FDCWD, "/", 0755, 0), -1);
+	assert_int_equal(syscall(SYS_fchmodat2, AT_FDCWD, "/", 0755, 0), -1);
 	assert_int_equal(errno, ENOSYS);
 }
 
