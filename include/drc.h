@@ -38,6 +38,9 @@ struct drc_key {
 	uint32_t dk_proc;
 	uint32_t dk_sum;           /* checksum of the first argument bytes: tells xid reuse apart */
 	uint32_t dk_arglen;
+	uint32_t dk_cred;          /* checksum of the credentials (drc_begin): a call under
+	                            * another identity runs, as the kernel checks it, and is
+	                            * never answered with the reply this one got */
 	uint16_t dk_port;          /* 0 for TCP */
 	uint8_t dk_family;
 	uint8_t dk_protocol;

@@ -130,6 +130,13 @@ struct fsio_ids {
 };
 void fsio_become_root(struct fsio_ids *saved);
 void fsio_restore(const struct fsio_ids *saved);
+/*
+ * Whether the calling thread's identity may access the object behind fd (O_PATH will do)
+ * with mask (R_OK, W_OK, X_OK), as the kernel decides for it: mode bits, groups, POSIX
+ * ACLs, capabilities; no search permission on the object itself is needed. 0, -EACCES or
+ * -errno.
+ */
+int fsio_access(int fd, int mask);
 /* Whether the calling thread's identity may access an object with st (mode bits only). */
 bool fsio_may(const struct stat *st, int mask);
 /* Whether the calling thread acts as the owner of st (or as root). */

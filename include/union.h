@@ -82,9 +82,19 @@ int union_getattr(struct union_export *ux, uint64_t ino, struct stat *st);
  */
 int union_forget_stale(struct union_export *ux, uint64_t ino);
 
-/* Looks name up in directory dir ("." and ".." included; ".." of the root is the root). */
+/*
+ * Looks name up in directory dir ("." and ".." included; ".." of the root is the root).
+ * Like knfsd, only for a caller allowed to search dir: -EACCES otherwise, from the cache
+ * as without it.
+ */
 int union_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
 		 struct stat *st);
+/*
+ * union_lookup that also fills dirst with dir's attributes as the lookup found them
+ * (st_ino 0 when dir itself could not be resolved), on failure too.
+ */
+int union_lookup_in(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
+		    struct stat *st, struct stat *dirst);
 
 /*
  * Changes attributes. pre (may be NULL) receives the attributes just before the change,

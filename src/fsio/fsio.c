@@ -16,6 +16,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#ifndef SYS_faccessat2
+#define SYS_faccessat2 439 /* the same number on every architecture */
+#endif
 #ifndef SYS_fchmodat2
 #define SYS_fchmodat2 452 /* the same number on every architecture */
 #endif
@@ -641,6 +644,14 @@ static bool fsio_in_groups(gid_t gid)
 		found = groups[i] == gid;
 	free(groups);
 	return found;
+}
+
+int fsio_access(int fd, int mask)
+{
+	/* AT_EACCESS: the fsuid, fsgid and groups this thread acts with, not the real ids. */
+	if (syscall(SYS_faccessat2, fd, "", mask, AT_EMPTY_PATH | AT_EACCESS) < 0)
+		return fsio_err();
+	return 0;
 }
 
 bool fsio_may(const struct stat *st, int mask)

@@ -11,17 +11,18 @@ enum rpc_outcome nfs3_lookup(struct rpc_req *rq, void *args, void *res)
 	LOOKUP3resok *ok = &r->LOOKUP3res_u.resok;
 	enum rpc_outcome out;
 	struct nfs_call nc;
-	struct stat st;
+	struct stat st, dirst;
 	uint64_t ino;
 	int err;
 
 	memset(r, 0, sizeof(*r));
 	if (!nfs_call_begin(rq, &a->what.dir, NFS_CALL_READS, &nc, &r->status, &out))
 		return out;
+	memset(&dirst, 0, sizeof(dirst));
 	r->status = nfs_name_check(a->what.name, NFS_NAME_LOOKUP);
 	if (r->status == NFS3_OK) {
 		memset(&st, 0, sizeof(st));
-		err = union_lookup(nc.nc_ux, nc.nc_ino, a->what.name, &ino, &st);
+		err = union_lookup_in(nc.nc_ux, nc.nc_ino, a->what.name, &ino, &st, &dirst);
 		r->status = nfs_status(err);
 		if (err == 0) {
 			nfs_fh_make(&nc, ino, &ok->object);
@@ -29,7 +30,9 @@ enum rpc_outcome nfs3_lookup(struct rpc_req *rq, void *args, void *res)
 		}
 	}
 	if (r->status == NFS3_OK)
-		nfs_post_attr_of(&nc, nc.nc_ino, &ok->dir_attributes);
+		nfs_post_attr(&nc, &dirst, &ok->dir_attributes);
+	else if (dirst.st_ino != 0)
+		nfs_post_attr(&nc, &dirst, &r->LOOKUP3res_u.resfail.dir_attributes);
 	else
 		nfs_post_attr_of(&nc, nc.nc_ino, &r->LOOKUP3res_u.resfail.dir_attributes);
 	nfs_call_end(&nc);

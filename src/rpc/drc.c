@@ -150,6 +150,24 @@ void drc_key_make(struct drc_key *k, const struct sockaddr *peer, socklen_t peer
 	k->dk_arglen = (uint32_t)(arglen > UINT32_MAX ? UINT32_MAX : arglen);
 }
 
+/* FNV-1a over who the caller claims to be, as drc_sum over what it asks. */
+static uint32_t drc_cred_sum(const struct rpc_cred *rc)
+{
+	uint32_t words[4 + RPC_MAX_GROUPS];
+	uint32_t n = rc->rc_ngroups < RPC_MAX_GROUPS ? rc->rc_ngroups : RPC_MAX_GROUPS;
+	const uint8_t *p = (const uint8_t *)words;
+	uint32_t h = 2166136261u;
+
+	words[0] = rc->rc_flavor;
+	words[1] = rc->rc_uid;
+	words[2] = rc->rc_gid;
+	words[3] = n;
+	memcpy(words + 4, rc->rc_groups, n * sizeof(words[0]));
+	for (size_t i = 0; i < (4 + n) * sizeof(words[0]); i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
 static uint64_t drc_mix(uint64_t h, uint64_t v)
 {
 	h ^= v;
@@ -292,6 +310,7 @@ enum drc_verdict drc_begin(const struct rpc_call *call, const void *rec, size_t 
 	drc_key_make(&k, peer, peerlen, protocol, call->rc_xid, call->rc_prog, call->rc_vers,
 		     call->rc_proc, (const uint8_t *)rec + call->rc_args_off,
 		     len - call->rc_args_off);
+	k.dk_cred = drc_cred_sum(&call->rc_cred);
 	v = drc_lookup(drc_global, &k, t, reply, replylen);
 	if (v != DRC_MISS)
 		log_debug("rpc: retransmitted call xid %#x procedure %u %s", call->rc_xid,

@@ -368,6 +368,15 @@ bool ucent_is_dir(const struct ucent *e)
 	return e->ce_dirs.ds_n > 0;
 }
 
+/* Whether st, found at the entry's name, is still the very copy the entry names. */
+static bool ucent_same(const struct union_export *ux, const struct ucent *e,
+		       const struct stat *st)
+{
+	return (uint64_t)st->st_ino == e->ce_rec.si_real_ino &&
+	       st->st_dev == ux->ux_dev[e->ce_rec.si_branch] &&
+	       (uint8_t)((st->st_mode & S_IFMT) >> 12) == e->ce_rec.si_type;
+}
+
 int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st)
 {
 	int r;
@@ -377,10 +386,7 @@ int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st)
 		return r == 0 && st->st_nlink == 0 ? -ESTALE : r; /* removed by hand */
 	}
 	r = fsio_statat(ucent_pfd(e), e->ce_rec.si_name, st);
-	if (r == -ENOENT ||
-	    (r == 0 && ((uint64_t)st->st_ino != e->ce_rec.si_real_ino ||
-			st->st_dev != ux->ux_dev[e->ce_rec.si_branch] ||
-			(uint8_t)((st->st_mode & S_IFMT) >> 12) != e->ce_rec.si_type)))
+	if (r == -ENOENT || (r == 0 && !ucent_same(ux, e, st)))
 		r = -ESTALE;
 	return r;
 }
@@ -396,18 +402,30 @@ void ucent_borrow(const struct ucent *e, struct uobj *o)
 	}
 }
 
-int ucache_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
-		  struct stat *st)
+/*
+ * LOOKUP answers what an uncached lookup would: that one lstats the name in each copy of
+ * the parent down to the one holding it, as the caller, so the kernel checks the caller's
+ * search permission in each. A hit therefore asks the kernel about the copies above
+ * (uds_may_search) and lstats the name in its own copy of the parent as the caller; any refusal
+ * leaves the answer to the uncached path.
+ */
+int ucache_lookup(struct union_export *ux, const struct udirset *parent, uint64_t dir,
+		  const char *name, uint64_t *ino, struct stat *st)
 {
 	struct ucent *e = ucache_get_name(ux, dir, name);
-	int r;
+	int last, r;
 
 	if (!e)
 		return -ENOENT;
-	r = ucent_stat(ux, e, st);
+	last = uds_index_of(parent, e->ce_rec.si_branch);
+	r = last < 0 ? -ESTALE : uds_may_search(parent, last);
+	if (r == 0)
+		r = fsio_statat(parent->ds_fd[last], name, st);
+	if (r == -ENOENT || (r == 0 && !ucent_same(ux, e, st)))
+		r = -ESTALE;
 	if (r == 0)
 		*ino = e->ce_ino;
-	else
+	else if (r == -ESTALE) /* a refusal says nothing about the entry */
 		ucache_forget(ux, e);
 	ucache_put(e);
 	return r == 0 ? 0 : -ENOENT;

@@ -498,15 +498,6 @@ struct udir_batch {
 	uint64_t db_inos[UDIR_FILL];
 };
 
-/* Index of branch b's copy in ds, or -1. */
-static int udir_copy_of(const struct udirset *ds, uint8_t b)
-{
-	for (int i = 0; i < ds->ds_n; i++)
-		if (ds->ds_branch[i] == b)
-			return i;
-	return -1;
-}
-
 struct udir_fresh {
 	const struct udir_list *uf_list;
 	const struct udirset *uf_ds;
@@ -547,7 +538,7 @@ static int udir_fill_names(struct union_export *ux, uint64_t dir, const struct u
 			continue;
 		b->db_idx[n] = i;
 		b->db_names[n] = udir_name(l, e);
-		pidx = udir_copy_of(ds, e->de_branch);
+		pidx = uds_index_of(ds, e->de_branch);
 		if (pidx >= 0 && (fsio_statat(ds->ds_fd[pidx], b->db_names[n], &b->db_st[n]) < 0 ||
 				  b->db_st[n].st_dev != ux->ux_dev[e->de_branch]))
 			pidx = -1; /* moved or a mount point: the store's lookup decides */
@@ -666,9 +657,12 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 	r = ures_resolve_cached(ux, dir, &d);
 	if (r == 0 && !S_ISDIR(d.uo_st.st_mode))
 		r = -ENOTDIR;
-	/* Listings are cached for everyone and read with the server's rights where needed. */
-	if (r == 0 && !fsio_may(&d.uo_st, R_OK))
-		r = -EACCES;
+	/*
+	 * A listing (cached or not) shows every copy: the caller must be allowed to read each,
+	 * as the kernel decides when the uncached path opens them (knfsd: read permission).
+	 */
+	if (r == 0)
+		r = uds_may_list(&d.uo_dirs);
 	if (r < 0)
 		goto out;
 	if (udir_dots(ux, &d, cookie, with_attrs, fn, ctx, &r))

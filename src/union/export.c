@@ -50,12 +50,39 @@ int uds_take(struct udirset *ds, int i)
 	return fd;
 }
 
-int uds_fd_of(const struct udirset *ds, uint8_t b)
+int uds_index_of(const struct udirset *ds, uint8_t b)
 {
 	for (int i = 0; i < ds->ds_n; i++)
 		if (ds->ds_branch[i] == b)
-			return ds->ds_fd[i];
+			return i;
 	return -1;
+}
+
+int uds_fd_of(const struct udirset *ds, uint8_t b)
+{
+	int i = uds_index_of(ds, b);
+
+	return i < 0 ? -1 : ds->ds_fd[i];
+}
+
+int uds_may_search(const struct udirset *ds, int n)
+{
+	struct stat st;
+	int r = 0;
+
+	/* "." is a name like any other: the kernel checks search permission to look it up. */
+	for (int i = 0; i < n && i < ds->ds_n && r == 0; i++)
+		r = fsio_statat(ds->ds_fd[i], ".", &st);
+	return r;
+}
+
+int uds_may_list(const struct udirset *ds)
+{
+	int r = 0;
+
+	for (int i = 0; i < ds->ds_n && r == 0; i++)
+		r = fsio_access(ds->ds_fd[i], R_OK);
+	return r;
 }
 
 int uname_check(const char *name)

@@ -653,44 +653,66 @@ int union_getattr(struct union_export *ux, uint64_t ino, struct stat *st)
 	return r;
 }
 
-int union_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
-		 struct stat *st)
+/* "." and "..": like knfsd, the caller must be allowed to search the directory itself. */
+static int ures_lookup_dot(struct union_export *ux, const struct uobj *d, uint64_t dir,
+			   const char *name, uint64_t *ino, struct stat *st)
+{
+	int r = uds_may_search(&d->uo_dirs, 1);
+
+	if (r < 0)
+		return r;
+	if (!strcmp(name, ".")) {
+		*ino = dir;
+		*st = d->uo_st;
+		ures_fix_stat(ux, st, dir);
+		return 0;
+	}
+	*ino = dir == STORE_ROOT_INO ? STORE_ROOT_INO : d->uo_rec.si_parent;
+	return union_getattr(ux, *ino, st);
+}
+
+/*
+ * Every other name needs search permission in each copy of the directory down to the one
+ * holding it (all of them for a name that is not there): the uncached lookup asks the
+ * kernel there as the caller, and the cache (ucache_lookup) asks it before it answers.
+ */
+int union_lookup_in(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
+		    struct stat *st, struct stat *dirst)
 {
 	struct ufound f;
 	struct uobj d;
 	uint64_t epoch;
 	int r;
 
+	if (dirst)
+		dirst->st_ino = 0;
 	r = uname_check(name);
 	if (r < 0)
 		return r;
-	if (!uname_dot(name) && ucache_lookup(ux, dir, name, ino, st) == 0) {
-		ures_fix_stat(ux, st, *ino);
-		return 0;
-	}
 	epoch = ucache_epoch(ux);
 	r = ures_resolve_cached(ux, dir, &d);
 	if (r < 0)
 		goto out;
+	if (dirst) {
+		*dirst = d.uo_st;
+		ures_fix_stat(ux, dirst, dir);
+	}
 	if (!S_ISDIR(d.uo_st.st_mode)) {
 		r = -ENOTDIR;
 		goto out;
 	}
-	if (!strcmp(name, ".")) {
-		*ino = dir;
-		*st = d.uo_st;
-		ures_fix_stat(ux, st, dir);
-		goto out;
-	}
-	if (!strcmp(name, "..")) {
-		*ino = d.uo_rec.si_parent;
-		if (dir == STORE_ROOT_INO)
-			*ino = STORE_ROOT_INO;
-		r = union_getattr(ux, *ino, st);
+	if (uname_dot(name)) {
+		r = ures_lookup_dot(ux, &d, dir, name, ino, st);
 		goto out;
 	}
 	if (uname_hidden(dir, name)) {
-		r = -ENOENT;
+		r = uds_may_search(&d.uo_dirs, d.uo_dirs.ds_n);
+		if (r == 0)
+			r = -ENOENT;
+		goto out;
+	}
+	if (ucache_lookup(ux, &d.uo_dirs, dir, name, ino, st) == 0) {
+		ures_fix_stat(ux, st, *ino);
 		goto out;
 	}
 	r = ures_map(ux, NULL, dir, &d.uo_dirs, name, UFIND_STAT, &f, ino);
@@ -705,6 +727,12 @@ int union_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64
 out:
 	uobj_release(&d);
 	return r;
+}
+
+int union_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
+		 struct stat *st)
+{
+	return union_lookup_in(ux, dir, name, ino, st, NULL);
 }
 
 /* The hinted finding of name i, as ures_find with UFIND_STAT would make it; false: none. */

@@ -51,8 +51,19 @@ void uds_root(const struct union_export *ux, struct udirset *ds);
 void uds_release(struct udirset *ds);
 /* An owned fd for entry i (moved out, or duplicated from borrowed roots), or -errno. */
 int uds_take(struct udirset *ds, int i);
+/* The index of branch b's copy, or -1. */
+int uds_index_of(const struct udirset *ds, uint8_t b);
 /* The fd of branch b's copy, or -1. */
 int uds_fd_of(const struct udirset *ds, uint8_t b);
+/*
+ * Answers served from a cache must not grant what the uncached path, whose system calls
+ * the kernel checks as the caller, would refuse; these make the same kind of call, so the
+ * kernel decides (mode bits, groups, POSIX ACLs, capabilities). 0, -EACCES or -errno.
+ * uds_may_search: may the caller look names up in each of the first n copies (search).
+ * uds_may_list: may the caller read every copy, as a listing does (read permission).
+ */
+int uds_may_search(const struct udirset *ds, int n);
+int uds_may_list(const struct udirset *ds);
 
 /* What one name in a union directory is. */
 struct ufound {
@@ -233,9 +244,13 @@ uint64_t ucache_epoch(const struct union_export *ux);
 struct ucent *ucache_get(struct union_export *ux, uint64_t ino);
 struct ucent *ucache_get_name(struct union_export *ux, uint64_t dir, const char *name);
 void ucache_put(struct ucent *e);
-/* LOOKUP from the cache: 0 with the ino and real attributes, -ENOENT when not known. */
-int ucache_lookup(struct union_export *ux, uint64_t dir, const char *name, uint64_t *ino,
-		  struct stat *st);
+/*
+ * LOOKUP of name in directory dir, whose copies are parent, from the cache: 0 with the ino
+ * and real attributes; -ENOENT when not known, or when the kernel did not let the caller
+ * search the copies an uncached lookup would search (which then gives its answer).
+ */
+int ucache_lookup(struct union_export *ux, const struct udirset *parent, uint64_t dir,
+		  const char *name, uint64_t *ino, struct stat *st);
 /* Drops an entry that turned out stale. */
 void ucache_forget(struct union_export *ux, struct ucent *e);
 /* Caches a resolved directory, taking its copies (not borrowed ones); returns a reference. */

@@ -38,9 +38,9 @@ static int teardown(void **state)
 	return it_group_teardown(state);
 }
 
-/* An NFSv3 call record, AUTH_SYS root, with the arguments encoded by xargs. */
-static size_t build_call(uint8_t *b, size_t cap, uint32_t xid, uint32_t proc, xdrproc_t xargs,
-			 void *args)
+/* An NFSv3 call record, AUTH_SYS uid (gid the same, no groups), arguments encoded by xargs. */
+static size_t build_call_as(uint8_t *b, size_t cap, uint32_t xid, uint32_t proc, uint32_t uid,
+			    xdrproc_t xargs, void *args)
 {
 	size_t o = 0;
 	XDR x;
@@ -51,14 +51,14 @@ static size_t build_call(uint8_t *b, size_t cap, uint32_t xid, uint32_t proc, xd
 	o = it_put32(b, o, NFS_PROGRAM);
 	o = it_put32(b, o, NFS_V3);
 	o = it_put32(b, o, proc);
-	o = it_put32(b, o, 1);          /* AUTH_SYS: stamp, "drc", uid 0, gid 0, no groups */
+	o = it_put32(b, o, 1);          /* AUTH_SYS: stamp, "drc", uid, gid, no groups */
 	o = it_put32(b, o, 24);
 	o = it_put32(b, o, 0);
 	o = it_put32(b, o, 3);
 	memcpy(b + o, "drc\0", 4);
 	o += 4;
-	o = it_put32(b, o, 0);
-	o = it_put32(b, o, 0);
+	o = it_put32(b, o, uid);
+	o = it_put32(b, o, uid);
 	o = it_put32(b, o, 0);
 	o = it_put32(b, o, 0);          /* verifier AUTH_NONE */
 	o = it_put32(b, o, 0);
@@ -68,6 +68,13 @@ static size_t build_call(uint8_t *b, size_t cap, uint32_t xid, uint32_t proc, xd
 	o += xdr_getpos(&x);
 	xdr_destroy(&x);
 	return o;
+}
+
+/* The same, as root. */
+static size_t build_call(uint8_t *b, size_t cap, uint32_t xid, uint32_t proc, xdrproc_t xargs,
+			 void *args)
+{
+	return build_call_as(b, cap, xid, proc, 0, xargs, args);
 }
 
 /* The nfsstat3 of an accepted, successful reply. */
@@ -285,6 +292,38 @@ static void test_rename_tcp(void **state)
 	check_rename(IPPROTO_TCP, "mv-tcp-a", "mv-tcp-b");
 }
 
+/*
+ * Another user on the client's host who sends root's SETATTR again under its xid gets no
+ * copy of root's reply: the call runs as that user, who does not own the file.
+ */
+static void test_other_identity_runs(void **state)
+{
+	uint8_t msg[DRC_BUF], reply[DRC_BUF];
+	uint32_t xid = next_xid++;
+	SETATTR3args a;
+	nfs_fh3 fh;
+	size_t len, n;
+	CLIENT *c = it_nfs_clnt(&it_srv, IPPROTO_TCP);
+
+	(void)state;
+	upper_file("drc-roots");
+	it_assert_status(it_lookup(c, &root, "drc-roots", &fh, NULL), NFS3_OK);
+	it_clnt_destroy(c);
+	memset(&a, 0, sizeof(a));
+	a.object = fh;
+	a.new_attributes.mode.set_it = TRUE;
+	a.new_attributes.mode.set_mode3_u.mode = 0600;
+	len = build_call_as(msg, sizeof(msg), xid, NFSPROC3_SETATTR, 0,
+			    (xdrproc_t)xdr_SETATTR3args, &a);
+	n = tcp_exchange(msg, len, reply);
+	it_assert_status(reply_status(reply, n, xid), NFS3_OK);
+	len = build_call_as(msg, sizeof(msg), xid, NFSPROC3_SETATTR, 1001,
+			    (xdrproc_t)xdr_SETATTR3args, &a);
+	n = tcp_exchange(msg, len, reply);
+	it_assert_status(reply_status(reply, n, xid), NFS3ERR_PERM);
+	it_fh_free(&fh);
+}
+
 /* GETATTR under one xid twice, the file changed between: the second reply is fresh. */
 static void test_idempotent_not_cached(void **state)
 {
@@ -331,6 +370,7 @@ int main(void)
 		cmocka_unit_test(test_rename_udp),
 		cmocka_unit_test(test_rename_tcp),
 		cmocka_unit_test(test_idempotent_not_cached),
+		cmocka_unit_test(test_other_identity_runs),
 	};
 
 	return cmocka_run_group_tests_name("duplicate request cache", tests, setup, teardown);
