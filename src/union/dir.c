@@ -573,7 +573,7 @@ static int udir_fill_names(struct union_export *ux, uint64_t dir, const struct u
 static int udir_fill(struct union_export *ux, uint64_t dir, const struct uobj *d,
 		     struct udir_list *l, size_t from, size_t to)
 {
-	bool search = fsio_may(&d->uo_st, X_OK);
+	bool search = uds_may_search(&d->uo_dirs, d->uo_dirs.ds_n) == 0;
 	struct fsio_ids ids;
 	int r;
 
