@@ -59,8 +59,14 @@ void blocking_wake(struct blocking_queue *q);
 /* Whether the calling thread's call parked: it is to be run again, its result dropped. */
 bool blocking_parked(void);
 
-/* How long the calling thread's call has spent parked before this run, in nanoseconds. */
+/*
+ * How long the calling thread's call has spent parked before this run, in nanoseconds:
+ * 0 only in its first run.
+ */
 uint64_t blocking_parked_ns(void);
+
+/* Whether this is a run again after a park (a call's state from its first run is its own). */
+bool blocking_resumed(void);
 
 /*
  * Before long work: true when the call may go ahead (then blocking_long_end() when done;

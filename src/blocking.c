@@ -49,6 +49,11 @@ uint64_t blocking_parked_ns(void)
 	return blocking_hooks ? blocking_hooks->bh_parked_ns() : 0;
 }
 
+bool blocking_resumed(void)
+{
+	return blocking_parked_ns() > 0;
+}
+
 bool blocking_long_begin(void)
 {
 	return !blocking_hooks || blocking_hooks->bh_long_begin();

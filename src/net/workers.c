@@ -138,7 +138,8 @@ static void workers_unpark(struct workers *wp, struct work *w)
 		return;
 	}
 	w->wk_parked = false;
-	w->wk_parked_ns += (uint64_t)(workers_now() - (int64_t)w->wk_parked_at);
+	/* At least 1: a run after a park knows it is one (blocking_resumed). */
+	w->wk_parked_ns += (uint64_t)(workers_now() - (int64_t)w->wk_parked_at) + 1;
 	workers_enqueue(wp, w);
 }
 

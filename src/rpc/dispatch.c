@@ -8,6 +8,10 @@
  * reply buffer handed to the caller. A call may also hold one bulk buffer (rpc_alloc_bulk):
  * the reply is then encoded around it, in the same allocation, and the bulk becomes the
  * reply buffer.
+ *
+ * A handler may park its call (blocking.h) to wait for another call's work: whatever it
+ * answered is dropped, nothing is counted, and the call runs again from its record later,
+ * its duplicate request cache entry kept running meanwhile.
  */
 #include <arpa/inet.h>
 #include <malloc.h>
@@ -530,7 +534,8 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 	}
 	if (prog->rg_nonidempotent != NULL && call.rc_proc < 32 &&
 	    (prog->rg_nonidempotent[call.rc_vers - prog->rg_vers_min] >> call.rc_proc & 1) &&
-	    drc_begin(&call, rec, len, peer, peerlen, protocol, &drc, &out, outlen) != DRC_MISS)
+	    drc_begin(&call, rec, len, peer, peerlen, protocol, blocking_resumed(), &drc, &out,
+		      outlen) != DRC_MISS)
 		goto out;
 
 	args = calloc(1, proc->rp_args_size ? proc->rp_args_size : 1);
@@ -569,8 +574,7 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 
 	outcome = proc->rp_fn(&rq, args, r.dr_res);
 	if (blocking_parked()) {
-		/* Forgotten by the cache too: the run that answers records itself. */
-		drc_store(&drc, NULL, 0);
+		/* Its cache entry stays running: retransmissions are dropped, the next run takes it. */
 		if (proc->rp_xdr_args != NULL)
 			xdr_free(proc->rp_xdr_args, args);
 		free(args);
