@@ -281,7 +281,9 @@ static bool workers_park(struct blocking_queue *q)
 	if (w == NULL)
 		return false;
 	pthread_mutex_lock(&w->wk_pool->wp_lock);
-	workers_park_on(w, q);
+	/* One queue at a time: parked already, it runs again when that one is woken. */
+	if (!w->wk_parked)
+		workers_park_on(w, q);
 	pthread_mutex_unlock(&w->wk_pool->wp_lock);
 	return true;
 }
@@ -327,7 +329,8 @@ static bool workers_long_begin(void)
 		wp->wp_long_used++;
 		w->wk_long = true;
 	} else {
-		workers_park_on(w, &wp->wp_long_q);
+		if (!w->wk_parked)
+			workers_park_on(w, &wp->wp_long_q);
 		go = false;
 	}
 	pthread_mutex_unlock(&wp->wp_lock);
