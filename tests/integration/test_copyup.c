@@ -28,7 +28,7 @@
 
 #define T_WORK ".unionnfsd.work"         /* the upper's work directory (README) */
 #define T_TMP "copyup."                  /* names of copies being built there */
-#define T_BIG (96u << 20)                /* one large file: copying it takes a while */
+#define T_BIG (64u << 20)                /* one large file: copying it takes a while */
 #define T_WRITES 32
 #define T_FILES 6                        /* several large files, one WRITE each */
 #define T_FILE (8u << 20)
