@@ -88,6 +88,14 @@ void drc_key_make(struct drc_key *k, const struct sockaddr *peer, socklen_t peer
 enum drc_verdict drc_lookup(struct drc *d, const struct drc_key *k, struct drc_ticket *t,
 			    void **reply, size_t *replylen);
 
+/*
+ * drc_lookup() for a call run again after it parked (blocking.h) with its entry left
+ * running: a running entry of its key is its own, taken back as a DRC_MISS with a ticket
+ * (a retransmission that came meanwhile found it running and was dropped).
+ */
+enum drc_verdict drc_resume(struct drc *d, const struct drc_key *k, struct drc_ticket *t,
+			    void **reply, size_t *replylen);
+
 /* Finishes a DRC_MISS: keeps reply (copied) for retransmissions, or forgets the call
  * when reply is NULL (nothing was sent) or too large. */
 void drc_store_slow(struct drc_ticket *t, const void *reply, size_t len);
@@ -99,10 +107,11 @@ static inline void drc_store(struct drc_ticket *t, const void *reply, size_t len
 
 /*
  * The dispatcher's entry point, on the process-wide cache (DRC_DEFAULT_ENTRIES, made on
- * first use): drc_lookup() for the call in rec as parsed into call.
+ * first use): drc_lookup() for the call in rec as parsed into call, or drc_resume() when
+ * resumed.
  */
 enum drc_verdict drc_begin(const struct rpc_call *call, const void *rec, size_t len,
 			   const struct sockaddr *peer, socklen_t peerlen, int protocol,
-			   struct drc_ticket *t, void **reply, size_t *replylen);
+			   bool resumed, struct drc_ticket *t, void **reply, size_t *replylen);
 
 #endif

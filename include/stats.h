@@ -64,6 +64,10 @@ const char *stats_stale_cause_name(enum stats_stale_cause cause);
 
 /* A copy-up finished with r (counted when 0); returns r. */
 int stats_copyup(int r);
+/* A call waits for another call's copy-up of the same object instead of copying it too. */
+void stats_copyup_join(void);
+/* A copy-up waits for a place: too many large copy-ups run already. */
+void stats_copyup_queued(void);
 /* A whiteout was made with result r (counted when 0); returns r. */
 int stats_whiteout(int r);
 
@@ -88,6 +92,8 @@ struct stats_totals {
 	uint64_t st_req_bytes;
 	uint64_t st_reply_bytes;
 	uint64_t st_copyups;
+	uint64_t st_copyup_joins;
+	uint64_t st_copyup_queued;
 	uint64_t st_whiteouts;
 	uint64_t st_stale;
 	uint64_t st_stale_by[STATS_STALE_NCAUSES];

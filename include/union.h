@@ -11,6 +11,11 @@
  *
  * Callers run on worker threads with the client's fsuid/fsgid/groups already applied
  * (see cred.h), so the branch file systems enforce permissions.
+ *
+ * A call that needs a lower object copied up while another call copies it, or while the
+ * worker pool runs as many large copy-ups as it allows, parks (blocking.h): it returns
+ * -EINPROGRESS having changed nothing, and the whole call is to be run again. Off a worker
+ * pool it waits in place instead.
  */
 #ifndef UNFS_UNION_H
 #define UNFS_UNION_H

@@ -42,6 +42,7 @@ struct stats_client_ent {
 static struct stats_counters stats_procs[STATS_NPROGS][STATS_MAX_PROCS];
 static atomic_uint_fast64_t stats_rejected, stats_req_bytes, stats_reply_bytes;
 static atomic_uint_fast64_t stats_copyups, stats_whiteouts, stats_clients_dropped;
+static atomic_uint_fast64_t stats_copyup_joins, stats_copyup_queues;
 static atomic_uint_fast64_t stats_stale_by[STATS_STALE_NCAUSES];
 /* The cause marked by this thread's current call; cleared when the call is counted. */
 static __thread int stats_stale_mark = -1;
@@ -253,6 +254,16 @@ int stats_copyup(int r)
 	return r;
 }
 
+void stats_copyup_join(void)
+{
+	ADD(stats_copyup_joins, 1);
+}
+
+void stats_copyup_queued(void)
+{
+	ADD(stats_copyup_queues, 1);
+}
+
 int stats_whiteout(int r)
 {
 	if (r == 0)
@@ -292,6 +303,8 @@ void stats_totals_get(struct stats_totals *out)
 	out->st_req_bytes = GET(stats_req_bytes);
 	out->st_reply_bytes = GET(stats_reply_bytes);
 	out->st_copyups = GET(stats_copyups);
+	out->st_copyup_joins = GET(stats_copyup_joins);
+	out->st_copyup_queued = GET(stats_copyup_queues);
 	out->st_whiteouts = GET(stats_whiteouts);
 	out->st_clients_dropped = GET(stats_clients_dropped);
 	for (unsigned k = 0; k < STATS_STALE_NCAUSES; k++)
@@ -388,11 +401,13 @@ int stats_report(char **buf, size_t *len, size_t *cap)
 	r = stats_appendf(buf, len, cap,
 			  "calls %llu (rejected before a procedure: %llu)\n"
 			  "bytes received %llu, sent %llu\n"
-			  "copy-ups %llu, whiteouts made %llu, STALE replies %llu\n",
+			  "copy-ups %llu, whiteouts made %llu, STALE replies %llu\n"
+			  "copy-up waits: same file %llu, free place %llu\n",
 			  (unsigned long long)t.st_calls, (unsigned long long)t.st_rejected,
 			  (unsigned long long)t.st_req_bytes, (unsigned long long)t.st_reply_bytes,
 			  (unsigned long long)t.st_copyups, (unsigned long long)t.st_whiteouts,
-			  (unsigned long long)t.st_stale);
+			  (unsigned long long)t.st_stale, (unsigned long long)t.st_copyup_joins,
+			  (unsigned long long)t.st_copyup_queued);
 	if (r == 0 && t.st_stale > 0) {
 		r = stats_appendf(buf, len, cap, "STALE replies by cause:");
 		for (unsigned k = 0; r == 0 && k < STATS_STALE_NCAUSES; k++)
@@ -544,6 +559,12 @@ int stats_prometheus(char **buf, size_t *len, size_t *cap)
 			 t.st_reply_bytes);
 	STATS_PROM_TOTAL("unionnfsd_copyups_total", "Files copied up to the writable branch.",
 			 t.st_copyups);
+	STATS_PROM_TOTAL("unionnfsd_copyup_joins_total",
+			 "Calls that waited for a copy-up of the same file instead of copying it too.",
+			 t.st_copyup_joins);
+	STATS_PROM_TOTAL("unionnfsd_copyup_queued_total",
+			 "Copy-ups that waited for a place among the large copy-ups allowed at once.",
+			 t.st_copyup_queued);
 	STATS_PROM_TOTAL("unionnfsd_whiteouts_total", "Whiteouts made.", t.st_whiteouts);
 #undef STATS_PROM_TOTAL
 	if (r == 0)
@@ -566,6 +587,8 @@ void stats_reset(void)
 	atomic_store(&stats_req_bytes, 0);
 	atomic_store(&stats_reply_bytes, 0);
 	atomic_store(&stats_copyups, 0);
+	atomic_store(&stats_copyup_joins, 0);
+	atomic_store(&stats_copyup_queues, 0);
 	atomic_store(&stats_whiteouts, 0);
 	atomic_store(&stats_clients_dropped, 0);
 	for (unsigned k = 0; k < STATS_STALE_NCAUSES; k++)

@@ -39,6 +39,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "blocking.h"
 #include "log.h"
 #include "net.h"
 #include "record.h"
@@ -234,6 +235,9 @@ static void job_run(struct work *w)
 	j->nj_reply = rpc_serve_at(j->nj_rec, j->nj_len, (struct sockaddr *)&peer, peerlen,
 				   locallen ? (struct sockaddr *)&local : NULL, locallen, protocol,
 				   &j->nj_replylen);
+	/* Parked: the pool runs it again, record and all, once what it waits for is done. */
+	if (blocking_parked())
+		return;
 	/* A large record goes back to the pool, for the next one or a READ reply. */
 	rpc_reply_free(j->nj_rec);
 	j->nj_rec = NULL;

@@ -8,10 +8,19 @@
  * A worker whose item has taken longer than WORKERS_STALL_NS is probably waiting for the
  * disk: it stops counting, and the monitor thread wakes another worker for the queue, so
  * a long copy-up or fsync never holds up the calls behind it.
+ *
+ * A waiting thread is still a thread, though: 32 calls waiting for one copy-up held all 32
+ * and the next GETATTR waited for the copy. So an item that must wait for another's work
+ * parks (blocking.h): its run returns, it sits on the other work's queue holding nothing
+ * but its memory (still counted against its connection's limits), and once woken it goes
+ * back to the tail of the queue and runs again from the start. Long work (a large
+ * copy-up) is also bounded: only wp_long_max items hold a long-work place at once, the
+ * rest park in arrival order and each place freed goes straight to the next of them.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,6 +36,7 @@
 struct worker {
 	struct workers *w_pool;
 	pthread_t w_thread;
+	struct work *w_item;             /* the item running, for its own thread only */
 	_Atomic int64_t w_since;         /* when the current item started; 0: none */
 	bool w_blocked;                  /* waiting for the disk (blocking.h), lock held to change */
 };
@@ -45,6 +55,9 @@ struct workers {
 	int wp_idle;                     /* threads waiting on wp_cond */
 	int wp_waking;                   /* signalled but not yet running */
 	int wp_cpus;
+	int wp_long_max;                 /* long-work places */
+	int wp_long_used;
+	struct blocking_queue wp_long_q; /* items parked for a place */
 	struct worker *wp_workers;
 	bool wp_monitor_on;
 	bool wp_monitor_idle;            /* waiting for the queue to fill, untimed */
@@ -70,6 +83,11 @@ static void workers_append_done(struct workers *wp, struct work *w, bool *was_em
 	else
 		wp->wp_done = w;
 	wp->wp_done_tail = w;
+}
+
+static struct work *workers_of_link(struct blocking_parked *p)
+{
+	return (struct work *)(void *)((char *)p - offsetof(struct work, wk_link));
 }
 
 /* Workers on the CPU now: running an item that has not stalled, or about to. Lock held. */
@@ -98,12 +116,79 @@ static void workers_kick(struct workers *wp)
 	pthread_cond_signal(&wp->wp_cond);
 }
 
+/* Appends w to the queue and wakes whoever should take it. Lock held. */
+static void workers_enqueue(struct workers *wp, struct work *w)
+{
+	w->wk_next = NULL;
+	if (wp->wp_tail)
+		wp->wp_tail->wk_next = w;
+	else
+		wp->wp_head = w;
+	wp->wp_tail = w;
+	workers_kick(wp);
+	if (wp->wp_monitor_idle)
+		pthread_cond_signal(&wp->wp_watch);
+}
+
+/* A woken item runs again: now, or when its parked run has unwound. Lock held. */
+static void workers_unpark(struct workers *wp, struct work *w)
+{
+	if (w->wk_running) {
+		w->wk_woken = true;
+		return;
+	}
+	w->wk_parked = false;
+	/* At least 1: a run after a park knows it is one (blocking_resumed). */
+	w->wk_parked_ns += (uint64_t)(workers_now() - (int64_t)w->wk_parked_at) + 1;
+	workers_enqueue(wp, w);
+}
+
+/* w gives its long-work place up: to the first item waiting for one, if any. Lock held. */
+static void workers_long_release(struct workers *wp, struct work *w)
+{
+	struct blocking_parked *next = wp->wp_long_q.bq_head;
+
+	w->wk_long = false;
+	if (next == NULL) {
+		wp->wp_long_used--;
+		return;
+	}
+	wp->wp_long_q.bq_head = next->bp_next;
+	if (wp->wp_long_q.bq_head == NULL)
+		wp->wp_long_q.bq_tail = NULL;
+	next->bp_next = NULL;
+	workers_of_link(next)->wk_long = true;
+	workers_unpark(wp, workers_of_link(next));
+}
+
+/* After an item's run: done, parked until woken, or woken already and queued again. Lock held. */
+static void workers_ran(struct workers *wp, struct work *w, bool *notify)
+{
+	bool was_empty;
+
+	w->wk_running = false;
+	*notify = false;
+	if (w->wk_parked && w->wk_woken) {
+		w->wk_woken = false;
+		workers_unpark(wp, w);
+		return;
+	}
+	/* A place is held across a park only when it was handed over while unwinding. */
+	if (w->wk_long)
+		workers_long_release(wp, w);
+	if (w->wk_parked)
+		return;
+	w->wk_ran = true;
+	workers_append_done(wp, w, &was_empty);
+	*notify = was_empty;
+}
+
 static void *workers_main(void *arg)
 {
 	struct worker *me = arg;
 	struct workers *wp = me->w_pool;
 	struct work *w;
-	bool was_empty;
+	bool notify;
 
 	workers_self = me;
 	pthread_mutex_lock(&wp->wp_lock);
@@ -121,16 +206,18 @@ static void *workers_main(void *arg)
 		wp->wp_head = w->wk_next;
 		if (wp->wp_head == NULL)
 			wp->wp_tail = NULL;
+		w->wk_running = true;
+		me->w_item = w;
 		atomic_store_explicit(&me->w_since, workers_now(), memory_order_relaxed);
 		pthread_mutex_unlock(&wp->wp_lock);
 
 		w->wk_run(w);
-		w->wk_ran = true;
 
 		pthread_mutex_lock(&wp->wp_lock);
+		me->w_item = NULL;
 		atomic_store_explicit(&me->w_since, 0, memory_order_relaxed);
-		workers_append_done(wp, w, &was_empty);
-		if (was_empty) {
+		workers_ran(wp, w, &notify);
+		if (notify) {
 			/* Outside the lock: the notifier may take its own locks. */
 			pthread_mutex_unlock(&wp->wp_lock);
 			wp->wp_notify(wp->wp_arg);
@@ -167,9 +254,110 @@ static void workers_block_leave(void)
 	pthread_mutex_unlock(&me->w_pool->wp_lock);
 }
 
+/* The calling thread's item, or NULL off the pool. */
+static struct work *workers_current(void)
+{
+	return workers_self ? workers_self->w_item : NULL;
+}
+
+/* Parks the running item w on q: the pool holds it once its run returns. Lock held. */
+static void workers_park_on(struct work *w, struct blocking_queue *q)
+{
+	w->wk_parked = true;
+	w->wk_woken = false;
+	w->wk_parked_at = (uint64_t)workers_now();
+	w->wk_link.bp_next = NULL;
+	if (q->bq_tail)
+		q->bq_tail->bp_next = &w->wk_link;
+	else
+		q->bq_head = &w->wk_link;
+	q->bq_tail = &w->wk_link;
+}
+
+static bool workers_park(struct blocking_queue *q)
+{
+	struct work *w = workers_current();
+
+	if (w == NULL)
+		return false;
+	pthread_mutex_lock(&w->wk_pool->wp_lock);
+	/* One queue at a time: parked already, it runs again when that one is woken. */
+	if (!w->wk_parked)
+		workers_park_on(w, q);
+	pthread_mutex_unlock(&w->wk_pool->wp_lock);
+	return true;
+}
+
+static void workers_wake(struct blocking_parked *p)
+{
+	struct work *w = workers_of_link(p);
+	struct workers *wp = w->wk_pool;
+
+	pthread_mutex_lock(&wp->wp_lock);
+	workers_unpark(wp, w);
+	pthread_mutex_unlock(&wp->wp_lock);
+}
+
+/* Read by the item's own thread, the only one that sets it while the item runs. */
+static bool workers_parked(void)
+{
+	struct work *w = workers_current();
+
+	return w != NULL && w->wk_parked;
+}
+
+static uint64_t workers_parked_ns(void)
+{
+	struct work *w = workers_current();
+
+	return w != NULL ? w->wk_parked_ns : 0;
+}
+
+static bool workers_long_begin(void)
+{
+	struct work *w = workers_current();
+	struct workers *wp;
+	bool go = true;
+
+	if (w == NULL)
+		return true;
+	wp = w->wk_pool;
+	pthread_mutex_lock(&wp->wp_lock);
+	if (w->wk_long) {
+		/* handed over while it waited */
+	} else if (wp->wp_long_used < wp->wp_long_max) {
+		wp->wp_long_used++;
+		w->wk_long = true;
+	} else {
+		if (!w->wk_parked)
+			workers_park_on(w, &wp->wp_long_q);
+		go = false;
+	}
+	pthread_mutex_unlock(&wp->wp_lock);
+	return go;
+}
+
+static void workers_long_end(void)
+{
+	struct work *w = workers_current();
+
+	if (w == NULL)
+		return;
+	pthread_mutex_lock(&w->wk_pool->wp_lock);
+	if (w->wk_long)
+		workers_long_release(w->wk_pool, w);
+	pthread_mutex_unlock(&w->wk_pool->wp_lock);
+}
+
 static const struct blocking_hooks workers_hooks = {
 	.bh_enter = workers_block_enter,
 	.bh_leave = workers_block_leave,
+	.bh_park = workers_park,
+	.bh_wake = workers_wake,
+	.bh_parked = workers_parked,
+	.bh_parked_ns = workers_parked_ns,
+	.bh_long_begin = workers_long_begin,
+	.bh_long_end = workers_long_end,
 };
 
 /* While items wait, looks every WORKERS_WATCH_NS for workers that stalled. */
@@ -229,6 +417,10 @@ int workers_create(int n, void (*notify)(void *), void *arg, struct workers **ou
 	blocking_set_hooks(&workers_hooks);
 	/* The loop thread needs a CPU of its own. */
 	wp->wp_cpus = cpus > 1 ? (int)cpus - 1 : 1;
+	/* Long work may take half of the rest and half of the threads, at least one. */
+	wp->wp_long_max = wp->wp_cpus / 2 < n / 2 ? wp->wp_cpus / 2 : n / 2;
+	if (wp->wp_long_max < 1)
+		wp->wp_long_max = 1;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -257,17 +449,12 @@ int workers_create(int n, void (*notify)(void *), void *arg, struct workers **ou
 
 void workers_submit(struct workers *wp, struct work *w)
 {
-	w->wk_next = NULL;
 	w->wk_ran = false;
+	w->wk_pool = wp;
+	w->wk_running = w->wk_parked = w->wk_woken = w->wk_long = false;
+	w->wk_parked_ns = 0;
 	pthread_mutex_lock(&wp->wp_lock);
-	if (wp->wp_tail)
-		wp->wp_tail->wk_next = w;
-	else
-		wp->wp_head = w;
-	wp->wp_tail = w;
-	workers_kick(wp);
-	if (wp->wp_monitor_idle)
-		pthread_cond_signal(&wp->wp_watch);
+	workers_enqueue(wp, w);
 	pthread_mutex_unlock(&wp->wp_lock);
 }
 
@@ -303,8 +490,13 @@ void workers_stop(struct workers *wp)
 	pthread_mutex_lock(&wp->wp_lock);
 	for (w = wp->wp_head; w != NULL; w = next) {
 		next = w->wk_next;
+		w->wk_ran = false;
 		workers_append_done(wp, w, &was_empty);
 	}
+	/*
+	 * Nothing is left parked: each item waited for a run that has ended since, and woke it
+	 * (a long-work place goes to the next item as it is given up), so it is queued above.
+	 */
 	wp->wp_head = wp->wp_tail = NULL;
 	pthread_mutex_unlock(&wp->wp_lock);
 }

@@ -35,6 +35,8 @@ static const struct {
 	{ ESTALE, NFS3ERR_STALE },
 	/* The union layer's SETATTR guard mismatch (RFC 1813 3.3.2). */
 	{ EAGAIN, NFS3ERR_NOT_SYNC },
+	/* A call parked to wait for a copy-up: the dispatcher drops this answer and runs it again. */
+	{ EINPROGRESS, NFS3ERR_JUKEBOX },
 	{ ENOTSUP, NFS3ERR_NOTSUPP },
 #if EOPNOTSUPP != ENOTSUP
 	{ EOPNOTSUPP, NFS3ERR_NOTSUPP },

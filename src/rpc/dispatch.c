@@ -8,6 +8,10 @@
  * reply buffer handed to the caller. A call may also hold one bulk buffer (rpc_alloc_bulk):
  * the reply is then encoded around it, in the same allocation, and the bulk becomes the
  * reply buffer.
+ *
+ * A handler may park its call (blocking.h) to wait for another call's work: whatever it
+ * answered is dropped, nothing is counted, and the call runs again from its record later,
+ * its duplicate request cache entry kept running meanwhile.
  */
 #include <arpa/inet.h>
 #include <malloc.h>
@@ -16,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocking.h"
 #include "drc.h"
 #include "log.h"
 #include "rpc.h"
@@ -478,9 +483,11 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 	const struct rpc_proc *proc = NULL;
 	void *args = NULL, *out = NULL;
 	struct drc_ticket drc = { 0 };
+	enum rpc_outcome outcome;
 	XDR xdrs;
 	bool decoded;
-	uint64_t stats_t0 = stats_clock();
+	/* A call run again after a park counts its wait too. */
+	uint64_t stats_t0 = stats_clock() - blocking_parked_ns();
 
 	memset(&rq, 0, sizeof(rq));
 	switch (rpc_parse_call(rec, len, &call)) {
@@ -527,7 +534,8 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 	}
 	if (prog->rg_nonidempotent != NULL && call.rc_proc < 32 &&
 	    (prog->rg_nonidempotent[call.rc_vers - prog->rg_vers_min] >> call.rc_proc & 1) &&
-	    drc_begin(&call, rec, len, peer, peerlen, protocol, &drc, &out, outlen) != DRC_MISS)
+	    drc_begin(&call, rec, len, peer, peerlen, protocol, blocking_resumed(), &drc, &out,
+		      outlen) != DRC_MISS)
 		goto out;
 
 	args = calloc(1, proc->rp_args_size ? proc->rp_args_size : 1);
@@ -564,7 +572,16 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 	r.dr_res = rpc_alloc(&rq, proc->rp_res_size);
 	r.dr_xdr = proc->rp_xdr_res;
 
-	switch (proc->rp_fn(&rq, args, r.dr_res)) {
+	outcome = proc->rp_fn(&rq, args, r.dr_res);
+	if (blocking_parked()) {
+		/* Its cache entry stays running: retransmissions are dropped, the next run takes it. */
+		if (proc->rp_xdr_args != NULL)
+			xdr_free(proc->rp_xdr_args, args);
+		free(args);
+		rpc_alloc_free(&rq);
+		return NULL;
+	}
+	switch (outcome) {
 	case RPC_OUT_REPLY:
 		break;
 	case RPC_OUT_GARBAGE_ARGS:

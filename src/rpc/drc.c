@@ -195,8 +195,8 @@ static bool drc_expired(const struct drc *d, const struct drc_entry *e, uint32_t
 	return !e->de_busy && now - e->de_time >= d->d_ttl;
 }
 
-enum drc_verdict drc_lookup(struct drc *d, const struct drc_key *k, struct drc_ticket *t,
-			    void **reply, size_t *replylen)
+static enum drc_verdict drc_find(struct drc *d, const struct drc_key *k, bool resumed,
+				  struct drc_ticket *t, void **reply, size_t *replylen)
 {
 	struct drc_bucket *b;
 	struct drc_entry *e, *victim = NULL;
@@ -229,7 +229,12 @@ enum drc_verdict drc_lookup(struct drc *d, const struct drc_key *k, struct drc_t
 	}
 	if (w < DRC_WAYS) {
 		e = &b->db_ent[w];
-		if (e->de_busy) {
+		if (e->de_busy && resumed) {
+			t->dt_drc = d;
+			t->dt_bucket = bi;
+			t->dt_way = (uint32_t)w;
+			t->dt_seq = e->de_seq;
+		} else if (e->de_busy) {
 			v = DRC_BUSY;
 		} else {
 			void *copy = malloc(e->de_len);
@@ -257,6 +262,18 @@ enum drc_verdict drc_lookup(struct drc *d, const struct drc_key *k, struct drc_t
 	}
 	pthread_mutex_unlock(&b->db_lock);
 	return v;
+}
+
+enum drc_verdict drc_lookup(struct drc *d, const struct drc_key *k, struct drc_ticket *t,
+			    void **reply, size_t *replylen)
+{
+	return drc_find(d, k, false, t, reply, replylen);
+}
+
+enum drc_verdict drc_resume(struct drc *d, const struct drc_key *k, struct drc_ticket *t,
+			    void **reply, size_t *replylen)
+{
+	return drc_find(d, k, true, t, reply, replylen);
 }
 
 void drc_store_slow(struct drc_ticket *t, const void *reply, size_t len)
@@ -301,7 +318,7 @@ static void drc_global_init(void)
 
 enum drc_verdict drc_begin(const struct rpc_call *call, const void *rec, size_t len,
 			   const struct sockaddr *peer, socklen_t peerlen, int protocol,
-			   struct drc_ticket *t, void **reply, size_t *replylen)
+			   bool resumed, struct drc_ticket *t, void **reply, size_t *replylen)
 {
 	struct drc_key k;
 	enum drc_verdict v;
@@ -311,7 +328,7 @@ enum drc_verdict drc_begin(const struct rpc_call *call, const void *rec, size_t 
 		     call->rc_proc, (const uint8_t *)rec + call->rc_args_off,
 		     len - call->rc_args_off);
 	k.dk_cred = drc_cred_sum(&call->rc_cred);
-	v = drc_lookup(drc_global, &k, t, reply, replylen);
+	v = drc_find(drc_global, &k, resumed, t, reply, replylen);
 	if (v != DRC_MISS)
 		log_debug("rpc: retransmitted call xid %#x procedure %u %s", call->rc_xid,
 			  call->rc_proc, v == DRC_HIT ? "answered from the cache" :

@@ -6,18 +6,41 @@
  * what it asked. A file is built complete in the work directory and renamed into place,
  * so a crash never leaves a partial copy visible, and its record is re-keyed to the upper
  * copy so the union ino never changes.
+ *
+ * One copy-up per object at a time: the calls that want the same object copied meanwhile
+ * park on the one in flight (blocking.h) and run again once it is done, finding the upper
+ * copy; they hold no worker while they wait, and no second copy is ever built. Copying a
+ * large file is long work, of which the worker pool lets only a few calls do at once.
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocking.h"
 #include "fsio.h"
 #include "log.h"
 #include "stats.h"
 #include "uint.h"
 
 #define UCOPY_TMP_PREFIX "copyup."
+/* Data a copy-up may copy before it counts as long work (blocking_long_begin). */
+#define UCOPY_LONG_BYTES (1u << 20)
+
+/* A copy-up in progress, on its caller's stack; the object is (export or view, ino). */
+struct ucopy_flight {
+	struct ucopy_flight *cf_next;
+	const struct union_export *cf_ux;
+	uint64_t cf_ino;
+	uint64_t cf_seq;                 /* tells it from a later copy-up of the same object */
+	struct blocking_queue cf_parked; /* calls to run again when it ends */
+};
+
+static pthread_mutex_t ucopy_flights_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ucopy_flights_ended = PTHREAD_COND_INITIALIZER;
+static struct ucopy_flight *ucopy_flights;
+static uint64_t ucopy_flights_seq;
 
 /* Removes what an interrupted copy-up left in the work directory. */
 static void ucopy_sweep(int workfd)
@@ -239,7 +262,8 @@ static int ucopy_index(struct union_export *ux, const struct store_inode *rec, i
 	return r;
 }
 
-int ucopy_up(struct union_export *ux, struct uobj *o)
+/* Copies the lower object o (resolved with URES_UPPER) up and resolves o to the copy. */
+static int ucopy_run(struct union_export *ux, struct uobj *o)
 {
 	uint64_t ino = o->uo_rec.si_ino, pino = o->uo_rec.si_parent;
 	struct store_inode lower;
@@ -252,14 +276,6 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 	nlink_t nlink;
 	int r, workfd;
 
-	if (ux->ux_ro)
-		return -EROFS;
-	uobj_release(o);
-	r = ures_resolve(ux, NULL, ino, URES_UPPER, o);
-	if (r < 0 || o->uo_rec.si_branch == 0)
-		return r;
-	if (o->uo_upfd < 0)
-		return -EROFS;
 	lower = o->uo_rec;
 	nlink = o->uo_st.st_nlink;
 	links = !S_ISDIR(o->uo_st.st_mode) && nlink > 1;
@@ -338,4 +354,130 @@ out:
 	if (r == 0)
 		r = ures_resolve(ux, NULL, ino, 0, o);
 	return r;
+}
+
+/* The copy-up of (ux, ino) in flight, or NULL. Lock held. */
+static struct ucopy_flight *ucopy_flight_find(const struct union_export *ux, uint64_t ino)
+{
+	struct ucopy_flight *fl;
+
+	for (fl = ucopy_flights; fl != NULL; fl = fl->cf_next)
+		if (fl->cf_ux == ux && fl->cf_ino == ino)
+			return fl;
+	return NULL;
+}
+
+/* Whether the flight numbered seq still runs. Lock held. */
+static bool ucopy_flight_runs(uint64_t seq)
+{
+	for (struct ucopy_flight *fl = ucopy_flights; fl != NULL; fl = fl->cf_next)
+		if (fl->cf_seq == seq)
+			return true;
+	return false;
+}
+
+/*
+ * With no copy-up of (ux, ino) in flight: 0, and fl, unless NULL, becomes it. With one, the
+ * call parks on it (-EINPROGRESS) or, off a worker pool, waits until it ends (-EAGAIN: look
+ * again).
+ */
+static int ucopy_flight_begin(struct union_export *ux, uint64_t ino, struct ucopy_flight *fl)
+{
+	struct ucopy_flight *other;
+	uint64_t seq;
+	int r = 0;
+
+	pthread_mutex_lock(&ucopy_flights_lock);
+	other = ucopy_flight_find(ux, ino);
+	if (other == NULL && fl != NULL) {
+		*fl = (struct ucopy_flight){ .cf_next = ucopy_flights, .cf_ux = ux, .cf_ino = ino,
+					     .cf_seq = ++ucopy_flights_seq };
+		ucopy_flights = fl;
+	} else if (other != NULL) {
+		stats_copyup_join();
+		r = blocking_park(&other->cf_parked) ? -EINPROGRESS : -EAGAIN;
+	}
+	if (r == -EAGAIN) {
+		seq = other->cf_seq;
+		blocking_enter();
+		while (ucopy_flight_runs(seq))
+			pthread_cond_wait(&ucopy_flights_ended, &ucopy_flights_lock);
+		blocking_leave();
+	}
+	pthread_mutex_unlock(&ucopy_flights_lock);
+	return r;
+}
+
+/* Ends the flight fl: the calls parked on it run again, those waiting in place look again. */
+static void ucopy_flight_end(struct ucopy_flight *fl)
+{
+	struct blocking_queue parked;
+	struct ucopy_flight **p;
+
+	pthread_mutex_lock(&ucopy_flights_lock);
+	for (p = &ucopy_flights; *p != fl; p = &(*p)->cf_next)
+		;
+	*p = fl->cf_next;
+	parked = fl->cf_parked;
+	pthread_cond_broadcast(&ucopy_flights_ended);
+	pthread_mutex_unlock(&ucopy_flights_lock);
+	blocking_wake(&parked);
+}
+
+/* o resolved anew for a copy-up of ino: 0 while it is a lower copy, 1 once it is up. */
+static int ucopy_resolve(struct union_export *ux, uint64_t ino, struct uobj *o)
+{
+	int r;
+
+	uobj_release(o);
+	r = ures_resolve(ux, NULL, ino, URES_UPPER, o);
+	if (r < 0)
+		return r;
+	if (o->uo_rec.si_branch == 0)
+		return 1;
+	return o->uo_upfd < 0 ? -EROFS : 0;
+}
+
+/* Whether copying st up is long work: the data it holds, holes left out, is large. */
+static bool ucopy_long(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && (uint64_t)st->st_blocks * 512 > UCOPY_LONG_BYTES;
+}
+
+int ucopy_up(struct union_export *ux, struct uobj *o)
+{
+	uint64_t ino = o->uo_rec.si_ino;
+	struct ucopy_flight fl;
+	bool lng = false;
+	int r;
+
+	if (ux->ux_ro)
+		return -EROFS;
+	do {
+		r = ucopy_resolve(ux, ino, o);
+		if (r != 0)
+			return r < 0 ? r : 0;
+		/* One in flight is joined first: a place in the pool is for copying, not waiting. */
+		r = ucopy_flight_begin(ux, ino, NULL);
+		if (r < 0)
+			continue;
+		lng = ucopy_long(&o->uo_st);
+		if (lng && !blocking_long_begin()) {
+			stats_copyup_queued();
+			return -EINPROGRESS;
+		}
+		r = ucopy_flight_begin(ux, ino, &fl);
+		if (r < 0 && lng)
+			blocking_long_end();
+	} while (r == -EAGAIN);
+	if (r < 0)
+		return r;
+	/* Once it is ours: a copy-up that ended since the look above leaves nothing to do. */
+	r = ucopy_resolve(ux, ino, o);
+	if (r == 0)
+		r = ucopy_run(ux, o);
+	ucopy_flight_end(&fl);
+	if (lng)
+		blocking_long_end();
+	return r < 0 ? r : 0;
 }

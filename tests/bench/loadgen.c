@@ -187,8 +187,12 @@ int lg_end(struct lg_slot *slot, int status, void *data, const char *what)
 	if (slot->s_nolat)
 		slot->s_nolat = 0;
 	else if (lg_counting(run)) {
-		run->r_hist[lg_hist_index(lg_now_ns() - slot->s_sent_ns)]++;
+		uint64_t ns = lg_now_ns() - slot->s_sent_ns;
+
+		run->r_hist[lg_hist_index(ns)]++;
 		run->r_hist_n++;
+		if (ns > run->r_max_ns)
+			run->r_max_ns = ns;
 	}
 	if (status != RPC_STATUS_SUCCESS) {
 		lg_error(run, "%s failed at the RPC level (%s): %s; check that the server is up and "
@@ -292,7 +296,8 @@ static void lg_usage(FILE *f)
 		"               [--path P] [--count K] [--stop-file F]\n"
 		"  URL  nfs://127.0.0.1/EXPORT?nfsport=N&mountport=M\n"
 		"  W    null getattr lookup read write randread cwr readdirplus copyup getattr-lat\n"
-		"  --inflight N  requests in flight in total (default 32; 1 for getattr-lat)\n"
+		"  --inflight N  requests in flight in total (default 32; 1 for getattr-lat,\n"
+		"                readdirplus and copyup; copyup sends N one-byte WRITEs at once)\n"
 		"  --conns C     connections, each its own mount (default 1)\n"
 		"  --seconds S   measured time after a 0.5 s warm-up (default 5)\n"
 		"  --path P      object relative to the export root (default the root)\n"
@@ -539,10 +544,10 @@ static void lg_print_result(const struct lg_run *run)
 	double mbps = run->r_wl->w_data && secs > 0 ? (double)run->r_bytes / secs / 1e6 : 0;
 
 	printf("RESULT workload=%s ops=%llu seconds=%.4f rate=%.2f unit=%s mbps=%.1f p50_us=%.1f "
-	       "p99_us=%.1f errors=%llu\n",
+	       "p99_us=%.1f max_us=%.1f errors=%llu\n",
 	       run->r_wl->w_name, (unsigned long long)run->r_ops, secs, rate, run->r_wl->w_unit, mbps,
 	       lg_hist_percentile_us(run, 0.50), lg_hist_percentile_us(run, 0.99),
-	       (unsigned long long)run->r_errors);
+	       (double)run->r_max_ns / 1000.0, (unsigned long long)run->r_errors);
 	fflush(stdout);
 }
 

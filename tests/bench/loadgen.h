@@ -101,6 +101,7 @@ struct lg_run {
 	int r_outstanding;
 	uint64_t *r_hist;
 	uint64_t r_hist_n;
+	uint64_t r_max_ns;      /* the slowest request counted */
 
 	/* workload state */
 	uint64_t r_size;

@@ -192,7 +192,10 @@ int lg_data_write_prepare(struct lg_run *run)
 	return lg_open_path(run, O_WRONLY | O_CREAT | O_TRUNC);
 }
 
-/* --- copyup: one 1-byte FILE_SYNC WRITE at offset 0 (the byte already there) --- */
+/*
+ * --- copyup: 1-byte FILE_SYNC WRITEs at offset 0 (the byte already there), one per slot,
+ * all sent at once (--inflight N: N writers of the file that must be copied up) ---
+ */
 
 struct lg_data_byte {
 	int b_done;
@@ -252,7 +255,9 @@ static void lg_data_copyup_cb(struct rpc_context *rpc, int status, void *data, v
 	(void)rpc;
 	if (lg_end(slot, status, data, "WRITE") < 0)
 		return;
-	lg_finish(slot->s_run);
+	/* the last answer stops the clock */
+	if (slot->s_run->r_outstanding == 0)
+		lg_finish(slot->s_run);
 	if (status != RPC_STATUS_SUCCESS)
 		return;
 	if (res->status == NFS3_OK)
@@ -265,7 +270,7 @@ void lg_data_copyup_issue(struct lg_slot *slot)
 {
 	WRITE3args a;
 
-	if (slot->s_index || slot->s_run->r_seq++)
+	if (slot->s_step++)
 		return;
 	memset(&a, 0, sizeof(a));
 	a.file = lg_fh3(&slot->s_conn->c_fh);

@@ -168,6 +168,40 @@ static void test_in_progress(void **state)
 	drc_free(d);
 }
 
+/* A call parked and run again takes its own running entry back; retransmissions meanwhile drop. */
+static void test_resumed(void **state)
+{
+	struct drc *d = drc_new(DRC_DEFAULT_ENTRIES, DRC_DEFAULT_TTL);
+	struct drc_key k;
+	struct drc_ticket t, t2;
+	void *out = NULL;
+	size_t len = 0;
+
+	(void)state;
+	key(&k, IPPROTO_UDP, 800, 11, "rename big x");
+	assert_int_equal(drc_lookup(d, &k, &t, &out, &len), DRC_MISS);
+	/* parked: the entry stays running, a retransmission is dropped */
+	assert_int_equal(drc_lookup(d, &k, &t2, &out, &len), DRC_BUSY);
+	/* run again: its own entry, the same one */
+	assert_int_equal(drc_resume(d, &k, &t2, &out, &len), DRC_MISS);
+	assert_ptr_equal(t2.dt_drc, d);
+	assert_int_equal(t2.dt_way, t.dt_way);
+	assert_int_equal(t2.dt_seq, t.dt_seq);
+	assert_int_equal(drc_count(d), 1);
+	drc_store(&t2, "renamed", 7);
+	expect_hit(d, &k, "renamed");
+	/* once answered, a late run again is answered from the cache too */
+	assert_int_equal(drc_resume(d, &k, &t2, &out, &len), DRC_HIT);
+	free(out);
+	/* a call that could claim no entry at first claims one when run again */
+	key(&k, IPPROTO_UDP, 800, 12, "remove f");
+	assert_int_equal(drc_resume(d, &k, &t, &out, &len), DRC_MISS);
+	assert_ptr_equal(t.dt_drc, d);
+	drc_store(&t, "removed", 7);
+	expect_hit(d, &k, "removed");
+	drc_free(d);
+}
+
 static void test_forget_and_oversized(void **state)
 {
 	struct drc *d = drc_new(DRC_DEFAULT_ENTRIES, DRC_DEFAULT_TTL);
@@ -483,6 +517,7 @@ int main(void)
 		cmocka_unit_test(test_xid_reuse_other_args),
 		cmocka_unit_test(test_ports),
 		cmocka_unit_test(test_in_progress),
+		cmocka_unit_test(test_resumed),
 		cmocka_unit_test(test_forget_and_oversized),
 		cmocka_unit_test(test_disabled),
 		cmocka_unit_test(test_eviction_bound),

@@ -109,6 +109,10 @@ static void test_call_hook(void **state)
 	assert_int_equal(stats_copyup(-5), -5);
 	assert_int_equal(stats_whiteout(0), 0);
 	assert_int_equal(stats_whiteout(0), 0);
+	stats_copyup_join();
+	stats_copyup_join();
+	stats_copyup_join();
+	stats_copyup_queued();
 
 	stats_proc_get(STATS_PROG_NFS, 1, &sp);
 	assert_int_equal(sp.sp_calls, 4);
@@ -120,6 +124,8 @@ static void test_call_hook(void **state)
 	assert_int_equal(t.st_req_bytes, 410);
 	assert_int_equal(t.st_reply_bytes, 264);
 	assert_int_equal(t.st_copyups, 1);
+	assert_int_equal(t.st_copyup_joins, 3);
+	assert_int_equal(t.st_copyup_queued, 1);
 	assert_int_equal(t.st_whiteouts, 2);
 	assert_int_equal(t.st_stale, 1);
 
@@ -130,7 +136,8 @@ static void test_call_hook(void **state)
 
 	assert_int_equal(stats_report(&buf, &len, &cap), 0);
 	assert_non_null(strstr(buf, "GETATTR"));
-	assert_non_null(strstr(buf, "copy-ups 1, whiteouts made 2, STALE replies 1"));
+	assert_non_null(strstr(buf, "copy-ups 1, whiteouts made 2, STALE replies 1\n"
+				    "copy-up waits: same file 3, free place 1\n"));
 	assert_int_equal(strlen(buf), len);
 	free(buf);
 
@@ -142,6 +149,8 @@ static void test_call_hook(void **state)
 	assert_non_null(strstr(buf, "unionnfsd_call_duration_seconds_count{program=\"nfs\",procedure=\"GETATTR\"} 4\n"));
 	assert_non_null(strstr(buf, "le=\"+Inf\"} 4\n"));
 	assert_non_null(strstr(buf, "unionnfsd_whiteouts_total 2\n"));
+	assert_non_null(strstr(buf, "unionnfsd_copyup_joins_total 3\n"));
+	assert_non_null(strstr(buf, "unionnfsd_copyup_queued_total 1\n"));
 	assert_int_equal(strlen(buf), len);
 	free(buf);
 }
