@@ -65,6 +65,20 @@ bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
 	return ok;
 }
 
+bool nfs_peer_admitted(struct nfs_server *ns, const struct sockaddr *peer)
+{
+	bool ok = false;
+
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	for (int i = 0; i < ns->ns_cfg->cf_nexports && !ok; i++) {
+		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+
+		ok = ec->ec_nrules == 0 || exports_match(ec->ec_rules, ec->ec_nrules, peer) >= 0;
+	}
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	return ok;
+}
+
 void nfs_server_destroy(struct nfs_server *ns)
 {
 	struct mount_entry *me, *next;
