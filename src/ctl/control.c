@@ -35,6 +35,7 @@
 #define CTL_HTTP_MAX 4096           /* bytes of a metrics request's head */
 #define CTL_CHECK_LIST 20          /* stale records named one by one; more are only counted */
 #define CTL_ACCEPT_BACKOFF 1.0      /* seconds accepting pauses when out of descriptors */
+#define CTL_WARN_EVERY 60.0         /* seconds between repeated warnings */
 
 struct ctl_conn {
 	struct ctl_conn *cc_prev, *cc_next;
@@ -44,7 +45,6 @@ struct ctl_conn {
 	ev_io cc_wio;
 	ev_timer cc_timer;
 	bool cc_http;                     /* a metrics scrape, not a control command */
-	bool cc_spare;                    /* its descriptor is the reserve one (ct_spare) */
 	char cc_in[CTL_HTTP_MAX + 1];
 	size_t cc_inlen;
 	char *cc_out;
@@ -61,6 +61,7 @@ struct control {
 	ev_timer ct_backoff;              /* accepting paused: out of descriptors */
 	ev_timer ct_http_backoff;
 	int ct_spare;                     /* a descriptor kept free for one control connection */
+	ev_tstamp ct_emfile_warned;
 	char ct_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	dev_t ct_dev;                     /* the socket file we made, so close removes only it */
 	ino_t ct_ino;
@@ -527,8 +528,8 @@ static void ctl_conn_close(struct ctl_conn *c)
 		ctl->ct_nhttp--;
 	else
 		ctl->ct_nconns--;
-	if (c->cc_spare)
-		ctl_spare_take(ctl);
+	/* Its descriptor is free now: the reserve is taken back if it was used or lost. */
+	ctl_spare_take(ctl);
 	free(c->cc_out);
 	free(c);
 }
@@ -802,9 +803,12 @@ static void ctl_accept_pause(struct control *ctl, ev_io *w)
 {
 	ev_timer *t = w == &ctl->ct_accept ? &ctl->ct_backoff : &ctl->ct_http_backoff;
 
-	log_warn("%s: cannot accept a connection: %s; pausing for %.0f s (raise the open files limit, e.g. ulimit -n or LimitNOFILE=)",
-		 w == &ctl->ct_accept ? "control socket" : "--metrics", strerror(errno),
-		 CTL_ACCEPT_BACKOFF);
+	if (ev_now(ctl->ct_loop) - ctl->ct_emfile_warned >= CTL_WARN_EVERY) {
+		ctl->ct_emfile_warned = ev_now(ctl->ct_loop);
+		log_warn("%s: cannot accept a connection: %s; pausing for %.0f s (raise the open files limit, e.g. ulimit -n or LimitNOFILE=)",
+			 w == &ctl->ct_accept ? "control socket" : "--metrics", strerror(errno),
+			 CTL_ACCEPT_BACKOFF);
+	}
 	ev_io_stop(ctl->ct_loop, w);
 	ev_timer_set(t, CTL_ACCEPT_BACKOFF, 0.);
 	ev_timer_start(ctl->ct_loop, t);
@@ -822,13 +826,12 @@ static void ctl_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
 /*
  * Accepts on w's socket. Without a descriptor left, the control socket uses its reserve
  * one (one connection at a time): `unionnfsd-ctl status` works while client connections
- * or views hold every other. Returns the descriptor, or -1 (errno set) with *spare false.
+ * or views hold every other. Returns the descriptor, or -1 with errno set.
  */
-static int ctl_accept_one(struct control *ctl, ev_io *w, bool *spare)
+static int ctl_accept_one(struct control *ctl, ev_io *w)
 {
 	int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
-	*spare = false;
 	if (fd >= 0 || (errno != EMFILE && errno != ENFILE) || w != &ctl->ct_accept ||
 	    ctl->ct_spare < 0)
 		return fd;
@@ -840,9 +843,7 @@ static int ctl_accept_one(struct control *ctl, ev_io *w, bool *spare)
 
 		ctl_spare_take(ctl);
 		errno = e;
-		return -1;
 	}
-	*spare = true;
 	return fd;
 }
 
@@ -873,12 +874,11 @@ static void ctl_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct control *ctl = w->data;
 	struct ctl_conn *c;
-	bool spare;
 	int fd;
 
 	(void)revents;
 	for (int i = 0; i < CONTROL_MAX_CONNS; i++) {
-		fd = ctl_accept_one(ctl, w, &spare);
+		fd = ctl_accept_one(ctl, w);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
 				ctl_accept_pause(ctl, w);
@@ -888,12 +888,10 @@ static void ctl_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		if (!ctl_admit(ctl, w, fd) || (c = calloc(1, sizeof(*c))) == NULL) {
 			close(fd);
-			if (spare)
-				ctl_spare_take(ctl);
+			ctl_spare_take(ctl);
 			continue;
 		}
 		c->cc_http = w == &ctl->ct_http_accept;
-		c->cc_spare = spare;
 		c->cc_ctl = ctl;
 		c->cc_fd = fd;
 		ev_io_init(&c->cc_rio, ctl_read_cb, fd, EV_READ);
