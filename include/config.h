@@ -67,6 +67,8 @@ struct config {
 	int cf_workers;          /* file system worker threads, default 32 */
 	uint32_t cf_max_record;  /* largest accepted RPC record, default 1 MiB + 4 KiB */
 	unsigned cf_max_conns;   /* open TCP connections, default 1024 */
+	unsigned cf_max_conns_per_host; /* open TCP connections of one client address, default 128 */
+	unsigned cf_max_views_per_rule; /* open client views (upper=) per client rule, default 1024 */
 	unsigned cf_idle_timeout;     /* seconds before an idle connection closes, 0: never; default 300 */
 	unsigned cf_max_requests;     /* calls in flight per TCP connection, default 64 */
 	uint64_t cf_max_buffered;     /* buffered bytes across all connections, default 256 MiB */

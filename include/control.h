@@ -7,6 +7,8 @@
  * Nothing here blocks the loop: requests are bounded (CONTROL_MAX_REQUEST), replies are
  * composed in memory from counters and lists guarded by short locks and written with the
  * loop's write watcher, and a connection that stalls is closed after CONTROL_TIMEOUT.
+ * One descriptor is kept in reserve for the control socket, so it answers even when
+ * client connections or views used up the open files limit.
  */
 #ifndef UNFS_CONTROL_H
 #define UNFS_CONTROL_H
@@ -32,7 +34,15 @@
 	"  reset CLIENT [--force]  discard a client's own upper branch (exports with upper=...)\n" \
 	"  help           this list\n"
 #define CONTROL_TIMEOUT 10.0          /* seconds a connection may take to send and read */
-#define CONTROL_MAX_CONNS 16
+#define CONTROL_MAX_CONNS 16          /* control socket connections open at once */
+/*
+ * --metrics connections have a budget of their own, so scrapes (or a crowd holding HTTP
+ * connections open) never lock out the control socket; a scrape sends its request at
+ * once, so an HTTP connection gets only a short while, and a new one past the budget
+ * closes the oldest still waiting for its request.
+ */
+#define CONTROL_HTTP_MAX_CONNS 16
+#define CONTROL_HTTP_TIMEOUT 2.0
 
 struct ev_loop;
 struct config;

@@ -7,20 +7,42 @@
 #ifndef UNFS_NET_H
 #define UNFS_NET_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 struct ev_loop;
 struct net_server;
 
-/* Zero in a limit means its default (NET_DEFAULT_*), except no_idle_timeout: 0 is off. */
+/*
+ * Whether a client at peer (IPv4 as AF_INET, never v4-mapped) may hold a TCP connection
+ * at all: asked on the loop for every accepted connection before it takes a slot, so it
+ * must be quick and must not block.
+ */
+typedef bool net_admit_fn(void *arg, const struct sockaddr *peer, socklen_t peerlen);
+
+/*
+ * Zero in a limit means its default (NET_DEFAULT_*), except no_idle_timeout (0 is off) and
+ * no_max_conns_per_host (0: only no_max_conns bounds a host).
+ *
+ * When no_max_conns connections are open (or the open files limit leaves too few
+ * descriptors), a new connection closes the one idle longest instead, where one is idle (no
+ * call in flight, no reply queued; a record only partly received counts as idle); only
+ * when none is idle is the new one closed at once. no_max_conns_per_host bounds one client
+ * address in the same way, among its own connections.
+ */
 struct net_opts {
 	const char *no_listen;   /* NULL: all addresses (IPv6 any with v4 mapped, else IPv4 any) */
 	int no_workers;
 	uint32_t no_max_record;
-	unsigned no_max_conns;      /* open TCP connections; more are accepted and closed at once */
-	unsigned no_idle_timeout;   /* seconds without I/O and with no call being served; 0: never */
+	unsigned no_max_conns;      /* open TCP connections, all clients together */
+	unsigned no_max_conns_per_host; /* open TCP connections of one client address */
+	unsigned no_idle_timeout;   /* seconds without a call received or reply bytes sent, and
+				       with no call being served; 0: never */
 	unsigned no_max_requests;   /* calls in flight per TCP connection */
 	uint64_t no_max_buffered;   /* request, reassembly and reply bytes across all connections */
+	net_admit_fn *no_admit;     /* NULL: every client may connect */
+	void *no_admit_arg;
 };
 
 #define NET_DEFAULT_MAX_CONNS 1024u

@@ -51,4 +51,10 @@ void nfs_server_destroy(struct nfs_server *ns);
 bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
 		  struct export_opts *out);
 
+/*
+ * Whether any rule of any export admits a client at peer (an export without rules admits
+ * everyone): a client no rule admits gets no TCP connection (net_opts.no_admit).
+ */
+bool nfs_peer_admitted(struct nfs_server *ns, const struct sockaddr *peer);
+
 #endif

@@ -29,6 +29,11 @@
 #define CONFIG_MAX_WORKERS 256
 #define CONFIG_DEFAULT_MAX_CONNS 1024
 #define CONFIG_MAX_MAX_CONNS 1000000
+/* A kernel client needs one or two connections (nconnect: up to 16); a NAT gateway more. */
+#define CONFIG_DEFAULT_MAX_CONNS_PER_HOST 128
+/* Room for a few /24 rooms of netboot clients per rule; each open view holds descriptors. */
+#define CONFIG_DEFAULT_MAX_VIEWS_PER_RULE 1024
+#define CONFIG_MAX_MAX_VIEWS_PER_RULE 65535
 #define CONFIG_DEFAULT_IDLE_TIMEOUT 300
 #define CONFIG_MAX_IDLE_TIMEOUT 604800           /* a week */
 #define CONFIG_DEFAULT_MAX_REQUESTS 64
@@ -48,8 +53,10 @@ static const char config_usage[] =
 	"                 [--portmap auto|rpcbind|builtin|off] [-e NAME=BRANCH[:BRANCH...]\n"
 	"                 [-o OPTS | --client CLIENT(OPTS)...]]...\n"
 	"                 [--workers N] [--max-record BYTES] [--portmap-port N] [--help]\n"
-	"                 [--max-connections N] [--idle-timeout SECONDS]\n"
+	"                 [--max-connections N] [--max-connections-per-host N]\n"
+	"                 [--idle-timeout SECONDS]\n"
 	"                 [--max-requests-per-connection N] [--max-buffered BYTES]\n"
+	"                 [--max-views-per-rule N]\n"
 	"                 [--metrics ADDR:PORT] [--hosts FILE]\n"
 	"\n"
 	"  -f                  stay in the foreground and log to stderr (default: daemon, syslog)\n"
@@ -80,14 +87,20 @@ static const char config_usage[] =
 	"  --portmap-port N    port of the built-in portmapper (default 111)\n"
 	"  --workers N         file system worker threads (default 32)\n"
 	"  --max-record BYTES  largest RPC record accepted (default 1052672)\n"
-	"  --max-connections N open TCP connections; more are accepted and closed at once\n"
-	"                      (default 1024)\n"
-	"  --idle-timeout SECONDS  close a TCP connection without traffic and with no call\n"
-	"                      being served for this long; 0 never (default 300)\n"
+	"  --max-connections N open TCP connections; past it a new connection closes the\n"
+	"                      one idle longest, or is closed if none is idle (default 1024)\n"
+	"  --max-connections-per-host N  the same for the connections of one client\n"
+	"                      address (default 128)\n"
+	"  --idle-timeout SECONDS  close a TCP connection without a call received or a reply\n"
+	"                      sent, and with no call being served, for this long; 0 never\n"
+	"                      (default 300)\n"
 	"  --max-requests-per-connection N  calls served at once per TCP connection; reading\n"
 	"                      pauses beyond it (default 64)\n"
 	"  --max-buffered BYTES  request and reply bytes held for all clients together;\n"
 	"                      beyond it only clients holding nothing are read (default 268435456)\n"
+	"  --max-views-per-rule N  client views (upper=) open for the clients of one client\n"
+	"                      rule; past it the view idle longest of a client without a\n"
+	"                      mount is closed, else MNT fails (default 1024)\n"
 	"  --metrics ADDR:PORT serve the statistics as Prometheus text on http://ADDR:PORT/metrics\n"
 	"                      (numeric address, IPv6 in brackets; e.g. 127.0.0.1:9249; default off)\n"
 	"  --hosts FILE        client host names for upper=...%h: lines of ADDRESS NAME, as in\n"
@@ -109,6 +122,8 @@ void config_init(struct config *cf)
 	cf->cf_workers = CONFIG_DEFAULT_WORKERS;
 	cf->cf_max_record = CONFIG_DEFAULT_MAX_RECORD;
 	cf->cf_max_conns = CONFIG_DEFAULT_MAX_CONNS;
+	cf->cf_max_conns_per_host = CONFIG_DEFAULT_MAX_CONNS_PER_HOST;
+	cf->cf_max_views_per_rule = CONFIG_DEFAULT_MAX_VIEWS_PER_RULE;
 	cf->cf_idle_timeout = CONFIG_DEFAULT_IDLE_TIMEOUT;
 	cf->cf_max_requests = CONFIG_DEFAULT_MAX_REQUESTS;
 	cf->cf_max_buffered = CONFIG_DEFAULT_MAX_BUFFERED;
@@ -720,6 +735,8 @@ enum config_key {
 	KEY_WORKERS,
 	KEY_MAX_RECORD,
 	KEY_MAX_CONNS,
+	KEY_MAX_CONNS_PER_HOST,
+	KEY_MAX_VIEWS_PER_RULE,
 	KEY_IDLE_TIMEOUT,
 	KEY_MAX_REQUESTS,
 	KEY_MAX_BUFFERED,
@@ -741,6 +758,8 @@ static const struct {
 	{ "workers", KEY_WORKERS },
 	{ "max-record", KEY_MAX_RECORD },
 	{ "max-connections", KEY_MAX_CONNS },
+	{ "max-connections-per-host", KEY_MAX_CONNS_PER_HOST },
+	{ "max-views-per-rule", KEY_MAX_VIEWS_PER_RULE },
 	{ "idle-timeout", KEY_IDLE_TIMEOUT },
 	{ "max-requests-per-connection", KEY_MAX_REQUESTS },
 	{ "max-buffered", KEY_MAX_BUFFERED },
@@ -874,6 +893,16 @@ static int config_set(struct config *cf, enum config_key key, const char *value,
 			return -1;
 		cf->cf_max_conns = (unsigned)v;
 		return 0;
+	case KEY_MAX_CONNS_PER_HOST:
+		if (config_parse_range(value, 1, CONFIG_MAX_MAX_CONNS, &v, err, errlen) < 0)
+			return -1;
+		cf->cf_max_conns_per_host = (unsigned)v;
+		return 0;
+	case KEY_MAX_VIEWS_PER_RULE:
+		if (config_parse_range(value, 1, CONFIG_MAX_MAX_VIEWS_PER_RULE, &v, err, errlen) < 0)
+			return -1;
+		cf->cf_max_views_per_rule = (unsigned)v;
+		return 0;
 	case KEY_IDLE_TIMEOUT:
 		if (config_parse_range(value, 0, CONFIG_MAX_IDLE_TIMEOUT, &v, err, errlen) < 0)
 			return -1;
@@ -920,7 +949,8 @@ static int config_split(char *line, char **words, int max)
 
 #define CONFIG_FILE_KEYS \
 	"listen, port, mount-port, portmap-port, state, portmap, workers, max-record, " \
-	"max-connections, idle-timeout, max-requests-per-connection, max-buffered, metrics, hosts, export, " \
+	"max-connections, max-connections-per-host, idle-timeout, max-requests-per-connection, " \
+	"max-buffered, max-views-per-rule, metrics, hosts, export, " \
 	"foreground"
 
 #define CONFIG_MAX_WORDS (3 + CONFIG_MAX_RULES)
@@ -1229,13 +1259,17 @@ int config_validate(const struct config *cf, char *err, size_t errlen)
 		return -1;
 	}
 	if (cf->cf_max_conns < 1 || cf->cf_max_conns > CONFIG_MAX_MAX_CONNS ||
+	    cf->cf_max_conns_per_host < 1 || cf->cf_max_conns_per_host > CONFIG_MAX_MAX_CONNS ||
+	    cf->cf_max_views_per_rule < 1 ||
+	    cf->cf_max_views_per_rule > CONFIG_MAX_MAX_VIEWS_PER_RULE ||
 	    cf->cf_idle_timeout > CONFIG_MAX_IDLE_TIMEOUT || cf->cf_max_requests < 1 ||
 	    cf->cf_max_requests > CONFIG_MAX_MAX_REQUESTS ||
 	    cf->cf_max_buffered < CONFIG_MIN_MAX_BUFFERED ||
 	    cf->cf_max_buffered > CONFIG_MAX_MAX_BUFFERED) {
 		err_set(err, errlen,
-			   "max-connections must be 1..%d, idle-timeout 0..%d, max-requests-per-connection 1..%d and max-buffered %llu..%llu",
-			   CONFIG_MAX_MAX_CONNS, CONFIG_MAX_IDLE_TIMEOUT, CONFIG_MAX_MAX_REQUESTS,
+			   "max-connections and max-connections-per-host must be 1..%d, max-views-per-rule 1..%d, idle-timeout 0..%d, max-requests-per-connection 1..%d and max-buffered %llu..%llu",
+			   CONFIG_MAX_MAX_CONNS, CONFIG_MAX_MAX_VIEWS_PER_RULE, CONFIG_MAX_IDLE_TIMEOUT,
+			   CONFIG_MAX_MAX_REQUESTS,
 			   CONFIG_MIN_MAX_BUFFERED, CONFIG_MAX_MAX_BUFFERED);
 		return -1;
 	}

@@ -154,6 +154,15 @@ static int main_check_branches(const struct config *cf, char *err, size_t errlen
 	return 0;
 }
 
+/* net_opts.no_admit: a TCP client no rule of any export admits gets no connection. */
+static bool main_admit(void *arg, const struct sockaddr *peer, socklen_t peerlen)
+{
+	struct main_ctx *mc = arg;
+
+	(void)peerlen;
+	return nfs_peer_admitted(&mc->mc_nfs, peer);
+}
+
 /* Listens on port unless an earlier listener already has it; returns the bound port. */
 static int main_listen(struct main_ctx *mc, int port, char *err, size_t errlen)
 {
@@ -381,6 +390,9 @@ static void main_reload_other_settings(const struct config *oc, const struct con
 	MAIN_CHANGED(oc->cf_workers != nc->cf_workers, "workers");
 	MAIN_CHANGED(oc->cf_max_record != nc->cf_max_record, "max-record");
 	MAIN_CHANGED(oc->cf_max_conns != nc->cf_max_conns, "max-connections");
+	MAIN_CHANGED(oc->cf_max_conns_per_host != nc->cf_max_conns_per_host,
+		     "max-connections-per-host");
+	MAIN_CHANGED(oc->cf_max_views_per_rule != nc->cf_max_views_per_rule, "max-views-per-rule");
 	MAIN_CHANGED(oc->cf_idle_timeout != nc->cf_idle_timeout, "idle-timeout");
 	MAIN_CHANGED(oc->cf_max_requests != nc->cf_max_requests, "max-requests-per-connection");
 	MAIN_CHANGED(oc->cf_max_buffered != nc->cf_max_buffered, "max-buffered");
@@ -696,6 +708,9 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		.no_workers = cf->cf_workers,
 		.no_max_record = cf->cf_max_record,
 		.no_max_conns = cf->cf_max_conns,
+		.no_max_conns_per_host = cf->cf_max_conns_per_host,
+		.no_admit = main_admit,
+		.no_admit_arg = mc,
 		.no_idle_timeout = cf->cf_idle_timeout,
 		.no_max_requests = cf->cf_max_requests,
 		.no_max_buffered = cf->cf_max_buffered,

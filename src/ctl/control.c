@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -33,6 +34,8 @@
 #define CTL_MAX_WORDS 4
 #define CTL_HTTP_MAX 4096           /* bytes of a metrics request's head */
 #define CTL_CHECK_LIST 20          /* stale records named one by one; more are only counted */
+#define CTL_ACCEPT_BACKOFF 1.0      /* seconds accepting pauses when out of descriptors */
+#define CTL_WARN_EVERY 60.0         /* seconds between repeated warnings */
 
 struct ctl_conn {
 	struct ctl_conn *cc_prev, *cc_next;
@@ -55,12 +58,17 @@ struct control {
 	ev_io ct_accept;
 	int ct_http_fd;                   /* --metrics listener, -1 if none */
 	ev_io ct_http_accept;
+	ev_timer ct_backoff;              /* accepting paused: out of descriptors */
+	ev_timer ct_http_backoff;
+	int ct_spare;                     /* a descriptor kept free for one control connection */
+	ev_tstamp ct_emfile_warned;
 	char ct_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	dev_t ct_dev;                     /* the socket file we made, so close removes only it */
 	ino_t ct_ino;
 	time_t ct_started;
 	struct ctl_conn *ct_conns;
-	unsigned ct_nconns;
+	unsigned ct_nconns;               /* control socket connections */
+	unsigned ct_nhttp;                /* --metrics connections */
 	/*
 	 * `check` walks the whole map, so it runs on a thread of its own; the connection that
 	 * asked waits (ct_check_conn, NULL if it went away) and ct_check_done brings the report
@@ -493,6 +501,13 @@ char *control_answer(struct control *ctl, const char *line)
 	return o.co_buf;
 }
 
+/* Takes a descriptor back into reserve once the connection that used it is gone. */
+static void ctl_spare_take(struct control *ctl)
+{
+	if (ctl->ct_spare < 0)
+		ctl->ct_spare = eventfd(0, EFD_CLOEXEC);
+}
+
 static void ctl_conn_close(struct ctl_conn *c)
 {
 	struct control *ctl = c->cc_ctl;
@@ -509,7 +524,12 @@ static void ctl_conn_close(struct ctl_conn *c)
 		ctl->ct_conns = c->cc_next;
 	if (c->cc_next)
 		c->cc_next->cc_prev = c->cc_prev;
-	ctl->ct_nconns--;
+	if (c->cc_http)
+		ctl->ct_nhttp--;
+	else
+		ctl->ct_nconns--;
+	/* Its descriptor is free now: the reserve is taken back if it was used or lost. */
+	ctl_spare_take(ctl);
 	free(c->cc_out);
 	free(c);
 }
@@ -778,6 +798,78 @@ static bool ctl_peer_allowed(int fd)
 	return uc.uid == 0 || uc.uid == geteuid();
 }
 
+/* Out of descriptors: accepting again at once would spin, so the listener rests a while. */
+static void ctl_accept_pause(struct control *ctl, ev_io *w)
+{
+	ev_timer *t = w == &ctl->ct_accept ? &ctl->ct_backoff : &ctl->ct_http_backoff;
+
+	if (ev_now(ctl->ct_loop) - ctl->ct_emfile_warned >= CTL_WARN_EVERY) {
+		ctl->ct_emfile_warned = ev_now(ctl->ct_loop);
+		log_warn("%s: cannot accept a connection: %s; pausing for %.0f s (raise the open files limit, e.g. ulimit -n or LimitNOFILE=)",
+			 w == &ctl->ct_accept ? "control socket" : "--metrics", strerror(errno),
+			 CTL_ACCEPT_BACKOFF);
+	}
+	ev_io_stop(ctl->ct_loop, w);
+	ev_timer_set(t, CTL_ACCEPT_BACKOFF, 0.);
+	ev_timer_start(ctl->ct_loop, t);
+}
+
+static void ctl_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct control *ctl = w->data;
+
+	(void)revents;
+	ev_timer_stop(loop, w);
+	ev_io_start(loop, w == &ctl->ct_backoff ? &ctl->ct_accept : &ctl->ct_http_accept);
+}
+
+/*
+ * Accepts on w's socket. Without a descriptor left, the control socket uses its reserve
+ * one (one connection at a time): `unionnfsd-ctl status` works while client connections
+ * or views hold every other. Returns the descriptor, or -1 with errno set.
+ */
+static int ctl_accept_one(struct control *ctl, ev_io *w)
+{
+	int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd >= 0 || (errno != EMFILE && errno != ENFILE) || w != &ctl->ct_accept ||
+	    ctl->ct_spare < 0)
+		return fd;
+	close(ctl->ct_spare);
+	ctl->ct_spare = -1;
+	fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+
+		ctl_spare_take(ctl);
+		errno = e;
+	}
+	return fd;
+}
+
+/* Closes the oldest metrics connection still waiting for its request, for a new one. */
+static bool ctl_http_make_room(struct control *ctl)
+{
+	struct ctl_conn *c, *oldest = NULL;
+
+	/* The list is newest first. */
+	for (c = ctl->ct_conns; c != NULL; c = c->cc_next)
+		if (c->cc_http && c->cc_out == NULL)
+			oldest = c;
+	if (oldest == NULL)
+		return false;
+	ctl_conn_close(oldest);
+	return true;
+}
+
+/* Whether the new connection on w may be served: within its budget, and an allowed user. */
+static bool ctl_admit(struct control *ctl, ev_io *w, int fd)
+{
+	if (w == &ctl->ct_http_accept)
+		return ctl->ct_nhttp < CONTROL_HTTP_MAX_CONNS || ctl_http_make_room(ctl);
+	return ctl->ct_nconns < CONTROL_MAX_CONNS && ctl_peer_allowed(fd);
+}
+
 static void ctl_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct control *ctl = w->data;
@@ -786,13 +878,17 @@ static void ctl_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)revents;
 	for (int i = 0; i < CONTROL_MAX_CONNS; i++) {
-		fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
+		fd = ctl_accept_one(ctl, w);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+				ctl_accept_pause(ctl, w);
+			else if (errno == EINTR || errno == ECONNABORTED)
+				continue;
 			return;
-		if (ctl->ct_nconns >= CONTROL_MAX_CONNS ||
-		    (w == &ctl->ct_accept && !ctl_peer_allowed(fd)) ||
-		    (c = calloc(1, sizeof(*c))) == NULL) {
+		}
+		if (!ctl_admit(ctl, w, fd) || (c = calloc(1, sizeof(*c))) == NULL) {
 			close(fd);
+			ctl_spare_take(ctl);
 			continue;
 		}
 		c->cc_http = w == &ctl->ct_http_accept;
@@ -800,13 +896,17 @@ static void ctl_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->cc_fd = fd;
 		ev_io_init(&c->cc_rio, ctl_read_cb, fd, EV_READ);
 		ev_io_init(&c->cc_wio, ctl_write_cb, fd, EV_WRITE);
-		ev_timer_init(&c->cc_timer, ctl_timeout_cb, CONTROL_TIMEOUT, 0);
+		ev_timer_init(&c->cc_timer, ctl_timeout_cb,
+			      c->cc_http ? CONTROL_HTTP_TIMEOUT : CONTROL_TIMEOUT, 0);
 		c->cc_rio.data = c->cc_wio.data = c->cc_timer.data = c;
 		c->cc_next = ctl->ct_conns;
 		if (c->cc_next)
 			c->cc_next->cc_prev = c;
 		ctl->ct_conns = c;
-		ctl->ct_nconns++;
+		if (c->cc_http)
+			ctl->ct_nhttp++;
+		else
+			ctl->ct_nconns++;
 		ev_io_start(loop, &c->cc_rio);
 		ev_timer_start(loop, &c->cc_timer);
 	}
@@ -849,6 +949,7 @@ int control_open(struct ev_loop *loop, const struct control_env *env, struct con
 	ctl->ct_env = *env;
 	ctl->ct_fd = -1;
 	ctl->ct_http_fd = -1;
+	ctl->ct_spare = -1;
 	ctl->ct_started = time(NULL);
 	n = snprintf(ctl->ct_path, sizeof(ctl->ct_path), "%s/%s", env->ce_cfg->cf_state_dir,
 		     CONTROL_SOCKET_NAME);
@@ -878,6 +979,14 @@ int control_open(struct ev_loop *loop, const struct control_env *env, struct con
 	}
 	ctl->ct_dev = st.st_dev;
 	ctl->ct_ino = st.st_ino;
+	ctl_spare_take(ctl);
+	if (ctl->ct_spare < 0)
+		log_warn("control socket: cannot keep a descriptor in reserve: %s; it may not answer while clients hold every descriptor",
+			 strerror(errno));
+	ev_timer_init(&ctl->ct_backoff, ctl_backoff_cb, CTL_ACCEPT_BACKOFF, 0.);
+	ctl->ct_backoff.data = ctl;
+	ev_timer_init(&ctl->ct_http_backoff, ctl_backoff_cb, CTL_ACCEPT_BACKOFF, 0.);
+	ctl->ct_http_backoff.data = ctl;
 	ev_async_init(&ctl->ct_check_done, ctl_check_done_cb);
 	ctl->ct_check_done.data = ctl;
 	ev_async_start(loop, &ctl->ct_check_done);
@@ -901,7 +1010,11 @@ void control_close(struct control *ctl)
 	while (ctl->ct_conns != NULL)
 		ctl_conn_close(ctl->ct_conns);
 	ev_io_stop(ctl->ct_loop, &ctl->ct_accept);
+	ev_timer_stop(ctl->ct_loop, &ctl->ct_backoff);
+	ev_timer_stop(ctl->ct_loop, &ctl->ct_http_backoff);
 	close(ctl->ct_fd);
+	if (ctl->ct_spare >= 0)
+		close(ctl->ct_spare);
 	if (ctl->ct_http_fd >= 0) {
 		ev_io_stop(ctl->ct_loop, &ctl->ct_http_accept);
 		close(ctl->ct_http_fd);
@@ -949,7 +1062,7 @@ int control_metrics_open(struct control *ctl, const char *addrport, char *err, s
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(fd, (struct sockaddr *)&ss, v6 ? sizeof(*sin6) : sizeof(*sin)) < 0 ||
-	    listen(fd, CONTROL_MAX_CONNS) < 0) {
+	    listen(fd, CONTROL_HTTP_MAX_CONNS) < 0) {
 		err_set(err, errlen, "--metrics %s: %s; pick another address or port, or stop what uses it",
 			addrport, strerror(errno));
 		if (fd >= 0)

@@ -22,12 +22,21 @@
  * max_buffered only connections holding (almost) nothing may read, so a crowd of clients
  * that never read cannot exhaust memory while a well-behaved client still gets its small
  * calls through; at twice max_buffered a call that may produce a large reply waits
- * parked instead of being served. Connections stuck without I/O are closed after idle_timeout, and past
- * max_conns new connections are accepted and closed at once.
+ * parked instead of being served. Connections stuck without progress are closed after idle_timeout.
+ *
+ * Connection slots: a connection from an address no client rule admits (ns_admit) is
+ * closed at accept, before it costs anything. Past max_conns_per_host connections of one
+ * address, or max_conns (or the descriptors the open files limit leaves for clients) in
+ * all, a new connection closes the one idle longest (of that address, or of all) instead,
+ * as knfsd does: a host holding slots without calls in flight (a record mark trickled a
+ * byte at a time counts as idle) cannot shut others out. Only when none is idle is the
+ * new connection closed at once. ns_lru orders connections by their last progress (a
+ * call received or reply bytes sent), so the one idle longest is found from its head.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -35,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sodium.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -65,6 +76,11 @@
 #define NET_RESERVE_BIG ((1u << 20) + (8u << 10)) /* reply estimate: READ, READDIR(PLUS) */
 #define NET_RESERVE_SMALL (8u << 10)        /* reply estimate: every other call */
 #define NET_NFS_PROGRAM 100003u
+/* Descriptors kept from clients: a quarter of the open files limit, at least this many. */
+#define NET_FD_RESERVE_MIN 64
+/* Connections looked at for one to close; the ones passed over all have calls or replies. */
+#define NET_EVICT_SCAN 4096
+#define NET_HOST_BUCKETS_MAX 65536u
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -111,8 +127,19 @@ struct net_listener {
 	socklen_t nl_addrlen;
 };
 
+/* One client address with open connections; freed with its last connection. */
+struct net_host {
+	struct net_host *nh_next;              /* hash chain of ns_hosts */
+	struct in6_addr nh_addr;               /* IPv4 as ::ffff:a.b.c.d */
+	unsigned nh_nconns;
+	struct net_conn *nh_conns;             /* nc_hnext */
+};
+
 struct net_conn {
 	struct net_conn *nc_prev, *nc_next;    /* ns_conns, while open */
+	struct net_conn *nc_lru_prev, *nc_lru_next; /* ns_lru, while open */
+	struct net_conn *nc_hprev, *nc_hnext;  /* nc_host's connections, while open */
+	struct net_host *nc_host;
 	struct net_conn *nc_dirty_next;        /* completion batch */
 	struct net_server *nc_srv;
 	int nc_fd;
@@ -120,7 +147,7 @@ struct net_conn {
 	unsigned nc_inflight;
 	size_t nc_inbytes;                     /* request bytes of the calls in flight */
 	size_t nc_rxacct;                      /* reassembly buffer counted in ns_buffered */
-	ev_tstamp nc_last;                     /* last byte read or written */
+	ev_tstamp nc_last;                     /* last progress: opened, a call received, reply bytes sent */
 	bool nc_open;
 	bool nc_eof;                           /* peer finished sending: close once answered */
 	bool nc_dirty;
@@ -143,13 +170,20 @@ struct net_server {
 	char *ns_listen;
 	uint32_t ns_max_record;
 	unsigned ns_max_conns;
+	unsigned ns_max_per_host;              /* 0: no bound per address */
 	unsigned ns_max_requests;
 	unsigned ns_idle;                      /* seconds, 0: off */
 	uint64_t ns_max_buffered;
 	uint64_t ns_buffered;                  /* see the comment at the top */
 	bool ns_pressured;                     /* a connection was paused by ns_max_buffered */
 	unsigned ns_nconns;
-	ev_tstamp ns_full_warned, ns_buf_warned;
+	ev_tstamp ns_full_warned, ns_buf_warned, ns_host_warned, ns_admit_warned, ns_evict_warned;
+	net_admit_fn *ns_admit;
+	void *ns_admit_arg;
+	struct net_host **ns_hosts;            /* hash table by address */
+	size_t ns_nbuckets;                    /* a power of two */
+	uint8_t ns_hash_key[crypto_shorthash_KEYBYTES]; /* addresses are the clients' to choose */
+	struct net_conn *ns_lru, *ns_lru_tail; /* open connections, least recent progress first */
 	ev_timer ns_idle_timer;
 	bool ns_idle_on;
 	struct workers *ns_workers;
@@ -265,6 +299,101 @@ static void conn_unref(struct net_conn *c)
 		free(c);
 }
 
+/* ---- client addresses and connection slots ---- */
+
+/* The client address of peer as IPv6 (IPv4 mapped): the key of its struct net_host. */
+static void net_host_key(const struct sockaddr_storage *peer, socklen_t len, struct in6_addr *out)
+{
+	struct sockaddr_storage u;
+
+	len = net_unmap(peer, len, &u);
+	memset(out, 0, sizeof(*out));
+	if (u.ss_family == AF_INET) {
+		out->s6_addr[10] = out->s6_addr[11] = 0xff;
+		memcpy(&out->s6_addr[12], &((const struct sockaddr_in *)&u)->sin_addr, 4);
+	} else if (u.ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		*out = ((const struct sockaddr_in6 *)&u)->sin6_addr;
+	}
+}
+
+/* Where addr's entry is in its hash chain, or where it would go (then *result is NULL). */
+static struct net_host **net_host_slot(struct net_server *srv, const struct in6_addr *addr)
+{
+	uint8_t mac[crypto_shorthash_BYTES];
+	struct net_host **p;
+	uint64_t h;
+
+	crypto_shorthash(mac, addr->s6_addr, sizeof(addr->s6_addr), srv->ns_hash_key);
+	memcpy(&h, mac, sizeof(h));
+	for (p = &srv->ns_hosts[h & (srv->ns_nbuckets - 1)]; *p != NULL; p = &(*p)->nh_next)
+		if (!memcmp(&(*p)->nh_addr, addr, sizeof(*addr)))
+			break;
+	return p;
+}
+
+/* Moves c to the end of ns_lru: it just made progress. */
+static void conn_touch(struct net_conn *c)
+{
+	struct net_server *srv = c->nc_srv;
+
+	c->nc_last = ev_now(srv->ns_loop);
+	if (srv->ns_lru_tail == c)
+		return;
+	if (c->nc_lru_prev)
+		c->nc_lru_prev->nc_lru_next = c->nc_lru_next;
+	else if (srv->ns_lru == c)
+		srv->ns_lru = c->nc_lru_next;
+	if (c->nc_lru_next)
+		c->nc_lru_next->nc_lru_prev = c->nc_lru_prev;
+	c->nc_lru_next = NULL;
+	c->nc_lru_prev = srv->ns_lru_tail;
+	if (srv->ns_lru_tail)
+		srv->ns_lru_tail->nc_lru_next = c;
+	else
+		srv->ns_lru = c;
+	srv->ns_lru_tail = c;
+}
+
+/* Takes c off ns_lru and its host's list, freeing the host entry with its last connection. */
+static void conn_unlink_slots(struct net_conn *c)
+{
+	struct net_server *srv = c->nc_srv;
+	struct net_host *h = c->nc_host, **slot;
+
+	if (c->nc_lru_prev)
+		c->nc_lru_prev->nc_lru_next = c->nc_lru_next;
+	else
+		srv->ns_lru = c->nc_lru_next;
+	if (c->nc_lru_next)
+		c->nc_lru_next->nc_lru_prev = c->nc_lru_prev;
+	else
+		srv->ns_lru_tail = c->nc_lru_prev;
+	c->nc_lru_prev = c->nc_lru_next = NULL;
+	if (c->nc_hprev)
+		c->nc_hprev->nc_hnext = c->nc_hnext;
+	else
+		h->nh_conns = c->nc_hnext;
+	if (c->nc_hnext)
+		c->nc_hnext->nc_hprev = c->nc_hprev;
+	c->nc_hprev = c->nc_hnext = NULL;
+	c->nc_host = NULL;
+	if (--h->nh_nconns > 0)
+		return;
+	slot = net_host_slot(srv, &h->nh_addr);
+	*slot = h->nh_next;
+	free(h);
+}
+
+/*
+ * Idle, for making room: nothing in flight, parked, left unread or queued. A record only
+ * partly received is no call yet, so a client trickling one does not keep its slot.
+ */
+static bool conn_idle(const struct net_conn *c)
+{
+	return c->nc_inflight == 0 && c->nc_outq == NULL && c->nc_park == NULL &&
+	       c->nc_pend == NULL;
+}
+
 /*
  * Under global pressure a connection may still read while it holds no calls or replies
  * and only a small partial record: that keeps each well-behaved client moving (one call
@@ -337,6 +466,7 @@ static void conn_close(struct net_conn *c)
 	if (c->nc_next)
 		c->nc_next->nc_prev = c->nc_prev;
 	c->nc_prev = c->nc_next = NULL;
+	conn_unlink_slots(c);
 	for (j = c->nc_outq; j != NULL; j = next) {
 		next = j->nj_next;
 		job_free(j);
@@ -417,6 +547,7 @@ static bool conn_record_done(struct net_conn *c)
 
 	rec = record_take(&c->nc_rx, &rlen);
 	conn_sync_rx(c);
+	conn_touch(c);
 	if (conn_hard_pressed(c->nc_srv) && net_reply_estimate(rec, rlen) > NET_RESERVE_SMALL) {
 		c->nc_park = rec;
 		c->nc_parklen = rlen;
@@ -549,7 +680,7 @@ static int conn_flush(struct net_conn *c)
 		c->nc_outbytes -= (size_t)n;
 		srv->ns_buffered -= (uint64_t)n;
 		if (n > 0)
-			c->nc_last = ev_now(srv->ns_loop);
+			conn_touch(c);
 		while (n > 0) {
 			size_t left;
 
@@ -617,7 +748,6 @@ static void conn_read(struct ev_loop *loop, ev_io *w)
 		conn_after_io(c);
 		return;
 	}
-	c->nc_last = ev_now(loop);
 	if (body != NULL) {
 		record_body_add(&c->nc_rx, (size_t)n);
 		conn_sync_rx(c);
@@ -667,15 +797,31 @@ static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 	net_relieve(c->nc_srv);
 }
 
+/* The entry of the client at addr, made if it has none. NULL when out of memory. */
+static struct net_host *net_host_get(struct net_server *srv, const struct in6_addr *addr)
+{
+	struct net_host **slot = net_host_slot(srv, addr);
+
+	if (*slot == NULL) {
+		*slot = calloc(1, sizeof(**slot));
+		if (*slot != NULL)
+			(*slot)->nh_addr = *addr;
+	}
+	return *slot;
+}
+
 static void conn_new(struct net_server *srv, int fd, const struct sockaddr_storage *peer,
-		     socklen_t peerlen)
+		     socklen_t peerlen, const struct in6_addr *addr)
 {
 	struct net_conn *c;
+	struct net_host *h;
 	int one = 1;
 
 	c = calloc(1, sizeof(*c));
-	if (c == NULL) {
+	h = c != NULL ? net_host_get(srv, addr) : NULL;
+	if (h == NULL) {
 		log_err("net: out of memory for a new connection; refusing it");
+		free(c);
 		close(fd);
 		return;
 	}
@@ -683,7 +829,13 @@ static void conn_new(struct net_server *srv, int fd, const struct sockaddr_stora
 	c->nc_fd = fd;
 	c->nc_refs = 1;
 	c->nc_open = true;
-	c->nc_last = ev_now(srv->ns_loop);
+	c->nc_host = h;
+	c->nc_hnext = h->nh_conns;
+	if (h->nh_conns)
+		h->nh_conns->nc_hprev = c;
+	h->nh_conns = c;
+	h->nh_nconns++;
+	conn_touch(c);
 	srv->ns_nconns++;
 	memcpy(&c->nc_peer, peer, peerlen);
 	c->nc_peerlen = peerlen;
@@ -716,41 +868,157 @@ static void listener_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 /*
- * Past max_conns a connection is accepted and closed at once rather than left in the
- * backlog: the client learns immediately, and the backlog cannot hide a flood.
+ * How many connections may be open: max_conns, or fewer where the open files limit
+ * would not leave enough descriptors for the rest of the server (the branches, the
+ * client views, the inode map, the control socket): a quarter of the limit, at least
+ * NET_FD_RESERVE_MIN and at most half. Read at every accept round, so a limit changed
+ * from outside (prlimit) counts at once.
+ */
+static unsigned net_conn_cap(const struct net_server *srv, rlim_t *limit)
+{
+	struct rlimit rl;
+	rlim_t reserve, room;
+
+	*limit = RLIM_INFINITY;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return srv->ns_max_conns;
+	*limit = rl.rlim_cur;
+	reserve = rl.rlim_cur / 4 > NET_FD_RESERVE_MIN ? rl.rlim_cur / 4 : NET_FD_RESERVE_MIN;
+	if (reserve > rl.rlim_cur / 2)
+		reserve = rl.rlim_cur / 2;
+	room = rl.rlim_cur - reserve;
+	return room < srv->ns_max_conns ? (unsigned)(room > 0 ? room : 1) : srv->ns_max_conns;
+}
+
+/* True at most once per NET_WARN_EVERY for *last: a flood must not flood the log. */
+static bool net_warn_due(struct net_server *srv, ev_tstamp *last)
+{
+	if (ev_now(srv->ns_loop) - *last < NET_WARN_EVERY)
+		return false;
+	*last = ev_now(srv->ns_loop);
+	return true;
+}
+
+/*
+ * Closes the connection idle longest, of host h (NULL: of any host), to make room for a
+ * new one, as knfsd does: a client that left a connection idle reconnects when it needs
+ * it. False when none is idle (of the first NET_EVICT_SCAN looked at).
+ */
+static bool net_evict(struct net_server *srv, struct net_host *h, const char *limit)
+{
+	struct net_conn *c, *victim = NULL;
+	unsigned seen = 0;
+	char a[NET_ADDRSTR];
+
+	if (h != NULL) {
+		/* Newest first: on a tie the later one in the list is the older. */
+		for (c = h->nh_conns; c != NULL && seen++ < NET_EVICT_SCAN; c = c->nc_hnext)
+			if (conn_idle(c) && (victim == NULL || c->nc_last <= victim->nc_last))
+				victim = c;
+	} else {
+		for (c = srv->ns_lru; c != NULL && victim == NULL && seen++ < NET_EVICT_SCAN;
+		     c = c->nc_lru_next)
+			if (conn_idle(c))
+				victim = c;
+	}
+	if (victim == NULL)
+		return false;
+	log_debug("net: closing %s, idle for %.0f s, to make room for a new connection (%s)",
+		  net_addrstr(&victim->nc_peer, victim->nc_peerlen, a),
+		  ev_now(srv->ns_loop) - victim->nc_last, limit);
+	if (net_warn_due(srv, &srv->ns_evict_warned))
+		log_info("net: %s reached: closing the connection idle longest (first %s, idle %.0f s) for each new one (raise %s if clients keep reconnecting)",
+			 limit, net_addrstr(&victim->nc_peer, victim->nc_peerlen, a),
+			 ev_now(srv->ns_loop) - victim->nc_last, limit);
+	conn_close(victim);
+	return true;
+}
+
+/*
+ * When no room can be made a connection is accepted and closed at once rather than left
+ * in the backlog: the client learns immediately, and the backlog cannot hide a flood.
  */
 static void listener_refuse(struct net_listener *l, int fd, const struct sockaddr_storage *peer,
-			    socklen_t peerlen)
+			    socklen_t peerlen, const struct net_host *h)
 {
 	struct net_server *srv = l->nl_srv;
 	char a[NET_ADDRSTR];
 
 	close(fd);
-	if (ev_now(srv->ns_loop) - srv->ns_full_warned < NET_WARN_EVERY)
+	if (h != NULL) {
+		if (net_warn_due(srv, &srv->ns_host_warned))
+			log_warn("net: %s has %u connections open, the max-connections-per-host limit, and none is idle; closing its new ones (raise max-connections-per-host if it is a legitimate client, e.g. a NAT gateway)",
+				 net_addrstr(peer, peerlen, a), h->nh_nconns);
 		return;
-	srv->ns_full_warned = ev_now(srv->ns_loop);
-	log_warn("net: %u connections are open, the max-connections limit; closing new ones (first from %s) until some end (raise max-connections if the clients are legitimate)",
-		 srv->ns_nconns, net_addrstr(peer, peerlen, a));
+	}
+	if (net_warn_due(srv, &srv->ns_full_warned))
+		log_warn("net: %u connections are open, the max-connections limit (or what the open files limit leaves for clients), and none is idle; closing new ones (first from %s) until some end (raise max-connections, or the open files limit, if the clients are legitimate)",
+			 srv->ns_nconns, net_addrstr(peer, peerlen, a));
 }
 
-static void listener_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+/* A client no rule admits gets nothing, not even a slot: closed before it costs one. */
+static bool listener_admitted(struct net_server *srv, const struct sockaddr_storage *peer,
+			      socklen_t peerlen)
 {
-	struct net_listener *l = container_of(w, struct net_listener, nl_accept);
+	struct sockaddr_storage u;
+	socklen_t len;
+	char a[NET_ADDRSTR];
+
+	if (srv->ns_admit == NULL)
+		return true;
+	len = net_unmap(peer, peerlen, &u);
+	if (srv->ns_admit(srv->ns_admit_arg, (const struct sockaddr *)&u, len))
+		return true;
+	log_debug("net: closing the connection of %s: no client rule admits it",
+		  net_addrstr(peer, peerlen, a));
+	if (net_warn_due(srv, &srv->ns_admit_warned))
+		log_warn("net: closing connections from %s (first of this minute): no client rule of any export admits it (add a rule for it if it is a client)",
+			 net_addrstr(peer, peerlen, a));
+	return false;
+}
+
+/* An accepted connection: admitted, given a slot (made by closing an idle one), or closed. */
+static void listener_take(struct net_listener *l, int fd, const struct sockaddr_storage *peer,
+			  socklen_t peerlen, unsigned cap)
+{
+	struct net_server *srv = l->nl_srv;
+	struct net_host *h;
+	struct in6_addr addr;
+
+	if (!listener_admitted(srv, peer, peerlen)) {
+		close(fd);
+		return;
+	}
+	net_host_key(peer, peerlen, &addr);
+	h = *net_host_slot(srv, &addr);
+	if (h != NULL && srv->ns_max_per_host > 0 && h->nh_nconns >= srv->ns_max_per_host &&
+	    !net_evict(srv, h, "max-connections-per-host")) {
+		listener_refuse(l, fd, peer, peerlen, h);
+		return;
+	}
+	/* h may be gone now: the connection closed may have been its last. */
+	if (srv->ns_nconns >= cap &&
+	    !net_evict(srv, NULL, cap < srv->ns_max_conns ? "the open files limit" : "max-connections")) {
+		listener_refuse(l, fd, peer, peerlen, NULL);
+		return;
+	}
+	conn_new(srv, fd, peer, peerlen, &addr);
+}
+
+static void listener_accept(struct ev_loop *loop, struct net_listener *l)
+{
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
+	rlim_t limit;
+	unsigned cap = net_conn_cap(l->nl_srv, &limit);
 	int fd;
 
-	(void)revents;
 	for (int i = 0; i < NET_BATCH; i++) {
 		peerlen = sizeof(peer);
 		fd = accept4(l->nl_tcp, (struct sockaddr *)&peer, &peerlen,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd >= 0 && l->nl_srv->ns_nconns >= l->nl_srv->ns_max_conns) {
-			listener_refuse(l, fd, &peer, peerlen);
-			continue;
-		}
 		if (fd >= 0) {
-			conn_new(l->nl_srv, fd, &peer, peerlen);
+			listener_take(l, fd, &peer, peerlen, cap);
 			continue;
 		}
 		switch (errno) {
@@ -779,6 +1047,16 @@ static void listener_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			return;
 		}
 	}
+}
+
+/* Connections closed to make room free bytes that may end a max-buffered pause. */
+static void listener_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct net_listener *l = container_of(w, struct net_listener, nl_accept);
+
+	(void)revents;
+	listener_accept(loop, l);
+	net_relieve(l->nl_srv);
 }
 
 /* ---- UDP ---- */
@@ -1062,9 +1340,11 @@ static void net_async_cb(struct ev_loop *loop, ev_async *w, int revents)
 
 /* ---- creating and listening ---- */
 
+
 int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct net_server **out)
 {
 	struct net_server *srv;
+	rlim_t limit;
 	int rc = -ENOMEM;
 
 	*out = NULL;
@@ -1076,10 +1356,28 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
 	srv->ns_max_conns = opts->no_max_conns ? opts->no_max_conns : NET_DEFAULT_MAX_CONNS;
 	srv->ns_max_requests = opts->no_max_requests ? opts->no_max_requests : NET_DEFAULT_MAX_REQUESTS;
 	srv->ns_max_buffered = opts->no_max_buffered ? opts->no_max_buffered : NET_DEFAULT_MAX_BUFFERED;
+	srv->ns_max_per_host = opts->no_max_conns_per_host;
+	srv->ns_admit = opts->no_admit;
+	srv->ns_admit_arg = opts->no_admit_arg;
 	srv->ns_idle = opts->no_idle_timeout;
-	srv->ns_full_warned = srv->ns_buf_warned = -NET_WARN_EVERY;
+	srv->ns_full_warned = srv->ns_buf_warned = srv->ns_host_warned = -NET_WARN_EVERY;
+	srv->ns_admit_warned = srv->ns_evict_warned = -NET_WARN_EVERY;
 	if (opts->no_listen != NULL && (srv->ns_listen = strdup(opts->no_listen)) == NULL)
 		goto fail;
+	if (sodium_init() < 0) {
+		rc = -ENOSYS;
+		goto fail;
+	}
+	randombytes_buf(srv->ns_hash_key, sizeof(srv->ns_hash_key));
+	srv->ns_nbuckets = 64;
+	while (srv->ns_nbuckets < srv->ns_max_conns && srv->ns_nbuckets < NET_HOST_BUCKETS_MAX)
+		srv->ns_nbuckets <<= 1;
+	srv->ns_hosts = calloc(srv->ns_nbuckets, sizeof(*srv->ns_hosts));
+	if (srv->ns_hosts == NULL)
+		goto fail;
+	if (net_conn_cap(srv, &limit) < srv->ns_max_conns)
+		log_warn("net: the open files limit (%llu) leaves client connections fewer descriptors than max-connections (%u): at most %u connections are kept open (raise the limit, e.g. ulimit -n or LimitNOFILE=, or lower max-connections)",
+			 (unsigned long long)limit, srv->ns_max_conns, net_conn_cap(srv, &limit));
 	srv->ns_rbuf = malloc(NET_READ_CHUNK);
 	srv->ns_ubuf = malloc(NET_UDP_BUF);
 	if (srv->ns_rbuf == NULL || srv->ns_ubuf == NULL)
@@ -1396,6 +1694,7 @@ void net_server_free(struct net_server *srv)
 		next = l->nl_next;
 		free(l);
 	}
+	free(srv->ns_hosts);
 	free(srv->ns_listen);
 	free(srv->ns_rbuf);
 	free(srv->ns_ubuf);

@@ -179,6 +179,7 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	char host[INET6_ADDRSTRLEN];
 	const struct export_conf *ec;
 	struct union_export *ux;
+	struct nfs_view *view = NULL;
 	struct export_opts eo;
 	struct nfs_call nc;
 	char verr[512];
@@ -211,7 +212,7 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	ux = ns->ns_exports[i];
 	/* With upper= the client mounts its own view: made on its first mount. */
 	if (ec->ec_upper) {
-		int r = nfs_views_for_client(ns, i, host, &ux, verr, sizeof(verr));
+		int r = nfs_views_for_client(ns, i, host, &view, &ux, verr, sizeof(verr));
 
 		if (r < 0) {
 			log_err("MOUNT of %s from %s refused (mount status %d): %s", path, host,
@@ -221,6 +222,7 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	}
 	st = mnt_walk(rq, ux, rest, &ino);
 	if (st != MNT3_OK) {
+		nfs_views_put(view);
 		log_info("MOUNT of %s from %s refused: mount status %d", path, host, (int)st);
 		return st;
 	}
@@ -229,7 +231,9 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	nc.nc_ns = ns;
 	nc.nc_ux = ux;
 	nfs_fh_make(&nc, ino, fh);
+	/* Listed before the view is let go: a view with a mount is never closed for room. */
 	mnt_list_add(ns, host, path);
+	nfs_views_put(view);
 	return MNT3_OK;
 }
 

@@ -41,6 +41,7 @@ struct nfs_call {
 	struct rpc_req *nc_rq;
 	struct nfs_server *nc_ns;
 	struct union_export *nc_ux;
+	struct nfs_view *nc_view;    /* held while the call runs when nc_ux is a client's view */
 	struct export_opts nc_opts;  /* of the client rule that admitted the caller */
 	uint64_t nc_ino;         /* object named by the call's first handle */
 	struct cred nc_cred;     /* squashed identity, applied to this thread */

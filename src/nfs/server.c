@@ -65,6 +65,20 @@ bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
 	return ok;
 }
 
+bool nfs_peer_admitted(struct nfs_server *ns, const struct sockaddr *peer)
+{
+	bool ok = false;
+
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	for (int i = 0; i < ns->ns_cfg->cf_nexports && !ok; i++) {
+		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+
+		ok = ec->ec_nrules == 0 || exports_match(ec->ec_rules, ec->ec_nrules, peer) >= 0;
+	}
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	return ok;
+}
+
 void nfs_server_destroy(struct nfs_server *ns)
 {
 	struct mount_entry *me, *next;
@@ -191,6 +205,7 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 	struct nfs_server *ns = rq->rq_ctx;
 	const struct export_conf *ec;
 	struct union_export *ux;
+	struct nfs_view *view = NULL;
 	char host[INET6_ADDRSTRLEN];
 	struct fh h;
 	int i;
@@ -208,7 +223,7 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 	} else {
 		/* Not an export of the config: a client's view of one (upper=), or stale. */
 		nfs_peer_host(rq, host, sizeof(host));
-		*status = nfs_views_by_id(ns, h.fh_export, host, &i, &ux);
+		*status = nfs_views_by_id(ns, h.fh_export, host, &i, &view, &ux);
 		if (*status != NFS3_OK)
 			return false;
 	}
@@ -217,12 +232,12 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 	if (!nfs_rule_for(ns, i, rq, &nc->nc_opts)) {
 		nfs_log_refused(rq, ec->ec_name);
 		*status = NFS3ERR_ACCES;
-		return false;
+		goto refused;
 	}
 	if (!nfs_peer_secure(rq, &nc->nc_opts)) {
 		nfs_log_insecure(rq, ec->ec_name);
 		*out = RPC_OUT_AUTH_TOOWEAK;
-		return false;
+		goto refused;
 	}
 	nc->nc_rq = rq;
 	nc->nc_ns = ns;
@@ -231,21 +246,29 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 	nc->nc_ro = nc->nc_opts.eo_ro || union_read_only(nc->nc_ux);
 	if (kind == NFS_CALL_MODIFIES && nc->nc_ro) {
 		*status = NFS3ERR_ROFS;
-		return false;
+		goto refused;
 	}
 	union_set_sync(!nc->nc_opts.eo_async);
 	cred_squash(&rq->rq_cred, &nc->nc_opts, &nc->nc_cred);
 	if (cred_apply(&nc->nc_cred) != 0) {
 		*status = NFS3ERR_SERVERFAULT;
-		return false;
+		goto refused;
 	}
+	nc->nc_view = view;
 	return true;
+refused:
+	nfs_views_put(view);
+	return false;
 }
 
-/* The thread keeps the caller's identity: the next call most likely has the same one. */
+/*
+ * Lets go of the client's view the call used; the thread keeps the caller's identity:
+ * the next call most likely has the same one.
+ */
 void nfs_call_end(struct nfs_call *nc)
 {
-	(void)nc;
+	nfs_views_put(nc->nc_view);
+	nc->nc_view = NULL;
 }
 
 nfsstat3 nfs_call_handle(const struct nfs_call *nc, const nfs_fh3 *fh, uint64_t *ino)

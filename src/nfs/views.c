@@ -3,7 +3,14 @@
  * call, so that lookup is a lock-free read of an array indexed by id; making or opening a
  * view takes the table's mutex, which also keeps two first calls of one client from
  * opening the same view twice.
+ *
+ * Open views are bounded (views_make_room_locked): a view whose client has no MOUNT entry
+ * and made no call for VIEWS_IDLE_SECONDS may be closed to make room for another. Closing
+ * frees its union (descriptors, caches) but keeps the struct, its binding and its upper:
+ * its next MNT or call opens it again. So a struct nfs_view lives until the server stops,
+ * and calls hold its union with vw_refs (views_hold, nfs_views_put).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
@@ -18,6 +25,7 @@
 
 #include "config.h"
 #include "cred.h"
+#include "exports.h"
 #include "hostmap.h"
 #include "log.h"
 #include "nfs.h"
@@ -31,6 +39,12 @@
 #define VIEWS_KEY_MAX (HOSTMAP_NAME_MAX + 1)
 #define VIEWS_NAME_MAX 400       /* the inode map's limit on export names */
 #define VIEWS_DENY_SECONDS 60    /* a refused address is not looked up again for this long */
+/*
+ * A view without a call for this long (and without a mount) may be closed for another:
+ * reopening costs a few milliseconds, so this only keeps clients that call all the time
+ * from closing each other's views over and over.
+ */
+#define VIEWS_IDLE_SECONDS 2
 
 /*
  * A client is known by its key: its address for upper=...%a, its host name for %h. For %h
@@ -42,13 +56,23 @@ struct nfs_view {
 	struct nfs_view *vw_next; /* vt_retired */
 	int vw_export;           /* index of the export it is a view of */
 	bool vw_by_name;         /* keyed by host name (%h) */
+	bool vw_listed;          /* in vt_list (a view is listed once it was first opened) */
 	char vw_key[VIEWS_KEY_MAX]; /* the client it belongs to */
 	pthread_mutex_t vw_lock; /* guards the four below */
 	char vw_seen[VIEWS_ADDR_MAX];
 	char vw_denied[VIEWS_ADDR_MAX];
 	time_t vw_denied_at;
 	unsigned vw_names_gen;   /* ns_names_gen they were found under: a reload voids them */
-	struct union_export *vw_ux;
+	/*
+	 * The union; NULL while the view is closed. A call adds to vw_refs before it loads
+	 * vw_ux and subtracts when done with it; views_close_locked sets vw_ux NULL before it
+	 * reads vw_refs, so either the call sees NULL or the closer sees the call.
+	 */
+	_Atomic(struct union_export *) vw_ux;
+	atomic_uint vw_refs;
+	_Atomic time_t vw_used;  /* when the last call or MNT ended (or the view opened) */
+	int vw_rule;             /* the client rule of its client, -1 none (vt_lock) */
+	unsigned vw_rule_gen;    /* ns_names_gen + 1 it was found under; 0 never */
 };
 
 #define VIEWS_NONAME_KEPT 64     /* addresses remembered as having no host name */
@@ -72,8 +96,9 @@ struct nfs_views {
 	struct views_noname vt_noname[VIEWS_NONAME_KEPT];
 	unsigned vt_noname_next;
 	atomic_uint vt_reversing;    /* reverse lookups running */
-	struct nfs_view *vt_list[NFS_VIEWS_MAX];
-	int vt_n;
+	struct nfs_view **vt_list;   /* every view a MNT or a handle named since the start */
+	int vt_n, vt_cap;
+	int vt_nopen;                /* those with a union open */
 	struct nfs_view *vt_retired; /* reset views: calls may still run on them until stop */
 	_Atomic(struct nfs_view *) *vt_byid; /* [export id]; cleared only by a reset */
 };
@@ -98,7 +123,7 @@ int nfs_views_new(struct nfs_views **out)
 
 static void views_free_one(struct nfs_view *vw)
 {
-	union_close(vw->vw_ux);
+	union_close(atomic_load(&vw->vw_ux));
 	pthread_mutex_destroy(&vw->vw_lock);
 	free(vw);
 }
@@ -115,6 +140,7 @@ void nfs_views_free(struct nfs_views *vt)
 		vt->vt_retired = vw->vw_next;
 		views_free_one(vw);
 	}
+	free(vt->vt_list);
 	free(vt->vt_byid);
 	pthread_mutex_destroy(&vt->vt_list_lock);
 	pthread_mutex_destroy(&vt->vt_lock);
@@ -269,33 +295,330 @@ static int views_client_key(struct nfs_server *ns, int i, const char *addr, char
 	return 0;
 }
 
+/* True at most once a minute per *last: a client retrying must not flood the log. */
+static bool views_log_due(_Atomic time_t *last)
+{
+	time_t now = time(NULL), prev = atomic_load(last);
+
+	return now - prev >= 60 && atomic_compare_exchange_strong(last, &prev, now);
+}
+
+/* A union reference for a call, or NULL when vw is closed. Release with nfs_views_put. */
+static struct union_export *views_hold(struct nfs_view *vw)
+{
+	struct union_export *ux;
+
+	atomic_fetch_add(&vw->vw_refs, 1);
+	ux = atomic_load(&vw->vw_ux);
+	if (!ux)
+		atomic_fetch_sub(&vw->vw_refs, 1);
+	return ux;
+}
+
+void nfs_views_put(struct nfs_view *vw)
+{
+	if (!vw)
+		return;
+	atomic_store(&vw->vw_used, time(NULL));
+	atomic_fetch_sub(&vw->vw_refs, 1);
+}
+
+/* The first client rule of export i admitting addr (text), -1 if none; 0 without rules. */
+static int views_rule_of(struct nfs_server *ns, int i, const char *addr)
+{
+	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
+	struct sockaddr_in s4 = { .sin_family = AF_INET };
+	const struct sockaddr *sa;
+	int r;
+
+	if (inet_pton(AF_INET, addr, &s4.sin_addr) == 1)
+		sa = (const struct sockaddr *)&s4;
+	else if (inet_pton(AF_INET6, addr, &s6.sin6_addr) == 1)
+		sa = (const struct sockaddr *)&s6;
+	else
+		return -1;
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	r = ec->ec_nrules == 0 ? 0 : exports_match(ec->ec_rules, ec->ec_nrules, sa);
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	return r;
+}
+
+/* The address vw's client was last seen at ("" if unknown): its key for %a. */
+static void views_client_addr(struct nfs_view *vw, char *addr, size_t len)
+{
+	if (!vw->vw_by_name) {
+		snprintf(addr, len, "%.*s", VIEWS_ADDR_MAX - 1, vw->vw_key);
+		return;
+	}
+	pthread_mutex_lock(&vw->vw_lock);
+	snprintf(addr, len, "%s", vw->vw_seen);
+	pthread_mutex_unlock(&vw->vw_lock);
+}
+
+/* The client rule vw's client falls under now (a reload may move it); vt_lock held. */
+static int views_rule_locked(struct nfs_server *ns, struct nfs_view *vw)
+{
+	unsigned gen = atomic_load(&ns->ns_names_gen) + 1;
+	char addr[VIEWS_ADDR_MAX];
+
+	if (vw->vw_rule_gen != gen) {
+		views_client_addr(vw, addr, sizeof(addr));
+		vw->vw_rule = addr[0] ? views_rule_of(ns, vw->vw_export, addr) : -1;
+		vw->vw_rule_gen = gen;
+	}
+	return vw->vw_rule;
+}
+
+/* The index of the upper= export a MOUNT entry's path lies in, or -1. */
+static int views_mount_export(const struct nfs_server *ns, const char *path)
+{
+	for (int i = 0; i < ns->ns_nexports; i++) {
+		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+		size_t len = strlen(ec->ec_name);
+
+		if (ec->ec_upper && !strncmp(path, ec->ec_name, len) &&
+		    (path[len] == '\0' || path[len] == '/'))
+			return i;
+	}
+	return -1;
+}
+
+/* A view that might be closed to make room, with its client's address. */
+struct views_cand {
+	struct nfs_view *vc_view;
+	char vc_addr[VIEWS_ADDR_MAX];
+	bool vc_mounted;
+};
+
+static int views_cand_cmp(const void *a, const void *b)
+{
+	const struct views_cand *x = a, *y = b;
+
+	if (x->vc_view->vw_export != y->vc_view->vw_export)
+		return x->vc_view->vw_export < y->vc_view->vw_export ? -1 : 1;
+	return strcmp(x->vc_addr, y->vc_addr);
+}
+
+/* Marks the candidates whose client has a MOUNT entry of their export (one pass). */
+static void views_mark_mounted(struct nfs_server *ns, struct views_cand *c, int n)
+{
+	struct views_cand key;
+	struct nfs_view probe;
+
+	if (n == 0)
+		return;
+	qsort(c, (size_t)n, sizeof(*c), views_cand_cmp);
+	key.vc_view = &probe;
+	pthread_mutex_lock(&ns->ns_mounts_lock);
+	for (struct mount_entry *me = ns->ns_mounts; me; me = me->me_next) {
+		struct views_cand *hit;
+
+		probe.vw_export = views_mount_export(ns, me->me_path);
+		if (probe.vw_export < 0)
+			continue;
+		snprintf(key.vc_addr, sizeof(key.vc_addr), "%s", me->me_host);
+		hit = bsearch(&key, c, (size_t)n, sizeof(*c), views_cand_cmp);
+		if (hit)
+			hit->vc_mounted = true;
+	}
+	pthread_mutex_unlock(&ns->ns_mounts_lock);
+}
+
+/* Closes vw's union unless a call holds it (vt_lock held). False when one does. */
+static bool views_close_locked(struct nfs_views *vt, struct nfs_view *vw)
+{
+	struct union_export *ux = atomic_exchange(&vw->vw_ux, NULL);
+
+	if (!ux)
+		return true;
+	if (atomic_load(&vw->vw_refs) != 0) {
+		atomic_store(&vw->vw_ux, ux);
+		return false;
+	}
+	union_close(ux);
+	pthread_mutex_lock(&vt->vt_list_lock);
+	vt->vt_nopen--;
+	pthread_mutex_unlock(&vt->vt_list_lock);
+	return true;
+}
+
 /*
- * Opens the view of export i for the client key and adds it to the table (caller holds
- * vt_lock). With create, a missing upper is made; without, it is an error (a view is only
- * ever made by a MNT).
+ * Closes the view idle longest of export i under client rule rule (i < 0: of any export):
+ * open, no call holding it, none for VIEWS_IDLE_SECONDS, its client without a MOUNT entry
+ * of the export. Its upper and binding stay. False when none may be closed.
  */
-static int views_open_locked(struct nfs_server *ns, int i, const char *key, bool create,
-			     struct nfs_view **out, char *err, size_t errlen)
+static bool views_evict_locked(struct nfs_server *ns, int i, int rule, const char *why)
+{
+	static _Atomic time_t last;
+	struct nfs_views *vt = ns->ns_views;
+	time_t now = time(NULL);
+	struct views_cand *c;
+	int n = 0, best;
+	bool done = false;
+
+	c = calloc((size_t)(vt->vt_nopen > 0 ? vt->vt_nopen : 1), sizeof(*c));
+	if (!c)
+		return false;
+	for (int k = 0; k < vt->vt_n && n < vt->vt_nopen; k++) {
+		struct nfs_view *vw = vt->vt_list[k];
+
+		if (!atomic_load(&vw->vw_ux) || atomic_load(&vw->vw_refs) != 0 ||
+		    now - atomic_load(&vw->vw_used) < VIEWS_IDLE_SECONDS ||
+		    (i >= 0 && (vw->vw_export != i || views_rule_locked(ns, vw) != rule)))
+			continue;
+		c[n].vc_view = vw;
+		views_client_addr(vw, c[n].vc_addr, sizeof(c[n].vc_addr));
+		c[n].vc_mounted = false;
+		n++;
+	}
+	views_mark_mounted(ns, c, n);
+	while (!done) {
+		best = -1;
+		for (int k = 0; k < n; k++)
+			if (!c[k].vc_mounted && (best < 0 || atomic_load(&c[k].vc_view->vw_used) <
+							   atomic_load(&c[best].vc_view->vw_used)))
+				best = k;
+		if (best < 0)
+			break;
+		c[best].vc_mounted = true; /* tried */
+		done = views_close_locked(vt, c[best].vc_view);
+		if (!done)
+			continue;
+		log_debug("export %s: closed the view of client %s, idle %lld s and not mounted, "
+			  "to make room (%s)", ns->ns_cfg->cf_exports[c[best].vc_view->vw_export].ec_name,
+			  c[best].vc_view->vw_key,
+			  (long long)(now - atomic_load(&c[best].vc_view->vw_used)), why);
+		if (views_log_due(&last))
+			log_info("%s reached: closing client views idle for %d s or more whose client "
+				 "has no mount (first %s; its upper stays, and it opens again on the "
+				 "client's next call or mount)", why, VIEWS_IDLE_SECONDS,
+				 c[best].vc_view->vw_key);
+	}
+	free(c);
+	return done;
+}
+
+/*
+ * Makes room to open one more view of export i for a client under client rule rule: past
+ * max-views-per-rule open views under that rule, or NFS_VIEWS_MAX in all, one that may be
+ * closed is closed. -ENOSPC naming the limit and its fix in err when none may be.
+ */
+static int views_make_room_locked(struct nfs_server *ns, int i, int rule, char *err,
+				  size_t errlen)
 {
 	struct nfs_views *vt = ns->ns_views;
 	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
-	char upper[PATH_MAX], name[VIEWS_NAME_MAX + 1];
-	struct export_conf vc;
-	struct nfs_view *vw;
-	struct stat base;
-	char **branches;
-	int r;
+	unsigned max = ns->ns_cfg->cf_max_views_per_rule, under = 0;
+	char spec[64];
 
-	if (vt->vt_n >= NFS_VIEWS_MAX) {
-		snprintf(err, errlen, "export %s: %d clients already have a view, the most the "
-			 "server keeps; restart it to drop views of clients that left",
-			 ec->ec_name, NFS_VIEWS_MAX);
+	if (max > 0 && rule >= 0) {
+		for (int k = 0; k < vt->vt_n; k++) {
+			struct nfs_view *vw = vt->vt_list[k];
+
+			under += atomic_load(&vw->vw_ux) && vw->vw_export == i &&
+				 views_rule_locked(ns, vw) == rule;
+		}
+		if (under >= max && !views_evict_locked(ns, i, rule, "max-views-per-rule")) {
+			pthread_rwlock_rdlock(&ns->ns_rules_lock);
+			snprintf(spec, sizeof(spec), "%s", ec->ec_nrules > rule ?
+				 ec->ec_rules[rule].er_spec : "*");
+			pthread_rwlock_unlock(&ns->ns_rules_lock);
+			snprintf(err, errlen, "export %s: the clients of rule %s have %u views open, the "
+				 "max-views-per-rule limit, and each of them has a mount or made a call "
+				 "in the last %d s; raise max-views-per-rule, or unmount clients that left",
+				 ec->ec_name, spec, under, VIEWS_IDLE_SECONDS);
+			return -ENOSPC;
+		}
+	}
+	if (vt->vt_nopen >= NFS_VIEWS_MAX && !views_evict_locked(ns, -1, -1, "the view table")) {
+		snprintf(err, errlen, "export %s: %d client views are open, the most the server "
+			 "keeps, and each of them has a mount or made a call in the last %d s; "
+			 "lower max-views-per-rule, or unmount clients that left", ec->ec_name,
+			 NFS_VIEWS_MAX, VIEWS_IDLE_SECONDS);
 		return -ENOSPC;
 	}
-	if (config_upper_expand(ec->ec_upper, key, upper, sizeof(upper)) < 0 ||
-	    (size_t)snprintf(name, sizeof(name), "%s%%%s", ec->ec_name, key) >= sizeof(name)) {
+	return 0;
+}
+
+/* A closed view of export i for the client key, not yet in the table. NULL: no memory. */
+static struct nfs_view *views_new(struct nfs_server *ns, int i, const char *key)
+{
+	struct nfs_view *vw = calloc(1, sizeof(*vw));
+
+	if (!vw)
+		return NULL;
+	vw->vw_export = i;
+	vw->vw_by_name = config_upper_by_name(ns->ns_cfg->cf_exports[i].ec_upper);
+	vw->vw_rule = -1;
+	snprintf(vw->vw_key, sizeof(vw->vw_key), "%s", key);
+	pthread_mutex_init(&vw->vw_lock, NULL);
+	if (!vw->vw_by_name)
+		snprintf(vw->vw_seen, sizeof(vw->vw_seen), "%s", key);
+	return vw;
+}
+
+/* Adds vw to vt_list (vt_lock held). */
+static int views_list_add_locked(struct nfs_views *vt, struct nfs_view *vw)
+{
+	if (vt->vt_n == vt->vt_cap) {
+		int cap = vt->vt_cap ? 2 * vt->vt_cap : 64;
+		struct nfs_view **list = malloc((size_t)cap * sizeof(*list));
+
+		if (!list)
+			return -ENOMEM;
+		pthread_mutex_lock(&vt->vt_list_lock);
+		if (vt->vt_n)
+			memcpy(list, vt->vt_list, (size_t)vt->vt_n * sizeof(*list));
+		free(vt->vt_list);
+		vt->vt_list = list;
+		vt->vt_cap = cap;
+		pthread_mutex_unlock(&vt->vt_list_lock);
+	}
+	pthread_mutex_lock(&vt->vt_list_lock);
+	vt->vt_list[vt->vt_n++] = vw;
+	pthread_mutex_unlock(&vt->vt_list_lock);
+	vw->vw_listed = true;
+	return 0;
+}
+
+/*
+ * Opens the union of view vw (vt_lock held), unless it is open: addr is the client
+ * calling (or NULL: the control socket's check), whose rule's bound applies when bounded.
+ * With create, a missing upper is made; without, it is an error (a view is only ever made
+ * by a MNT). A view opened for the first time joins the table.
+ */
+static int views_open_locked(struct nfs_server *ns, struct nfs_view *vw, const char *addr,
+			     bool create, bool bounded, char *err, size_t errlen)
+{
+	struct nfs_views *vt = ns->ns_views;
+	int i = vw->vw_export;
+	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
+	char upper[PATH_MAX], name[VIEWS_NAME_MAX + 1];
+	struct union_export *ux;
+	struct export_conf vc;
+	struct stat base;
+	char **branches;
+	bool first;
+	int r;
+
+	if (atomic_load(&vw->vw_ux))
+		return 0;
+	if (addr) {
+		vw->vw_rule = views_rule_of(ns, i, addr);
+		vw->vw_rule_gen = atomic_load(&ns->ns_names_gen) + 1;
+	}
+	if (bounded) {
+		r = views_make_room_locked(ns, i, addr ? vw->vw_rule : views_rule_locked(ns, vw),
+					   err, errlen);
+		if (r < 0)
+			return r;
+	}
+	if (config_upper_expand(ec->ec_upper, vw->vw_key, upper, sizeof(upper)) < 0 ||
+	    (size_t)snprintf(name, sizeof(name), "%s%%%s", ec->ec_name, vw->vw_key) >=
+		    sizeof(name)) {
 		snprintf(err, errlen, "export %s: the upper path or view name for client %s is "
-			 "too long; shorten upper= or the export name", ec->ec_name, key);
+			 "too long; shorten upper= or the export name", ec->ec_name, vw->vw_key);
 		return -ENAMETOOLONG;
 	}
 	r = views_check_upper(ec, upper, err, errlen);
@@ -313,17 +636,14 @@ static int views_open_locked(struct nfs_server *ns, int i, const char *key, bool
 		if (r < 0) {
 			snprintf(err, errlen, "export %s: cannot create the upper %s of client %s: "
 				 "%s; check upper= and the permissions of its parent", ec->ec_name,
-				 upper, key, strerror(-r));
+				 upper, vw->vw_key, strerror(-r));
 			return r;
 		}
 	}
 	branches = calloc((size_t)ec->ec_nbranches + 1, sizeof(*branches));
-	vw = calloc(1, sizeof(*vw));
-	if (!branches || !vw) {
-		free(branches);
-		free(vw);
+	if (!branches) {
 		snprintf(err, errlen, "export %s: out of memory opening the view of %s",
-			 ec->ec_name, key);
+			 ec->ec_name, vw->vw_key);
 		return -ENOMEM;
 	}
 	branches[0] = upper;
@@ -335,24 +655,29 @@ static int views_open_locked(struct nfs_server *ns, int i, const char *key, bool
 	vc.ec_nbranches = ec->ec_nbranches + 1;
 	vc.ec_opts = ec->ec_opts;
 	vc.ec_opts.eo_ro = false; /* the base is read-only; the view writes to its upper */
-	r = union_open(&vc, union_store(ns->ns_exports[i]), &vw->vw_ux, err, errlen);
+	r = union_open(&vc, union_store(ns->ns_exports[i]), &ux, err, errlen);
 	free(branches);
-	if (r < 0) {
-		free(vw);
+	if (r < 0)
 		return r;
+	first = !vw->vw_listed;
+	if (first && views_list_add_locked(vt, vw) < 0) {
+		union_close(ux);
+		snprintf(err, errlen, "export %s: out of memory opening the view of %s",
+			 ec->ec_name, vw->vw_key);
+		return -ENOMEM;
 	}
-	vw->vw_export = i;
-	vw->vw_by_name = config_upper_by_name(ec->ec_upper);
-	snprintf(vw->vw_key, sizeof(vw->vw_key), "%s", key);
-	pthread_mutex_init(&vw->vw_lock, NULL);
-	if (!vw->vw_by_name)
-		snprintf(vw->vw_seen, sizeof(vw->vw_seen), "%s", key);
+	atomic_store(&vw->vw_used, time(NULL));
+	atomic_store(&vw->vw_ux, ux);
 	pthread_mutex_lock(&vt->vt_list_lock);
-	vt->vt_list[vt->vt_n++] = vw;
+	vt->vt_nopen++;
 	pthread_mutex_unlock(&vt->vt_list_lock);
-	atomic_store(&vt->vt_byid[union_export_id(vw->vw_ux)], vw);
-	log_info("export %s: client %s served from its own upper %s", ec->ec_name, key, upper);
-	*out = vw;
+	atomic_store(&vt->vt_byid[union_export_id(ux)], vw);
+	if (first)
+		log_info("export %s: client %s served from its own upper %s", ec->ec_name,
+			 vw->vw_key, upper);
+	else
+		log_debug("export %s: client %s served again from its own upper %s", ec->ec_name,
+			  vw->vw_key, upper);
 	return 0;
 }
 
@@ -383,14 +708,17 @@ static void views_set_found(struct nfs_view *vw, const char *addr, bool seen, un
 }
 
 int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
-			 struct union_export **ux, char *err, size_t errlen)
+			 struct nfs_view **vwp, struct union_export **ux, char *err,
+			 size_t errlen)
 {
 	struct nfs_views *vt = ns->ns_views;
 	char key[VIEWS_KEY_MAX];
 	struct nfs_view *vw;
 	unsigned gen = atomic_load(&ns->ns_names_gen);
+	bool fresh = false;
 	int r = 0;
 
+	*vwp = NULL;
 	if (!vt) {
 		snprintf(err, errlen, "export %s: no memory for client views; restart the server",
 			 ns->ns_cfg->cf_exports[i].ec_name);
@@ -405,35 +733,41 @@ int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
 		return r;
 	pthread_mutex_lock(&vt->vt_lock);
 	vw = views_find_locked(vt, i, key);
-	if (!vw)
-		r = views_open_locked(ns, i, key, true, &vw, err, errlen);
+	if (!vw) {
+		vw = views_new(ns, i, key);
+		fresh = true;
+		if (!vw) {
+			snprintf(err, errlen, "export %s: out of memory opening the view of %s",
+				 ns->ns_cfg->cf_exports[i].ec_name, key);
+			r = -ENOMEM;
+		}
+	}
+	if (vw)
+		r = views_open_locked(ns, vw, addr, true, true, err, errlen);
+	if (r == 0) {
+		*ux = views_hold(vw);
+	} else if (fresh && vw) {
+		views_free_one(vw); /* never in the table: nobody else saw it */
+		vw = NULL;
+	}
 	pthread_mutex_unlock(&vt->vt_lock);
 	if (r < 0)
 		return r;
 	/* A host whose address changed (a new DHCP lease) keeps its layer, by its name. */
 	views_set_found(vw, addr, true, gen);
-	*ux = vw->vw_ux;
+	*vwp = vw;
 	return 0;
 }
 
-/* True at most once a minute per *last: a client retrying must not flood the log. */
-static bool views_log_due(_Atomic time_t *last)
-{
-	time_t now = time(NULL), prev = atomic_load(last);
-
-	return now - prev >= 60 && atomic_compare_exchange_strong(last, &prev, now);
-}
-
 /*
- * Finds the view bound under id in the inode map and opens it (caller holds vt_lock). On
- * failure *why says whether the id is unknown or the view could not be opened.
+ * The view bound under id in the inode map that the server has not had since it started,
+ * made (closed) and put in vt_byid; the caller holds vt_lock and opens it. NULL when id
+ * names no view of an export with upper=; *why then says whether the map knows it.
  */
-static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id,
-					    enum stats_stale_cause *why)
+static struct nfs_view *views_bound_locked(struct nfs_server *ns, uint16_t id,
+					   enum stats_stale_cause *why)
 {
-	static _Atomic time_t last;
-	char name[VIEWS_NAME_MAX + 1], err[512];
-	const char *key;
+	char name[VIEWS_NAME_MAX + 1];
 	struct nfs_view *vw;
 	char *sep;
 	int i;
@@ -447,7 +781,6 @@ static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id,
 	/* The map knows the view: from here on a failure is the view's, not the handle's. */
 	*why = STATS_STALE_VIEW_UNAVAILABLE;
 	*sep = '\0';
-	key = sep + 1;
 	for (i = 0; i < ns->ns_nexports; i++) {
 		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
 
@@ -456,12 +789,17 @@ static struct nfs_view *views_reopen_locked(struct nfs_server *ns, uint16_t id,
 	}
 	if (i == ns->ns_nexports)
 		return NULL; /* its export lost upper= (or went away): the handle is stale */
-	if (views_open_locked(ns, i, key, false, &vw, err, sizeof(err)) < 0) {
-		if (views_log_due(&last))
-			log_warn("cannot open again the view of client %s (%s); its handles get "
-				 "NFS3ERR_STALE until it mounts again", key, err);
-		return NULL;
+	vw = views_find_locked(ns->ns_views, i, sep + 1);
+	if (!vw) {
+		vw = views_new(ns, i, sep + 1);
+		if (!vw)
+			return NULL;
+		if (views_list_add_locked(ns->ns_views, vw) < 0) {
+			views_free_one(vw);
+			return NULL;
+		}
 	}
+	atomic_store(&ns->ns_views->vt_byid[id], vw);
 	return vw;
 }
 
@@ -496,11 +834,40 @@ static nfsstat3 views_owned_by(struct nfs_server *ns, struct nfs_view *vw, const
 	return ok ? NFS3_OK : NFS3ERR_ACCES;
 }
 
+/* Opens closed view vw for a call from addr; a refusal is logged (once a minute). */
+static nfsstat3 views_reopen(struct nfs_server *ns, struct nfs_view *vw, const char *addr,
+			     struct union_export **ux)
+{
+	static _Atomic time_t last_full, last_gone;
+	struct nfs_views *vt = ns->ns_views;
+	char err[600];
+	int r;
+
+	pthread_mutex_lock(&vt->vt_lock);
+	r = views_open_locked(ns, vw, addr, false, true, err, sizeof(err));
+	if (r == 0)
+		*ux = views_hold(vw); /* open, and nobody closes it while we hold vt_lock */
+	pthread_mutex_unlock(&vt->vt_lock);
+	if (r == 0)
+		return NFS3_OK;
+	if (r == -ENOSPC) {
+		/* Room comes back as other views fall idle: the client is told to retry. */
+		if (views_log_due(&last_full))
+			log_warn("NFS call from %s answered NFS3ERR_JUKEBOX: %s", addr, err);
+		return NFS3ERR_JUKEBOX;
+	}
+	if (views_log_due(&last_gone))
+		log_warn("cannot open again the view of client %s (%s); its handles get "
+			 "NFS3ERR_STALE until it mounts again", vw->vw_key, err);
+	return (nfsstat3)stats_stale(NFS3ERR_STALE, STATS_STALE_VIEW_UNAVAILABLE);
+}
+
 nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
-			 struct union_export **ux)
+			 struct nfs_view **vwp, struct union_export **ux)
 {
 	static _Atomic time_t last;
 	struct nfs_views *vt = ns->ns_views;
+	struct union_export *held;
 	struct nfs_view *vw;
 
 	enum stats_stale_cause why = STATS_STALE_UNKNOWN_EXPORT;
@@ -513,7 +880,7 @@ nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, i
 		pthread_mutex_lock(&vt->vt_lock);
 		vw = atomic_load(&vt->vt_byid[id]);
 		if (!vw)
-			vw = views_reopen_locked(ns, id, &why);
+			vw = views_bound_locked(ns, id, &why);
 		pthread_mutex_unlock(&vt->vt_lock);
 		if (!vw)
 			return (nfsstat3)stats_stale(NFS3ERR_STALE, why);
@@ -526,8 +893,15 @@ nfsstat3 nfs_views_by_id(struct nfs_server *ns, uint16_t id, const char *addr, i
 			 ns->ns_cfg->cf_exports[vw->vw_export].ec_name);
 	if (st != NFS3_OK)
 		return st;
+	held = views_hold(vw);
+	if (!held) {
+		st = views_reopen(ns, vw, addr, &held);
+		if (st != NFS3_OK)
+			return st;
+	}
 	*i = vw->vw_export;
-	*ux = vw->vw_ux;
+	*vwp = vw;
+	*ux = held;
 	return NFS3_OK;
 }
 
@@ -544,7 +918,10 @@ int nfs_views_walk(struct nfs_server *ns, int i,
 		return 0;
 	for (uint32_t id = 0; id < VIEWS_IDS && r == 0; id++) {
 		enum stats_stale_cause why;
+		struct union_export *ux;
 		struct nfs_view *vw;
+		char err[600] = "";
+		bool opened;
 
 		if (store_export_name(union_store(ns->ns_exports[i]), (uint16_t)id, name,
 				      sizeof(name)) < 0 ||
@@ -553,10 +930,22 @@ int nfs_views_walk(struct nfs_server *ns, int i,
 		pthread_mutex_lock(&vt->vt_lock);
 		vw = atomic_load(&vt->vt_byid[id]);
 		if (!vw)
-			vw = views_reopen_locked(ns, (uint16_t)id, &why);
+			vw = views_bound_locked(ns, (uint16_t)id, &why);
+		ux = vw ? views_hold(vw) : NULL;
+		/* Opened for the check alone, past the bounds: closed again right after. */
+		opened = vw && !ux &&
+			 views_open_locked(ns, vw, NULL, false, false, err, sizeof(err)) == 0;
+		if (opened)
+			ux = views_hold(vw);
 		pthread_mutex_unlock(&vt->vt_lock);
-		/* Views stay open until the server stops: vw outlives the lock. */
-		r = fn(vw ? vw->vw_ux : NULL, name + len + 1, arg);
+		r = fn(ux, name + len + 1, arg);
+		if (ux)
+			nfs_views_put(vw);
+		if (opened) {
+			pthread_mutex_lock(&vt->vt_lock);
+			views_close_locked(vt, vw);
+			pthread_mutex_unlock(&vt->vt_lock);
+		}
 	}
 	return r;
 }
@@ -570,7 +959,7 @@ int nfs_views_open_count(struct nfs_server *ns, int i)
 		return 0;
 	pthread_mutex_lock(&vt->vt_list_lock);
 	for (int k = 0; k < vt->vt_n; k++)
-		n += vt->vt_list[k]->vw_export == i;
+		n += vt->vt_list[k]->vw_export == i && atomic_load(&vt->vt_list[k]->vw_ux);
 	pthread_mutex_unlock(&vt->vt_list_lock);
 	return n;
 }
@@ -684,11 +1073,17 @@ static int views_retire_locked(struct nfs_server *ns, int i, const char *key, ch
 	int r;
 
 	if (vw) {
-		atomic_store(&vt->vt_byid[union_export_id(vw->vw_ux)], NULL);
+		for (uint32_t id = 0; id < VIEWS_IDS; id++)
+			if (atomic_load(&vt->vt_byid[id]) == vw)
+				atomic_store(&vt->vt_byid[id], NULL);
+		/* Calls still running on it finish; it is freed when the server stops. */
+		views_close_locked(vt, vw);
 		pthread_mutex_lock(&vt->vt_list_lock);
 		for (int k = 0; k < vt->vt_n; k++)
 			if (vt->vt_list[k] == vw)
 				vt->vt_list[k] = vt->vt_list[--vt->vt_n];
+		if (atomic_load(&vw->vw_ux))
+			vt->vt_nopen--;
 		pthread_mutex_unlock(&vt->vt_list_lock);
 		vw->vw_next = vt->vt_retired;
 		vt->vt_retired = vw;

@@ -162,16 +162,29 @@ bool_t it_xdr_void(XDR *x, void *p)
 }
 
 /* A NULL call over TCP with a short timeout: is the program answering on port? */
+/*
+ * Whether prog answers NULL on port of 127.0.0.1: over TCP, else over UDP (a server whose
+ * rules do not admit 127.0.0.1 closes its TCP connections at once).
+ */
 static bool it_probe(int port, uint32_t prog, uint32_t vers)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
-	struct timeval tv = { 2, 0 };
+	struct timeval tv = { 2, 0 }, retry = { 0, 200000 };
 	int sock = RPC_ANYSOCK;
 	CLIENT *c;
 	bool ok;
 
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	c = clnttcp_create(&sin, prog, vers, &sock, 0, 0);
+	if (!c)
+		return false;
+	ok = clnt_call(c, 0, (xdrproc_t)it_xdr_void, NULL, (xdrproc_t)it_xdr_void, NULL, tv) ==
+	     RPC_SUCCESS;
+	clnt_destroy(c);
+	if (ok)
+		return true;
+	sock = RPC_ANYSOCK;
+	c = clntudp_create(&sin, prog, vers, retry, &sock);
 	if (!c)
 		return false;
 	ok = clnt_call(c, 0, (xdrproc_t)it_xdr_void, NULL, (xdrproc_t)it_xdr_void, NULL, tv) ==

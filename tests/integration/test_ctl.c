@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -22,6 +25,10 @@
 
 #define T_OUT 65536
 #define T_IDLE_CONNS 20          /* more than the server's CONTROL_MAX_CONNS */
+#define T_HTTP_IDLE 24           /* more than the server's CONTROL_HTTP_MAX_CONNS */
+#define T_HTTP_CLOSED_WITHIN 4.0 /* seconds: its CONTROL_HTTP_TIMEOUT and some slack */
+#define T_NFS_CONNS 100
+#define T_STATUS_WITHIN 5.0      /* seconds for `status` to answer */
 
 static int setup(void **state)
 {
@@ -291,6 +298,89 @@ static void http_get(int port, const char *req, char *out, size_t outlen)
 	close(fd);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A TCP connection to 127.0.0.1:port that says nothing (yet). */
+static int tcp_open(int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	return fd;
+}
+
+/* Whether the peer closed fd by the time deadline (monotonic seconds) passes. */
+static bool closed_by(int fd, double deadline)
+{
+	char c;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		double left = deadline - now_s();
+
+		if (left <= 0)
+			return false;
+		if (poll(&pfd, 1, (int)(left * 1000) + 1) == 1)
+			return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+	}
+}
+
+/* `unionnfsd-ctl status`, which must answer (rc 0) within T_STATUS_WITHIN; its time in ms. */
+static double status_ms(const char *when)
+{
+	static char out[T_OUT];
+	double t0 = now_s(), ms;
+	int rc = ctl(it_srv.is_state, out, "status", NULL);
+
+	ms = (now_s() - t0) * 1000;
+	fprintf(stderr, "# status %s: rc %d in %.0f ms\n", when, rc, ms);
+	if (rc != 0 || ms > T_STATUS_WITHIN * 1000) {
+		it_server_dump_log(&it_srv);
+		fail_msg("unionnfsd-ctl status %s: rc %d after %.0f ms: %s", when, rc, ms, out);
+	}
+	assert_non_null(strstr(out, "export " IT_EXPORT));
+	return ms;
+}
+
+/* How many descriptors the server has open (/proc/PID/fd). */
+static int server_fds(void)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)it_srv.is_pid);
+	d = opendir(path);
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Lowers the server's soft open files limit (the hard one stays, so it can be restored). */
+static void server_nofile(rlim_t n)
+{
+	struct rlimit rl;
+
+	if (prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &rl) < 0)
+		fail_msg("prlimit: %s", strerror(errno));
+	rl.rlim_cur = n;
+	if (prlimit(it_srv.is_pid, RLIMIT_NOFILE, &rl, NULL) < 0)
+		fail_msg("prlimit of the server to %llu descriptors: %s", (unsigned long long)n,
+			 strerror(errno));
+}
+
 /* --metrics: Prometheus text over HTTP on the loop, with the same figures. */
 static void test_metrics(void **state)
 {
@@ -327,6 +417,97 @@ static void test_metrics(void **state)
 	it_srv.is_extra[0] = NULL;
 }
 
+/*
+ * Idle connections to --metrics lock out neither the control socket (a budget of its own)
+ * nor a new scrape (which closes the oldest idle one), and each is closed after a short
+ * timeout.
+ */
+static void test_metrics_idle(void **state)
+{
+	static char out[T_OUT];
+	int fds[T_HTTP_IDLE], port = free_port(), closed = 0;
+	char addr[64];
+	double t_open, deadline;
+
+	(void)state;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	assert_int_equal(it_server_stop(&it_srv), 0);
+	it_srv.is_extra[0] = "--metrics";
+	it_srv.is_extra[1] = addr;
+	it_srv.is_extra[2] = NULL;
+	assert_int_equal(it_server_start(&it_srv), 0);
+	it_srv.is_extra[0] = NULL;
+	t_open = now_s();
+	for (int i = 0; i < T_HTTP_IDLE; i++)
+		fds[i] = tcp_open(port);
+	usleep(200 * 1000);
+	status_ms("with idle --metrics connections");
+	http_get(port, "GET /metrics HTTP/1.0\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.0 200 OK"));
+	deadline = t_open + T_HTTP_CLOSED_WITHIN;
+	for (int i = 0; i < T_HTTP_IDLE; i++) {
+		closed += closed_by(fds[i], deadline);
+		close(fds[i]);
+	}
+	fprintf(stderr, "# %d of %d idle --metrics connections closed within %.1f s\n", closed,
+		T_HTTP_IDLE, T_HTTP_CLOSED_WITHIN);
+	if (closed != T_HTTP_IDLE)
+		fail_msg("%d idle --metrics connections were still open %.1f s after they opened",
+			 T_HTTP_IDLE - closed, T_HTTP_CLOSED_WITHIN);
+}
+
+/*
+ * The control socket answers while NFS connections are at --max-connections, while they
+ * fill what the open files limit allows, and while every descriptor is taken.
+ */
+static void test_status_at_limits(void **state)
+{
+	static int fds[T_NFS_CONNS];
+	struct rlimit old;
+	int base, after;
+	rlim_t limit;
+
+	(void)state;
+	assert_int_equal(it_server_stop(&it_srv), 0);
+	it_srv.is_extra[0] = "--max-connections=16";
+	it_srv.is_extra[1] = NULL;
+	assert_int_equal(it_server_start(&it_srv), 0);
+	for (int i = 0; i < 24; i++)
+		fds[i] = tcp_open(it_srv.is_nfs_port);
+	usleep(200 * 1000);
+	status_ms("with NFS connections at max-connections");
+	for (int i = 0; i < 24; i++)
+		close(fds[i]);
+
+	/* The default max-connections, but descriptors for far fewer connections. */
+	assert_int_equal(it_server_stop(&it_srv), 0);
+	it_srv.is_extra[0] = NULL;
+	assert_int_equal(it_server_start(&it_srv), 0);
+	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &old), 0);
+	base = server_fds();
+	limit = (rlim_t)base + 64;
+	server_nofile(limit);
+	for (int i = 0; i < T_NFS_CONNS; i++)
+		fds[i] = tcp_open(it_srv.is_nfs_port);
+	usleep(300 * 1000);
+	after = server_fds();
+	fprintf(stderr, "# server descriptors: %d idle, %d with %d connections offered (limit %llu)\n",
+		base, after, T_NFS_CONNS, (unsigned long long)limit);
+	status_ms("with NFS connections filling the open files limit");
+	if ((rlim_t)after >= limit || it_server_log_contains(&it_srv, "Too many open files"))
+		fail_msg("connections took every descriptor (%d of %llu)", after,
+			 (unsigned long long)limit);
+	/* Not one descriptor left: the control socket's reserve one answers. */
+	for (int round = 0; round < 3; round++) {
+		server_nofile((rlim_t)server_fds());
+		status_ms("with no descriptor left");
+	}
+	for (int i = 0; i < T_NFS_CONNS; i++)
+		close(fds[i]);
+	if (prlimit(it_srv.is_pid, RLIMIT_NOFILE, &old, NULL) < 0)
+		fail_msg("prlimit back: %s", strerror(errno));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -337,6 +518,8 @@ int main(void)
 		cmocka_unit_test(test_no_server),
 		cmocka_unit_test(test_stale_socket),
 		cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_metrics_idle),
+		cmocka_unit_test(test_status_at_limits),
 	};
 
 	return cmocka_run_group_tests(tests, setup, it_group_teardown);

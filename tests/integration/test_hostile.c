@@ -499,12 +499,14 @@ static void test_garbage_udp(void **state)
 
 /*
  * A thousand idle connections are all accepted and the good client is still served; past
- * max-connections new ones are closed at once; after the idle timeout all idle ones are gone.
+ * max-connections each new one closes the one idle longest (the oldest of the thousand,
+ * never the busy good client); after the idle timeout all idle ones are gone.
  */
 static void test_idle_connections(void **state)
 {
+	enum { MADE_ROOM = EXTRA_CONNS - (MAX_CONNS - IDLE_CONNS - 1) };
 	static int fds[IDLE_CONNS + EXTRA_CONNS];
-	int alive = 0, refused = 0, closed = 0;
+	int alive = 0, evicted = 0, closed = 0, newest_evicted = -1;
 	double t_first, end;
 	struct probe p;
 
@@ -528,24 +530,31 @@ static void test_idle_connections(void **state)
 	 * machine may take a while to accept them all, but none is idle-closed before 4 s.
 	 */
 	for (double t0 = now_s();;) {
-		refused = alive = 0;
-		for (int i = IDLE_CONNS; i < IDLE_CONNS + EXTRA_CONNS; i++) {
+		evicted = 0;
+		for (int i = 0; i < IDLE_CONNS; i++)
 			if (is_closed_now(fds[i]))
-				refused++;
-			else
-				alive++;
-		}
-		if (refused >= EXTRA_CONNS - (MAX_CONNS - IDLE_CONNS - 1) || now_s() - t0 > 3.0)
+				evicted++;
+		if (evicted >= MADE_ROOM || now_s() - t0 > 3.0)
 			break;
 		sleep_s(0.1);
 	}
-	fprintf(stderr, "# idle: of %d connections past %d open, %d were closed at once, %d kept\n",
-		EXTRA_CONNS, IDLE_CONNS + 1, refused, alive);
-	/* Exactly 49 fit; allow for connections of earlier tests the server has not yet reaped. */
-	if (refused < EXTRA_CONNS - (MAX_CONNS - IDLE_CONNS - 1) ||
-	    refused > EXTRA_CONNS - (MAX_CONNS - IDLE_CONNS - 1) + 10)
-		fail_msg("%d of %d connections past the limit were refused; want %d", refused,
-			 EXTRA_CONNS, EXTRA_CONNS - (MAX_CONNS - IDLE_CONNS - 1));
+	for (int i = 0; i < IDLE_CONNS; i++)
+		if (is_closed_now(fds[i]))
+			newest_evicted = i;
+	for (int i = IDLE_CONNS; i < IDLE_CONNS + EXTRA_CONNS; i++)
+		alive += !is_closed_now(fds[i]);
+	fprintf(stderr, "# idle: %d connections past %d open: %d kept, %d of the oldest closed to make room (newest of them: #%d)\n",
+		EXTRA_CONNS, IDLE_CONNS + 1, alive, evicted, newest_evicted);
+	if (alive != EXTRA_CONNS)
+		fail_msg("%d of %d new connections past max-connections were closed; each should have closed an idle one instead",
+			 EXTRA_CONNS - alive, EXTRA_CONNS);
+	/* 49 fit; connections of earlier tests the server has not yet reaped may go first. */
+	if (evicted < MADE_ROOM - 10 || evicted > MADE_ROOM)
+		fail_msg("%d idle connections were closed to make room for %d new ones; want %d",
+			 evicted, EXTRA_CONNS, MADE_ROOM);
+	if (newest_evicted >= MADE_ROOM)
+		fail_msg("idle connection #%d was closed to make room while older ones stayed",
+			 newest_evicted);
 	/* Every idle connection goes after the idle timeout; the busy probe stays. */
 	end = now_s() + IDLE_TIMEOUT + 15;
 	for (int i = 0; i < IDLE_CONNS + EXTRA_CONNS; i++) {
@@ -772,7 +781,7 @@ static void test_pipeline_flood(void **state)
 
 static int group_setup(void **state)
 {
-	static char idle[32], conns[32], buffered[48];
+	static char idle[32], conns[32], conns_per_host[48], buffered[48];
 	char path[PATH_MAX];
 	uint8_t *data;
 	CLIENT *c;
@@ -793,13 +802,16 @@ static int group_setup(void **state)
 	rss_bound_kb = (unsigned long)(server_is_asan() ? RSS_BOUND_ASAN_MB : RSS_BOUND_MB) * 1024;
 	snprintf(idle, sizeof(idle), "--idle-timeout=%d", IDLE_TIMEOUT);
 	snprintf(conns, sizeof(conns), "--max-connections=%d", MAX_CONNS);
+	snprintf(conns_per_host, sizeof(conns_per_host), "--max-connections-per-host=%d", MAX_CONNS);
 	snprintf(buffered, sizeof(buffered), "--max-buffered=%u", MAX_BUFFERED);
 	it_server_init(&it_srv, false);
 	it_srv.is_extra[0] = idle;
 	it_srv.is_extra[1] = conns;
 	it_srv.is_extra[2] = buffered;
 	it_srv.is_extra[3] = "--max-requests-per-connection=16";
-	it_srv.is_extra[4] = NULL;
+	/* One address (127.0.0.1) plays every client here. */
+	it_srv.is_extra[4] = conns_per_host;
+	it_srv.is_extra[5] = NULL;
 	data = malloc(BIG_FILE_LEN);
 	if (data == NULL)
 		return -1;

@@ -1,7 +1,9 @@
 /*
- * Client rules of an export against the real server: who may mount, NFS calls checked on
- * every request (a handle alone is no key), per-rule ro and squashing, and SIGHUP reloads
- * that remove a client, keep the others' sessions and survive a broken config file.
+ * Client rules of an export against the real server: who may mount (a client no rule of
+ * any export admits has its TCP connections closed at accept; over UDP it is refused),
+ * NFS calls checked on every request (a handle alone is no key), per-rule ro and
+ * squashing, and SIGHUP reloads that remove a client, keep the others' sessions and
+ * survive a broken config file.
  *
  * Two clients on one host: libtirpc clients bound to 127.0.0.1 or to 127.0.0.2 before
  * connecting (all of 127/8 is loopback on Linux). The rules are 'insecure' so the tests do
@@ -12,6 +14,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -172,6 +175,52 @@ static int mnt_from(const char *src, nfs_fh3 *fh)
 			   fh);
 }
 
+static int mnt_udp_from(const char *src, nfs_fh3 *fh)
+{
+	return it_mnt_over(udp_src(src, IT_MOUNT_PROG, 3, srv.is_mount_port), IT_EXPORT, fh);
+}
+
+/* Whether the server closes fd (connected, nothing sent) within 2 s. */
+static bool closed_at_once(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char c;
+	bool closed;
+
+	closed = poll(&pfd, 1, 2000) == 1 && recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+	close(fd);
+	return closed;
+}
+
+/* Whether a TCP connection from src is closed at accept: no rule of any export admits src. */
+static bool tcp_refused_from(const char *src, int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0 ||
+	    connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0)
+		fail_msg("connect from %s to port %d: %s", src, port, strerror(errno));
+	return closed_at_once(fd);
+}
+
+/* The same over IPv6 loopback (::1). */
+static bool tcp6_refused(int port)
+{
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_port = htons(port) };
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	sa.sin6_addr = in6addr_loopback;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		fail_msg("connect over ::1 to port %d: %s", port, strerror(errno));
+	return closed_at_once(fd);
+}
+
 /* The groups MOUNT EXPORT lists for the first export, joined by spaces. */
 struct exportres {
 	char ex_dir[256];
@@ -257,7 +306,10 @@ static void assert_absent(const char *name)
 		fail_msg("%s exists after a refused call", path);
 }
 
-/* A client no rule admits cannot mount; EXPORT lists the rules' clients. */
+/*
+ * A client no rule admits cannot mount: its TCP connections are closed at accept, its MNT
+ * over UDP is refused; EXPORT lists the rules' clients.
+ */
 static void test_mount_refused(void **state)
 {
 	struct exportres ex;
@@ -266,13 +318,15 @@ static void test_mount_refused(void **state)
 
 	(void)state;
 	start("127.0.0.2(rw,insecure) 10.0.0.0/8(ro) fd00::/8()");
-	assert_int_equal(mnt_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
+	assert_true(tcp_refused_from("127.0.0.1", srv.is_mount_port));
+	assert_true(it_server_log_contains(&srv, "no client rule of any export admits it"));
+	assert_int_equal(mnt_udp_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
 	assert_true(it_server_log_contains(&srv, "no client rule of export /union admits 127.0.0.1"));
 	assert_int_equal(mnt_from("127.0.0.2", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
 
 	memset(&ex, 0, sizeof(ex));
-	c = clnt_src("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0);
+	c = udp_src("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port);
 	assert_int_equal(it_call(c, IT_MNTPROC_EXPORT, (xdrproc_t)it_xdr_void, NULL,
 				 (xdrproc_t)xdr_exportres, &ex), RPC_SUCCESS);
 	it_clnt_destroy(c);
@@ -304,12 +358,14 @@ static void test_reload(void **state)
 	it_assert_status(it_getattr(c1, &fh1, &attr), NFS3ERR_ACCES);
 	it_assert_status(it_create(c1, &fh1, "after-removal"), NFS3ERR_ACCES);
 	assert_absent("after-removal");
-	c1b = nfs_from("127.0.0.1", 0, 0);
+	/* a new TCP connection is not even accepted; over UDP the calls are refused */
+	assert_true(tcp_refused_from("127.0.0.1", srv.is_nfs_port));
+	c1b = udp_src("127.0.0.1", NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
 	it_assert_status(it_getattr(c1b, &fh1, &attr), NFS3ERR_ACCES);
 	/* the other client's handle does not help either: the rule is per peer */
 	it_assert_status(it_getattr(c1b, &fh2, &attr), NFS3ERR_ACCES);
 	it_clnt_destroy(c1b);
-	assert_int_equal(mnt_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
+	assert_int_equal(mnt_udp_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
 	it_assert_status(it_getattr(c2, &fh2, &attr), NFS3_OK);
 	it_assert_status(it_create(c2, &fh2, "kept"), NFS3_OK);
 
@@ -432,7 +488,8 @@ static void test_host_name(void **state)
 	assert_true(it_server_log_contains(&srv, "export /union: client localhost resolves to "));
 	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
-	assert_int_equal(mnt_from("127.0.0.2", NULL), MNT3ERR_ACCES_);
+	assert_true(tcp_refused_from("127.0.0.2", srv.is_mount_port));
+	assert_int_equal(mnt_udp_from("127.0.0.2", NULL), MNT3ERR_ACCES_);
 }
 
 /* UDP peers are matched like TCP ones. */
@@ -472,19 +529,20 @@ static void test_ipv6(void **state)
 		fprintf(stderr, "no IPv6 loopback here: test_ipv6 checks nothing\n");
 		return;
 	}
-	assert_int_equal(it_mnt_over(c, IT_EXPORT, NULL), MNT3ERR_ACCES_);
+	it_clnt_destroy(c);
+	/* A client no rule admits: its connection is closed at accept. */
+	assert_true(tcp6_refused(srv.is_mount_port));
 	reload("::1(rw,insecure)", RELOADED);
 	assert_int_equal(it_mnt_over(tcp6(IT_MOUNT_PROG, 3, srv.is_mount_port), IT_EXPORT, &fh),
 			 IT_MNT_OK);
 	it_fh_free(&fh);
-	assert_int_equal(mnt_from("127.0.0.1", NULL), MNT3ERR_ACCES_);
+	assert_true(tcp_refused_from("127.0.0.1", srv.is_mount_port));
 	/* IPv4 peers are compared as ::ffff:a.b.c.d, which ::/0 contains */
 	reload("::/0(rw,insecure)", RELOADED);
 	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
 	reload("0.0.0.0/0(rw,insecure)", RELOADED);
-	assert_int_equal(it_mnt_over(tcp6(IT_MOUNT_PROG, 3, srv.is_mount_port), IT_EXPORT, NULL),
-			 MNT3ERR_ACCES_);
+	assert_true(tcp6_refused(srv.is_mount_port));
 	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
 }

@@ -13,16 +13,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BASE_TEXT "pristine base\n"
+#define MNT3ERR_IO_ 5
+#define VIEWS_PER_RULE 4         /* max-views-per-rule of test_view_bounds */
+#define VIEW_IDLE_WAIT 2500      /* ms: the server's idle time for closing a view, and some */
 
 static struct it_server srv;
 static char cfgpath[PATH_MAX];
 static char clients[PATH_MAX];
 static char opts[PATH_MAX + 64];
+static const char *conf_extra = ""; /* more config file lines for start_in(true, ...) */
 
 /*
  * Starts the server with upper= given in a config file line (from_file) or with -o (which
@@ -50,9 +56,9 @@ static void start_in(bool from_file, bool in_lower)
 		it_path(clients, "%s/clients/sub", srv.is_dir);
 	it_path(cfgpath, "%s/views.conf", srv.is_dir);
 	n = snprintf(text, sizeof(text),
-		     "port 0\nmount-port 0\nportmap off\nstate %s\n"
+		     "port 0\nmount-port 0\nportmap off\nstate %s\n%s"
 		     "export %s %s:%s upper=%s/%%a,insecure,no_root_squash\n",
-		     srv.is_state, IT_EXPORT, srv.is_upper, srv.is_lower, clients);
+		     srv.is_state, conf_extra, IT_EXPORT, srv.is_upper, srv.is_lower, clients);
 	assert_true(n > 0 && (size_t)n < sizeof(text));
 	it_write_file(cfgpath, text, (size_t)n);
 	n = snprintf(opts, sizeof(opts), "upper=%s/%%a,insecure,no_root_squash", clients);
@@ -73,6 +79,7 @@ static void start(bool from_file)
 static int after_each(void **state)
 {
 	(void)state;
+	conf_extra = "";
 	return it_server_finish(&srv);
 }
 
@@ -618,6 +625,131 @@ static void test_check_views(void **state)
 	it_fh_free(&handmade);
 }
 
+static bool_t xdr_dirpath_arg(XDR *x, char **path)
+{
+	return xdr_string(x, path, 1024);
+}
+
+/* UMNT of the export from src: the client leaves the MOUNT list. */
+static void umnt_from(const char *src)
+{
+	CLIENT *c = it_clnt_from(src, IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0, false);
+	char *path = IT_EXPORT;
+
+	assert_int_equal(it_call(c, IT_MNTPROC_UMNT, (xdrproc_t)xdr_dirpath_arg, &path,
+				 (xdrproc_t)it_xdr_void, NULL), RPC_SUCCESS);
+	it_clnt_destroy(c);
+}
+
+/* How many descriptors the server has open (/proc/PID/fd). */
+static int server_fds(void)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)srv.is_pid);
+	d = opendir(path);
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* The client views open, as `unionnfsd-ctl status` counts them. */
+static int views_open(void)
+{
+	char out[8192];
+	const char *p;
+
+	assert_int_equal(ctl_cmd("status", out, sizeof(out)), 0);
+	p = strstr(out, "client view");
+	if (!p)
+		fail_msg("status says nothing about client views:\n%s", out);
+	while (p > out && p[-1] == ' ')
+		p--;
+	while (p > out && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	return atoi(p);
+}
+
+/* A client at src mounts, leaves a file in its own upper, and unmounts (or stays mounted). */
+static void client_visit(const char *src, bool stay, nfs_fh3 *root)
+{
+	CLIENT *c;
+
+	mnt_from(src, root);
+	c = nfs_from(src);
+	it_assert_status(it_create(c, root, "mine"), NFS3_OK);
+	it_clnt_destroy(c);
+	if (!stay)
+		umnt_from(src);
+}
+
+/*
+ * max-views-per-rule: clients from more addresses than the bound each get a view, the
+ * views of clients that unmounted and went quiet being closed for them, so open views and
+ * descriptors stay bounded; a closed view keeps its upper and opens again on its client's
+ * next call; when every open view has a mount, a new client's MNT fails and the log
+ * names the limit.
+ */
+static void test_view_bounds(void **state)
+{
+	nfs_fh3 old[VIEWS_PER_RULE], cur[VIEWS_PER_RULE], none;
+	char src[32], path[PATH_MAX];
+	int fds0, fds1, fds2;
+	CLIENT *c;
+
+	(void)state;
+	conf_extra = "max-views-per-rule 4\n";
+	start(true);
+	fds0 = server_fds();
+	for (int k = 0; k < VIEWS_PER_RULE; k++) {
+		snprintf(src, sizeof(src), "127.1.0.%d", 1 + k);
+		client_visit(src, false, &old[k]);
+	}
+	fds1 = server_fds();
+	assert_int_equal(views_open(), VIEWS_PER_RULE);
+	usleep(VIEW_IDLE_WAIT * 1000);
+	/* As many new clients again, staying mounted: each takes the place of an old view. */
+	for (int k = 0; k < VIEWS_PER_RULE; k++) {
+		snprintf(src, sizeof(src), "127.1.1.%d", 1 + k);
+		client_visit(src, true, &cur[k]);
+	}
+	fds2 = server_fds();
+	fprintf(stderr, "# views open: %d after %d clients, %d after %d; server descriptors %d, %d, %d (no view, %d views, %d views)\n",
+		VIEWS_PER_RULE, VIEWS_PER_RULE, views_open(), 2 * VIEWS_PER_RULE, fds0, fds1, fds2,
+		VIEWS_PER_RULE, views_open());
+	assert_int_equal(views_open(), VIEWS_PER_RULE);
+	/* Closed views gave their descriptors back: no growth like the first clients' (a few
+	 * descriptors of the new views' caches may differ). */
+	if (fds2 - fds1 > (fds1 - fds0) / 2)
+		fail_msg("the server holds %d descriptors after %d clients, %d after the first %d and %d with none",
+			 fds2, 2 * VIEWS_PER_RULE, fds1, VIEWS_PER_RULE, fds0);
+	/* Every open view has a mount: nothing may close, the next client is refused. */
+	assert_int_equal(mnt_status_from("127.1.2.1", &none), MNT3ERR_IO_);
+	if (!it_server_log_contains(&srv, "max-views-per-rule"))
+		fail_msg("the refused MNT's log line does not name max-views-per-rule");
+	assert_int_equal(views_open(), VIEWS_PER_RULE);
+	/* The old clients' uppers stayed; one of them comes back once a view may close. */
+	for (int k = 0; k < VIEWS_PER_RULE; k++) {
+		snprintf(path, sizeof(path), "127.1.0.%d", 1 + k);
+		assert_true(exists_in(clients, path));
+	}
+	umnt_from("127.1.1.1");
+	usleep(VIEW_IDLE_WAIT * 1000);
+	c = nfs_from("127.1.0.1");
+	it_assert_status(it_lookup(c, &old[0], "mine", NULL, NULL), NFS3_OK);
+	it_clnt_destroy(c);
+	assert_int_equal(views_open(), VIEWS_PER_RULE);
+	for (int k = 0; k < VIEWS_PER_RULE; k++) {
+		it_fh_free(&old[k]);
+		it_fh_free(&cur[k]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +761,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_no_name, after_each),
 		cmocka_unit_test_teardown(test_stale_causes, after_each),
 		cmocka_unit_test_teardown(test_check_views, after_each),
+		cmocka_unit_test_teardown(test_view_bounds, after_each),
 	};
 
 	return cmocka_run_group_tests_name("views", tests, NULL, NULL);

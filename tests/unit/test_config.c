@@ -210,6 +210,31 @@ static void test_net_limits(void **state)
 			  "1: idle-timeout: '-1' is not a number in 0..604800");
 }
 
+/* The slot bounds against one client address and one client rule: defaults, both forms, bounds. */
+static void test_per_client_limits(void **state)
+{
+	struct fixture *fx = *state;
+	const char *path;
+
+	assert_int_equal(fx->cf.cf_max_conns_per_host, 128);
+	assert_int_equal(fx->cf.cf_max_views_per_rule, 1024);
+	assert_int_equal(PARSE(fx, "--max-connections-per-host", "3", "--max-views-per-rule=7"), 0);
+	assert_int_equal(fx->cf.cf_max_conns_per_host, 3);
+	assert_int_equal(fx->cf.cf_max_views_per_rule, 7);
+	assert_int_equal(PARSE(fx, "--max-connections-per-host", "0"), -1);
+	assert_string_equal(fx->err, "option --max-connections-per-host: '0' is not a number in "
+				     "1..1000000");
+	assert_int_equal(PARSE(fx, "--max-views-per-rule", "65536"), -1);
+	assert_string_equal(fx->err, "option --max-views-per-rule: '65536' is not a number in "
+				     "1..65535");
+	path = write_file(fx, "max-connections-per-host 16\nmax-views-per-rule 300\n");
+	assert_int_equal(config_parse_file(&fx->cf, path, fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(fx->cf.cf_max_conns_per_host, 16);
+	assert_int_equal(fx->cf.cf_max_views_per_rule, 300);
+	expect_file_error(fx, "max-views-per-rule none\n",
+			  "1: max-views-per-rule: 'none' is not a number in 1..65535");
+}
+
 static void test_bad_strings(void **state)
 {
 	struct fixture *fx = *state;
@@ -549,8 +574,9 @@ static void test_file_bad_lines(void **state)
 
 	expect_file_error(fx, "port 2049\n\nrww 1\n",
 			  "3: unknown option 'rww' (expected listen, port, mount-port, portmap-port, "
-			  "state, portmap, workers, max-record, max-connections, idle-timeout, "
-			  "max-requests-per-connection, max-buffered, metrics, hosts, export, foreground)");
+			  "state, portmap, workers, max-record, max-connections, "
+			  "max-connections-per-host, idle-timeout, max-requests-per-connection, "
+			  "max-buffered, max-views-per-rule, metrics, hosts, export, foreground)");
 	expect_file_error(fx, "export /union /srv/upper rww\n",
 			  "1: unknown export option 'rww' (expected ro, rw, root_squash, "
 			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
@@ -794,6 +820,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_inline_values_and_ipv6, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_portmap_modes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_numbers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_per_client_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_net_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_strings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_and_missing, setup, teardown),

@@ -844,35 +844,236 @@ static double mono_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Past max_conns a connection is closed at once; the open ones keep working. */
+/* A client connection from source address src (all of 127.0.0.0/8 is loopback). */
+static struct cconn *cc_open_from(const char *src, int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in from = { .sin_family = AF_INET };
+	struct cconn *cc = calloc(1, sizeof(*cc));
+
+	assert_non_null(cc);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(inet_pton(AF_INET, src, &from.sin_addr), 1);
+	cc->cc_fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(cc->cc_fd >= 0);
+	assert_int_equal(bind(cc->cc_fd, (struct sockaddr *)&from, sizeof(from)), 0);
+	assert_int_equal(connect(cc->cc_fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	record_init(&cc->cc_rx, 8u << 20);
+	return cc;
+}
+
+/* Whether the server closes cc within ms milliseconds (EOF or reset, nothing else sent). */
+static bool cc_closed_within(struct cconn *cc, int ms)
+{
+	struct pollfd pfd = { .fd = cc->cc_fd, .events = POLLIN };
+	char c;
+
+	if (poll(&pfd, 1, ms) != 1)
+		return false;
+	return recv(cc->cc_fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* Keeps cc's connection busy: n slow calls from xid on, their replies read later. */
+static void cc_busy(struct cconn *cc, uint32_t xid, int n)
+{
+	for (int i = 0; i < n; i++)
+		send_call(cc, xid + (uint32_t)i, P_SLOW);
+}
+
+static void cc_busy_done(struct cconn *cc, uint32_t xid, int n)
+{
+	for (int i = 0; i < n; i++)
+		assert_true(reply_in(cc, xid, (uint32_t)n - 1));
+}
+
+/*
+ * Past max_conns a new connection closes the one idle longest and is served; only when
+ * every open one has calls in flight is the new one closed at once.
+ */
 static void test_net_max_conns(void **state)
 {
 	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2, .no_max_conns = 2 };
-	struct cconn *a, *b, *c;
+	struct cconn *a, *b, *c, *d;
 	struct harness h;
 
 	(void)state;
 	harness_start_opts(&h, &no);
 	a = cc_open(h.port);
-	b = cc_open(h.port);
 	send_call(a, 1, 0);
 	assert_true(reply_or_eof(a, 1));
+	b = cc_open(h.port);
 	send_call(b, 2, 0);
 	assert_true(reply_or_eof(b, 2));
 	c = cc_open(h.port);
 	send_call(c, 3, 0);
-	assert_false(reply_or_eof(c, 3));
-	cc_close(c);
-	send_call(a, 4, 0);
-	assert_true(reply_or_eof(a, 4));
-	/* A slot freed by a close is free again. */
-	cc_close(b);
-	usleep(100 * 1000);
-	c = cc_open(h.port);
-	send_call(c, 5, 0);
-	assert_true(reply_or_eof(c, 5));
-	cc_close(c);
+	assert_true(reply_or_eof(c, 3));
+	assert_true(cc_closed_within(a, 2000));
+	send_call(b, 4, 0);
+	assert_true(reply_or_eof(b, 4));
+	/* Both busy for a while (8 slow calls each, two workers): nothing can make room. */
+	cc_busy(b, 100, 8);
+	cc_busy(c, 200, 8);
+	usleep(200 * 1000);
+	d = cc_open(h.port);
+	send_call(d, 5, 0);
+	assert_false(reply_or_eof(d, 5));
+	cc_busy_done(b, 100, 8);
+	cc_busy_done(c, 200, 8);
+	cc_close(d);
 	cc_close(a);
+	cc_close(b);
+	cc_close(c);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+/*
+ * One address past max_conns_per_host closes its own connection idle longest (or, all
+ * busy, its new one), while another address is served next to it.
+ */
+static void test_net_per_host(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 3, .no_max_conns = 10,
+			       .no_max_conns_per_host = 2 };
+	struct cconn *a1, *a2, *a3, *a4, *b1;
+	struct harness h;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	a1 = cc_open_from("127.0.0.1", h.port);
+	send_call(a1, 1, 0);
+	assert_true(reply_or_eof(a1, 1));
+	a2 = cc_open_from("127.0.0.1", h.port);
+	send_call(a2, 2, 0);
+	assert_true(reply_or_eof(a2, 2));
+	b1 = cc_open_from("127.0.0.2", h.port);
+	send_call(b1, 3, 0);
+	assert_true(reply_or_eof(b1, 3));
+	a3 = cc_open_from("127.0.0.1", h.port);
+	send_call(a3, 4, 0);
+	assert_true(reply_or_eof(a3, 4));
+	assert_true(cc_closed_within(a1, 2000));
+	send_call(b1, 5, 0);
+	assert_true(reply_or_eof(b1, 5));
+	send_call(a2, 6, 0);
+	assert_true(reply_or_eof(a2, 6));
+	/* Both of its connections busy: its next one is closed, the other address's is not. */
+	cc_busy(a2, 100, 4);
+	cc_busy(a3, 200, 4);
+	usleep(100 * 1000);
+	a4 = cc_open_from("127.0.0.1", h.port);
+	send_call(a4, 7, 0);
+	assert_false(reply_or_eof(a4, 7));
+	send_call(b1, 8, 0);
+	assert_true(reply_or_eof(b1, 8));
+	cc_busy_done(a2, 100, 4);
+	cc_busy_done(a3, 200, 4);
+	cc_close(a1);
+	cc_close(a2);
+	cc_close(a3);
+	cc_close(a4);
+	cc_close(b1);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+/* A record mark sent a byte at a time is no call: such connections make room for others. */
+static void test_net_trickle_is_idle(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2, .no_max_conns = 2 };
+	struct cconn *x, *y, *z;
+	struct harness h;
+	uint8_t mark = 0x80;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	x = cc_open_from("127.0.0.1", h.port);
+	write_all(x->cc_fd, &mark, 1);
+	usleep(50 * 1000);
+	y = cc_open_from("127.0.0.1", h.port);
+	write_all(y->cc_fd, &mark, 1);
+	usleep(50 * 1000);
+	/* The newest byte does not make x newer than y: x holds no call. */
+	write_all(x->cc_fd, &mark, 1);
+	usleep(50 * 1000);
+	z = cc_open_from("127.0.0.2", h.port);
+	send_call(z, 1, 0);
+	assert_true(reply_or_eof(z, 1));
+	assert_true(cc_closed_within(x, 2000));
+	assert_false(cc_closed_within(y, 100));
+	cc_close(x);
+	cc_close(y);
+	cc_close(z);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+static bool admit_not_dot2(void *arg, const struct sockaddr *peer, socklen_t len)
+{
+	const struct sockaddr_in *s = (const struct sockaddr_in *)peer;
+
+	(void)arg;
+	assert_true(len >= sizeof(*s));
+	assert_int_equal(peer->sa_family, AF_INET);
+	return ntohl(s->sin_addr.s_addr) != 0x7f000002u;
+}
+
+/* A client the admission callback refuses is closed at once and costs no slot. */
+static void test_net_admit(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2, .no_max_conns = 1,
+			       .no_admit = admit_not_dot2 };
+	struct cconn *a, *r;
+	struct harness h;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	a = cc_open_from("127.0.0.1", h.port);
+	send_call(a, 1, 0);
+	assert_true(reply_or_eof(a, 1));
+	for (int i = 0; i < 3; i++) {
+		r = cc_open_from("127.0.0.2", h.port);
+		send_call(r, 10, 0);
+		assert_false(reply_or_eof(r, 10));
+		cc_close(r);
+	}
+	/* The one slot stayed a's: it was never closed to make room. */
+	send_call(a, 2, 0);
+	assert_true(reply_or_eof(a, 2));
+	cc_close(a);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+/*
+ * The idle timeout counts from the last call received or reply sent: a record trickled a
+ * byte at a time does not keep its connection open.
+ */
+static void test_net_idle_trickle(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2, .no_idle_timeout = 1 };
+	uint8_t mark[4];
+	struct cconn *t;
+	struct harness h;
+	double t0;
+	bool closed = false;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	t = cc_open(h.port);
+	frame(mark, 100, true);
+	write_all(t->cc_fd, mark, sizeof(mark));
+	t0 = mono_now();
+	/* A byte every 0.2 s: traffic, but never a call. */
+	while (!closed && mono_now() - t0 < 4.0) {
+		uint8_t b = 0;
+
+		closed = send(t->cc_fd, &b, 1, MSG_NOSIGNAL) != 1 || cc_closed_within(t, 200);
+	}
+	print_message("a trickling connection was %s after %.1f s (idle timeout 1 s)\n",
+		      closed ? "closed" : "still open", mono_now() - t0);
+	assert_true(closed);
+	cc_close(t);
 	harness_stop(&h);
 	harness_finish(&h);
 }
@@ -1021,6 +1222,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_net_emfile, restore_nofile),
 		cmocka_unit_test(test_net_backpressure),
 		cmocka_unit_test(test_net_max_conns),
+		cmocka_unit_test(test_net_per_host),
+		cmocka_unit_test(test_net_trickle_is_idle),
+		cmocka_unit_test(test_net_admit),
+		cmocka_unit_test(test_net_idle_trickle),
 		cmocka_unit_test(test_net_idle_timeout),
 		cmocka_unit_test(test_net_max_requests),
 		cmocka_unit_test(test_net_max_buffered),
