@@ -78,10 +78,17 @@ int uds_may_search(const struct udirset *ds, int n)
 
 int uds_may_list(const struct udirset *ds)
 {
-	int r = 0;
+	int r = 0, fd;
 
-	for (int i = 0; i < ds->ds_n && r == 0; i++)
+	for (int i = 0; i < ds->ds_n && r == 0; i++) {
 		r = fsio_access(ds->ds_fd[i], R_OK);
+		if (r != -ENOSYS)
+			continue;
+		/* Before Linux 5.8 (no faccessat2): opening it for reading, as a listing does. */
+		r = fsio_reopen_dir(ds->ds_fd[i], &fd);
+		if (r == 0)
+			fsio_close(fd);
+	}
 	return r;
 }
 
