@@ -175,6 +175,7 @@ struct net_server {
 	unsigned ns_idle;                      /* seconds, 0: off */
 	uint64_t ns_max_buffered;
 	uint64_t ns_buffered;                  /* see the comment at the top */
+	bool ns_udp;                           /* listeners take UDP too */
 	bool ns_pressured;                     /* a connection was paused by ns_max_buffered */
 	unsigned ns_nconns;
 	ev_tstamp ns_full_warned, ns_buf_warned, ns_host_warned, ns_admit_warned, ns_evict_warned;
@@ -1360,6 +1361,7 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
 	srv->ns_admit = opts->no_admit;
 	srv->ns_admit_arg = opts->no_admit_arg;
 	srv->ns_idle = opts->no_idle_timeout;
+	srv->ns_udp = opts->no_udp;
 	srv->ns_full_warned = srv->ns_buf_warned = srv->ns_host_warned = -NET_WARN_EVERY;
 	srv->ns_admit_warned = srv->ns_evict_warned = -NET_WARN_EVERY;
 	if (opts->no_listen != NULL && (srv->ns_listen = strdup(opts->no_listen)) == NULL)
@@ -1492,14 +1494,16 @@ static int net_get_port(int fd)
 }
 
 /*
- * Binds TCP and UDP on the same port of addr. Port 0 lets TCP pick and retries when UDP
- * finds that port taken. On failure err names the protocol and *failed_tcp says which.
+ * Binds TCP, and with want_udp UDP on the same port of addr (*udp -1 otherwise). Port 0
+ * lets TCP pick and retries when UDP finds that port taken. On failure err names the
+ * protocol and *failed_tcp says which.
  */
 static int net_bind_pair(struct sockaddr_storage *addr, socklen_t addrlen, int port,
-			 int *tcp, int *udp, bool *failed_tcp)
+			 bool want_udp, int *tcp, int *udp, bool *failed_tcp)
 {
 	int rc = 0;
 
+	*udp = -1;
 	for (int attempt = 0; attempt < NET_PORT0_TRIES; attempt++) {
 		net_set_port(addr, port);
 		*failed_tcp = true;
@@ -1511,6 +1515,8 @@ static int net_bind_pair(struct sockaddr_storage *addr, socklen_t addrlen, int p
 			close(*tcp);
 			return rc;
 		}
+		if (!want_udp)
+			return 0;
 		net_set_port(addr, rc);
 		*failed_tcp = false;
 		rc = net_bind_one(addr, addrlen, SOCK_DGRAM, udp);
@@ -1558,7 +1564,7 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 				 srv->ns_listen);
 			return -EINVAL;
 		}
-		rc = net_bind_pair(&addr, addrlen, port, &tcp, &udp, &failed_tcp);
+		rc = net_bind_pair(&addr, addrlen, port, srv->ns_udp, &tcp, &udp, &failed_tcp);
 	} else {
 		/* IPv6 any also takes IPv4 (V6ONLY off); hosts without IPv6 get IPv4 any. */
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&addr;
@@ -1566,7 +1572,7 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 		s6->sin6_family = AF_INET6;
 		s6->sin6_addr = in6addr_any;
 		addrlen = sizeof(*s6);
-		rc = net_bind_pair(&addr, addrlen, port, &tcp, &udp, &failed_tcp);
+		rc = net_bind_pair(&addr, addrlen, port, srv->ns_udp, &tcp, &udp, &failed_tcp);
 		if (rc == -EAFNOSUPPORT || rc == -EADDRNOTAVAIL || rc == -EPROTONOSUPPORT) {
 			struct sockaddr_in *s4 = (struct sockaddr_in *)&addr;
 
@@ -1574,7 +1580,7 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 			s4->sin_family = AF_INET;
 			s4->sin_addr.s_addr = htonl(INADDR_ANY);
 			addrlen = sizeof(*s4);
-			rc = net_bind_pair(&addr, addrlen, port, &tcp, &udp, &failed_tcp);
+			rc = net_bind_pair(&addr, addrlen, port, srv->ns_udp, &tcp, &udp, &failed_tcp);
 		}
 	}
 	if (rc < 0) {
@@ -1587,7 +1593,8 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 	if (l == NULL || bound < 0) {
 		free(l);
 		close(tcp);
-		close(udp);
+		if (udp >= 0)
+			close(udp);
 		snprintf(err, errlen, "cannot listen on port %d: out of memory", port);
 		return -ENOMEM;
 	}
@@ -1606,7 +1613,8 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 	srv->ns_listeners = l;
 	if (!srv->ns_shutting) {
 		ev_io_start(srv->ns_loop, &l->nl_accept);
-		ev_io_start(srv->ns_loop, &l->nl_udp_io);
+		if (udp >= 0)
+			ev_io_start(srv->ns_loop, &l->nl_udp_io);
 	}
 	return bound;
 }

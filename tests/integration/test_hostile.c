@@ -811,7 +811,8 @@ static int group_setup(void **state)
 	it_srv.is_extra[3] = "--max-requests-per-connection=16";
 	/* One address (127.0.0.1) plays every client here. */
 	it_srv.is_extra[4] = conns_per_host;
-	it_srv.is_extra[5] = NULL;
+	it_srv.is_extra[5] = "--udp"; /* garbage UDP */
+	it_srv.is_extra[6] = NULL;
 	data = malloc(BIG_FILE_LEN);
 	if (data == NULL)
 		return -1;
