@@ -73,9 +73,6 @@
 #define NET_ADDRSTR (INET6_ADDRSTRLEN + 8)
 #define NET_PRESSURE_RX (64u << 10)         /* partial record a connection may grow under pressure */
 #define NET_WARN_EVERY 60.0                 /* seconds between repeated limit warnings */
-#define NET_RESERVE_BIG ((1u << 20) + (8u << 10)) /* reply estimate: READ, READDIR(PLUS) */
-#define NET_RESERVE_SMALL (8u << 10)        /* reply estimate: every other call */
-#define NET_NFS_PROGRAM 100003u
 /* Descriptors kept from clients: a quarter of the open files limit, at least this many. */
 #define NET_FD_RESERVE_MIN 64
 /* Connections looked at for one to close; the ones passed over all have calls or replies. */
@@ -488,24 +485,14 @@ static void conn_close(struct net_conn *c)
 
 /*
  * What a call may need for its reply, counted while it is in flight: small requests can
- * ask for large replies, so counting request bytes alone would let pipelined READs of
- * clients that never read pile up far past max_buffered. Only the calls with large
- * replies (NFS READ, READDIR, READDIRPLUS) are charged the largest reply; the estimate
- * is replaced by the real size when the reply comes back.
+ * ask for large replies (READ, READDIR, a MOUNT list), so counting request bytes alone
+ * would let pipelined calls of clients that never read pile up far past max_buffered.
+ * Each call is charged the most its procedure may answer, a bound the dispatcher enforces
+ * (rpc_reply_max); the real size replaces it when the reply comes back.
  */
 static size_t net_reply_estimate(const uint8_t *rec, size_t len)
 {
-	uint32_t prog, proc;
-
-	if (len < 24)
-		return NET_RESERVE_SMALL;
-	memcpy(&prog, rec + 12, 4);
-	memcpy(&proc, rec + 20, 4);
-	prog = ntohl(prog);
-	proc = ntohl(proc);
-	if (prog == NET_NFS_PROGRAM && (proc == 6 || proc == 16 || proc == 17))
-		return NET_RESERVE_BIG;
-	return NET_RESERVE_SMALL;
+	return rpc_reply_max(rec, len);
 }
 
 /* Hands a complete record to the pool. False when memory ran out (connection closed). */
@@ -549,7 +536,7 @@ static bool conn_record_done(struct net_conn *c)
 	rec = record_take(&c->nc_rx, &rlen);
 	conn_sync_rx(c);
 	conn_touch(c);
-	if (conn_hard_pressed(c->nc_srv) && net_reply_estimate(rec, rlen) > NET_RESERVE_SMALL) {
+	if (conn_hard_pressed(c->nc_srv) && net_reply_estimate(rec, rlen) > RPC_REPLY_SMALL) {
 		c->nc_park = rec;
 		c->nc_parklen = rlen;
 		c->nc_srv->ns_buffered += rlen;

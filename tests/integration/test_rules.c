@@ -284,7 +284,8 @@ static void assert_absent(const char *name)
 
 /*
  * A client no rule admits cannot mount: its TCP connections are closed at accept, its MNT
- * over UDP is refused; EXPORT lists the rules' clients.
+ * over UDP is refused, and so is its EXPORT; an admitted client's EXPORT lists the rules'
+ * clients.
  */
 static void test_mount_refused(void **state)
 {
@@ -301,8 +302,13 @@ static void test_mount_refused(void **state)
 	assert_int_equal(mnt_from("127.0.0.2", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
 
+	/* EXPORT too is only for clients a rule admits (test_mountlist has the rest). */
 	memset(&ex, 0, sizeof(ex));
 	c = it_clnt_udp_from("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port);
+	assert_int_equal(it_call(c, IT_MNTPROC_EXPORT, (xdrproc_t)it_xdr_void, NULL,
+				 (xdrproc_t)xdr_exportres, &ex), RPC_AUTHERROR);
+	it_clnt_destroy(c);
+	c = clnt_src("127.0.0.2", IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0);
 	assert_int_equal(it_call(c, IT_MNTPROC_EXPORT, (xdrproc_t)it_xdr_void, NULL,
 				 (xdrproc_t)xdr_exportres, &ex), RPC_SUCCESS);
 	it_clnt_destroy(c);

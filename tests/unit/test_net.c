@@ -107,9 +107,12 @@ static const struct rpc_proc t_v1[] = {
 };
 static const struct rpc_proc *const t_procs[] = { t_v1 };
 static const uint32_t t_nprocs[] = { 4 };
+/* ECHO answers with what it got: as large as a record may be (no_max_record). */
+static const uint32_t t_big[] = { 1u << P_ECHO };
 static const struct rpc_program t_program = {
 	.rg_prog = TEST_PROG, .rg_vers_min = 1, .rg_vers_max = 1,
 	.rg_procs = t_procs, .rg_nprocs = t_nprocs,
+	.rg_big_replies = t_big, .rg_reply_big = (2u << 20) + 4096,
 };
 
 /* ---- client side ---- */
