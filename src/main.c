@@ -651,6 +651,23 @@ static int main_control(struct main_ctx *mc, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The state directory holds the handle key: whoever can read the map can forge handles
+ * (the client rules are still checked on every call). It is made 0700, but an existing
+ * directory keeps whatever mode it was given.
+ */
+static void main_check_state_mode(struct main_ctx *mc)
+{
+	const char *dir = mc->mc_cfg.cf_state_dir;
+	struct stat st;
+
+	if (stat(dir, &st) < 0 || (st.st_mode & 077) == 0)
+		return;
+	main_warn(mc,
+		  "state directory %s is accessible to its group or others (mode %04o); it holds the file handle key, with which handles can be forged: chmod 700 %s",
+		  dir, (unsigned)(st.st_mode & 07777), dir);
+}
+
 /* Everything from opening the store to serving. Returns 0, or -1 with a message in err. */
 static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 {
@@ -667,6 +684,7 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		snprintf(err, errlen, "%s", lerr);
 		return -1;
 	}
+	main_check_state_mode(mc);
 	mc->mc_exports = calloc((size_t)cf->cf_nexports, sizeof(*mc->mc_exports));
 	if (!mc->mc_exports) {
 		snprintf(err, errlen, "out of memory");
