@@ -53,8 +53,8 @@ struct net_opts {
 int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct net_server **out);
 
 /*
- * Listens on TCP port, and on UDP port with no_udp (0 picks a free port, the same one for
- * both protocols).
+ * Listens on TCP port, and on UDP port too when no_udp is set (0 picks a free port, the
+ * same one for both protocols).
  * Every listener serves every registered program. Returns the bound port, or -errno with
  * a message in err naming the port and the cause.
  */

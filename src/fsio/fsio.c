@@ -612,7 +612,7 @@ static gid_t fsio_cur_gid(void)
 	return (gid_t)syscall(SYS_setfsgid, (gid_t)-1);
 }
 
-/* Where the calling thread's CAP_SYS_RESOURCE stands, so that no change costs nothing. */
+/* Where the calling thread's CAP_SYS_RESOURCE stands: a call that changes nothing costs nothing. */
 enum fsio_sysres { FSIO_SYSRES_UNKNOWN = 0, FSIO_SYSRES_ON, FSIO_SYSRES_OFF, FSIO_SYSRES_NONE };
 static __thread enum fsio_sysres fsio_sysres;
 

@@ -496,6 +496,23 @@ size_t rpc_reply_max(const void *rec, size_t len)
 	return dispatch_reply_max(ntohl(w[0]), ntohl(w[1]), ntohl(w[2]));
 }
 
+/*
+ * Whether a reply of len bytes keeps to its procedure's bound. The transport counted on
+ * the bound for its memory, so a longer reply is a bug: logged, and answered SYSTEM_ERR.
+ */
+static bool dispatch_within_bound(const struct rpc_call *call, const struct rpc_proc *proc,
+				  size_t len)
+{
+	size_t max = dispatch_reply_max(call->rc_prog, call->rc_vers, call->rc_proc);
+
+	if (len <= max)
+		return true;
+	log_err("rpc: the %zu-byte reply of %s (program %u version %u) exceeds its bound of %zu "
+		"bytes; answering SYSTEM_ERR", len, proc->rp_name ? proc->rp_name : "?",
+		call->rc_prog, call->rc_vers, max);
+	return false;
+}
+
 void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, socklen_t peerlen,
 		   const struct sockaddr *local, socklen_t locallen, int protocol, size_t *outlen)
 {
@@ -624,13 +641,7 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 
 encode:
 	out = dispatch_encode(call.rc_xid, protocol, &r, rq.rq_arena, outlen);
-	if (out != NULL && proc != NULL &&
-	    *outlen > dispatch_reply_max(call.rc_prog, call.rc_vers, call.rc_proc)) {
-		/* The transport counted on the bound for its memory: a longer reply is a bug. */
-		log_err("rpc: the %zu-byte reply of %s (program %u version %u) exceeds its bound of "
-			"%zu bytes; answering SYSTEM_ERR", *outlen, proc->rp_name ? proc->rp_name : "?",
-			call.rc_prog, call.rc_vers,
-			dispatch_reply_max(call.rc_prog, call.rc_vers, call.rc_proc));
+	if (out != NULL && proc != NULL && !dispatch_within_bound(&call, proc, *outlen)) {
 		rpc_reply_free(out);
 		r = (struct dispatch_reply){ .dr_stat = MSG_ACCEPTED, .dr_code = SYSTEM_ERR };
 		out = dispatch_encode(call.rc_xid, protocol, &r, NULL, outlen);
