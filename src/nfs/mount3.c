@@ -5,7 +5,9 @@
  * Only NULL is answered to everyone. MNT refuses a client no rule of the export admits
  * (MNT3ERR_ACCES); DUMP, UMNT, UMNTALL and EXPORT have no status to say no with, so a
  * client no rule of any export admits gets an RPC authentication error instead, and
- * learns neither who mounted what nor which exports and networks exist.
+ * learns neither who mounted what nor which exports and networks exist. (Over TCP such a
+ * client only gets here on a connection a reload left without a rule: net closes its new
+ * connections at accept.)
  */
 #include <arpa/inet.h>
 #include <errno.h>
