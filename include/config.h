@@ -57,6 +57,7 @@ enum portmap_mode { PORTMAP_AUTO = 0, PORTMAP_RPCBIND, PORTMAP_BUILTIN, PORTMAP_
 
 struct config {
 	bool cf_foreground;      /* -f */
+	bool cf_udp;             /* --udp: also listen on UDP; default TCP only */
 	char *cf_listen;         /* NULL: all addresses */
 	char *cf_metrics;        /* --metrics ADDR:PORT of the Prometheus endpoint; NULL: none */
 	int cf_port;             /* NFS port, default 2049; 0 picks a free one */

@@ -137,6 +137,17 @@ void fsio_restore(const struct fsio_ids *saved);
  * -errno.
  */
 int fsio_access(int fd, int mask);
+/*
+ * CAP_SYS_RESOURCE follows the file system identity, as in knfsd (nfsd_setuser): the
+ * calling thread has it in its effective set while it acts as fsuid 0 (copy-up, the work
+ * directory) and not while it acts as anyone else, so a client's (squashed) user can
+ * neither exceed a quota nor take the blocks a file system reserves for root. The kernel
+ * takes away only the file system capabilities (CAP_DAC_OVERRIDE, CAP_CHOWN, ...) when the
+ * fsuid leaves 0. Call after every change of the thread's fsuid (fsio_become_root and
+ * fsio_restore do); no system call unless the capability must change. Does nothing for a
+ * process without it. Returns 0 or -errno.
+ */
+int fsio_fit_caps(uid_t fsuid);
 /* Whether the calling thread's identity may access an object with st (mode bits only). */
 bool fsio_may(const struct stat *st, int mask);
 /* Whether the calling thread acts as the owner of st (or as root). */

@@ -43,6 +43,7 @@ struct net_opts {
 	uint64_t no_max_buffered;   /* request, reassembly and reply bytes across all connections */
 	net_admit_fn *no_admit;     /* NULL: every client may connect */
 	void *no_admit_arg;
+	bool no_udp;                /* listeners take UDP datagrams too; false: TCP only */
 };
 
 #define NET_DEFAULT_MAX_CONNS 1024u
@@ -52,7 +53,8 @@ struct net_opts {
 int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct net_server **out);
 
 /*
- * Listens on TCP and UDP port (0 picks a free port, the same one for both protocols).
+ * Listens on TCP port, and on UDP port too when no_udp is set (0 picks a free port, the
+ * same one for both protocols).
  * Every listener serves every registered program. Returns the bound port, or -errno with
  * a message in err naming the port and the cause.
  */

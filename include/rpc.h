@@ -19,6 +19,11 @@
 
 #define RPC_MAX_GROUPS 16
 #define RPC_MAX_MACHINE 255
+/*
+ * Largest reply, record mark included, of a procedure a program does not list among its
+ * large ones (rg_big_replies): see rpc_reply_max().
+ */
+#define RPC_REPLY_SMALL (8u << 10)
 
 struct rpc_cred {
 	uint32_t rc_flavor;      /* AUTH_NONE or AUTH_SYS */
@@ -102,6 +107,12 @@ struct rpc_program {
 	const uint32_t *rg_nprocs;  /* per version */
 	/* per version, bit p: a retransmission of procedure p gets the cached reply (drc.h) */
 	const uint32_t *rg_nonidempotent;
+	/*
+	 * per version, bit p: procedure p may reply with up to rg_reply_big bytes (READ's
+	 * data, a long list); NULL: every reply is at most RPC_REPLY_SMALL
+	 */
+	const uint32_t *rg_big_replies;
+	size_t rg_reply_big;
 };
 
 /* Parsed call header. Parsing never allocates; hostile input gives a clean error. */
@@ -123,6 +134,15 @@ enum rpc_parse {
 };
 
 enum rpc_parse rpc_parse_call(const void *rec, size_t len, struct rpc_call *call);
+
+/*
+ * The largest reply, record mark included, the dispatcher may send for the call in rec
+ * (its program, version and procedure; RPC_REPLY_SMALL for anything it cannot tell or does
+ * not serve). A reply that would be longer is replaced by SYSTEM_ERR, so a transport may
+ * count on this bound for the memory a call in flight will need. Any thread, once the
+ * programs are registered.
+ */
+size_t rpc_reply_max(const void *rec, size_t len);
 
 /* Registers the programs served and the context handed to their handlers. Call once. */
 void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms, void *ctx);

@@ -57,7 +57,7 @@ static const char config_usage[] =
 	"                 [--idle-timeout SECONDS]\n"
 	"                 [--max-requests-per-connection N] [--max-buffered BYTES]\n"
 	"                 [--max-views-per-rule N]\n"
-	"                 [--metrics ADDR:PORT] [--hosts FILE]\n"
+	"                 [--metrics ADDR:PORT] [--hosts FILE] [--udp]\n"
 	"\n"
 	"  -f                  stay in the foreground and log to stderr (default: daemon, syslog)\n"
 	"  -c FILE             read settings from FILE at this point; later settings win\n"
@@ -79,8 +79,10 @@ static const char config_usage[] =
 	"                      address, a CIDR network (10.0.0.0/8, fd00::/8) or a host name\n"
 	"                      (resolved at start and on SIGHUP); CLIENT() takes the defaults\n"
 	"  --listen ADDR       numeric IPv4 or IPv6 address to listen on (default: all)\n"
-	"  --port N            NFS port, TCP and UDP (default 2049; 0 picks a free port)\n"
-	"  --mount-port N      MOUNT port, TCP and UDP (default 20048; 0 picks a free port)\n"
+	"  --port N            NFS port (default 2049; 0 picks a free port)\n"
+	"  --mount-port N      MOUNT port (default 20048; 0 picks a free port)\n"
+	"  --udp               serve NFS, MOUNT and the built-in portmapper over UDP too\n"
+	"                      (default: TCP only)\n"
 	"  --state DIR         state directory holding the inode map (default /var/lib/unionnfsd)\n"
 	"  --portmap MODE      auto (default): rpcbind if it runs, else built-in, else warn;\n"
 	"                      rpcbind | builtin | off\n"
@@ -112,6 +114,8 @@ void config_init(struct config *cf)
 {
 	memset(cf, 0, sizeof(*cf));
 	cf->cf_foreground = false;
+	/* UDP is opt-in, as in current nfs-utils: its replies go wherever a datagram claims. */
+	cf->cf_udp = false;
 	cf->cf_listen = NULL;
 	cf->cf_port = CONFIG_DEFAULT_PORT;
 	cf->cf_mount_port = CONFIG_DEFAULT_MOUNT_PORT;
@@ -951,7 +955,7 @@ static int config_split(char *line, char **words, int max)
 	"listen, port, mount-port, portmap-port, state, portmap, workers, max-record, " \
 	"max-connections, max-connections-per-host, idle-timeout, max-requests-per-connection, " \
 	"max-buffered, max-views-per-rule, metrics, hosts, export, " \
-	"foreground"
+	"foreground, udp"
 
 #define CONFIG_MAX_WORDS (3 + CONFIG_MAX_RULES)
 
@@ -989,6 +993,20 @@ static int config_file_export(struct config *cf, char **w, int n, char *err, siz
 	return 0;
 }
 
+/* A directive that is on or off: "NAME" or "NAME yes" turn it on, "NAME no" off. */
+static int config_file_switch(char **w, int n, bool *field, char *err, size_t errlen)
+{
+	if (n == 1 || (n == 2 && !strcmp(w[1], "yes"))) {
+		*field = true;
+	} else if (n == 2 && !strcmp(w[1], "no")) {
+		*field = false;
+	} else {
+		err_set(err, errlen, "%s takes no value, yes or no", w[0]);
+		return -1;
+	}
+	return 0;
+}
+
 static int config_file_line(struct config *cf, char *line, char *err, size_t errlen)
 {
 	char *w[CONFIG_MAX_WORDS + 1];
@@ -1004,17 +1022,10 @@ static int config_file_line(struct config *cf, char *line, char *err, size_t err
 	}
 	if (!strcmp(w[0], "export"))
 		return config_file_export(cf, w, n, err, errlen);
-	if (!strcmp(w[0], "foreground")) {
-		if (n == 1 || (n == 2 && !strcmp(w[1], "yes"))) {
-			cf->cf_foreground = true;
-		} else if (n == 2 && !strcmp(w[1], "no")) {
-			cf->cf_foreground = false;
-		} else {
-			err_set(err, errlen, "foreground takes no value, yes or no");
-			return -1;
-		}
-		return 0;
-	}
+	if (!strcmp(w[0], "foreground"))
+		return config_file_switch(w, n, &cf->cf_foreground, err, errlen);
+	if (!strcmp(w[0], "udp"))
+		return config_file_switch(w, n, &cf->cf_udp, err, errlen);
 	k = config_find_key(w[0], strlen(w[0]));
 	if (k < 0) {
 		err_set(err, errlen, "unknown option '%s' (expected " CONFIG_FILE_KEYS ")", w[0]);
@@ -1107,6 +1118,13 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 		}
 		if (!strcmp(arg, "-f")) {
 			cf->cf_foreground = true;
+		} else if (!strcmp(arg, "--udp")) {
+			cf->cf_udp = true;
+		} else if (!strncmp(arg, "--udp=", 6)) {
+			err_set(err, errlen,
+				   "option --udp takes no value ('%.200s'); give --udp alone to serve UDP as well as TCP, leave it out for TCP only",
+				   arg);
+			return -1;
 		} else if (!strcmp(arg, "-c")) {
 			if (!(val = config_arg_value(argc, argv, &i, NULL, "-c", err, errlen)))
 				return -1;

@@ -180,12 +180,13 @@ static int main_listen(struct main_ctx *mc, int port, char *err, size_t errlen)
 	return bound;
 }
 
+/* TCP, and UDP when it is served: a mapping that is not served would only mislead. */
 static void main_add_map(struct main_ctx *mc, uint32_t prog, uint32_t vers, int port)
 {
 	static const uint32_t prots[] = { IPPROTO_TCP, IPPROTO_UDP };
-	size_t i;
+	size_t i, n = mc->mc_cfg.cf_udp ? 2 : 1;
 
-	for (i = 0; i < sizeof(prots) / sizeof(prots[0]); i++) {
+	for (i = 0; i < n; i++) {
 		if (mc->mc_nmaps >= MAIN_MAX_MAPS)
 			return;
 		mc->mc_maps[mc->mc_nmaps++] = (struct portmap_mapping){
@@ -217,7 +218,8 @@ static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
 	n = mc->mc_nmaps;
 	memcpy(all, mc->mc_maps, (size_t)n * sizeof(all[0]));
 	all[n++] = (struct portmap_mapping){ PMAP_PROG, PMAP_VERS, IPPROTO_TCP, (uint32_t)port };
-	all[n++] = (struct portmap_mapping){ PMAP_PROG, PMAP_VERS, IPPROTO_UDP, (uint32_t)port };
+	if (mc->mc_cfg.cf_udp)
+		all[n++] = (struct portmap_mapping){ PMAP_PROG, PMAP_VERS, IPPROTO_UDP, (uint32_t)port };
 	portmap_builtin_set(all, n);
 	log_info("built-in portmapper on port %d", port);
 	return 0;
@@ -397,6 +399,7 @@ static void main_reload_other_settings(const struct config *oc, const struct con
 	MAIN_CHANGED(oc->cf_max_requests != nc->cf_max_requests, "max-requests-per-connection");
 	MAIN_CHANGED(oc->cf_max_buffered != nc->cf_max_buffered, "max-buffered");
 	MAIN_CHANGED(main_str_differs(oc->cf_metrics, nc->cf_metrics), "metrics");
+	MAIN_CHANGED(oc->cf_udp != nc->cf_udp, "udp");
 #undef MAIN_CHANGED
 	if (used > 0)
 		log_warn("SIGHUP: changed settings need a restart of unionnfsd to take effect: %s", names);
@@ -648,6 +651,23 @@ static int main_control(struct main_ctx *mc, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The state directory holds the handle key: whoever can read the map can forge handles
+ * (the client rules are still checked on every call). It is made 0700, but an existing
+ * directory keeps whatever mode it was given.
+ */
+static void main_check_state_mode(struct main_ctx *mc)
+{
+	const char *dir = mc->mc_cfg.cf_state_dir;
+	struct stat st;
+
+	if (stat(dir, &st) < 0 || (st.st_mode & 077) == 0)
+		return;
+	main_warn(mc,
+		  "state directory %s is accessible to its group or others (mode %04o); it holds the file handle key, with which handles can be forged: chmod 700 %s",
+		  dir, (unsigned)(st.st_mode & 07777), dir);
+}
+
 /* Everything from opening the store to serving. Returns 0, or -1 with a message in err. */
 static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 {
@@ -664,6 +684,7 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		snprintf(err, errlen, "%s", lerr);
 		return -1;
 	}
+	main_check_state_mode(mc);
 	mc->mc_exports = calloc((size_t)cf->cf_nexports, sizeof(*mc->mc_exports));
 	if (!mc->mc_exports) {
 		snprintf(err, errlen, "out of memory");
@@ -714,6 +735,7 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		.no_idle_timeout = cf->cf_idle_timeout,
 		.no_max_requests = cf->cf_max_requests,
 		.no_max_buffered = cf->cf_max_buffered,
+		.no_udp = cf->cf_udp,
 	};
 	rc = net_server_create(mc->mc_loop, &no, &mc->mc_net);
 	if (rc < 0) {

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -611,18 +612,57 @@ static gid_t fsio_cur_gid(void)
 	return (gid_t)syscall(SYS_setfsgid, (gid_t)-1);
 }
 
+/* Where the calling thread's CAP_SYS_RESOURCE stands: a call that changes nothing costs nothing. */
+enum fsio_sysres { FSIO_SYSRES_UNKNOWN = 0, FSIO_SYSRES_ON, FSIO_SYSRES_OFF, FSIO_SYSRES_NONE };
+static __thread enum fsio_sysres fsio_sysres;
+
+int fsio_fit_caps(uid_t fsuid)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	const uint32_t bit = CAP_TO_MASK(CAP_SYS_RESOURCE);
+	const int word = CAP_TO_INDEX(CAP_SYS_RESOURCE);
+	enum fsio_sysres want = fsuid == 0 ? FSIO_SYSRES_ON : FSIO_SYSRES_OFF;
+
+	if (fsio_sysres == want || fsio_sysres == FSIO_SYSRES_NONE)
+		return 0;
+	/* capget/capset with pid 0 read and change the calling thread only. */
+	if (syscall(SYS_capget, &h, d) != 0)
+		return fsio_err();
+	if (!(d[word].permitted & bit)) {
+		/* Never had it (an unprivileged server, a bounding set without it): nothing to do. */
+		fsio_sysres = FSIO_SYSRES_NONE;
+		return 0;
+	}
+	if (!(d[word].effective & bit) != (want == FSIO_SYSRES_OFF)) {
+		d[word].effective ^= bit;
+		if (syscall(SYS_capset, &h, d) != 0) {
+			fsio_sysres = FSIO_SYSRES_UNKNOWN;
+			return fsio_err();
+		}
+	}
+	fsio_sysres = want;
+	return 0;
+}
+
+/*
+ * fsio_fit_caps cannot fail here: raising a permitted capability and lowering one are
+ * always allowed.
+ */
 void fsio_become_root(struct fsio_ids *saved)
 {
 	saved->fi_uid = fsio_cur_uid();
 	saved->fi_gid = fsio_cur_gid();
 	syscall(SYS_setfsuid, (uid_t)0);
 	syscall(SYS_setfsgid, (gid_t)0);
+	fsio_fit_caps(0);
 }
 
 void fsio_restore(const struct fsio_ids *saved)
 {
 	syscall(SYS_setfsgid, saved->fi_gid);
 	syscall(SYS_setfsuid, saved->fi_uid);
+	fsio_fit_caps(saved->fi_uid);
 }
 
 static bool fsio_in_groups(gid_t gid)

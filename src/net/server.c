@@ -73,9 +73,6 @@
 #define NET_ADDRSTR (INET6_ADDRSTRLEN + 8)
 #define NET_PRESSURE_RX (64u << 10)         /* partial record a connection may grow under pressure */
 #define NET_WARN_EVERY 60.0                 /* seconds between repeated limit warnings */
-#define NET_RESERVE_BIG ((1u << 20) + (8u << 10)) /* reply estimate: READ, READDIR(PLUS) */
-#define NET_RESERVE_SMALL (8u << 10)        /* reply estimate: every other call */
-#define NET_NFS_PROGRAM 100003u
 /* Descriptors kept from clients: a quarter of the open files limit, at least this many. */
 #define NET_FD_RESERVE_MIN 64
 /* Connections looked at for one to close; the ones passed over all have calls or replies. */
@@ -175,6 +172,7 @@ struct net_server {
 	unsigned ns_idle;                      /* seconds, 0: off */
 	uint64_t ns_max_buffered;
 	uint64_t ns_buffered;                  /* see the comment at the top */
+	bool ns_udp;                           /* listeners take UDP too */
 	bool ns_pressured;                     /* a connection was paused by ns_max_buffered */
 	unsigned ns_nconns;
 	ev_tstamp ns_full_warned, ns_buf_warned, ns_host_warned, ns_admit_warned, ns_evict_warned;
@@ -487,24 +485,14 @@ static void conn_close(struct net_conn *c)
 
 /*
  * What a call may need for its reply, counted while it is in flight: small requests can
- * ask for large replies, so counting request bytes alone would let pipelined READs of
- * clients that never read pile up far past max_buffered. Only the calls with large
- * replies (NFS READ, READDIR, READDIRPLUS) are charged the largest reply; the estimate
- * is replaced by the real size when the reply comes back.
+ * ask for large replies (READ, READDIR, a MOUNT list), so counting request bytes alone
+ * would let pipelined calls of clients that never read pile up far past max_buffered.
+ * Each call is charged the most its procedure may answer, a bound the dispatcher enforces
+ * (rpc_reply_max); the real size replaces it when the reply comes back.
  */
 static size_t net_reply_estimate(const uint8_t *rec, size_t len)
 {
-	uint32_t prog, proc;
-
-	if (len < 24)
-		return NET_RESERVE_SMALL;
-	memcpy(&prog, rec + 12, 4);
-	memcpy(&proc, rec + 20, 4);
-	prog = ntohl(prog);
-	proc = ntohl(proc);
-	if (prog == NET_NFS_PROGRAM && (proc == 6 || proc == 16 || proc == 17))
-		return NET_RESERVE_BIG;
-	return NET_RESERVE_SMALL;
+	return rpc_reply_max(rec, len);
 }
 
 /* Hands a complete record to the pool. False when memory ran out (connection closed). */
@@ -548,7 +536,7 @@ static bool conn_record_done(struct net_conn *c)
 	rec = record_take(&c->nc_rx, &rlen);
 	conn_sync_rx(c);
 	conn_touch(c);
-	if (conn_hard_pressed(c->nc_srv) && net_reply_estimate(rec, rlen) > NET_RESERVE_SMALL) {
+	if (conn_hard_pressed(c->nc_srv) && net_reply_estimate(rec, rlen) > RPC_REPLY_SMALL) {
 		c->nc_park = rec;
 		c->nc_parklen = rlen;
 		c->nc_srv->ns_buffered += rlen;
@@ -1360,6 +1348,7 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
 	srv->ns_admit = opts->no_admit;
 	srv->ns_admit_arg = opts->no_admit_arg;
 	srv->ns_idle = opts->no_idle_timeout;
+	srv->ns_udp = opts->no_udp;
 	srv->ns_full_warned = srv->ns_buf_warned = srv->ns_host_warned = -NET_WARN_EVERY;
 	srv->ns_admit_warned = srv->ns_evict_warned = -NET_WARN_EVERY;
 	if (opts->no_listen != NULL && (srv->ns_listen = strdup(opts->no_listen)) == NULL)
@@ -1492,14 +1481,16 @@ static int net_get_port(int fd)
 }
 
 /*
- * Binds TCP and UDP on the same port of addr. Port 0 lets TCP pick and retries when UDP
- * finds that port taken. On failure err names the protocol and *failed_tcp says which.
+ * Binds TCP, and with want_udp UDP on the same port of addr (*udp -1 otherwise). Port 0
+ * lets TCP pick and retries when UDP finds that port taken. On failure err names the
+ * protocol and *failed_tcp says which.
  */
 static int net_bind_pair(struct sockaddr_storage *addr, socklen_t addrlen, int port,
-			 int *tcp, int *udp, bool *failed_tcp)
+			 bool want_udp, int *tcp, int *udp, bool *failed_tcp)
 {
 	int rc = 0;
 
+	*udp = -1;
 	for (int attempt = 0; attempt < NET_PORT0_TRIES; attempt++) {
 		net_set_port(addr, port);
 		*failed_tcp = true;
@@ -1511,6 +1502,8 @@ static int net_bind_pair(struct sockaddr_storage *addr, socklen_t addrlen, int p
 			close(*tcp);
 			return rc;
 		}
+		if (!want_udp)
+			return 0;
 		net_set_port(addr, rc);
 		*failed_tcp = false;
 		rc = net_bind_one(addr, addrlen, SOCK_DGRAM, udp);
@@ -1558,7 +1551,7 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 				 srv->ns_listen);
 			return -EINVAL;
 		}
-		rc = net_bind_pair(&addr, addrlen, port, &tcp, &udp, &failed_tcp);
+		rc = net_bind_pair(&addr, addrlen, port, srv->ns_udp, &tcp, &udp, &failed_tcp);
 	} else {
 		/* IPv6 any also takes IPv4 (V6ONLY off); hosts without IPv6 get IPv4 any. */
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&addr;
@@ -1566,7 +1559,7 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 		s6->sin6_family = AF_INET6;
 		s6->sin6_addr = in6addr_any;
 		addrlen = sizeof(*s6);
-		rc = net_bind_pair(&addr, addrlen, port, &tcp, &udp, &failed_tcp);
+		rc = net_bind_pair(&addr, addrlen, port, srv->ns_udp, &tcp, &udp, &failed_tcp);
 		if (rc == -EAFNOSUPPORT || rc == -EADDRNOTAVAIL || rc == -EPROTONOSUPPORT) {
 			struct sockaddr_in *s4 = (struct sockaddr_in *)&addr;
 
@@ -1574,7 +1567,7 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 			s4->sin_family = AF_INET;
 			s4->sin_addr.s_addr = htonl(INADDR_ANY);
 			addrlen = sizeof(*s4);
-			rc = net_bind_pair(&addr, addrlen, port, &tcp, &udp, &failed_tcp);
+			rc = net_bind_pair(&addr, addrlen, port, srv->ns_udp, &tcp, &udp, &failed_tcp);
 		}
 	}
 	if (rc < 0) {
@@ -1587,7 +1580,8 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 	if (l == NULL || bound < 0) {
 		free(l);
 		close(tcp);
-		close(udp);
+		if (udp >= 0)
+			close(udp);
 		snprintf(err, errlen, "cannot listen on port %d: out of memory", port);
 		return -ENOMEM;
 	}
@@ -1606,7 +1600,8 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 	srv->ns_listeners = l;
 	if (!srv->ns_shutting) {
 		ev_io_start(srv->ns_loop, &l->nl_accept);
-		ev_io_start(srv->ns_loop, &l->nl_udp_io);
+		if (udp >= 0)
+			ev_io_start(srv->ns_loop, &l->nl_udp_io);
 	}
 	return bound;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cred.h"
+#include "fsio.h"
 #include "log.h"
 
 void cred_squash(const struct rpc_cred *rc, const struct export_opts *eo, struct cred *out)
@@ -110,6 +111,9 @@ int cred_apply(const struct cred *cr)
 		rc = -EPERM;
 		goto fail;
 	}
+	rc = fsio_fit_caps(cr->cr_uid);
+	if (rc != 0)
+		goto fail;
 	memset(&cred_current, 0, sizeof(cred_current));
 	cred_current.cr_uid = cr->cr_uid;
 	cred_current.cr_gid = cr->cr_gid;
@@ -132,6 +136,7 @@ void cred_restore(void)
 		return;
 	/* fsuid 0 first: it brings back the file system capabilities the others rely on. */
 	syscall(SYS_setfsuid, (uid_t)0);
+	fsio_fit_caps(0); /* raising a permitted capability cannot fail */
 	syscall(SYS_setfsgid, (gid_t)0);
 	syscall(SYS_setgroups, (size_t)0, NULL);
 	memset(&cred_current, 0, sizeof(cred_current));

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cred.h"
 #include "fh.h"
@@ -20,6 +21,15 @@
 /* Largest READ/WRITE per call: what FSINFO advertises, and the cap READ applies. */
 #define NFS_MAX_IO_TCP (1024 * 1024)
 #define NFS_MAX_IO_UDP (32 * 1024)
+/* Largest READ, READDIR or READDIRPLUS reply: the data and the headers around it. */
+#define NFS_REPLY_MAX_BIG (NFS_MAX_IO_TCP + 8192)
+/*
+ * Largest MOUNT DUMP or EXPORT reply, record mark included. The dispatcher holds replies to
+ * their bound, and the transport charges a call in flight that much (rpc.h).
+ */
+#define MNT_REPLY_MAX_TCP (64u << 10)
+/* Over UDP a reply goes wherever the datagram claims to come from: a reflection. */
+#define MNT_REPLY_MAX_UDP (8u << 10)
 /* No way to ask the branch file system through the union; ext4's limit. */
 #define NFS_LINK_MAX 65000
 #define NFS_NAME_MAX 255
@@ -89,6 +99,9 @@ void nfs_post_fh(const struct nfs_call *nc, uint64_t ino, post_op_fh3 *out);
 
 /* Largest READ or WRITE for the transport of rq. */
 uint32_t nfs_max_io(const struct rpc_req *rq);
+
+/* True at most once a minute per *last: for warnings clients can trigger at will. */
+bool nfs_log_due(_Atomic time_t *last);
 
 /* The client's source port, or -1 for an address family without one. */
 int nfs_peer_port(const struct rpc_req *rq);

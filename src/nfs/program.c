@@ -47,6 +47,11 @@ static const uint32_t nfs3_nonidempotent[] = {
 	1u << NFSPROC3_REMOVE | 1u << NFSPROC3_RMDIR | 1u << NFSPROC3_RENAME | 1u << NFSPROC3_LINK,
 };
 
+/* Replies that carry data or a listing up to the transfer size. */
+static const uint32_t nfs3_big_replies[] = {
+	1u << NFSPROC3_READ | 1u << NFSPROC3_READDIR | 1u << NFSPROC3_READDIRPLUS,
+};
+
 const struct rpc_program nfs3_program = {
 	.rg_prog = NFS_PROGRAM,
 	.rg_vers_min = NFS_V3,
@@ -54,6 +59,8 @@ const struct rpc_program nfs3_program = {
 	.rg_procs = nfs3_versions,
 	.rg_nprocs = nfs3_nprocs,
 	.rg_nonidempotent = nfs3_nonidempotent,
+	.rg_big_replies = nfs3_big_replies,
+	.rg_reply_big = NFS_REPLY_MAX_BIG,
 };
 
 /* Versions 1 and 2 differ from 3 only in MNT's reply (v2's extra PATHCONF is not served). */
@@ -82,10 +89,16 @@ static const uint32_t mnt_nprocs[] = {
 	sizeof(mnt3_procs) / sizeof(mnt3_procs[0]),
 };
 
+/* The lists: DUMP (the MOUNT list) and EXPORT, each held to MNT_REPLY_MAX_TCP. */
+#define MNT_BIG_REPLIES (1u << MOUNTPROC_DUMP | 1u << MOUNTPROC_EXPORT)
+static const uint32_t mnt_big_replies[] = { MNT_BIG_REPLIES, MNT_BIG_REPLIES, MNT_BIG_REPLIES };
+
 const struct rpc_program mount_program = {
 	.rg_prog = MOUNT_PROGRAM,
 	.rg_vers_min = MOUNT_V1,
 	.rg_vers_max = MOUNT_V3,
 	.rg_procs = mnt_versions,
 	.rg_nprocs = mnt_nprocs,
+	.rg_big_replies = mnt_big_replies,
+	.rg_reply_big = MNT_REPLY_MAX_TCP,
 };

@@ -166,7 +166,7 @@ static int nfs_export_index(const struct nfs_server *ns, uint16_t id)
 }
 
 /* True at most once a minute per *last: a refused client retries forever. */
-static bool nfs_log_due(_Atomic time_t *last)
+bool nfs_log_due(_Atomic time_t *last)
 {
 	time_t now = time(NULL), prev = atomic_load(last);
 

@@ -473,6 +473,46 @@ static const struct rpc_program *dispatch_find(uint32_t prog)
 	return NULL;
 }
 
+static size_t dispatch_reply_max(uint32_t prog, uint32_t vers, uint32_t proc)
+{
+	const struct rpc_program *pg = dispatch_find(prog);
+
+	if (pg == NULL || pg->rg_big_replies == NULL || vers < pg->rg_vers_min ||
+	    vers > pg->rg_vers_max || proc >= 32 ||
+	    !(pg->rg_big_replies[vers - pg->rg_vers_min] >> proc & 1))
+		return RPC_REPLY_SMALL;
+	return pg->rg_reply_big;
+}
+
+size_t rpc_reply_max(const void *rec, size_t len)
+{
+	const uint8_t *b = rec;
+	uint32_t w[3];
+
+	/* xid, message type, RPC version, then program, version, procedure */
+	if (len < 24)
+		return RPC_REPLY_SMALL;
+	memcpy(w, b + 12, sizeof(w));
+	return dispatch_reply_max(ntohl(w[0]), ntohl(w[1]), ntohl(w[2]));
+}
+
+/*
+ * Whether a reply of len bytes keeps to its procedure's bound. The transport counted on
+ * the bound for its memory, so a longer reply is a bug: logged, and answered SYSTEM_ERR.
+ */
+static bool dispatch_within_bound(const struct rpc_call *call, const struct rpc_proc *proc,
+				  size_t len)
+{
+	size_t max = dispatch_reply_max(call->rc_prog, call->rc_vers, call->rc_proc);
+
+	if (len <= max)
+		return true;
+	log_err("rpc: the %zu-byte reply of %s (program %u version %u) exceeds its bound of %zu "
+		"bytes; answering SYSTEM_ERR", len, proc->rp_name ? proc->rp_name : "?",
+		call->rc_prog, call->rc_vers, max);
+	return false;
+}
+
 void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, socklen_t peerlen,
 		   const struct sockaddr *local, socklen_t locallen, int protocol, size_t *outlen)
 {
@@ -601,6 +641,11 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 
 encode:
 	out = dispatch_encode(call.rc_xid, protocol, &r, rq.rq_arena, outlen);
+	if (out != NULL && proc != NULL && !dispatch_within_bound(&call, proc, *outlen)) {
+		rpc_reply_free(out);
+		r = (struct dispatch_reply){ .dr_stat = MSG_ACCEPTED, .dr_code = SYSTEM_ERR };
+		out = dispatch_encode(call.rc_xid, protocol, &r, NULL, outlen);
+	}
 out:
 	drc_store(&drc, out, out != NULL ? *outlen : 0);
 	if (args != NULL) {

@@ -722,6 +722,29 @@ CLIENT *it_clnt_from(const char *src, uint32_t prog, uint32_t vers, int port, ui
 	return c;
 }
 
+CLIENT *it_clnt_udp_from(const char *src, uint32_t prog, uint32_t vers, int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	struct timeval retry = { 1, 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	CLIENT *c;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0)
+		fail_msg("bind to %s: %s", src, strerror(errno));
+	c = clntudp_bufcreate(&sin, prog, vers, retry, &fd, 65000, 65000);
+	if (!c)
+		fail_msg("cannot create a UDP client from %s: %s", src, clnt_spcreateerror("clnt"));
+	clnt_control(c, CLSET_FD_CLOSE, NULL);
+	auth_destroy(c->cl_auth);
+	c->cl_auth = authunix_create("it-client", 0, 0, 0, NULL);
+	assert_non_null(c->cl_auth);
+	return c;
+}
+
 void it_fh_free(nfs_fh3 *fh)
 {
 	free(fh->data.data_val);
@@ -893,9 +916,13 @@ const char *it_nfsstat_name(int status)
 
 /* --- group fixtures --- */
 
-static int it_group_setup(bool with_lower)
+static int it_group_setup(bool with_lower, bool udp)
 {
 	it_server_init(&it_srv, with_lower);
+	if (udp) {
+		it_srv.is_extra[0] = "--udp";
+		it_srv.is_extra[1] = NULL;
+	}
 	if (it_server_start(&it_srv) != 0) {
 		it_server_cleanup(&it_srv);
 		return -1;
@@ -906,13 +933,18 @@ static int it_group_setup(bool with_lower)
 int it_group_setup_upper(void **state)
 {
 	(void)state;
-	return it_group_setup(false);
+	return it_group_setup(false, false);
 }
 
 int it_group_setup_union(void **state)
 {
 	(void)state;
-	return it_group_setup(true);
+	return it_group_setup(true, false);
+}
+
+int it_group_setup_udp(bool with_lower)
+{
+	return it_group_setup(with_lower, true);
 }
 
 int it_server_finish(struct it_server *s)

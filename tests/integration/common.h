@@ -156,6 +156,8 @@ int it_mnt_over(CLIENT *c, const char *path, nfs_fh3 *fh);
  */
 CLIENT *it_clnt_from(const char *src, uint32_t prog, uint32_t vers, int port, uint32_t uid,
 		     uint32_t gid, bool reserved);
+/* The same over UDP (the server must run with --udp), as root. */
+CLIENT *it_clnt_udp_from(const char *src, uint32_t prog, uint32_t vers, int port);
 void it_fh_free(nfs_fh3 *fh);
 void it_fh_copy(nfs_fh3 *dst, const nfs_fh3 *src);
 bool it_fh_equal(const nfs_fh3 *a, const nfs_fh3 *b);
@@ -189,6 +191,8 @@ const char *it_nfsstat_name(int status);
 extern struct it_server it_srv;
 int it_group_setup_upper(void **state);
 int it_group_setup_union(void **state);
+/* The same with UDP served as well (--udp), for files whose tests talk UDP. */
+int it_group_setup_udp(bool with_lower);
 int it_group_teardown(void **state);
 
 #endif

@@ -23,6 +23,7 @@ static void start(const char *opts)
 	/* squashed and unprivileged users must be able to create in the export root */
 	chmod(srv.is_upper, 0777);
 	srv.is_opts = opts;
+	srv.is_extra[0] = "--udp"; /* the rules are checked over both transports */
 	if (it_server_start(&srv) != 0)
 		fail_msg("the server did not start with -o %s", opts);
 }

@@ -23,7 +23,8 @@ static uint32_t next_xid = 0x5d0c0000u;
 
 static int setup(void **state)
 {
-	if (it_group_setup_union(state) != 0)
+	(void)state;
+	if (it_group_setup_udp(true) != 0)
 		return -1;
 	if (it_mnt(&it_srv, IPPROTO_TCP, IT_EXPORT, &root) != IT_MNT_OK) {
 		fprintf(stderr, "MNT %s failed\n", IT_EXPORT);

@@ -378,6 +378,40 @@ static int daemon_cleanup(void **state)
 	return 0;
 }
 
+/*
+ * The state directory holds the handle key: one its group or others may read gets a
+ * warning at start-up naming the fix; the 0700 one the server makes gets none.
+ */
+static void test_state_dir_mode_warning(void **state)
+{
+	struct it_server open_dir, own_dir;
+	char want[2 * PATH_MAX + 256];
+
+	(void)state;
+	it_server_init(&open_dir, false);
+	assert_int_equal(mkdir(open_dir.is_state, 0755), 0);
+	if (it_server_start(&open_dir) != 0) {
+		it_server_cleanup(&open_dir);
+		fail_msg("the server did not start with a state directory of mode 0755");
+	}
+	snprintf(want, sizeof(want), "state directory %s is accessible to its group or others "
+		 "(mode 0755); it holds the file handle key, with which handles can be forged: "
+		 "chmod 700 %s", open_dir.is_state, open_dir.is_state);
+	if (!it_server_log_contains(&open_dir, want)) {
+		it_server_dump_log(&open_dir);
+		fail_msg("no warning about the state directory's mode 0755, want: %s", want);
+	}
+	assert_int_equal(it_server_finish(&open_dir), 0);
+
+	it_server_init(&own_dir, false);
+	if (it_server_start(&own_dir) != 0) {
+		it_server_cleanup(&own_dir);
+		fail_msg("the server did not start");
+	}
+	assert_false(it_server_log_contains(&own_dir, "is accessible to its group or others"));
+	assert_int_equal(it_server_finish(&own_dir), 0);
+}
+
 static void test_daemon_mode(void **state)
 {
 	char exp[PATH_MAX + 16], state_dir[PATH_MAX];
@@ -455,6 +489,7 @@ int main(void)
 		cmocka_unit_test(test_busy_port),
 		cmocka_unit_test(test_config_file),
 		cmocka_unit_test(test_config_file_errors),
+		cmocka_unit_test(test_state_dir_mode_warning),
 		cmocka_unit_test_teardown(test_daemon_mode, daemon_cleanup),
 	};
 

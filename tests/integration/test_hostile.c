@@ -282,11 +282,11 @@ static void put32(uint8_t **p, uint32_t v)
 }
 
 /*
- * Encodes one NFSv3 call (AUTH_SYS root) as a record with its mark into buf. Returns the
- * length with the mark.
+ * Encodes one call of prog/vers (AUTH_SYS root) as a record with its mark into buf.
+ * Returns the length with the mark.
  */
-static size_t encode_call(uint8_t *buf, size_t cap, uint32_t xid, uint32_t proc, xdrproc_t xargs,
-			  void *args)
+static size_t encode_prog_call(uint8_t *buf, size_t cap, uint32_t xid, uint32_t prog,
+			       uint32_t vers, uint32_t proc, xdrproc_t xargs, void *args)
 {
 	uint8_t *p = buf + 4;
 	XDR x;
@@ -295,8 +295,8 @@ static size_t encode_call(uint8_t *buf, size_t cap, uint32_t xid, uint32_t proc,
 	put32(&p, xid);
 	put32(&p, 0);                 /* CALL */
 	put32(&p, 2);
-	put32(&p, NFS_PROGRAM);
-	put32(&p, NFS_V3);
+	put32(&p, prog);
+	put32(&p, vers);
 	put32(&p, proc);
 	put32(&p, 1);                 /* AUTH_SYS */
 	put32(&p, 24);
@@ -319,6 +319,13 @@ static size_t encode_call(uint8_t *buf, size_t cap, uint32_t xid, uint32_t proc,
 	p = buf;
 	put32(&p, 0x80000000u | (uint32_t)(len - 4));
 	return len;
+}
+
+/* One NFSv3 call, as encode_prog_call. */
+static size_t encode_call(uint8_t *buf, size_t cap, uint32_t xid, uint32_t proc, xdrproc_t xargs,
+			  void *args)
+{
+	return encode_prog_call(buf, cap, xid, NFS_PROGRAM, NFS_V3, proc, xargs, args);
 }
 
 /* ---- the attacks ---- */
@@ -689,6 +696,69 @@ static void test_many_nonreaders(void **state)
 		close(fds[i]);
 }
 
+/*
+ * DUMPs of a long MOUNT list, pipelined by 40 clients that never read (the attack of
+ * issue 11): every client mounted under a 1000-byte spelling of the export, and a 40-byte
+ * call draws a long reply. The list must not grow with spellings, a reply must stay within
+ * its bound, and that bound must count against max-buffered from the moment the call is
+ * taken, not once the reply exists. The good client must still be served.
+ */
+static void test_dump_nonreaders(void **state)
+{
+	enum { CLIENTS = 600, CONNS = 40, CALLS = 16 };
+	static int fds[CONNS];
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(it_srv.is_mount_port) };
+	unsigned long before, peak = 0;
+	char src[32], path[1024];
+	uint8_t call[128];
+	struct probe p;
+	size_t n;
+
+	(void)state;
+	n = (size_t)snprintf(path, sizeof(path), "%s", IT_EXPORT);
+	while (n + 2 < sizeof(path) - 16)
+		n += (size_t)snprintf(path + n, sizeof(path) - n, "/.");
+	/* 600 clients: 600 KiB per DUMP if each spelling counted, 20 KiB once canonical. */
+	for (unsigned i = 0; i < CLIENTS; i++) {
+		snprintf(src, sizeof(src), "127.2.%u.%u", i / 250, i % 250 + 1);
+		if (it_mnt_over(it_clnt_udp_from(src, IT_MOUNT_PROG, 3, it_srv.is_mount_port), path,
+				NULL) != 0)
+			fail_msg("MNT from %s failed", src);
+	}
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	before = server_mem_kb("VmRSS");
+	probe_start(&p);
+	for (int i = 0; i < CONNS; i++) {
+		int small = 4096;
+
+		/* A small receive window keeps the replies in the server rather than our kernel. */
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(fds[i] >= 0);
+		setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+		if (connect(fds[i], (struct sockaddr *)&sin, sizeof(sin)) < 0)
+			fail_msg("connect: %s", strerror(errno));
+		for (uint32_t k = 0; k < CALLS; k++)
+			send_all(fds[i], call, encode_prog_call(call, sizeof(call), k, IT_MOUNT_PROG, 3,
+								IT_MNTPROC_DUMP, NULL, NULL));
+	}
+	for (double end = now_s() + 2; now_s() < end;) {
+		unsigned long rss = server_mem_kb("VmRSS");
+
+		if (rss > peak)
+			peak = rss;
+		sleep_s(0.05);
+	}
+	fprintf(stderr, "# %d non-readers x %d DUMPs of a %d-client list: server VmRSS %lu KiB before, %lu KiB at most\n",
+		CONNS, CALLS, CLIENTS, before, peak);
+	/* Twice max-buffered, plus slack as in test_many_nonreaders. */
+	if (peak > before + 2 * (MAX_BUFFERED >> 10) + (48u << 10) && !server_is_asan())
+		fail_msg("server memory grew by %lu KiB with %d DUMP non-readers (max-buffered %u KiB)",
+			 peak - before, CONNS, MAX_BUFFERED >> 10);
+	probe_finish(&p, "DUMP non-readers");
+	for (int i = 0; i < CONNS; i++)
+		close(fds[i]);
+}
+
 struct flood {
 	int f_fd;
 	unsigned f_replies;
@@ -811,7 +881,8 @@ static int group_setup(void **state)
 	it_srv.is_extra[3] = "--max-requests-per-connection=16";
 	/* One address (127.0.0.1) plays every client here. */
 	it_srv.is_extra[4] = conns_per_host;
-	it_srv.is_extra[5] = NULL;
+	it_srv.is_extra[5] = "--udp"; /* garbage UDP */
+	it_srv.is_extra[6] = NULL;
 	data = malloc(BIG_FILE_LEN);
 	if (data == NULL)
 		return -1;
@@ -852,6 +923,7 @@ int main(void)
 		cmocka_unit_test(test_idle_connections),
 		cmocka_unit_test(test_nonreaders),
 		cmocka_unit_test(test_many_nonreaders),
+		cmocka_unit_test(test_dump_nonreaders),
 		cmocka_unit_test(test_pipeline_flood),
 	};
 

@@ -11,7 +11,8 @@
 
 static int setup(void **state)
 {
-	return it_group_setup_upper(state);
+	(void)state;
+	return it_group_setup_udp(false);
 }
 
 struct strlist {

@@ -156,6 +156,7 @@ static void test_with_rpcbind(void **state)
 		fail_msg("cannot run rpcbind for this test; run deploy/install-deps");
 	ours = rpcbind_pid > 0;
 	it_server_init(&cur, false);
+	cur.is_extra[0] = "--udp"; /* the checks below look for the UDP mappings too */
 	cur.is_portmap = "rpcbind";
 	if (it_server_start(&cur) != 0) {
 		it_server_cleanup(&cur);
@@ -180,6 +181,7 @@ static void test_with_rpcbind(void **state)
 	it_server_cleanup(&cur);
 	/* --portmap auto with rpcbind running registers with it too */
 	it_server_init(&cur, false);
+	cur.is_extra[0] = "--udp"; /* the checks below look for the UDP mappings too */
 	cur.is_portmap = "auto";
 	if (it_server_start(&cur) != 0)
 		fail_msg("the server did not start with --portmap auto and rpcbind running");
@@ -307,6 +309,7 @@ static void run_builtin(const char *mode)
 	int port = 111;
 
 	it_server_init(&cur, false);
+	cur.is_extra[0] = "--udp"; /* the checks below look for the UDP mappings too */
 	if (!strcmp(mode, "auto") && rpcbind) {
 		/* with a system rpcbind, auto must register with it */
 		cur.is_portmap = mode;
@@ -331,8 +334,8 @@ static void run_builtin(const char *mode)
 	snprintf(pmport, sizeof(pmport), "%d", port);
 	cur.is_portmap = mode;
 	if (port != 111) {
-		cur.is_extra[0] = "--portmap-port";
-		cur.is_extra[1] = pmport;
+		cur.is_extra[1] = "--portmap-port";
+		cur.is_extra[2] = pmport;
 	}
 	if (it_server_start(&cur) != 0) {
 		it_server_cleanup(&cur);

@@ -48,7 +48,7 @@ static void write_config(const char *rules)
 
 	n = snprintf(text, sizeof(text),
 		     "# written by test_rules\nport 0\nmount-port 0\nportmap off\nstate %s\n"
-		     "export %s %s %s\n",
+		     "export %s %s %s\nudp\n",
 		     srv.is_state, IT_EXPORT, srv.is_upper, rules);
 	assert_true(n > 0 && (size_t)n < sizeof(text));
 	it_write_file(cfgpath, text, (size_t)n);
@@ -108,30 +108,6 @@ static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port,
 	return it_clnt_from(src, prog, vers, port, uid, gid, false);
 }
 
-/* A UDP client from source address src, as root. */
-static CLIENT *udp_src(const char *src, uint32_t prog, uint32_t vers, int port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
-	struct sockaddr_in me = { .sin_family = AF_INET };
-	struct timeval retry = { 1, 0 };
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	CLIENT *c;
-
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
-	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0)
-		fail_msg("bind to %s: %s", src, strerror(errno));
-	c = clntudp_bufcreate(&sin, prog, vers, retry, &fd, 65000, 65000);
-	if (!c)
-		fail_msg("cannot create a UDP client from %s: %s", src, clnt_spcreateerror("clnt"));
-	clnt_control(c, CLSET_FD_CLOSE, NULL);
-	auth_destroy(c->cl_auth);
-	c->cl_auth = authunix_create("rules-test", 0, 0, 0, NULL);
-	assert_non_null(c->cl_auth);
-	return c;
-}
-
 /* A TCP client over IPv6 loopback (::1), or NULL when this host has no IPv6 loopback. */
 static CLIENT *tcp6(uint32_t prog, uint32_t vers, int port)
 {
@@ -177,7 +153,7 @@ static int mnt_from(const char *src, nfs_fh3 *fh)
 
 static int mnt_udp_from(const char *src, nfs_fh3 *fh)
 {
-	return it_mnt_over(udp_src(src, IT_MOUNT_PROG, 3, srv.is_mount_port), IT_EXPORT, fh);
+	return it_mnt_over(it_clnt_udp_from(src, IT_MOUNT_PROG, 3, srv.is_mount_port), IT_EXPORT, fh);
 }
 
 /* Whether the server closes fd (connected, nothing sent) within 2 s. */
@@ -308,7 +284,8 @@ static void assert_absent(const char *name)
 
 /*
  * A client no rule admits cannot mount: its TCP connections are closed at accept, its MNT
- * over UDP is refused; EXPORT lists the rules' clients.
+ * over UDP is refused, and so is its EXPORT; an admitted client's EXPORT lists the rules'
+ * clients.
  */
 static void test_mount_refused(void **state)
 {
@@ -325,8 +302,13 @@ static void test_mount_refused(void **state)
 	assert_int_equal(mnt_from("127.0.0.2", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
 
+	/* EXPORT too is only for clients a rule admits (test_mountlist has the rest). */
 	memset(&ex, 0, sizeof(ex));
-	c = udp_src("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port);
+	c = it_clnt_udp_from("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port);
+	assert_int_equal(it_call(c, IT_MNTPROC_EXPORT, (xdrproc_t)it_xdr_void, NULL,
+				 (xdrproc_t)xdr_exportres, &ex), RPC_AUTHERROR);
+	it_clnt_destroy(c);
+	c = clnt_src("127.0.0.2", IT_MOUNT_PROG, 3, srv.is_mount_port, 0, 0);
 	assert_int_equal(it_call(c, IT_MNTPROC_EXPORT, (xdrproc_t)it_xdr_void, NULL,
 				 (xdrproc_t)xdr_exportres, &ex), RPC_SUCCESS);
 	it_clnt_destroy(c);
@@ -360,7 +342,7 @@ static void test_reload(void **state)
 	assert_absent("after-removal");
 	/* a new TCP connection is not even accepted; over UDP the calls are refused */
 	assert_true(tcp_refused_from("127.0.0.1", srv.is_nfs_port));
-	c1b = udp_src("127.0.0.1", NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
+	c1b = it_clnt_udp_from("127.0.0.1", NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
 	it_assert_status(it_getattr(c1b, &fh1, &attr), NFS3ERR_ACCES);
 	/* the other client's handle does not help either: the rule is per peer */
 	it_assert_status(it_getattr(c1b, &fh2, &attr), NFS3ERR_ACCES);
@@ -501,16 +483,16 @@ static void test_udp(void **state)
 
 	(void)state;
 	start("127.0.0.2(rw,insecure)");
-	assert_int_equal(it_mnt_over(udp_src("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port),
+	assert_int_equal(it_mnt_over(it_clnt_udp_from("127.0.0.1", IT_MOUNT_PROG, 3, srv.is_mount_port),
 				     IT_EXPORT, NULL),
 			 MNT3ERR_ACCES_);
-	assert_int_equal(it_mnt_over(udp_src("127.0.0.2", IT_MOUNT_PROG, 3, srv.is_mount_port),
+	assert_int_equal(it_mnt_over(it_clnt_udp_from("127.0.0.2", IT_MOUNT_PROG, 3, srv.is_mount_port),
 				     IT_EXPORT, &fh),
 			 IT_MNT_OK);
-	c = udp_src("127.0.0.2", NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
+	c = it_clnt_udp_from("127.0.0.2", NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
 	it_assert_status(it_getattr(c, &fh, &attr), NFS3_OK);
 	it_clnt_destroy(c);
-	c = udp_src("127.0.0.1", NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
+	c = it_clnt_udp_from("127.0.0.1", NFS_PROGRAM, NFS_V3, srv.is_nfs_port);
 	it_assert_status(it_getattr(c, &fh, &attr), NFS3ERR_ACCES);
 	it_clnt_destroy(c);
 	it_fh_free(&fh);

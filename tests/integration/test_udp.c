@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <rpc/pmap_prot.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@ static int setup(void **state)
 {
 	char p[PATH_MAX], data[40000];
 
-	if (it_group_setup_upper(state) != 0)
+	(void)state;
+	if (it_group_setup_udp(false) != 0)
 		return -1;
 	it_path(p, "%s/readme", it_srv.is_upper);
 	it_fill(data, sizeof(data), 5);
@@ -225,6 +227,77 @@ static ssize_t udp_exchange(const uint8_t *msg, size_t len, uint8_t *reply, size
 	n = recv(fd, reply, rlen, 0);
 	close(fd);
 	return n < 0 ? 0 : n;
+}
+
+/* A NULL call over UDP to port: true when answered, false when refused (nothing listens). */
+static bool udp_null_answered(int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	uint8_t msg[128], reply[256];
+	size_t len = call_hdr(msg, 0x0dd, 2, NFS_PROGRAM, 3, 0, 0, 0);
+	struct timeval tv = { IT_CALL_TIMEOUT, 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	ssize_t n;
+	int e;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	assert_int_equal(send(fd, msg, len, 0), (ssize_t)len);
+	/* loopback's port unreachable comes back at once as ECONNREFUSED */
+	n = recv(fd, reply, sizeof(reply), 0);
+	e = errno;
+	close(fd);
+	if (n < 0 && e != ECONNREFUSED)
+		fail_msg("UDP NULL to port %d: %s, want a reply or a refusal", port, strerror(e));
+	return n >= 24 && it_get32(reply, 0) == 0x0dd;
+}
+
+/* Without --udp nothing listens on UDP, and the portmapper offers TCP only. */
+static void test_udp_off_by_default(void **state)
+{
+	struct it_server tcp_only;
+	char pmport[16];
+	int port = 40300;
+	CLIENT *c;
+	struct pmap q = { NFS_PROGRAM, NFS_V3, IPPROTO_UDP, 0 };
+	u_int got = 1;
+
+	(void)state;
+	/* answered by the group's server, which runs with --udp */
+	assert_true(udp_null_answered(it_srv.is_nfs_port));
+	while (port < 40400 && !it_tcp_port_free(port))
+		port++;
+	snprintf(pmport, sizeof(pmport), "%d", port);
+	it_server_init(&tcp_only, false);
+	tcp_only.is_portmap = "builtin";
+	tcp_only.is_extra[0] = "--portmap-port";
+	tcp_only.is_extra[1] = pmport;
+	if (it_server_start(&tcp_only) != 0) {
+		it_server_cleanup(&tcp_only);
+		fail_msg("the server did not start without --udp");
+	}
+	if (udp_null_answered(tcp_only.is_nfs_port) || udp_null_answered(tcp_only.is_mount_port) ||
+	    udp_null_answered(port))
+		fail_msg("a server started without --udp answered a UDP call");
+	c = it_clnt(IPPROTO_TCP, PMAPPROG, PMAPVERS, port);
+	assert_int_equal(it_call(c, PMAPPROC_GETPORT, (xdrproc_t)xdr_pmap, &q, (xdrproc_t)xdr_u_int,
+				 &got),
+			 RPC_SUCCESS);
+	assert_int_equal(got, 0);
+	q.pm_prot = IPPROTO_TCP;
+	assert_int_equal(it_call(c, PMAPPROC_GETPORT, (xdrproc_t)xdr_pmap, &q, (xdrproc_t)xdr_u_int,
+				 &got),
+			 RPC_SUCCESS);
+	assert_int_equal(got, tcp_only.is_nfs_port);
+	it_clnt_destroy(c);
+	c = it_nfs_clnt(&tcp_only, IPPROTO_TCP);
+	assert_int_equal(it_call(c, NFSPROC3_NULL, (xdrproc_t)it_xdr_void, NULL,
+				 (xdrproc_t)it_xdr_void, NULL),
+			 RPC_SUCCESS);
+	it_clnt_destroy(c);
+	assert_int_equal(it_server_finish(&tcp_only), 0);
 }
 
 static void test_rpc_version_mismatch(void **state)
@@ -513,6 +586,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_ops),
+		cmocka_unit_test(test_udp_off_by_default),
 		cmocka_unit_test(test_tcp_ops),
 		cmocka_unit_test(test_programs_and_versions),
 		cmocka_unit_test(test_garbage_args),

@@ -3,13 +3,20 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/capability.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "../../src/nfs/nfs_internal.h"
+#include "fsio.h"
 
 #define ALL (ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND | \
 	     ACCESS3_DELETE | ACCESS3_EXECUTE)
@@ -253,6 +260,144 @@ static void test_cred_per_thread(void **state)
 	(void)n;
 }
 
+/* The calling thread's effective capabilities. */
+static uint64_t thread_cap_eff(void)
+{
+	FILE *f = fopen("/proc/thread-self/status", "re");
+	char line[256];
+	uint64_t v = 0;
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "CapEff:", 7))
+			v = strtoull(line + 7, NULL, 16);
+	fclose(f);
+	return v;
+}
+
+static char cap_has(int cap)
+{
+	return thread_cap_eff() >> cap & 1 ? '1' : '0';
+}
+
+/*
+ * The steps of a worker's life, each noting whether the thread then has CAP_SYS_RESOURCE
+ * ('1'/'0'; 'E' when the switch failed). See SYSRES_WANT.
+ */
+static void *sysres_thread(void *arg)
+{
+	struct cred user = { .cr_uid = 1000, .cr_gid = 1000 };
+	struct cred other = { .cr_uid = 2000, .cr_gid = 2000, .cr_ngroups = 1, .cr_groups = { 7 } };
+	struct cred root = { 0 };
+	struct fsio_ids ids;
+	char *out = arg;
+	int i = 0;
+
+	out[i++] = cap_has(CAP_SYS_RESOURCE);
+	out[i++] = cred_apply(&user) == 0 ? cap_has(CAP_SYS_RESOURCE) : 'E';
+	out[i++] = cap_has(CAP_DAC_OVERRIDE);
+	out[i++] = cred_apply(&other) == 0 ? cap_has(CAP_SYS_RESOURCE) : 'E';
+	fsio_become_root(&ids);
+	out[i++] = cap_has(CAP_SYS_RESOURCE);
+	fsio_restore(&ids);
+	out[i++] = cap_has(CAP_SYS_RESOURCE);
+	cred_restore();
+	out[i++] = cap_has(CAP_SYS_RESOURCE);
+	out[i++] = cred_apply(&user) == 0 ? cap_has(CAP_SYS_RESOURCE) : 'E';
+	out[i++] = cred_apply(&root) == 0 ? cap_has(CAP_SYS_RESOURCE) : 'E';
+	out[i] = '\0';
+	return NULL;
+}
+
+#define SYSRES_WANT "100010101"
+static const char *const sysres_steps[] = {
+	"a fresh thread", "acting as uid 1000", "CAP_DAC_OVERRIDE as uid 1000",
+	"acting as uid 2000", "copy-up as root (fsio_become_root)", "back to uid 2000 (fsio_restore)",
+	"cred_restore", "uid 1000 again", "client root without squashing",
+};
+
+/* The child: a user namespace of its own, where it holds every capability. */
+static void sysres_child(int go, int res)
+{
+	char c, out[16];
+	pthread_t t;
+
+	if (unshare(CLONE_NEWUSER) != 0) {
+		(void)!write(res, "U", 1);
+		_exit(1);
+	}
+	if (write(res, "R", 1) != 1 || read(go, &c, 1) != 1)
+		_exit(1);
+	if (pthread_create(&t, NULL, sysres_thread, out) != 0 || pthread_join(t, NULL) != 0)
+		_exit(1);
+	(void)!write(res, out, strlen(out));
+	_exit(0);
+}
+
+static void write_map(pid_t pid, const char *which)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, which);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "0 0 65536\n", 10), 10);
+	close(fd);
+}
+
+/*
+ * CAP_SYS_RESOURCE follows the fsuid, as in knfsd: a worker acting for a client user has
+ * lost it (so that user can neither exceed a quota nor take root's reserved blocks), one
+ * acting as root has it. Checked in a user namespace of a child process, where the thread
+ * holds every capability whatever the host's bounding set lacks.
+ */
+static void test_cred_sys_resource(void **state)
+{
+	int go[2], res[2], status;
+	char out[32] = "";
+	ssize_t n;
+	pid_t pid;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(res, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(go[1]);
+		close(res[0]);
+		sysres_child(go[0], res[1]);
+	}
+	close(go[0]);
+	close(res[1]);
+	assert_int_equal(read(res[0], out, 1), 1);
+	if (out[0] == 'U') {
+		waitpid(pid, &status, 0);
+		fprintf(stderr, "# no user namespaces on this host: cannot check CAP_SYS_RESOURCE\n");
+		skip();
+	}
+	/* Map the namespace's ids 0..65535 to the same ids outside, so setfsuid works in it. */
+	write_map(pid, "uid_map");
+	write_map(pid, "gid_map");
+	assert_int_equal(write(go[1], "G", 1), 1);
+	n = read(res[0], out, sizeof(out) - 1);
+	out[n > 0 ? n : 0] = '\0';
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	close(go[1]);
+	close(res[0]);
+	fprintf(stderr, "# CAP_SYS_RESOURCE along a worker's steps: %s (want %s)\n", out,
+		SYSRES_WANT);
+	for (size_t i = 0; i < strlen(SYSRES_WANT); i++)
+		if (out[i] != SYSRES_WANT[i])
+			fail_msg("%s: CAP_SYS_RESOURCE (or, third, CAP_DAC_OVERRIDE) is %c, want %c",
+				 sysres_steps[i], out[i] ? out[i] : '?', SYSRES_WANT[i]);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -263,6 +408,7 @@ int main(void)
 		cmocka_unit_test(test_read_only_and_mask),
 		cmocka_unit_test(test_squash),
 		cmocka_unit_test(test_cred_per_thread),
+		cmocka_unit_test(test_cred_sys_resource),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

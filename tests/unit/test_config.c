@@ -73,6 +73,7 @@ static void test_defaults(void **state)
 	struct config *cf = &fx->cf;
 
 	assert_false(cf->cf_foreground);
+	assert_false(cf->cf_udp);
 	assert_null(cf->cf_listen);
 	assert_int_equal(cf->cf_port, 2049);
 	assert_int_equal(cf->cf_mount_port, 20048);
@@ -262,6 +263,31 @@ static void test_unknown_and_missing(void **state)
 	assert_int_equal(PARSE(fx, "stray"), -1);
 	assert_string_equal(fx->err, "unexpected argument 'stray'; exports are given as "
 				     "-e NAME=BRANCH[:BRANCH...]");
+}
+
+/* UDP is opt-in: --udp, or "udp" ("udp yes", "udp no") in a file; later settings win. */
+static void test_udp_switch(void **state)
+{
+	struct fixture *fx = *state;
+	const char *path;
+
+	assert_int_equal(PARSE(fx, "--udp"), 0);
+	assert_true(fx->cf.cf_udp);
+	assert_int_equal(PARSE(fx, "--udp=yes"), -1);
+	assert_string_equal(fx->err, "option --udp takes no value ('--udp=yes'); give --udp alone to "
+				     "serve UDP as well as TCP, leave it out for TCP only");
+	path = write_file(fx, "udp no\n");
+	assert_int_equal(config_parse_file(&fx->cf, path, fx->err, sizeof(fx->err)), 0);
+	assert_false(fx->cf.cf_udp);
+	unlink(fx->path);
+	path = write_file(fx, "udp\n");
+	assert_int_equal(config_parse_file(&fx->cf, path, fx->err, sizeof(fx->err)), 0);
+	assert_true(fx->cf.cf_udp);
+	unlink(fx->path);
+	path = write_file(fx, "udp yes # with a comment\n");
+	fx->cf.cf_udp = false;
+	assert_int_equal(config_parse_file(&fx->cf, path, fx->err, sizeof(fx->err)), 0);
+	assert_true(fx->cf.cf_udp);
 }
 
 static void test_help(void **state)
@@ -576,7 +602,7 @@ static void test_file_bad_lines(void **state)
 			  "3: unknown option 'rww' (expected listen, port, mount-port, portmap-port, "
 			  "state, portmap, workers, max-record, max-connections, "
 			  "max-connections-per-host, idle-timeout, max-requests-per-connection, "
-			  "max-buffered, max-views-per-rule, metrics, hosts, export, foreground)");
+			  "max-buffered, max-views-per-rule, metrics, hosts, export, foreground, udp)");
 	expect_file_error(fx, "export /union /srv/upper rww\n",
 			  "1: unknown export option 'rww' (expected ro, rw, root_squash, "
 			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
@@ -602,6 +628,7 @@ static void test_file_bad_lines(void **state)
 			  "1: state: 'relative/dir' is not an absolute path; give the full path, e.g. "
 			  "/var/lib/unionnfsd");
 	expect_file_error(fx, "foreground maybe\n", "1: foreground takes no value, yes or no");
+	expect_file_error(fx, "udp maybe\n", "1: udp takes no value, yes or no");
 	expect_file_error(fx, "listen\t0.0.0.0\nlisten host\n",
 			  "2: listen: 'host' is not a numeric IPv4 or IPv6 address, e.g. 0.0.0.0 or ::1");
 }
@@ -824,6 +851,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_net_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_strings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_and_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_udp_switch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_help, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_export_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_each_export_option, setup, teardown),

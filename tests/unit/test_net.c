@@ -107,9 +107,12 @@ static const struct rpc_proc t_v1[] = {
 };
 static const struct rpc_proc *const t_procs[] = { t_v1 };
 static const uint32_t t_nprocs[] = { 4 };
+/* ECHO answers with what it got: as large as a record may be (no_max_record). */
+static const uint32_t t_big[] = { 1u << P_ECHO };
 static const struct rpc_program t_program = {
 	.rg_prog = TEST_PROG, .rg_vers_min = 1, .rg_vers_max = 1,
 	.rg_procs = t_procs, .rg_nprocs = t_nprocs,
+	.rg_big_replies = t_big, .rg_reply_big = (2u << 20) + 4096,
 };
 
 /* ---- client side ---- */
@@ -363,7 +366,8 @@ static void harness_start_opts(struct harness *h, const struct net_opts *opts);
 
 static void harness_start(struct harness *h, const char *listen)
 {
-	struct net_opts no = { .no_listen = listen, .no_workers = 3, .no_max_record = 2u << 20 };
+	struct net_opts no = { .no_listen = listen, .no_workers = 3, .no_max_record = 2u << 20,
+			       .no_udp = true };
 
 	harness_start_opts(h, &no);
 }
@@ -629,6 +633,32 @@ static void test_net_dual(void **state)
 	fd = tcp_connect(AF_INET, h.port);
 	assert_true(fd >= 0);
 	close(fd);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
+/* Without no_udp nothing listens on UDP: a datagram meets a closed port, TCP still works. */
+static void test_net_tcp_only(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2 };
+	struct pollfd pfd;
+	struct harness h;
+	uint8_t req[256], rep[256];
+	size_t n;
+	int fd;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	fd = udp_socket(AF_INET, h.port);
+	n = mkcall(req, sizeof(req), 0x6100, TEST_PROG, 0, NULL, 0, false);
+	assert_int_equal(send(fd, req, n, 0), (ssize_t)n);
+	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+	/* The ICMP port unreachable of loopback comes at once; a reply would be a failure. */
+	assert_int_equal(poll(&pfd, 1, 5000), 1);
+	assert_int_equal(recv(fd, rep, sizeof(rep), 0), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	close(fd);
+	client_tcp(&h);
 	harness_stop(&h);
 	harness_finish(&h);
 }
@@ -1217,6 +1247,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_net_v4),
+		cmocka_unit_test(test_net_tcp_only),
 		cmocka_unit_test(test_net_dual),
 		cmocka_unit_test(test_net_shutdown),
 		cmocka_unit_test_teardown(test_net_emfile, restore_nofile),

@@ -995,17 +995,21 @@ static void test_mount(void **state)
 	assert_int_equal(mnt_mnt1(req(e), &path, &f1), RPC_OUT_REPLY);
 	assert_int_equal(f1.fhs_status, 2);
 
-	/* DUMP: one entry per host and path, however often mounted. */
+	/* DUMP: one entry per host and export, however often and wherever in it mounted. */
 	assert_int_equal(mnt_dump(req(e), NULL, &ml), RPC_OUT_REPLY);
-	for (n = 0, mb = ml; mb != NULL; mb = mb->ml_next, n++)
+	for (n = 0, mb = ml; mb != NULL; mb = mb->ml_next, n++) {
 		assert_string_equal(mb->ml_hostname, "127.0.0.1");
-	assert_int_equal(n, 2);
-	path = "/union/sub";
+		assert_string_equal(mb->ml_directory, "/union");
+	}
+	assert_int_equal(n, 1);
+	/* UMNT of any path of the export, however spelled, ends the entry. */
+	path = "/union//sub/.";
 	assert_int_equal(mnt_umnt(req(e), &path, NULL), RPC_OUT_REPLY);
 	assert_int_equal(mnt_dump(req(e), NULL, &ml), RPC_OUT_REPLY);
-	assert_non_null(ml);
-	assert_string_equal(ml->ml_directory, "/union");
-	assert_null(ml->ml_next);
+	assert_null(ml);
+	path = "/union";
+	assert_int_equal(mnt_mnt3(req(e), &path, &m3), RPC_OUT_REPLY);
+	assert_int_equal(m3.fhs_status, MNT3_OK);
 	assert_int_equal(mnt_umntall(req(e), NULL, NULL), RPC_OUT_REPLY);
 	assert_int_equal(mnt_dump(req(e), NULL, &ml), RPC_OUT_REPLY);
 	assert_null(ml);

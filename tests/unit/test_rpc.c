@@ -168,21 +168,51 @@ static enum rpc_outcome fake_echo(struct rpc_req *rq, void *args, void *res)
 	return RPC_OUT_REPLY;
 }
 
+struct long_res {
+	u_int lr_len;
+	char *lr_data;
+};
+
+static bool_t xdr_long_res(XDR *x, struct long_res *r)
+{
+	return xdr_bytes(x, &r->lr_data, &r->lr_len, 1u << 20);
+}
+
+/* Answers as many bytes as the argument says. */
+static enum rpc_outcome fake_long(struct rpc_req *rq, void *args, void *res)
+{
+	struct long_res *r = res;
+
+	r->lr_len = *(uint32_t *)args;
+	r->lr_data = rpc_alloc(rq, r->lr_len);
+	return RPC_OUT_REPLY;
+}
+
+#define FAKE_LONG 3
+#define FAKE_BIG 4
+#define FAKE_BIG_MAX 20000
+
 static const struct rpc_proc fake_v2[] = {
 	{ "NULL", XDR_VOID, 0, XDR_VOID, 0, fake_null },
 	{ "ECHO", (xdrproc_t)xdr_u_int, sizeof(uint32_t), (xdrproc_t)xdr_echo_res,
 	  sizeof(struct echo_res), fake_echo },
 	{ "MISSING", XDR_VOID, 0, XDR_VOID, 0, NULL },
+	{ "LONG", (xdrproc_t)xdr_u_int, sizeof(uint32_t), (xdrproc_t)xdr_long_res,
+	  sizeof(struct long_res), fake_long },
+	{ "BIG", (xdrproc_t)xdr_u_int, sizeof(uint32_t), (xdrproc_t)xdr_long_res,
+	  sizeof(struct long_res), fake_long },
 };
 static const struct rpc_proc fake_v3[] = {
 	/* NULL encoders mean void too. */
 	{ "NULL", NULL, 0, NULL, 0, fake_null },
 };
 static const struct rpc_proc *const fake_procs[] = { fake_v2, fake_v3 };
-static const uint32_t fake_nprocs[] = { 3, 1 };
+static const uint32_t fake_nprocs[] = { 5, 1 };
+static const uint32_t fake_big[] = { 1u << FAKE_BIG, 0 };
 static const struct rpc_program fake_program = {
 	.rg_prog = FAKE_PROG, .rg_vers_min = 2, .rg_vers_max = 3,
 	.rg_procs = fake_procs, .rg_nprocs = fake_nprocs,
+	.rg_big_replies = fake_big, .rg_reply_big = FAKE_BIG_MAX,
 };
 
 static int setup(void **state)
@@ -504,7 +534,7 @@ static void test_serve_unavail(void **state)
 	c.proc = 2; /* a NULL rp_fn */
 	serve(&c, IPPROTO_TCP, &r, NULL);
 	assert_int_equal(r.code, PROC_UNAVAIL);
-	c.proc = 3; /* past the table */
+	c.proc = 5; /* past the table */
 	serve(&c, IPPROTO_TCP, &r, NULL);
 	assert_int_equal(r.code, PROC_UNAVAIL);
 	c.vers = 3;
@@ -604,6 +634,61 @@ static void test_serve_outcomes(void **state)
 	serve(&c, IPPROTO_TCP, NULL, NULL);
 }
 
+/* A call of proc asking for len bytes; returns the reply code and its size. */
+static uint32_t serve_long(uint32_t proc, uint32_t len, size_t *size)
+{
+	struct callspec c = spec_sys();
+	uint8_t buf[4096], *out;
+	uint32_t arg = htonl(len);
+	size_t n;
+	struct reply r;
+
+	c.proc = proc;
+	c.args = (const uint8_t *)&arg;
+	c.argslen = 4;
+	n = build_call(buf, sizeof(buf), &c);
+	out = rpc_serve(buf, n, NULL, 0, IPPROTO_TCP, size);
+	assert_non_null(out);
+	parse_reply(out, *size, IPPROTO_TCP, &r);
+	free(out);
+	return r.code;
+}
+
+/*
+ * The bound a transport charges a call in flight: the program's for the procedures it
+ * lists as large, RPC_REPLY_SMALL for all else; a reply past its bound is SYSTEM_ERR.
+ */
+static void test_reply_max(void **state)
+{
+	struct callspec c = spec_sys();
+	uint8_t buf[4096];
+	size_t n, size;
+
+	(void)state;
+	c.proc = FAKE_BIG;
+	n = build_call(buf, sizeof(buf), &c);
+	assert_int_equal(rpc_reply_max(buf, n), FAKE_BIG_MAX);
+	assert_int_equal(rpc_reply_max(buf, 23), RPC_REPLY_SMALL);
+	c.proc = FAKE_LONG;
+	n = build_call(buf, sizeof(buf), &c);
+	assert_int_equal(rpc_reply_max(buf, n), RPC_REPLY_SMALL);
+	c.proc = FAKE_BIG;
+	c.vers = 3;
+	n = build_call(buf, sizeof(buf), &c);
+	assert_int_equal(rpc_reply_max(buf, n), RPC_REPLY_SMALL);
+	c.vers = 2;
+	c.prog = FAKE_PROG + 1;
+	n = build_call(buf, sizeof(buf), &c);
+	assert_int_equal(rpc_reply_max(buf, n), RPC_REPLY_SMALL);
+
+	assert_int_equal(serve_long(FAKE_LONG, 100, &size), SUCCESS);
+	assert_int_equal(serve_long(FAKE_LONG, RPC_REPLY_SMALL, &size), SYSTEM_ERR);
+	assert_true(size <= RPC_REPLY_SMALL);
+	assert_int_equal(serve_long(FAKE_BIG, RPC_REPLY_SMALL, &size), SUCCESS);
+	assert_true(size > RPC_REPLY_SMALL && size <= FAKE_BIG_MAX);
+	assert_int_equal(serve_long(FAKE_BIG, FAKE_BIG_MAX, &size), SYSTEM_ERR);
+}
+
 static void test_alloc(void **state)
 {
 	struct rpc_req rq;
@@ -640,6 +725,7 @@ int main(void)
 		cmocka_unit_test(test_serve_garbage),
 		cmocka_unit_test(test_serve_success),
 		cmocka_unit_test(test_serve_outcomes),
+		cmocka_unit_test(test_reply_max),
 		cmocka_unit_test(test_alloc),
 	};
 
