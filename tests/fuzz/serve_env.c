@@ -209,3 +209,18 @@ void senv_handle(enum senv_obj o, uint8_t out[FH_LEN])
 {
 	fh_encode(&senv.se_fh[o], senv.se_ns.ns_handle_key, out);
 }
+
+const struct config *senv_config(void)
+{
+	return &senv.se_cf;
+}
+
+struct nfs_server *senv_nfs(void)
+{
+	return &senv.se_ns;
+}
+
+const char *senv_dir(void)
+{
+	return senv.se_root;
+}
