@@ -1611,6 +1611,13 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 	return bound;
 }
 
+void net_server_usage(const struct net_server *srv, struct net_usage *out)
+{
+	out->nu_buffered = srv->ns_buffered;
+	out->nu_conns = srv->ns_nconns;
+	out->nu_inflight = srv->ns_inflight;
+}
+
 /* ---- shutting down ---- */
 
 static void net_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
