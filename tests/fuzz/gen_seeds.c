@@ -507,6 +507,47 @@ static void gs_record(struct gen_script *s, unsigned k, const char *call)
 	gs_record_fill(s, k, c->gc_buf, c->gc_n, 0, false);
 }
 
+static void gs_put32(uint8_t *p, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(p, &v, 4);
+}
+
+/*
+ * The head of a WRITE of kib KiB of zeros at offset: the kept WRITE with its offset, count
+ * and data length changed, up to the data (the RECORD op's fill). Returns its length.
+ */
+static size_t gs_write_head(uint8_t *head, uint64_t offset, unsigned kib)
+{
+	const struct gen_call *w = gen_call("nfs-write-upper");
+	size_t h = w->gc_n - 24;   /* up to count; then stable, the data's length, data */
+
+	memcpy(head, w->gc_buf, h);
+	gs_put32(head + h - 8, (uint32_t)(offset >> 32));
+	gs_put32(head + h - 4, (uint32_t)offset);
+	gs_put32(head + h, kib << 10);
+	memcpy(head + h + 4, w->gc_buf + h + 4, 4);
+	gs_put32(head + h + 8, kib << 10);
+	return h + 12;
+}
+
+static void gs_write_big(struct gen_script *s, unsigned k, uint64_t offset, unsigned kib)
+{
+	uint8_t head[SEED_MAX];
+
+	gs_record_fill(s, k, head, gs_write_head(head, offset, kib), kib, false);
+}
+
+/* A READ of count bytes of o from its start; *n receives its length. */
+static const uint8_t *gs_read_call(enum senv_obj o, uint32_t count, size_t *n)
+{
+	static uint8_t buf[SEED_MAX];
+	READ3args r = { .file = fh(o), .count = count };
+
+	*n = gen_encode("read", NFS_PROGRAM, NFS_V3, 6, XP(xdr_READ3args), &r, 0, buf);
+	return buf;
+}
+
 static void gs_udp(struct gen_script *s, bool secure, const char *call)
 {
 	const struct gen_call *c = gen_call(call);
@@ -529,6 +570,59 @@ static void gs_write(struct gen_script *s, const char *name)
 	gen_write("fuzz_conn", name, s->gs_b, s->gs_n);
 	gen_n++;
 	s->gs_n = 0;
+}
+
+/*
+ * Stalls found by fuzz_conn, as scripts that repeat them every time. Both on server 1,
+ * where max-buffered (128 KiB) is below max-record, as --max-buffered 4M with WRITEs of
+ * 1 MiB in flight from several clients would be.
+ */
+static void gen_conn_regress(struct gen_script *s)
+{
+	uint8_t head[SEED_MAX], mark[4];
+	const uint8_t *read;
+	size_t h, n;
+
+	/*
+	 * Two clients each send part of a 200 KiB WRITE (40 KiB): together past max-buffered,
+	 * neither was read again (both waited for memory only they held).
+	 */
+	h = gs_write_head(head + 4, 4, 200);
+	gs_put32(head, 0x80000000u | (uint32_t)(h + (200u << 10)));
+	gs_byte(s, 1);
+	for (unsigned k = 0; k < 2; k++)
+		gs_op(s, GS_OPEN, k, 1);
+	for (unsigned k = 0; k < 2; k++) {
+		gs_send(s, k, head, h + 4);
+		gs_record_fill(s, k, NULL, 0, 40, true);
+	}
+	gs_write(s, "regress-writers-stall");
+
+	/*
+	 * A client that stops reading 1 MiB READ replies holds max-buffered twice over, so six
+	 * clients' READs are parked, each with the 64 KiB read behind it; once the first client
+	 * reads again, the parked connections' own bytes kept them parked (and unread) forever.
+	 */
+	gs_byte(s, 1);
+	gs_op(s, GS_OPEN, 0, 3);
+	for (unsigned i = 0; i < 4; i++)
+		gs_write_big(s, 0, (uint64_t)i * (255u << 10), 255);
+	gs_op(s, GS_SETTLE, 0, 0);
+	gs_op(s, GS_READ, 0, 0);
+	read = gs_read_call(SENV_UPFILE, 1u << 20, &n);
+	for (int i = 0; i < 10; i++)
+		gs_record_fill(s, 0, read, n, 0, false);
+	gs_op(s, GS_SETTLE, 0, 0);
+	read = gs_read_call(SENV_FILE, 100, &n);
+	gs_put32(head, 0x80000000u | (uint32_t)n);
+	memcpy(head + 4, read, n);
+	gs_put32(mark, 0x80000000u | (64u << 10));
+	memcpy(head + 4 + n, mark, 4);
+	for (unsigned k = 1; k < 7; k++) {
+		gs_op(s, GS_OPEN, k, 1);
+		gs_record_fill(s, k, head, n + 8, 64, true);
+	}
+	gs_write(s, "regress-parked-pending");
 }
 
 static void gen_conn(void)
@@ -574,6 +668,14 @@ static void gen_conn(void)
 	gs_record(&s, 2, "nfs-getattr");
 	gs_op(&s, GS_SETTLE, 0, 0);
 	gs_write(&s, "conn-pressure");
+
+	/* Server 1 (records larger than max-buffered): a 200 KiB WRITE, read in place. */
+	gs_byte(&s, 1);
+	gs_op(&s, GS_OPEN, 0, 1);
+	gs_write_big(&s, 0, 4, 200);
+	gs_op(&s, GS_SETTLE, 0, 0);
+	gs_record(&s, 0, "nfs-getattr");
+	gs_write(&s, "conn-bigwrite");
 
 	/* A GETATTR in two fragments. */
 	mark = htonl((uint32_t)(ga->gc_n / 2));
@@ -622,6 +724,7 @@ static void gen_conn(void)
 	gs_record(&s, 0, "nfs-getattr");
 	gs_record(&s, 0, "mnt3-mnt");
 	gs_write(&s, "conn-insecure");
+	gen_conn_regress(&s);
 }
 
 int main(int argc, char **argv)
