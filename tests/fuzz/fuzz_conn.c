@@ -50,6 +50,7 @@
 
 #define FUZZ_CLIENTS 8
 #define FUZZ_SEND_TRIES 64           /* turns of the loop a blocked send waits */
+#define FUZZ_SEND_TURN 0.002         /* seconds one such turn may wait for an event */
 #define FUZZ_SMALL_RCVBUF 4096
 #define FUZZ_XIDS 256
 #define FUZZ_DEADLINE 5.0            /* seconds the server may take to settle */
@@ -338,6 +339,27 @@ static void fuzz_check_usage(int s)
 	}
 }
 
+static void fuzz_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	*(bool *)w->data = true;
+}
+
+/* One turn of the loop that waits up to FUZZ_SEND_TURN for an event (a call served). */
+static void fuzz_turn(int s)
+{
+	bool timed_out = false;
+	ev_timer t;
+
+	ev_timer_init(&t, fuzz_timeout_cb, FUZZ_SEND_TURN, 0);
+	t.data = &timed_out;
+	ev_timer_start(fz.fz_loop, &t);
+	ev_run(fz.fz_loop, EVRUN_ONCE);
+	ev_timer_stop(fz.fz_loop, &t);
+	fuzz_check_usage(s);
+}
+
 static void fuzz_pump(int s, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -346,12 +368,6 @@ static void fuzz_pump(int s, unsigned n)
 	}
 }
 
-static void fuzz_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)revents;
-	*(bool *)w->data = true;
-}
 
 enum fuzz_wait { FUZZ_SERVED, FUZZ_ENDED, FUZZ_EMPTY };
 
@@ -478,7 +494,7 @@ static bool fuzz_send(int s, struct fuzz_client *c, const uint8_t *p, size_t n)
 		ssize_t r = send(c->fc_fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && tries++ < FUZZ_SEND_TRIES) {
-			fuzz_pump(s, 1);
+			fuzz_turn(s);
 			continue;
 		}
 		if (r <= 0)

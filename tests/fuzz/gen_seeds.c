@@ -605,11 +605,8 @@ static void gen_conn_regress(struct gen_script *s)
 	 */
 	gs_byte(s, 1);
 	gs_op(s, GS_OPEN, 0, 3);
-	for (unsigned i = 0; i < 4; i++)
-		gs_write_big(s, 0, (uint64_t)i * (255u << 10), 255);
-	gs_op(s, GS_SETTLE, 0, 0);
 	gs_op(s, GS_READ, 0, 0);
-	read = gs_read_call(SENV_UPFILE, 1u << 20, &n);
+	read = gs_read_call(SENV_BIG, SENV_BIG_SIZE, &n);
 	for (int i = 0; i < 10; i++)
 		gs_record_fill(s, 0, read, n, 0, false);
 	gs_op(s, GS_SETTLE, 0, 0);
@@ -618,9 +615,10 @@ static void gen_conn_regress(struct gen_script *s)
 	memcpy(head + 4, read, n);
 	gs_put32(mark, 0x80000000u | (64u << 10));
 	memcpy(head + 4 + n, mark, 4);
+	h = n + 8;
 	for (unsigned k = 1; k < 7; k++) {
 		gs_op(s, GS_OPEN, k, 1);
-		gs_record_fill(s, k, head, n + 8, 64, true);
+		gs_record_fill(s, k, head, h, 64, true);
 	}
 	gs_write(s, "regress-parked-pending");
 }

@@ -13,7 +13,13 @@
 #include "fh.h"
 
 /* The names looked up at setup, in this order, so their handles never change. */
-enum senv_obj { SENV_ROOT, SENV_FILE, SENV_DIR, SENV_INNER, SENV_LINK, SENV_UPFILE, SENV_NOBJ };
+enum senv_obj {
+	SENV_ROOT, SENV_FILE, SENV_DIR, SENV_INNER, SENV_LINK, SENV_UPFILE,
+	SENV_BIG,               /* 1 MiB (sparse), for replies as large as READs get */
+	SENV_NOBJ
+};
+
+#define SENV_BIG_SIZE (1u << 20)
 
 extern const char *const senv_names[SENV_NOBJ];
 
