@@ -827,16 +827,17 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	net_relieve(srv);
 }
 
+/* A close on a write error frees bytes too (see conn_read_cb). */
 static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct net_conn *c = container_of(w, struct net_conn, nc_wio);
+	struct net_server *srv = c->nc_srv;
 
 	(void)loop;
 	(void)revents;
-	if (conn_flush(c) < 0)
-		return;
-	conn_after_io(c);
-	net_relieve(c->nc_srv);
+	if (conn_flush(c) == 0)
+		conn_after_io(c);
+	net_relieve(srv);
 }
 
 /* The entry of the client at addr, made if it has none. NULL when out of memory. */

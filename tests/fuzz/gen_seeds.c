@@ -621,6 +621,24 @@ static void gen_conn_regress(struct gen_script *s)
 		gs_record_fill(s, k, head, h, 64, true);
 	}
 	gs_write(s, "regress-parked-pending");
+
+	/*
+	 * Like the last one, but the client holding the memory fills its reply queue (so the
+	 * server only writes to it) and then resets: its connection ended in the write path,
+	 * which did not let the parked client go on.
+	 */
+	gs_byte(s, 1);
+	gs_op(s, GS_OPEN, 0, 3);
+	gs_op(s, GS_READ, 0, 0);
+	read = gs_read_call(SENV_BIG, SENV_BIG_SIZE, &n);
+	for (int i = 0; i < 16; i++)
+		gs_record_fill(s, 0, read, n, 0, false);
+	gs_op(s, GS_SETTLE, 0, 0);
+	gs_op(s, GS_OPEN, 1, 1);
+	gs_record_fill(s, 1, head, h, 64, true);
+	gs_op(s, GS_SETTLE, 0, 0);
+	gs_op(s, GS_SHUT, 0, 2);
+	gs_write(s, "regress-reset-relieve");
 }
 
 static void gen_conn(void)
