@@ -73,10 +73,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 		} \
 	} while (0)
 
-/* The limits of the two servers: tight, and records larger than max-buffered. */
+/*
+ * The limits of the two servers: tight (and fewer connections per host than the script
+ * has clients, all of them from 127.0.0.1), and records larger than max-buffered.
+ */
 static const struct net_opts fuzz_opts[2] = {
 	{ .no_listen = "127.0.0.1", .no_workers = 2, .no_max_record = 16u << 10,
-	  .no_max_requests = 4, .no_max_buffered = 48u << 10, .no_max_conns = 8 },
+	  .no_max_requests = 4, .no_max_buffered = 48u << 10, .no_max_conns = 8,
+	  .no_max_conns_per_host = 6 },
 	{ .no_listen = "127.0.0.1", .no_workers = 2, .no_max_record = 512u << 10,
 	  .no_max_requests = 2, .no_max_buffered = 128u << 10, .no_max_conns = 8 },
 };
