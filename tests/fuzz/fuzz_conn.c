@@ -308,6 +308,14 @@ static unsigned fuzz_byte(struct fuzz_in *in)
 	return *in->fi_p++;
 }
 
+/* A 2-byte big-endian number (the two reads in sequence: call order is unspecified). */
+static size_t fuzz_u16(struct fuzz_in *in)
+{
+	size_t hi = fuzz_byte(in);
+
+	return hi << 8 | fuzz_byte(in);
+}
+
 static const uint8_t *fuzz_take(struct fuzz_in *in, size_t *n)
 {
 	const uint8_t *p = in->fi_p;
@@ -513,7 +521,7 @@ static bool fuzz_send(int s, struct fuzz_client *c, const uint8_t *p, size_t n)
 
 static void fuzz_record(int s, struct fuzz_client *c, bool raw, struct fuzz_in *in)
 {
-	size_t h = (fuzz_byte(in) << 8 | fuzz_byte(in)) & 0x3fff;
+	size_t h = fuzz_u16(in) & 0x3fff;
 	size_t fill = (size_t)fuzz_byte(in) << 10;
 	const uint8_t *head = fuzz_take(in, &h);
 	uint8_t mark[4];
@@ -534,7 +542,7 @@ static void fuzz_udp(int s, bool secure, struct fuzz_in *in)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)fz.fz_port[s]),
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	size_t n = fuzz_byte(in) << 8 | fuzz_byte(in);
+	size_t n = fuzz_u16(in);
 	const uint8_t *p = fuzz_take(in, &n);
 
 	if (sendto(fz.fz_udp[secure], p, n, MSG_DONTWAIT, (struct sockaddr *)&sin, sizeof(sin)) ==
@@ -546,6 +554,7 @@ static void fuzz_op(int s, struct fuzz_in *in)
 {
 	unsigned op = fuzz_byte(in), v = op >> 6;
 	struct fuzz_client *c = &fz.fz_cl[op >> 3 & 7];
+	const uint8_t *p;
 	size_t n;
 
 	switch (op & 7) {
@@ -554,7 +563,8 @@ static void fuzz_op(int s, struct fuzz_in *in)
 		break;
 	case 1:
 		n = fuzz_byte(in) + 1;
-		fuzz_send(s, c, fuzz_take(in, &n), n);
+		p = fuzz_take(in, &n);   /* shortens n to what the input has left */
+		fuzz_send(s, c, p, n);
 		break;
 	case 2:
 		fuzz_record(s, c, v & 1, in);
