@@ -60,6 +60,16 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
  */
 int net_listen(struct net_server *srv, int port, char *err, size_t errlen);
 
+/* What the server holds at the moment (tests and fuzzing check the accounting with it). */
+struct net_usage {
+	uint64_t nu_buffered;       /* bytes counted against no_max_buffered */
+	unsigned nu_conns;          /* open TCP connections */
+	unsigned nu_inflight;       /* calls being served, TCP and UDP */
+};
+
+/* Call on the loop's thread. */
+void net_server_usage(const struct net_server *srv, struct net_usage *out);
+
 /* Stops accepting, lets in-flight replies be sent (bounded wait), closes everything. */
 void net_server_shutdown(struct net_server *srv);
 void net_server_free(struct net_server *srv);

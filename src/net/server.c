@@ -22,7 +22,11 @@
  * max_buffered only connections holding (almost) nothing may read, so a crowd of clients
  * that never read cannot exhaust memory while a well-behaved client still gets its small
  * calls through; at twice max_buffered a call that may produce a large reply waits
- * parked instead of being served. Connections stuck without progress are closed after idle_timeout.
+ * parked instead of being served. Under pressure one connection at a time may finish a
+ * large record it is in the middle of (ns_finisher), so connections that each hold part of
+ * a large WRITE cannot fill max_buffered together and wait for each other forever; parked
+ * bytes do not hold back their own calls either. Connections stuck without progress are
+ * closed after idle_timeout.
  *
  * Connection slots: a connection from an address no client rule admits (ns_admit) is
  * closed at accept, before it costs anything. Past max_conns_per_host connections of one
@@ -174,6 +178,10 @@ struct net_server {
 	uint64_t ns_buffered;                  /* see the comment at the top */
 	bool ns_udp;                           /* listeners take UDP too */
 	bool ns_pressured;                     /* a connection was paused by ns_max_buffered */
+	uint64_t ns_parked;                    /* bytes of parked calls (in ns_buffered too) */
+	uint64_t ns_pending;                   /* bytes read but not yet fed (nc_pend, same) */
+	struct net_conn *ns_finisher;          /* may finish its partial record under pressure */
+	bool ns_finisher_freed;                /* paused connections should look for the turn */
 	unsigned ns_nconns;
 	ev_tstamp ns_full_warned, ns_buf_warned, ns_host_warned, ns_admit_warned, ns_evict_warned;
 	net_admit_fn *ns_admit;
@@ -393,6 +401,21 @@ static bool conn_idle(const struct net_conn *c)
 }
 
 /*
+ * Under pressure a connection holding nothing but a large partial record may finish it if
+ * no other connection is finishing one: without the turn, connections that each hold part
+ * of a large record could fill max_buffered between them and never be read again. The
+ * turn ends with the record (conn_sync_rx), so it costs at most one record.
+ */
+static bool conn_take_turn(struct net_conn *c)
+{
+	struct net_server *srv = c->nc_srv;
+
+	if (srv->ns_finisher == NULL)
+		srv->ns_finisher = c;
+	return srv->ns_finisher == c;
+}
+
+/*
  * Under global pressure a connection may still read while it holds no calls or replies
  * and only a small partial record: that keeps each well-behaved client moving (one call
  * at a time) while the clients holding data wait. Those single calls overshoot the limit
@@ -410,7 +433,8 @@ static bool conn_full(struct net_conn *c)
 		return true;
 	if (srv->ns_buffered < srv->ns_max_buffered)
 		return false;
-	if (c->nc_inflight == 0 && c->nc_outbytes == 0 && c->nc_rxacct < NET_PRESSURE_RX)
+	if (c->nc_inflight == 0 && c->nc_outbytes == 0 &&
+	    (c->nc_rxacct < NET_PRESSURE_RX || conn_take_turn(c)))
 		return false;
 	if (!srv->ns_pressured && ev_now(srv->ns_loop) - srv->ns_buf_warned >= NET_WARN_EVERY) {
 		srv->ns_buf_warned = ev_now(srv->ns_loop);
@@ -422,23 +446,43 @@ static bool conn_full(struct net_conn *c)
 	return true;
 }
 
-/* At twice max_buffered even calls of idle connections wait if their reply may be large. */
+/*
+ * At twice max_buffered even calls of idle connections wait if their reply may be large.
+ * What the calls, replies and partial records hold counts; parked calls and the bytes read
+ * behind them do not: they only move once the parked call goes, so counting them, parked
+ * calls could wait for themselves forever.
+ */
 static bool conn_hard_pressed(const struct net_server *srv)
 {
-	return srv->ns_buffered / 2 >= srv->ns_max_buffered;
+	return (srv->ns_buffered - srv->ns_parked - srv->ns_pending) / 2 >= srv->ns_max_buffered;
 }
 
-/* Keeps ns_buffered in step with the reassembly buffer's size. */
+/* Keeps ns_buffered in step with the reassembly buffer's size; ends a finished turn. */
 static void conn_sync_rx(struct net_conn *c)
 {
-	c->nc_srv->ns_buffered -= c->nc_rxacct;
+	struct net_server *srv = c->nc_srv;
+
+	srv->ns_buffered -= c->nc_rxacct;
 	c->nc_rxacct = c->nc_rx.rr_cap;
-	c->nc_srv->ns_buffered += c->nc_rxacct;
+	srv->ns_buffered += c->nc_rxacct;
+	if (c->nc_rxacct == 0 && srv->ns_finisher == c) {
+		srv->ns_finisher = NULL;
+		srv->ns_finisher_freed = true;
+	}
+}
+
+static void conn_unpark(struct net_conn *c)
+{
+	c->nc_srv->ns_buffered -= c->nc_parklen;
+	c->nc_srv->ns_parked -= c->nc_parklen;
+	c->nc_park = NULL;
+	c->nc_parklen = 0;
 }
 
 static void conn_drop_pend(struct net_conn *c)
 {
 	c->nc_srv->ns_buffered -= c->nc_pendlen;
+	c->nc_srv->ns_pending -= c->nc_pendlen;
 	free(c->nc_pend);
 	c->nc_pend = NULL;
 	c->nc_pendlen = c->nc_pendoff = 0;
@@ -473,10 +517,8 @@ static void conn_close(struct net_conn *c)
 	srv->ns_buffered -= c->nc_outbytes;
 	c->nc_outbytes = 0;
 	conn_drop_pend(c);
-	srv->ns_buffered -= c->nc_parklen;
 	free(c->nc_park);
-	c->nc_park = NULL;
-	c->nc_parklen = 0;
+	conn_unpark(c);
 	record_free(&c->nc_rx);
 	conn_sync_rx(c);
 	srv->ns_nconns--;
@@ -540,6 +582,7 @@ static bool conn_record_done(struct net_conn *c)
 		c->nc_park = rec;
 		c->nc_parklen = rlen;
 		c->nc_srv->ns_buffered += rlen;
+		c->nc_srv->ns_parked += rlen;
 		return true;
 	}
 	return conn_submit(c, rec, rlen);
@@ -608,9 +651,7 @@ static int conn_feed_pending(struct net_conn *c)
 
 		if (conn_hard_pressed(c->nc_srv))
 			return 0;
-		c->nc_park = NULL;
-		c->nc_parklen = 0;
-		c->nc_srv->ns_buffered -= len;
+		conn_unpark(c);
 		if (!conn_submit(c, rec, len))
 			return -1;
 	}
@@ -759,6 +800,7 @@ static void conn_read(struct ev_loop *loop, ev_io *w)
 		c->nc_pendlen = (size_t)(n - used);
 		c->nc_pendoff = 0;
 		c->nc_srv->ns_buffered += c->nc_pendlen;
+		c->nc_srv->ns_pending += c->nc_pendlen;
 	}
 	conn_update_reading(c);
 }
@@ -773,16 +815,17 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	net_relieve(srv);
 }
 
+/* A close on a write error frees bytes too (see conn_read_cb). */
 static void conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct net_conn *c = container_of(w, struct net_conn, nc_wio);
+	struct net_server *srv = c->nc_srv;
 
 	(void)loop;
 	(void)revents;
-	if (conn_flush(c) < 0)
-		return;
-	conn_after_io(c);
-	net_relieve(c->nc_srv);
+	if (conn_flush(c) == 0)
+		conn_after_io(c);
+	net_relieve(srv);
 }
 
 /* The entry of the client at addr, made if it has none. NULL when out of memory. */
@@ -1212,13 +1255,23 @@ static void udp_reply(struct net_listener *l, struct net_job *j)
 
 /* ---- limits across connections ---- */
 
-/* Once the buffered bytes fell below the limit, lets every paused connection go on. */
+/*
+ * Lets every paused connection go on once the buffered bytes fell below the limit, the
+ * turn to finish a record went free, or parked calls may go (conn_hard_pressed: waiting
+ * for the buffered bytes to fall below the limit instead, the bytes parked connections
+ * hold could keep them waiting forever).
+ */
 static void net_relieve(struct net_server *srv)
 {
 	struct net_conn *c, *next;
+	bool parks_go = srv->ns_parked > 0 && !conn_hard_pressed(srv);
 
-	if (!srv->ns_pressured || srv->ns_shutting || srv->ns_buffered >= srv->ns_max_buffered)
+	if (srv->ns_shutting)
 		return;
+	if (!parks_go && !srv->ns_finisher_freed &&
+	    (!srv->ns_pressured || srv->ns_buffered >= srv->ns_max_buffered))
+		return;
+	srv->ns_finisher_freed = false;
 	srv->ns_pressured = false;
 	for (c = srv->ns_conns; c != NULL; c = next) {
 		next = c->nc_next;
@@ -1604,6 +1657,13 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 			ev_io_start(srv->ns_loop, &l->nl_udp_io);
 	}
 	return bound;
+}
+
+void net_server_usage(const struct net_server *srv, struct net_usage *out)
+{
+	out->nu_buffered = srv->ns_buffered;
+	out->nu_conns = srv->ns_nconns;
+	out->nu_inflight = srv->ns_inflight;
 }
 
 /* ---- shutting down ---- */

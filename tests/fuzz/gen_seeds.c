@@ -3,7 +3,9 @@
  * key, see serve_env.h) for every NFS v3, MOUNT v1/v3 and portmapper procedure, encoded
  * with the generated XDR routines. Each seed is served once on a pristine tree and its
  * reply status printed, so a seed that stops reaching its handler shows up.
- *   gen_seeds CORPUS   (writes CORPUS/fuzz_serve, fuzz_call and fuzz_record)
+ * A few of the calls are also kept to script fuzz_conn's seeds: the same calls sent to a
+ * real server over TCP and UDP, pipelined, under memory pressure, fragmented, cut short.
+ *   gen_seeds CORPUS   (writes CORPUS/fuzz_serve, fuzz_call, fuzz_record and fuzz_conn)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,6 +17,7 @@
 #include <rpc/rpc.h>
 #include <rpc/pmap_prot.h>
 
+#include "cred.h"
 #include "mount3.h"
 #include "nfs3.h"
 #include "rpc.h"
@@ -27,6 +30,17 @@ static const char *gen_dir;
 static uint8_t gen_fh[SENV_NOBJ][FH_LEN];
 static unsigned gen_n;
 static uint8_t gen_how;    /* the xid's low byte: how fuzz_serve delivers the call */
+
+/* The calls fuzz_conn's seeds send, kept as encoded. */
+static struct gen_call {
+	const char *gc_name;
+	uint8_t gc_buf[SEED_MAX];
+	size_t gc_n;
+} gen_kept[] = {
+	{ .gc_name = "nfs-null" }, { .gc_name = "nfs-getattr" }, { .gc_name = "nfs-read" },
+	{ .gc_name = "nfs-write-upper" }, { .gc_name = "nfs-readdirplus" },
+	{ .gc_name = "mnt3-mnt" }, { .gc_name = "pm2-dump" },
+};
 
 static nfs_fh3 fh(enum senv_obj o)
 {
@@ -104,6 +118,7 @@ static void gen_check(const char *name, const uint8_t *rec, size_t n)
 	senv_reset();
 	peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	out = rpc_serve(rec, n, (struct sockaddr *)&peer, sizeof(peer), IPPROTO_TCP, &outlen);
+	cred_restore(); /* the call left this thread acting as its caller: write seeds as us */
 	if (out == NULL) {
 		printf("%-24s no reply\n", name);
 		return;
@@ -118,23 +133,38 @@ static void gen_check(const char *name, const uint8_t *rec, size_t n)
 	free(out);
 }
 
-static void gen_uid(const char *name, uint32_t prog, uint32_t vers, uint32_t proc,
-		    xdrproc_t fn, void *args, int64_t uid)
+/* Encodes the call into buf (SEED_MAX bytes); returns its length. */
+static size_t gen_encode(const char *name, uint32_t prog, uint32_t vers, uint32_t proc,
+			 xdrproc_t fn, void *args, int64_t uid, uint8_t *buf)
 {
-	uint8_t buf[SEED_MAX], rec[SEED_MAX + 8];
 	XDR x;
 	size_t n;
-	uint8_t hdr[3] = { 0x0f, 0xff, (uint8_t)gen_n };
-	uint32_t mark;
 
-	xdrmem_create(&x, (char *)buf, sizeof(buf), XDR_ENCODE);
+	xdrmem_create(&x, (char *)buf, SEED_MAX, XDR_ENCODE);
 	if (!gen_header(&x, prog, vers, proc, uid) || (fn != NULL && !fn(&x, args))) {
 		fprintf(stderr, "%s: cannot encode\n", name);
 		exit(1);
 	}
 	n = xdr_getpos(&x);
 	xdr_destroy(&x);
+	return n;
+}
+
+static void gen_uid(const char *name, uint32_t prog, uint32_t vers, uint32_t proc,
+		    xdrproc_t fn, void *args, int64_t uid)
+{
+	uint8_t buf[SEED_MAX], rec[SEED_MAX + 8];
+	size_t n = gen_encode(name, prog, vers, proc, fn, args, uid, buf);
+	uint8_t hdr[3] = { 0x0f, 0xff, (uint8_t)gen_n };
+	uint32_t mark;
+
 	gen_n++;
+	for (size_t i = 0; i < sizeof(gen_kept) / sizeof(gen_kept[0]); i++) {
+		if (!strcmp(gen_kept[i].gc_name, name)) {
+			memcpy(gen_kept[i].gc_buf, buf, n);
+			gen_kept[i].gc_n = n;
+		}
+	}
 	gen_write("fuzz_serve", name, buf, n);
 	gen_write("fuzz_call", name, buf, n);
 	/* fuzz_record: max 4095, then the call as two fragments. */
@@ -415,6 +445,304 @@ static void gen_portmap(void)
 	gen("pm4-getversaddr", 100000, 4, 9, XP(gen_xdr_rpcb), rb);
 }
 
+/* ---- fuzz_conn: scripts of client operations (see fuzz_conn.c for the op codes) ---- */
+
+enum { GS_OPEN, GS_SEND, GS_RECORD, GS_UDP, GS_SHUT, GS_READ, GS_PUMP, GS_SETTLE };
+
+struct gen_script {
+	uint8_t gs_b[SEED_MAX * 4];
+	size_t gs_n;
+};
+
+static const struct gen_call *gen_call(const char *name)
+{
+	for (size_t i = 0; i < sizeof(gen_kept) / sizeof(gen_kept[0]); i++)
+		if (!strcmp(gen_kept[i].gc_name, name) && gen_kept[i].gc_n > 0)
+			return &gen_kept[i];
+	fprintf(stderr, "gen_seeds: the call %s was not generated\n", name);
+	senv_close();
+	exit(1);
+}
+
+static void gs_bytes(struct gen_script *s, const void *p, size_t n)
+{
+	if (n == 0)
+		return;
+	if (s->gs_n + n > sizeof(s->gs_b)) {
+		fprintf(stderr, "gen_seeds: a fuzz_conn script is too long\n");
+		senv_close();
+		exit(1);
+	}
+	memcpy(s->gs_b + s->gs_n, p, n);
+	s->gs_n += n;
+}
+
+static void gs_byte(struct gen_script *s, unsigned b)
+{
+	uint8_t v = (uint8_t)b;
+
+	gs_bytes(s, &v, 1);
+}
+
+static void gs_op(struct gen_script *s, unsigned op, unsigned k, unsigned v)
+{
+	gs_byte(s, op | k << 3 | v << 6);
+}
+
+/* RECORD: head bytes, then fill KiB of zeros, all one last fragment (no mark if raw). */
+static void gs_record_fill(struct gen_script *s, unsigned k, const uint8_t *head, size_t h,
+			   unsigned fill, bool raw)
+{
+	gs_op(s, GS_RECORD, k, raw);
+	gs_byte(s, (unsigned)(h >> 8));
+	gs_byte(s, (unsigned)h);
+	gs_byte(s, fill);
+	gs_bytes(s, head, h);
+}
+
+static void gs_record(struct gen_script *s, unsigned k, const char *call)
+{
+	const struct gen_call *c = gen_call(call);
+
+	gs_record_fill(s, k, c->gc_buf, c->gc_n, 0, false);
+}
+
+static void gs_put32(uint8_t *p, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(p, &v, 4);
+}
+
+/*
+ * The head of a WRITE of kib KiB of zeros at offset: the kept WRITE with its offset, count
+ * and data length changed, up to the data (the RECORD op's fill). Returns its length.
+ */
+static size_t gs_write_head(uint8_t *head, uint64_t offset, unsigned kib)
+{
+	const struct gen_call *w = gen_call("nfs-write-upper");
+	size_t h = w->gc_n - 24;   /* up to count; then stable, the data's length, data */
+
+	memcpy(head, w->gc_buf, h);
+	gs_put32(head + h - 8, (uint32_t)(offset >> 32));
+	gs_put32(head + h - 4, (uint32_t)offset);
+	gs_put32(head + h, kib << 10);
+	memcpy(head + h + 4, w->gc_buf + h + 4, 4);
+	gs_put32(head + h + 8, kib << 10);
+	return h + 12;
+}
+
+static void gs_write_big(struct gen_script *s, unsigned k, uint64_t offset, unsigned kib)
+{
+	uint8_t head[SEED_MAX];
+
+	gs_record_fill(s, k, head, gs_write_head(head, offset, kib), kib, false);
+}
+
+/* A READ of count bytes of o from its start; *n receives its length. */
+static const uint8_t *gs_read_call(enum senv_obj o, uint32_t count, size_t *n)
+{
+	static uint8_t buf[SEED_MAX];
+	READ3args r = { .file = fh(o), .count = count };
+
+	*n = gen_encode("read", NFS_PROGRAM, NFS_V3, 6, XP(xdr_READ3args), &r, 0, buf);
+	return buf;
+}
+
+static void gs_udp(struct gen_script *s, bool secure, const char *call)
+{
+	const struct gen_call *c = gen_call(call);
+
+	gs_op(s, GS_UDP, 0, secure);
+	gs_byte(s, (unsigned)(c->gc_n >> 8));
+	gs_byte(s, (unsigned)c->gc_n);
+	gs_bytes(s, c->gc_buf, c->gc_n);
+}
+
+static void gs_send(struct gen_script *s, unsigned k, const uint8_t *p, size_t n)
+{
+	gs_op(s, GS_SEND, k, 0);
+	gs_byte(s, (unsigned)(n - 1));
+	gs_bytes(s, p, n);
+}
+
+static void gs_write(struct gen_script *s, const char *name)
+{
+	gen_write("fuzz_conn", name, s->gs_b, s->gs_n);
+	gen_n++;
+	s->gs_n = 0;
+}
+
+/*
+ * Stalls found by fuzz_conn, as scripts that repeat them every time. Both on server 1,
+ * where max-buffered (128 KiB) is below max-record, as --max-buffered 4M with WRITEs of
+ * 1 MiB in flight from several clients would be.
+ */
+static void gen_conn_regress(struct gen_script *s)
+{
+	uint8_t head[SEED_MAX], mark[4];
+	const uint8_t *read;
+	size_t h, n;
+
+	/*
+	 * Two clients each send part of a 200 KiB WRITE (40 KiB): together past max-buffered,
+	 * neither was read again (both waited for memory only they held).
+	 */
+	h = gs_write_head(head + 4, 4, 200);
+	gs_put32(head, 0x80000000u | (uint32_t)(h + (200u << 10)));
+	gs_byte(s, 1);
+	for (unsigned k = 0; k < 2; k++)
+		gs_op(s, GS_OPEN, k, 1);
+	for (unsigned k = 0; k < 2; k++) {
+		gs_send(s, k, head, h + 4);
+		gs_record_fill(s, k, NULL, 0, 40, true);
+	}
+	gs_write(s, "regress-writers-stall");
+
+	/*
+	 * A client that stops reading 1 MiB READ replies holds max-buffered twice over, so six
+	 * clients' READs are parked, each with the 64 KiB read behind it; once the first client
+	 * reads again, the parked connections' own bytes kept them parked (and unread) forever.
+	 */
+	gs_byte(s, 1);
+	gs_op(s, GS_OPEN, 0, 3);
+	gs_op(s, GS_READ, 0, 0);
+	read = gs_read_call(SENV_BIG, SENV_BIG_SIZE, &n);
+	for (int i = 0; i < 10; i++)
+		gs_record_fill(s, 0, read, n, 0, false);
+	gs_op(s, GS_SETTLE, 0, 0);
+	read = gs_read_call(SENV_FILE, 100, &n);
+	gs_put32(head, 0x80000000u | (uint32_t)n);
+	memcpy(head + 4, read, n);
+	gs_put32(mark, 0x80000000u | (64u << 10));
+	memcpy(head + 4 + n, mark, 4);
+	h = n + 8;
+	for (unsigned k = 1; k < 7; k++) {
+		gs_op(s, GS_OPEN, k, 1);
+		gs_record_fill(s, k, head, h, 64, true);
+	}
+	gs_write(s, "regress-parked-pending");
+
+	/*
+	 * Like the last one, but the client holding the memory fills its reply queue (so the
+	 * server only writes to it) and then resets: its connection ended in the write path,
+	 * which did not let the parked client go on.
+	 */
+	gs_byte(s, 1);
+	gs_op(s, GS_OPEN, 0, 3);
+	gs_op(s, GS_READ, 0, 0);
+	read = gs_read_call(SENV_BIG, SENV_BIG_SIZE, &n);
+	for (int i = 0; i < 16; i++)
+		gs_record_fill(s, 0, read, n, 0, false);
+	gs_op(s, GS_SETTLE, 0, 0);
+	gs_op(s, GS_OPEN, 1, 1);
+	gs_record_fill(s, 1, head, h, 64, true);
+	gs_op(s, GS_SETTLE, 0, 0);
+	gs_op(s, GS_SHUT, 0, 2);
+	gs_write(s, "regress-reset-relieve");
+}
+
+static void gen_conn(void)
+{
+	static const char *const calls[] = { "nfs-null", "nfs-getattr", "nfs-read",
+					     "nfs-readdirplus", "mnt3-mnt", "pm2-dump" };
+	const struct gen_call *ga = gen_call("nfs-getattr");
+	struct gen_script s = { .gs_n = 0 };
+	uint8_t frag[SEED_MAX + 8];
+	uint32_t mark;
+
+	/* Server 0 (tight limits), one client from a privileged port, one of each call. */
+	gs_byte(&s, 0);
+	gs_op(&s, GS_OPEN, 0, 1);
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		gs_record(&s, 0, calls[i]);
+	gs_op(&s, GS_SETTLE, 0, 0);
+	gs_write(&s, "conn-calls");
+
+	/* More READs than max-requests from a client that does not read, then reads. */
+	gs_byte(&s, 0);
+	gs_op(&s, GS_OPEN, 0, 1);
+	gs_op(&s, GS_READ, 0, 0);
+	for (int i = 0; i < 6; i++)
+		gs_record(&s, 0, "nfs-read");
+	gs_op(&s, GS_PUMP, 0, 0);
+	gs_byte(&s, 15);
+	gs_op(&s, GS_SETTLE, 0, 0);
+	gs_op(&s, GS_READ, 0, 0);
+	gs_op(&s, GS_SETTLE, 0, 0);
+	gs_write(&s, "conn-pipeline");
+
+	/* Two clients that do not read fill max-buffered; a third still gets its GETATTR. */
+	gs_byte(&s, 0);
+	for (unsigned k = 0; k < 3; k++)
+		gs_op(&s, GS_OPEN, k, 1);
+	gs_op(&s, GS_READ, 0, 0);
+	gs_op(&s, GS_READ, 1, 0);
+	for (int i = 0; i < 3; i++) {
+		gs_record(&s, 0, "nfs-read");
+		gs_record(&s, 1, "nfs-readdirplus");
+	}
+	gs_record(&s, 2, "nfs-getattr");
+	gs_op(&s, GS_SETTLE, 0, 0);
+	gs_write(&s, "conn-pressure");
+
+	/* Server 1 (records larger than max-buffered): a 200 KiB WRITE, read in place. */
+	gs_byte(&s, 1);
+	gs_op(&s, GS_OPEN, 0, 1);
+	gs_write_big(&s, 0, 4, 200);
+	gs_op(&s, GS_SETTLE, 0, 0);
+	gs_record(&s, 0, "nfs-getattr");
+	gs_write(&s, "conn-bigwrite");
+
+	/* A GETATTR in two fragments. */
+	mark = htonl((uint32_t)(ga->gc_n / 2));
+	memcpy(frag, &mark, 4);
+	memcpy(frag + 4, ga->gc_buf, ga->gc_n / 2);
+	mark = htonl(0x80000000u | (uint32_t)(ga->gc_n - ga->gc_n / 2));
+	memcpy(frag + 4 + ga->gc_n / 2, &mark, 4);
+	memcpy(frag + 8 + ga->gc_n / 2, ga->gc_buf + ga->gc_n / 2, ga->gc_n - ga->gc_n / 2);
+	gs_byte(&s, 0);
+	gs_op(&s, GS_OPEN, 0, 1);
+	gs_send(&s, 0, frag, ga->gc_n + 8);
+	gs_write(&s, "conn-fragments");
+
+	/* A record larger than max-record: the connection is closed. */
+	mark = htonl(0x80000000u | (64u << 10));
+	gs_byte(&s, 0);
+	gs_op(&s, GS_OPEN, 0, 0);
+	gs_send(&s, 0, (const uint8_t *)&mark, 4);
+	gs_send(&s, 0, ga->gc_buf, ga->gc_n);
+	gs_write(&s, "conn-toobig");
+
+	/* Half a call and a reset; another client half-closes after its call. */
+	mark = htonl(0x80000000u | (uint32_t)ga->gc_n);
+	gs_byte(&s, 1);
+	gs_op(&s, GS_OPEN, 0, 1);
+	gs_send(&s, 0, (const uint8_t *)&mark, 4);
+	gs_send(&s, 0, ga->gc_buf, ga->gc_n / 2);
+	gs_op(&s, GS_SHUT, 0, 2);
+	gs_op(&s, GS_OPEN, 1, 1);
+	gs_record(&s, 1, "nfs-getattr");
+	gs_op(&s, GS_SHUT, 1, 0);
+	gs_write(&s, "conn-reset");
+
+	/* UDP from a privileged and an unprivileged port. */
+	gs_byte(&s, 0);
+	gs_udp(&s, true, "nfs-getattr");
+	gs_udp(&s, false, "nfs-null");
+	gs_udp(&s, true, "nfs-read");
+	gs_udp(&s, true, "pm2-dump");
+	gs_op(&s, GS_SETTLE, 0, 0);
+	gs_write(&s, "conn-udp");
+
+	/* A client from an unprivileged port: NFS refuses it, MOUNT answers. */
+	gs_byte(&s, 1);
+	gs_op(&s, GS_OPEN, 0, 0);
+	gs_record(&s, 0, "nfs-getattr");
+	gs_record(&s, 0, "mnt3-mnt");
+	gs_write(&s, "conn-insecure");
+	gen_conn_regress(&s);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -429,6 +757,7 @@ int main(int argc, char **argv)
 	gen_variants();
 	gen_mount();
 	gen_portmap();
+	gen_conn();
 	senv_close();
 	printf("%u seeds written to %s\n", gen_n, gen_dir);
 	return 0;

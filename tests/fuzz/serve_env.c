@@ -24,7 +24,7 @@
 #include "union.h"
 #include "serve_env.h"
 
-const char *const senv_names[SENV_NOBJ] = { "", "file", "dir", "inner", "link", "upfile" };
+const char *const senv_names[SENV_NOBJ] = { "", "file", "dir", "inner", "link", "upfile", "big" };
 
 static const char *const senv_rules[] = {
 	"10.0.0.0/8(ro)", "::1(rw,all_squash)", "127.0.0.1(rw,no_root_squash)", "*(ro)",
@@ -99,7 +99,7 @@ static void senv_start(void)
 	};
 	char err[512], sub[512];
 	uint64_t parent[SENV_NOBJ] = { 0, STORE_ROOT_INO, STORE_ROOT_INO, 0, STORE_ROOT_INO,
-				       STORE_ROOT_INO };
+				       STORE_ROOT_INO, STORE_ROOT_INO };
 
 	senv_mkdir(senv.se_upper);
 	senv_mkdir(senv.se_lower);
@@ -112,6 +112,10 @@ static void senv_start(void)
 	if (symlink("file", sub) != 0)
 		senv_die(sub, "cannot create the symlink");
 	senv_file(senv.se_upper, "upfile", "upper\n");
+	senv_file(senv.se_lower, "big", "");
+	snprintf(sub, sizeof(sub), "%s/big", senv.se_lower);
+	if (truncate(sub, SENV_BIG_SIZE) != 0)
+		senv_die(sub, "cannot make it 1 MiB");
 
 	if (store_open(senv.se_state, &senv.se_store, err, sizeof(err)) != 0)
 		senv_die("store_open", err);
@@ -208,4 +212,19 @@ void senv_close(void)
 void senv_handle(enum senv_obj o, uint8_t out[FH_LEN])
 {
 	fh_encode(&senv.se_fh[o], senv.se_ns.ns_handle_key, out);
+}
+
+const struct config *senv_config(void)
+{
+	return &senv.se_cf;
+}
+
+struct nfs_server *senv_nfs(void)
+{
+	return &senv.se_ns;
+}
+
+const char *senv_dir(void)
+{
+	return senv.se_root;
 }

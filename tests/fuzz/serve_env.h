@@ -1,7 +1,8 @@
 /*
- * The served world of fuzz_serve and its seed generator: a real two-branch union over a
- * small tree in a temporary directory, a real store, NFS + MOUNT + the built-in
- * portmapper registered, and a fixed handle key so stored seeds carry valid handles.
+ * The served world of fuzz_serve, fuzz_conn, fuzz_control and the seed generator: a real
+ * two-branch union over a small tree in a temporary directory, a real store, NFS + MOUNT +
+ * the built-in portmapper registered, and a fixed handle key so stored seeds carry valid
+ * handles.
  */
 #ifndef FUZZ_SERVE_ENV_H
 #define FUZZ_SERVE_ENV_H
@@ -12,7 +13,13 @@
 #include "fh.h"
 
 /* The names looked up at setup, in this order, so their handles never change. */
-enum senv_obj { SENV_ROOT, SENV_FILE, SENV_DIR, SENV_INNER, SENV_LINK, SENV_UPFILE, SENV_NOBJ };
+enum senv_obj {
+	SENV_ROOT, SENV_FILE, SENV_DIR, SENV_INNER, SENV_LINK, SENV_UPFILE,
+	SENV_BIG,               /* 1 MiB (sparse), for replies as large as READs get */
+	SENV_NOBJ
+};
+
+#define SENV_BIG_SIZE (1u << 20)
 
 extern const char *const senv_names[SENV_NOBJ];
 
@@ -24,5 +31,13 @@ void senv_close(void);
 void senv_reset(void);
 /* The handle of one of the setup objects. */
 void senv_handle(enum senv_obj o, uint8_t out[FH_LEN]);
+
+struct config;
+struct nfs_server;
+
+/* What other servers over the same world need: its config, its NFS server, its directory. */
+const struct config *senv_config(void);
+struct nfs_server *senv_nfs(void);
+const char *senv_dir(void);
 
 #endif
