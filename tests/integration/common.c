@@ -5,6 +5,7 @@
 #include "common.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -988,4 +989,20 @@ uint32_t it_get32(const uint8_t *b, size_t off)
 
 	memcpy(&v, b + off, 4);
 	return ntohl(v);
+}
+
+int it_server_fds(const struct it_server *s)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)s->is_pid);
+	d = opendir(path);
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
 }

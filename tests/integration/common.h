@@ -92,6 +92,8 @@ void it_server_dump_log(const struct it_server *s);
 
 /* Whether the server's output (all runs) contains text. */
 bool it_server_log_contains(const struct it_server *s, const char *text);
+/* How many descriptors the running server has open (/proc/PID/fd). */
+int it_server_fds(const struct it_server *s);
 
 /*
  * Runs argv (argv[0] searched in PATH) with stdout+stderr captured into out (NUL-terminated,

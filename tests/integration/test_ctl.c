@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -351,23 +350,6 @@ static double status_ms(const char *when)
 	return ms;
 }
 
-/* How many descriptors the server has open (/proc/PID/fd). */
-static int server_fds(void)
-{
-	char path[64];
-	struct dirent *de;
-	DIR *d;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)it_srv.is_pid);
-	d = opendir(path);
-	assert_non_null(d);
-	while ((de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 /* Lowers the server's soft open files limit (the hard one stays, so it can be restored). */
 static void server_nofile(rlim_t n)
 {
@@ -484,13 +466,13 @@ static void test_status_at_limits(void **state)
 	it_srv.is_extra[0] = NULL;
 	assert_int_equal(it_server_start(&it_srv), 0);
 	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &old), 0);
-	base = server_fds();
+	base = it_server_fds(&it_srv);
 	limit = (rlim_t)base + 64;
 	server_nofile(limit);
 	for (int i = 0; i < T_NFS_CONNS; i++)
 		fds[i] = tcp_open(it_srv.is_nfs_port);
 	usleep(300 * 1000);
-	after = server_fds();
+	after = it_server_fds(&it_srv);
 	fprintf(stderr, "# server descriptors: %d idle, %d with %d connections offered (limit %llu)\n",
 		base, after, T_NFS_CONNS, (unsigned long long)limit);
 	status_ms("with NFS connections filling the open files limit");
@@ -499,7 +481,7 @@ static void test_status_at_limits(void **state)
 			 (unsigned long long)limit);
 	/* Not one descriptor left: the control socket's reserve one answers. */
 	for (int round = 0; round < 3; round++) {
-		server_nofile((rlim_t)server_fds());
+		server_nofile((rlim_t)it_server_fds(&it_srv));
 		status_ms("with no descriptor left");
 	}
 	for (int i = 0; i < T_NFS_CONNS; i++)

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -641,23 +640,6 @@ static void umnt_from(const char *src)
 	it_clnt_destroy(c);
 }
 
-/* How many descriptors the server has open (/proc/PID/fd). */
-static int server_fds(void)
-{
-	char path[64];
-	struct dirent *de;
-	DIR *d;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)srv.is_pid);
-	d = opendir(path);
-	assert_non_null(d);
-	while ((de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 /* The client views open, as `unionnfsd-ctl status` counts them. */
 static int views_open(void)
 {
@@ -705,12 +687,12 @@ static void test_view_bounds(void **state)
 	(void)state;
 	conf_extra = "max-views-per-rule 4\n";
 	start(true);
-	fds0 = server_fds();
+	fds0 = it_server_fds(&srv);
 	for (int k = 0; k < VIEWS_PER_RULE; k++) {
 		snprintf(src, sizeof(src), "127.1.0.%d", 1 + k);
 		client_visit(src, false, &old[k]);
 	}
-	fds1 = server_fds();
+	fds1 = it_server_fds(&srv);
 	assert_int_equal(views_open(), VIEWS_PER_RULE);
 	usleep(VIEW_IDLE_WAIT * 1000);
 	/* As many new clients again, staying mounted: each takes the place of an old view. */
@@ -718,7 +700,7 @@ static void test_view_bounds(void **state)
 		snprintf(src, sizeof(src), "127.1.1.%d", 1 + k);
 		client_visit(src, true, &cur[k]);
 	}
-	fds2 = server_fds();
+	fds2 = it_server_fds(&srv);
 	fprintf(stderr, "# views open: %d after %d clients, %d after %d; server descriptors %d, %d, %d (no view, %d views, %d views)\n",
 		VIEWS_PER_RULE, VIEWS_PER_RULE, views_open(), 2 * VIEWS_PER_RULE, fds0, fds1, fds2,
 		VIEWS_PER_RULE, views_open());
