@@ -57,6 +57,12 @@ int fsio_pread(int fd, void *buf, size_t count, uint64_t off, size_t *done);
 int fsio_pwrite(int fd, const void *buf, size_t count, uint64_t off, size_t *done);
 int fsio_fsync(int fd);
 int fsio_fdatasync(int fd);
+/*
+ * How many fsync/fdatasync calls have failed since start (any file, any thread). Data
+ * written before a failure may be lost even if a later sync of the same file succeeds, so
+ * whoever promised "written, not yet durable" must tell its clients when this moves.
+ */
+uint64_t fsio_sync_failures(void);
 /* fsync of a directory given by an O_PATH fd (opened for reading, as root if needed). */
 int fsio_fsync_dir(int pathfd);
 int fsio_ftruncate(int fd, uint64_t size);

@@ -22,7 +22,7 @@ struct nfs_server {
 	const struct config *ns_cfg;
 	struct union_export **ns_exports;      /* [i] serves ns_cfg->cf_exports[i] */
 	int ns_nexports;
-	uint8_t ns_write_verf[NFS_WRITE_VERF_LEN]; /* new on every start */
+	uint8_t ns_write_verf[NFS_WRITE_VERF_LEN]; /* new on every start: see nfs_write_verf */
 	uint8_t ns_handle_key[STORE_KEY_LEN];
 	/*
 	 * Guards the client rules (ec_rules, ec_nrules, ec_opts of ns_cfg's exports) and the
@@ -38,6 +38,12 @@ struct nfs_server {
 };
 
 extern const struct rpc_program nfs3_program;
+
+/*
+ * The write verifier of WRITE and COMMIT replies: new on every start and after every failed
+ * sync (fsio_sync_failures), so a client resends the UNSTABLE data it holds (RFC 1813 3.3.7).
+ */
+void nfs_write_verf(const struct nfs_server *ns, uint8_t out[NFS_WRITE_VERF_LEN]);
 extern const struct rpc_program mount_program;
 
 /* Sets up locks and a fresh write verifier; exports must be filled in by the caller. */

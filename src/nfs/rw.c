@@ -120,6 +120,8 @@ bool_t nfs3_xdr_write_args(XDR *xdrs, struct nfs3_write_args *a)
 	return xdr_opaque(xdrs, p, len);
 }
 
+_Static_assert(NFS_WRITE_VERF_LEN == NFS3_WRITEVERFSIZE, "write verifier size");
+
 enum rpc_outcome nfs3_write(struct rpc_req *rq, void *args, void *res)
 {
 	WRITE3args *a = args;
@@ -152,7 +154,7 @@ enum rpc_outcome nfs3_write(struct rpc_req *rq, void *args, void *res)
 		/* What the union reports, never more: the union promises at least stable. */
 		ok->count = nwritten;
 		ok->committed = rw_committed(committed);
-		memcpy(ok->verf, nc.nc_ns->ns_write_verf, NFS3_WRITEVERFSIZE);
+		nfs_write_verf(nc.nc_ns, (uint8_t *)ok->verf);
 	}
 done:
 	/* resok and resfail both begin with the file's wcc_data. */
@@ -180,7 +182,7 @@ enum rpc_outcome nfs3_commit(struct rpc_req *rq, void *args, void *res)
 	err = union_commit(nc.nc_ux, nc.nc_ino, &pre, &post);
 	r->status = nfs_status(err);
 	if (err == 0)
-		memcpy(ok->verf, nc.nc_ns->ns_write_verf, NFS3_WRITEVERFSIZE);
+		nfs_write_verf(nc.nc_ns, (uint8_t *)ok->verf);
 	nfs_wcc(&nc, &pre, &post, &ok->file_wcc);
 	nfs_call_end(&nc);
 	return RPC_OUT_REPLY;
