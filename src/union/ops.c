@@ -274,12 +274,24 @@ int uop_new_name(uint64_t dir, const char *name)
 	return r;
 }
 
+/*
+ * The verifier's two words as the new file's atime and mtime seconds, each masked to 31
+ * bits as knfsd does: file systems without times past 2038 (ext4 with 128-byte inodes, XFS
+ * without bigtime) clamp a larger value, and the retransmission would then not match.
+ */
+#define UOP_VERF_WORD_MASK 0x7fffffffu
+
+static time_t uop_verf_word(const uint8_t *w)
+{
+	uint32_t v = (uint32_t)w[0] << 24 | (uint32_t)w[1] << 16 | (uint32_t)w[2] << 8 | w[3];
+
+	return (time_t)(v & UOP_VERF_WORD_MASK);
+}
+
 static void uop_verf_times(const uint8_t *v, struct timespec ts[2])
 {
-	ts[0].tv_sec = (time_t)((uint32_t)v[0] << 24 | (uint32_t)v[1] << 16 |
-				(uint32_t)v[2] << 8 | v[3]);
-	ts[1].tv_sec = (time_t)((uint32_t)v[4] << 24 | (uint32_t)v[5] << 16 |
-				(uint32_t)v[6] << 8 | v[7]);
+	ts[0].tv_sec = uop_verf_word(v);
+	ts[1].tv_sec = uop_verf_word(v + 4);
 	ts[0].tv_nsec = ts[1].tv_nsec = 0;
 }
 
