@@ -1,7 +1,9 @@
 /*
  * READDIR and READDIRPLUS. The union gives entries in cookie order; we take them until
- * the next one would push the encoded reply past the client's limits, computed from the
- * XDR sizes of what we have put in so far.
+ * the next one would push the encoded reply past the client's limit, computed from the
+ * XDR sizes of what we have put in so far. READDIRPLUS fills up to maxcount: its dircount
+ * is only a hint (RFC 1813 lets the server ignore it, and knfsd does), and taking it as a
+ * limit would cost clients a round trip per few hundred entries (Linux sends maxcount/8).
  */
 #include <string.h>
 
@@ -19,16 +21,14 @@ struct dir_fill {
 	const struct nfs_call *df_nc;
 	bool df_plus;
 	uint32_t df_max;         /* READDIR count / READDIRPLUS maxcount */
-	uint32_t df_dirmax;      /* READDIRPLUS dircount; 0: no limit */
 	uint32_t df_used;
-	uint32_t df_dirused;
 	uint32_t df_n;
 	bool df_full;
 	entry3 **df_tail;
 	entryplus3 **df_tailplus;
 };
 
-/* fileid, name and cookie: what dircount counts. */
+/* fileid, name and cookie. */
 static uint32_t dir_entry_core(size_t namelen)
 {
 	return 8 + XDR_UNIT + XDR_PAD((uint32_t)namelen) + 8;
@@ -39,16 +39,15 @@ static int dir_add(void *ctx, const struct union_dirent *de)
 	struct dir_fill *df = ctx;
 	struct rpc_req *rq = df->df_nc->nc_rq;
 	size_t namelen = strlen(de->ud_name);
-	uint32_t core = dir_entry_core(namelen);
-	uint32_t size = XDR_UNIT + core; /* the "next entry follows" flag, then the entry */
+	/* the "next entry follows" flag, then the entry */
+	uint32_t size = XDR_UNIT + dir_entry_core(namelen);
 	entryplus3 *ep;
 	entry3 *e;
 	char *name;
 
 	if (df->df_plus)
 		size += DIR_ATTR_XDR(de->ud_st != NULL) + XDR_UNIT + XDR_UNIT + FH_LEN;
-	if (size > df->df_max - df->df_used ||
-	    (df->df_dirmax != 0 && core > df->df_dirmax - df->df_dirused)) {
+	if (size > df->df_max - df->df_used) {
 		df->df_full = true;
 		return 1;
 	}
@@ -73,7 +72,6 @@ static int dir_add(void *ctx, const struct union_dirent *de)
 		df->df_tail = &e->nextentry;
 	}
 	df->df_used += size;
-	df->df_dirused += core;
 	df->df_n++;
 	return 0;
 }
@@ -175,7 +173,6 @@ enum rpc_outcome nfs3_readdirplus(struct rpc_req *rq, void *args, void *res)
 	df.df_nc = &nc;
 	df.df_plus = true;
 	df.df_max = dir_clamp(rq, a->maxcount);
-	df.df_dirmax = a->dircount;
 	df.df_tailplus = &ok->reply.entries;
 	r->status = dir_list(&nc, a->cookie, a->cookieverf, &df, &dirst, &eof);
 	if (r->status == NFS3_OK) {
