@@ -104,7 +104,9 @@ int union_lookup_in(struct union_export *ux, uint64_t dir, const char *name, uin
 /*
  * Changes attributes. pre (may be NULL) receives the attributes just before the change,
  * post those just after. If guard_ctime is not NULL and differs from the object's ctime,
- * fails with -EAGAIN (NFS3ERR_NOT_SYNC) without changing anything.
+ * fails with -EAGAIN (NFS3ERR_NOT_SYNC) without changing anything, pre and post then both
+ * the attributes it has. The check and the change are atomic against other union_setattr
+ * calls on the same object.
  */
 int union_setattr(struct union_export *ux, uint64_t ino, const struct union_setattr *sa,
 		  const struct timespec *guard_ctime, struct stat *pre, struct stat *post);

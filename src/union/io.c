@@ -1,9 +1,11 @@
 /* Data and attributes of one object: read, write, commit, setattr, readlink. */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "blocking.h"
 #include "fsio.h"
 #include "uint.h"
 
@@ -150,9 +152,41 @@ static int uattr_copy_up(struct union_export *ux, uint64_t ino,
 	return ures_resolve(ux, NULL, ino, URES_UPPER, o);
 }
 
+/*
+ * SETATTR checks its guard and makes its change under a lock of the object, so that of two
+ * guarded SETATTRs with the same ctime only one passes, and no other SETATTR changes the
+ * object between a check and its change. The locks are striped by union ino (the same
+ * object in every view); a thread waiting for one tells the pool it waits.
+ */
+#define UATTR_LOCK_BITS 6
+
+static pthread_mutex_t uattr_locks[1u << UATTR_LOCK_BITS] = {
+	[0 ... (1u << UATTR_LOCK_BITS) - 1] = PTHREAD_MUTEX_INITIALIZER
+};
+
+static pthread_mutex_t *uattr_lock(uint64_t ino)
+{
+	/* Fibonacci hashing: the product's top bits spread consecutive inos. */
+	pthread_mutex_t *m = &uattr_locks[(ino * 0x9e3779b97f4a7c15ull) >> (64 - UATTR_LOCK_BITS)];
+
+	if (pthread_mutex_trylock(m) != 0) {
+		blocking_enter();
+		pthread_mutex_lock(m);
+		blocking_leave();
+	}
+	return m;
+}
+
+static bool uattr_guard_ok(const struct timespec *guard_ctime, const struct stat *st)
+{
+	return !guard_ctime || (guard_ctime->tv_sec == st->st_ctim.tv_sec &&
+				guard_ctime->tv_nsec == st->st_ctim.tv_nsec);
+}
+
 int union_setattr(struct union_export *ux, uint64_t ino, const struct union_setattr *sa,
 		  const struct timespec *guard_ctime, struct stat *pre, struct stat *post)
 {
+	pthread_mutex_t *lock = uattr_lock(ino);
 	struct uobj o;
 	bool dir;
 	int r;
@@ -160,12 +194,13 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 	r = ures_resolve(ux, NULL, ino, 0, &o);
 	if (r < 0)
 		goto out;
-	if (guard_ctime && (guard_ctime->tv_sec != o.uo_st.st_ctim.tv_sec ||
-			    guard_ctime->tv_nsec != o.uo_st.st_ctim.tv_nsec)) {
+	uio_out(ux, &o.uo_st, ino, pre);
+	if (!uattr_guard_ok(guard_ctime, &o.uo_st)) {
+		/* Nothing changed: the attributes after are those before (RFC 1813's wcc). */
+		uio_out(ux, &o.uo_st, ino, post);
 		r = -EAGAIN;
 		goto out;
 	}
-	uio_out(ux, &o.uo_st, ino, pre);
 	dir = S_ISDIR(o.uo_st.st_mode);
 	if (sa->ua_mask && ux->ux_ro)
 		r = -EROFS;
@@ -183,6 +218,7 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 		uio_out(ux, &o.uo_st, ino, post);
 out:
 	uobj_release(&o);
+	pthread_mutex_unlock(lock);
 	return r;
 }
 
