@@ -153,28 +153,65 @@ static int uattr_copy_up(struct union_export *ux, uint64_t ino,
 }
 
 /*
- * SETATTR checks its guard and makes its change under a lock of the object, so that of two
- * guarded SETATTRs with the same ctime only one passes, and no other SETATTR changes the
- * object between a check and its change. The locks are striped by union ino (the same
- * object in every view); a thread waiting for one tells the pool it waits.
+ * SETATTR checks its guard and makes its change in a turn of its own on the object (union
+ * ino), so that of two guarded SETATTRs with the same ctime only one passes and no other
+ * SETATTR changes the object between a check and its change. A turn may last a copy-up:
+ * a SETATTR of the same object meanwhile parks (blocking.h) and runs again when the turn
+ * ends, holding no worker, as calls waiting for a copy-up do; off a worker pool it waits.
  */
-#define UATTR_LOCK_BITS 6
-
-static pthread_mutex_t uattr_locks[1u << UATTR_LOCK_BITS] = {
-	[0 ... (1u << UATTR_LOCK_BITS) - 1] = PTHREAD_MUTEX_INITIALIZER
+struct uattr_turn {
+	struct uattr_turn *at_next;
+	uint64_t at_ino;
+	struct blocking_queue at_parked; /* SETATTRs to run again when it ends */
 };
 
-static pthread_mutex_t *uattr_lock(uint64_t ino)
-{
-	/* Fibonacci hashing: the product's top bits spread consecutive inos. */
-	pthread_mutex_t *m = &uattr_locks[(ino * 0x9e3779b97f4a7c15ull) >> (64 - UATTR_LOCK_BITS)];
+static pthread_mutex_t uattr_turns_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t uattr_turns_ended = PTHREAD_COND_INITIALIZER;
+static struct uattr_turn *uattr_turns; /* the turns in progress: a few at most */
 
-	if (pthread_mutex_trylock(m) != 0) {
+static struct uattr_turn *uattr_turn_find(uint64_t ino)
+{
+	struct uattr_turn *t = uattr_turns;
+
+	while (t != NULL && t->at_ino != ino)
+		t = t->at_next;
+	return t;
+}
+
+/* 0: the object is the caller's until uattr_turn_end(me); -EINPROGRESS: parked. */
+static int uattr_turn_begin(uint64_t ino, struct uattr_turn *me)
+{
+	struct uattr_turn *other;
+
+	pthread_mutex_lock(&uattr_turns_lock);
+	while ((other = uattr_turn_find(ino)) != NULL) {
+		if (blocking_park(&other->at_parked)) {
+			pthread_mutex_unlock(&uattr_turns_lock);
+			return -EINPROGRESS;
+		}
 		blocking_enter();
-		pthread_mutex_lock(m);
+		pthread_cond_wait(&uattr_turns_ended, &uattr_turns_lock);
 		blocking_leave();
 	}
-	return m;
+	*me = (struct uattr_turn){ .at_next = uattr_turns, .at_ino = ino };
+	uattr_turns = me;
+	pthread_mutex_unlock(&uattr_turns_lock);
+	return 0;
+}
+
+static void uattr_turn_end(struct uattr_turn *me)
+{
+	struct blocking_queue parked;
+	struct uattr_turn **p;
+
+	pthread_mutex_lock(&uattr_turns_lock);
+	for (p = &uattr_turns; *p != me; p = &(*p)->at_next)
+		;
+	*p = me->at_next;
+	parked = me->at_parked;
+	pthread_cond_broadcast(&uattr_turns_ended);
+	pthread_mutex_unlock(&uattr_turns_lock);
+	blocking_wake(&parked);
 }
 
 static bool uattr_guard_ok(const struct timespec *guard_ctime, const struct stat *st)
@@ -186,11 +223,14 @@ static bool uattr_guard_ok(const struct timespec *guard_ctime, const struct stat
 int union_setattr(struct union_export *ux, uint64_t ino, const struct union_setattr *sa,
 		  const struct timespec *guard_ctime, struct stat *pre, struct stat *post)
 {
-	pthread_mutex_t *lock = uattr_lock(ino);
+	struct uattr_turn turn;
 	struct uobj o;
 	bool dir;
 	int r;
 
+	r = uattr_turn_begin(ino, &turn);
+	if (r < 0)
+		return r;
 	r = ures_resolve(ux, NULL, ino, 0, &o);
 	if (r < 0)
 		goto out;
@@ -218,7 +258,7 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 		uio_out(ux, &o.uo_st, ino, post);
 out:
 	uobj_release(&o);
-	pthread_mutex_unlock(lock);
+	uattr_turn_end(&turn);
 	return r;
 }
 
