@@ -220,7 +220,7 @@ static void test_setattr_not_sync_wcc(void **state)
 }
 
 #define RACERS 4
-#define RACE_ROUNDS 300
+#define RACE_ROUNDS 30
 
 struct racer {
 	CLIENT *rc_clnt;
@@ -302,12 +302,31 @@ static int race_setattrs(struct racer *racers, const nfs_fh3 *fh, const nfstime3
 
 /*
  * Guarded SETATTRs of a lower directory at once: the first to pass gives it its upper
- * copy (a new ctime) and changes its mode; the others must see that and fail.
+ * copy (a new ctime) and changes its mode; the others must see that and fail. The
+ * directory lies deep, so that its copy-up (its parents' first) takes a while.
  */
+#define RACE_DEPTH "/a/b/c/d/e/f"
+
+static void mkdir_p(const char *path)
+{
+	char p[PATH_MAX];
+
+	it_path(p, "%s", path);
+	for (char *s = strchr(p + 1, '/');; s = strchr(s + 1, '/')) {
+		if (s)
+			*s = '\0';
+		if (mkdir(p, 0755) != 0 && errno != EEXIST)
+			fail_msg("mkdir %s: %s", p, strerror(errno));
+		if (!s)
+			return;
+		*s = '/';
+	}
+}
+
 static void test_setattr_guard_race(void **state)
 {
 	struct racer racers[RACERS];
-	char name[32], p[PATH_MAX];
+	char name[64], p[PATH_MAX];
 	nfs_fh3 d;
 	fattr3 a;
 	int round, i, ok;
@@ -316,11 +335,10 @@ static void test_setattr_guard_race(void **state)
 	for (i = 0; i < RACERS; i++)
 		racers[i].rc_clnt = it_nfs_clnt(&it_srv, IPPROTO_TCP);
 	for (round = 0; round < RACE_ROUNDS; round++) {
-		snprintf(name, sizeof(name), "guard-race-%d", round);
+		snprintf(name, sizeof(name), "guard-race-%d" RACE_DEPTH, round);
 		it_path(p, "%s/%s", it_srv.is_lower, name);
-		if (mkdir(p, 0755) != 0)
-			fail_msg("mkdir %s: %s", p, strerror(errno));
-		it_assert_status(it_lookup(clnt, &root, name, &d, &a), NFS3_OK);
+		mkdir_p(p);
+		it_assert_status(it_lookup_path(clnt, &root, name, &d, &a), NFS3_OK);
 		wait_clock_past(&a.ctime);
 		ok = race_setattrs(racers, &d, &a.ctime, round);
 		if (ok != 1)
