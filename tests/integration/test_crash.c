@@ -117,6 +117,7 @@ struct copyup {
 	uint32_t c_wseed;          /* the WRITE's bytes at c_woff */
 	uint64_t c_woff;
 	uint64_t c_old_fileid;
+	char c_link[T_PATH];       /* a second lower name of the same file, or "" */
 	int c_inflight_round;
 	enum cu_state c_state;
 };
@@ -166,6 +167,7 @@ static struct {
 	int inflight_renames, inflight_copyups, inflight_creates, inflight_removes;
 	int rename_stale, copyup_stale;           /* kept handles stale after an in-flight op */
 	int rename_new_fileid, copyup_new_fileid; /* the name's fileid changed */
+	int copyup_links, link_split;             /* copy-ups of hard-linked files; names apart */
 	int stale_after_remove, stale_after_rename, stale_after_copyup; /* check's stale records */
 	int check_runs;
 	int failures;
@@ -1061,6 +1063,50 @@ static bool copyup_identity(CLIENT *c, struct copyup *cu)
 	return true;
 }
 
+/*
+ * The second name of a copied-up file: the same object (fileid, bytes, two links). An
+ * in-flight copy-up that left the names apart is counted (issue 22 point 3).
+ */
+static void check_copyup_link(CLIENT *c, struct copyup *cu, const uint8_t *content)
+{
+	bool inflight = cu->c_inflight_round == cur_round;
+	uint8_t *buf = malloc(T_CU_SIZE);
+	nfs_fh3 fh;
+	fattr3 a;
+	size_t got;
+	int st = it_lookup_path(c, &root, cu->c_link, &fh, &a);
+
+	assert_non_null(buf);
+	fig.copyup_links++;
+	if (st != NFS3_OK) {
+		bad("%s: LOOKUP of the second name: %s", cu->c_link, it_nfsstat_name(st));
+		free(buf);
+		return;
+	}
+	st = read_at(c, &fh, 0, buf, T_CU_SIZE, &got);
+	if (a.fileid != cu->c_fileid || a.nlink != 2 || st != NFS3_OK || got != T_CU_SIZE ||
+	    memcmp(buf, content, T_CU_SIZE)) {
+		if (inflight) {
+			fig.link_split++;
+			fprintf(stderr, "in flight: %s (copy-up at the kill through %s): fileid %llu "
+					"(the other name's %llu), %u links, READ %s, %s bytes\n",
+				cu->c_link, cu->c_path, (unsigned long long)a.fileid,
+				(unsigned long long)cu->c_fileid, (unsigned)a.nlink, it_nfsstat_name(st),
+				got == T_CU_SIZE && !memcmp(buf, content, T_CU_SIZE) ? "the same" : "other");
+		}
+		if (!inflight || strict_inflight())
+			bad("%s: the second name has fileid %llu (first %llu), %u links, READ %s, %s "
+			    "bytes", cu->c_link, (unsigned long long)a.fileid,
+			    (unsigned long long)cu->c_fileid, (unsigned)a.nlink, it_nfsstat_name(st),
+			    got == T_CU_SIZE && !memcmp(buf, content, T_CU_SIZE) ? "the same" : "other");
+		if (inflight)
+			cu->c_link[0] = '\0';   /* apart for good: not a failure of later rounds */
+	}
+	fig.verified++;
+	it_fh_free(&fh);
+	free(buf);
+}
+
 /* The copy-up's file: lower bytes, with the WRITE's where it was acknowledged (or may be). */
 static void check_copyup(CLIENT *c, struct copyup *cu)
 {
@@ -1085,16 +1131,17 @@ static void check_copyup(CLIENT *c, struct copyup *cu)
 	}
 	has_write = !memcmp(buf + cu->c_woff, wbuf, sizeof(wbuf));
 	has_lower = !memcmp(buf + cu->c_woff, lower + cu->c_woff, sizeof(wbuf));
-	memcpy(buf + cu->c_woff, lower + cu->c_woff, sizeof(wbuf));
 	if (!has_write && !has_lower)
 		bad("%s: the WRITE's range holds neither the WRITE's bytes nor the lower's", cu->c_path);
 	else if (cu->c_state == CU_ACKED && !has_write)
 		bad("%s: the acknowledged WRITE (the copy-up's) is not there", cu->c_path);
-	if (memcmp(buf, lower, T_CU_SIZE)) {
-		while (buf[at] == lower[at])
-			at++;
+	for (at = 0; at < T_CU_SIZE; at++)
+		if (buf[at] != lower[at] && (at < cu->c_woff || at >= cu->c_woff + T_CU_WRITE))
+			break;
+	if (at < T_CU_SIZE)
 		bad("%s: bytes other than the lower file's from offset %zu", cu->c_path, at);
-	}
+	if (cu->c_link[0])
+		check_copyup_link(c, cu, buf);
 	/* from now on what it is */
 	if (cu->c_state == CU_INFLIGHT || cu->c_state == CU_IDLE)
 		cu->c_state = has_write ? CU_ACKED : CU_SETTLED_LOWER;
@@ -1328,6 +1375,18 @@ static void setup_copyup(struct round *r, struct worker *w, CLIENT *c, uint64_t 
 	free(data);
 	it_assert_status(it_lookup_path(c, &root, cu->c_path, &cu->c_fh, &a), NFS3_OK);
 	cu->c_fileid = a.fileid;
+	/* every other pair of rounds the file has a second name: copy-up through the index */
+	if ((r->r_no / 2) % 2 == 1) {
+		char from[PATH_MAX], to[PATH_MAX];
+
+		snprintf(cu->c_link, T_PATH, "big%d/link", r->r_no);
+		it_path(from, "%s/%s", srv.is_lower, cu->c_path);
+		it_path(to, "%s/%s", srv.is_lower, cu->c_link);
+		assert_int_equal(link(from, to), 0);
+		it_assert_status(it_lookup_path(c, &root, cu->c_link, NULL, &a), NFS3_OK);
+		assert_int_equal(a.fileid, cu->c_fileid);
+		assert_int_equal(a.nlink, 2);
+	}
 	w->w_cu = cu;
 	w->w_delay_ms = r->r_copyup_kill ? rand_between(rnd, 20, 200)
 					 : rand_between(rnd, 0, T_KILL_MAX_MS);
@@ -1526,12 +1585,14 @@ static void test_kill9_durability(void **state)
 		"of acknowledged state passed, %d failures\n"
 		"in flight at the kills: %d creates, %d removes, %d renames, %d copy-ups\n"
 		"after in-flight RENAME: %d kept handles stale, %d names with a new fileid\n"
-		"after in-flight copy-up: %d kept handles stale, %d names with a new fileid\n"
+		"after in-flight copy-up: %d kept handles stale, %d names with a new fileid, %d second "
+		"names apart (of %d checks of hard-linked copy-ups)\n"
 		"unionnfsd-ctl check (%d runs): stale records left by in-flight changes: %d by REMOVE, "
 		"%d by RENAME, %d by copy-up\n",
 		fig.kills, fig.copyup_kills, fig.acked_ops, fig.verified, fig.failures,
 		fig.inflight_creates, fig.inflight_removes, fig.inflight_renames, fig.inflight_copyups,
 		fig.rename_stale, fig.rename_new_fileid, fig.copyup_stale, fig.copyup_new_fileid,
+		fig.link_split, fig.copyup_links,
 		fig.check_runs, fig.stale_after_remove, fig.stale_after_rename, fig.stale_after_copyup);
 	if (fig.failures)
 		fail_msg("%d checks of acknowledged state failed after kill -9 (first ones above; "
