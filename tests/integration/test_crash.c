@@ -88,6 +88,8 @@ struct obj {
 	char o_data[T_DATA];
 	size_t o_len;
 	uint64_t o_old_fileid;     /* before an in-flight op changed it */
+	int o_gone;                /* removed: its entry in gone[]; created again: the one it reuses */
+	uint64_t o_replaces;       /* created again over a removed name: the removed object's fileid */
 	const char *o_inflight;    /* the operation in flight at a kill, for the report */
 	int o_inflight_round;      /* the round whose kill it was in flight at */
 };
@@ -95,6 +97,7 @@ struct obj {
 /* Names acknowledged as gone (removed, renamed away): never to reappear. */
 struct gone_name {
 	char g_path[T_PATH];
+	bool g_reused;             /* created again (acknowledged or in flight): checked as such */
 };
 
 struct datafile {
@@ -122,6 +125,18 @@ struct copyup {
 	enum cu_state c_state;
 };
 
+/* Kinds of acknowledged operations, counted for the report. */
+enum ack_kind {
+	ACK_CREATE, ACK_MKDIR, ACK_RENAME, ACK_RENAME_DIR, ACK_REMOVE, ACK_CREATE_AGAIN,
+	ACK_FILE_SYNC, ACK_UNSTABLE_STABLE, ACK_COMMIT, ACK_COPYUP_WRITE, ACK_KINDS
+};
+
+static const char *const ack_names[ACK_KINDS] = {
+	"CREATE", "MKDIR", "RENAME of a file", "RENAME of a directory", "REMOVE",
+	"CREATE over a removed name", "WRITE FILE_SYNC", "WRITE UNSTABLE answered FILE_SYNC",
+	"COMMIT (of 4 UNSTABLE WRITEs)", "first WRITE to a lower file (copy-up)",
+};
+
 /* What one client thread does in a round and what it saw acknowledged. */
 struct worker {
 	CLIENT *w_clnt;
@@ -136,11 +151,14 @@ struct worker {
 	int w_nfiles;
 	int *w_all;                /* storm: all its objects */
 	int w_nall;
+	int *w_removed;            /* storm: objects it removed (acknowledged) */
+	int w_nremoved;
 	int w_counter;
 	struct datafile *w_data;   /* writer */
 	struct copyup *w_cu;       /* copy-up */
 	int w_delay_ms;            /* copy-up: wait before the WRITE */
 	int w_acked;               /* acknowledged operations */
+	int w_acked_by[ACK_KINDS];
 	int w_errors;              /* wrong replies (not failures of the connection) */
 	char w_first_error[256];
 };
@@ -156,13 +174,14 @@ static struct datafile *datafiles[512];
 static int ndatafiles;
 static struct copyup copyups[256];
 static int ncopyups;
-static atomic_bool storm_go;
+static pthread_barrier_t start_line;  /* the clients and the killer start together */
 static int cur_round = -1;
 
 /* Figures of the whole run, printed at the end. */
 static struct {
 	int kills, copyup_kills;
 	long acked_ops;
+	long acked_by[ACK_KINDS];
 	long verified;
 	int inflight_renames, inflight_copyups, inflight_creates, inflight_removes;
 	int rename_stale, copyup_stale;           /* kept handles stale after an in-flight op */
@@ -233,6 +252,12 @@ static void bad(const char *fmt, ...)
 		va_end(ap);
 		fprintf(stderr, "\n");
 	}
+}
+
+static void ack(struct worker *w, enum ack_kind k)
+{
+	w->w_acked++;
+	w->w_acked_by[k]++;
 }
 
 /* --- calls from the client threads: the nfsstat3, or T_INFLIGHT without a reply --- */
@@ -382,8 +407,10 @@ static int obj_new(void)
 	return i;
 }
 
-static void gone_add(const char *path)
+static int gone_add(const char *path)
 {
+	int i = -1;
+
 	pthread_mutex_lock(&gone_lock);
 	if (ngone == gone_cap) {
 		gone_cap = gone_cap ? 2 * gone_cap : 1024;
@@ -391,8 +418,18 @@ static void gone_add(const char *path)
 	}
 	if (gone) {
 		snprintf(gone[ngone].g_path, T_PATH, "%s", path);
-		ngone++;
+		gone[ngone].g_reused = false;
+		i = ngone++;
 	}
+	pthread_mutex_unlock(&gone_lock);
+	return i;
+}
+
+static void gone_reuse(int i, bool reused)
+{
+	pthread_mutex_lock(&gone_lock);
+	if (i >= 0 && i < ngone)
+		gone[i].g_reused = reused;
 	pthread_mutex_unlock(&gone_lock);
 }
 
@@ -507,7 +544,7 @@ static bool storm_make(struct worker *w, bool is_dir)
 		return true;
 	}
 	o->o_state = OBJ_LIVE;
-	w->w_acked++;
+	ack(w, is_dir ? ACK_MKDIR : ACK_CREATE);
 	if (is_dir) {
 		w->w_subdirs[w->w_nsubdirs++] = i;
 		return true;
@@ -527,7 +564,7 @@ static bool storm_make(struct worker *w, bool is_dir)
 		return true;
 	}
 	o->o_content = CONTENT_EXACT;
-	w->w_acked++;
+	ack(w, ACK_FILE_SYNC);
 	return true;
 }
 
@@ -554,7 +591,7 @@ static bool storm_rename(struct worker *w)
 	}
 	gone_add(o->o_path);
 	memcpy(o->o_path, o->o_alt, T_PATH);
-	w->w_acked++;
+	ack(w, ACK_RENAME);
 	return true;
 }
 
@@ -581,7 +618,7 @@ static bool storm_rename_dir(struct worker *w)
 	memcpy(o->o_path, o->o_alt, T_PATH);
 	rewrite_prefix(old, o->o_path, w->w_all, w->w_nall);
 	gone_add(old);
-	w->w_acked++;
+	ack(w, ACK_RENAME_DIR);
 	return true;
 }
 
@@ -601,8 +638,54 @@ static bool storm_remove(struct worker *w)
 		return true;
 	}
 	o->o_state = OBJ_REMOVED;
-	gone_add(o->o_path);
-	w->w_acked++;
+	o->o_gone = gone_add(o->o_path);
+	w->w_removed[w->w_nremoved++] = (int)(o - objs);
+	ack(w, ACK_REMOVE);
+	return true;
+}
+
+/* CREATE again a name the storm removed: over a whiteout where a lower file has it. */
+static bool storm_recreate(struct worker *w)
+{
+	int k = rand_between(&w->w_rand, 0, w->w_nremoved), i = storm_obj_new(w), st;
+	const struct obj *old = &objs[w->w_removed[k]];
+	struct obj *o;
+	stable_how committed;
+	char verf[NFS3_WRITEVERFSIZE];
+
+	if (i < 0)
+		return true;
+	o = &objs[i];
+	w->w_removed[k] = w->w_removed[--w->w_nremoved];
+	memcpy(o->o_path, old->o_path, T_PATH);
+	o->o_replaces = old->o_fileid;
+	o->o_gone = old->o_gone;
+	gone_reuse(o->o_gone, true);
+	o->o_state = OBJ_CREATING;
+	st = make_obj(w->w_clnt, dir_of(w, o), base_name(o->o_path), false, &o->o_fh, &o->o_fileid);
+	if (st == T_INFLIGHT)
+		return false;
+	if (st != NFS3_OK || o->o_fh.data.data_len == 0 || o->o_fileid == 0) {
+		werr(w, "CREATE again %s: %s (or no handle/attributes)", o->o_path,
+		     it_nfsstat_name(st));
+		o->o_state = OBJ_ABSENT;
+		gone_reuse(o->o_gone, false);
+		return true;
+	}
+	o->o_state = OBJ_LIVE;
+	ack(w, ACK_CREATE_AGAIN);
+	w->w_files[w->w_nfiles++] = i;
+	o->o_len = (size_t)snprintf(o->o_data, T_DATA, "object %d again, round %d\n", i, w->w_round);
+	o->o_content = CONTENT_MAYBE;
+	st = write_at(w->w_clnt, &o->o_fh, 0, o->o_data, o->o_len, FILE_SYNC, &committed, verf);
+	if (st == T_INFLIGHT)
+		return false;
+	if (st != NFS3_OK || committed != FILE_SYNC) {
+		werr(w, "WRITE FILE_SYNC %s: %s", o->o_path, it_nfsstat_name(st));
+		return true;
+	}
+	o->o_content = CONTENT_EXACT;
+	ack(w, ACK_FILE_SYNC);
 	return true;
 }
 
@@ -610,8 +693,7 @@ static void *storm_main(void *arg)
 {
 	struct worker *w = arg;
 
-	while (!atomic_load(&storm_go))
-		sched_yield();
+	pthread_barrier_wait(&start_line);
 	for (;;) {
 		int dice = rand_between(&w->w_rand, 0, 100);
 		bool answered;
@@ -622,6 +704,8 @@ static void *storm_main(void *arg)
 			answered = storm_make(w, true);
 		else if (dice < 52 && w->w_nsubdirs > 0)
 			answered = storm_rename_dir(w);
+		else if (dice < 58 && w->w_nremoved > 0)
+			answered = storm_recreate(w);
 		else if (dice < 75)
 			answered = storm_rename(w);
 		else
@@ -648,8 +732,7 @@ static void *writer_main(void *arg)
 	stable_how committed;
 	int pending_from = d->d_sent;
 
-	while (!atomic_load(&storm_go))
-		sched_yield();
+	pthread_barrier_wait(&start_line);
 	while (d->d_sent < T_MAX_CHUNKS) {
 		int k = d->d_sent++, st;
 
@@ -665,7 +748,7 @@ static void *writer_main(void *arg)
 		}
 		if (!d->d_unstable || committed == FILE_SYNC) {
 			d->d_acked[k] = true;
-			w->w_acked++;
+			ack(w, d->d_unstable ? ACK_UNSTABLE_STABLE : ACK_FILE_SYNC);
 			if (d->d_unstable && k == pending_from)
 				pending_from++;
 			continue;
@@ -685,7 +768,7 @@ static void *writer_main(void *arg)
 		} else {
 			for (int j = pending_from; j <= k; j++)
 				d->d_acked[j] = true;
-			w->w_acked++;
+			ack(w, ACK_COMMIT);
 		}
 		pending_from = k + 1;
 	}
@@ -703,8 +786,7 @@ static void *copyup_main(void *arg)
 	stable_how committed;
 	int st;
 
-	while (!atomic_load(&storm_go))
-		sched_yield();
+	pthread_barrier_wait(&start_line);
 	sleep_ms(w->w_delay_ms);
 	it_fill(buf, sizeof(buf), cu->c_wseed);
 	cu->c_state = CU_INFLIGHT;
@@ -718,7 +800,7 @@ static void *copyup_main(void *arg)
 		return NULL;
 	}
 	cu->c_state = CU_ACKED;
-	w->w_acked++;
+	ack(w, ACK_COPYUP_WRITE);
 	return NULL;
 }
 
@@ -836,9 +918,15 @@ static void settle_creating(CLIENT *c, struct obj *o)
 	o->o_inflight_round = cur_round;
 	if (st == NFS3ERR_NOENT) {
 		o->o_state = OBJ_ABSENT;
-		gone_add(o->o_path);
+		if (o->o_replaces)
+			gone_reuse(o->o_gone, false);   /* the removal stands */
+		else
+			gone_add(o->o_path);
 		return;
 	}
+	if (st == NFS3_OK && o->o_replaces && a.fileid == o->o_replaces)
+		bad("%s: removed, and after an in-flight CREATE of the name the removed object (fileid "
+		    "%llu) is back", o->o_path, (unsigned long long)a.fileid);
 	if (st != NFS3_OK) {
 		bad("%s: LOOKUP after an in-flight create: %s", o->o_path, it_nfsstat_name(st));
 		o->o_state = OBJ_ABSENT;
@@ -973,7 +1061,11 @@ static void check_objects(CLIENT *c)
 static void check_gone_names(CLIENT *c)
 {
 	for (int i = 0; i < ngone; i++) {
-		int st = it_lookup_path(c, &root, gone[i].g_path, NULL, NULL);
+		int st;
+
+		if (gone[i].g_reused)
+			continue;
+		st = it_lookup_path(c, &root, gone[i].g_path, NULL, NULL);
 
 		if (st != NFS3ERR_NOENT)
 			bad("%s: a name acknowledged as gone answers %s, not NFS3ERR_NOENT",
@@ -1316,7 +1408,8 @@ static void setup_storm(struct round *r, struct worker *w, CLIENT *c)
 	snprintf(w->w_dir_path, T_PATH, "ns%d-%d", r->r_no, w->w_id);
 	w->w_files = calloc(T_MAX_OBJS, sizeof(int));
 	w->w_all = calloc(T_MAX_OBJS, sizeof(int));
-	assert_true(w->w_files && w->w_all);
+	w->w_removed = calloc(T_MAX_OBJS, sizeof(int));
+	assert_true(w->w_files && w->w_all && w->w_removed);
 	for (int k = 0; k < T_LOWER_FILES; k++) {
 		snprintf(rel, sizeof(rel), "%s/low%d", w->w_dir_path, k);
 		lower_obj(w, rel, false);
@@ -1461,10 +1554,10 @@ static void run_round(struct round *r, int ino, uint64_t *rnd, int copyup_ms)
 	mains[r->r_nw++] = copyup_main;
 
 	drain(ino);
-	atomic_store(&storm_go, false);
+	assert_int_equal(pthread_barrier_init(&start_line, NULL, (unsigned)r->r_nw + 1), 0);
 	for (int t = 0; t < r->r_nw; t++)
 		assert_int_equal(pthread_create(&r->r_t[t], NULL, mains[t], &r->r_w[t]), 0);
-	atomic_store(&storm_go, true);
+	pthread_barrier_wait(&start_line);
 	if (r->r_copyup_kill) {
 		if (!wait_copyup_start(ino))
 			fprintf(stderr, "round %d: no copy-up seen starting within %d ms\n", r->r_no,
@@ -1485,13 +1578,17 @@ static void run_round(struct round *r, int ino, uint64_t *rnd, int copyup_ms)
 		it_clnt_destroy(w->w_clnt);
 		free(w->w_files);
 		free(w->w_all);
+		free(w->w_removed);
 		acked += w->w_acked;
+		for (int k = 0; k < ACK_KINDS; k++)
+			fig.acked_by[k] += w->w_acked_by[k];
 		if (w->w_errors) {
 			errors += w->w_errors;
 			bad("round %d client %d: %d wrong replies before the kill, first: %s", r->r_no, t,
 			    w->w_errors, w->w_first_error);
 		}
 	}
+	pthread_barrier_destroy(&start_line);
 	fig.acked_ops += acked;
 
 	cur_round = r->r_no;
@@ -1594,6 +1691,8 @@ static void test_kill9_durability(void **state)
 		fig.rename_stale, fig.rename_new_fileid, fig.copyup_stale, fig.copyup_new_fileid,
 		fig.link_split, fig.copyup_links,
 		fig.check_runs, fig.stale_after_remove, fig.stale_after_rename, fig.stale_after_copyup);
+	for (int k = 0; k < ACK_KINDS; k++)
+		fprintf(stderr, "  acknowledged %s: %ld\n", ack_names[k], fig.acked_by[k]);
 	if (fig.failures)
 		fail_msg("%d checks of acknowledged state failed after kill -9 (first ones above; "
 			 "rerun with CRASH_SEED=%u)",
