@@ -121,6 +121,7 @@ struct copyup {
 	uint64_t c_woff;
 	uint64_t c_old_fileid;
 	char c_link[T_PATH];       /* a second lower name of the same file, or "" */
+	bool c_read_all;           /* read whole once: later rounds read around the WRITE */
 	int c_inflight_round;
 	enum cu_state c_state;
 };
@@ -217,6 +218,14 @@ static uint64_t next_rand(uint64_t *x)
 static int rand_between(uint64_t *x, int lo, int hi)
 {
 	return lo + (int)(next_rand(x) % (uint64_t)(hi - lo));
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void sleep_ms(int ms)
@@ -1155,6 +1164,17 @@ static bool copyup_identity(CLIENT *c, struct copyup *cu)
 	return true;
 }
 
+/* What to read of a copy-up's file: all of it the first time, then around the WRITE. */
+static void copyup_span(const struct copyup *cu, size_t *from, size_t *to)
+{
+	*from = 0;
+	*to = T_CU_SIZE;
+	if (!cu->c_read_all)
+		return;
+	*from = cu->c_woff > T_CU_WRITE ? cu->c_woff - T_CU_WRITE : 0;
+	*to = cu->c_woff + 2 * T_CU_WRITE < T_CU_SIZE ? cu->c_woff + 2 * T_CU_WRITE : T_CU_SIZE;
+}
+
 /*
  * The second name of a copied-up file: the same object (fileid, bytes, two links). An
  * in-flight copy-up that left the names apart is counted (issue 22 point 3).
@@ -1165,32 +1185,34 @@ static void check_copyup_link(CLIENT *c, struct copyup *cu, const uint8_t *conte
 	uint8_t *buf = malloc(T_CU_SIZE);
 	nfs_fh3 fh;
 	fattr3 a;
-	size_t got;
+	size_t got, from, to;
+	bool same;
 	int st = it_lookup_path(c, &root, cu->c_link, &fh, &a);
 
 	assert_non_null(buf);
+	copyup_span(cu, &from, &to);
 	fig.copyup_links++;
 	if (st != NFS3_OK) {
 		bad("%s: LOOKUP of the second name: %s", cu->c_link, it_nfsstat_name(st));
 		free(buf);
 		return;
 	}
-	st = read_at(c, &fh, 0, buf, T_CU_SIZE, &got);
-	if (a.fileid != cu->c_fileid || a.nlink != 2 || st != NFS3_OK || got != T_CU_SIZE ||
-	    memcmp(buf, content, T_CU_SIZE)) {
+	st = read_at(c, &fh, from, buf + from, to - from, &got);
+	same = st == NFS3_OK && got == to - from && !memcmp(buf + from, content + from, got);
+	if (a.fileid != cu->c_fileid || a.nlink != 2 || !same) {
 		if (inflight) {
 			fig.link_split++;
 			fprintf(stderr, "in flight: %s (copy-up at the kill through %s): fileid %llu "
 					"(the other name's %llu), %u links, READ %s, %s bytes\n",
 				cu->c_link, cu->c_path, (unsigned long long)a.fileid,
 				(unsigned long long)cu->c_fileid, (unsigned)a.nlink, it_nfsstat_name(st),
-				got == T_CU_SIZE && !memcmp(buf, content, T_CU_SIZE) ? "the same" : "other");
+				same ? "the same" : "other");
 		}
 		if (!inflight || strict_inflight())
 			bad("%s: the second name has fileid %llu (first %llu), %u links, READ %s, %s "
 			    "bytes", cu->c_link, (unsigned long long)a.fileid,
 			    (unsigned long long)cu->c_fileid, (unsigned)a.nlink, it_nfsstat_name(st),
-			    got == T_CU_SIZE && !memcmp(buf, content, T_CU_SIZE) ? "the same" : "other");
+			    same ? "the same" : "other");
 		if (inflight)
 			cu->c_link[0] = '\0';   /* apart for good: not a failure of later rounds */
 	}
@@ -1203,7 +1225,7 @@ static void check_copyup_link(CLIENT *c, struct copyup *cu, const uint8_t *conte
 static void check_copyup(CLIENT *c, struct copyup *cu)
 {
 	uint8_t *buf = malloc(T_CU_SIZE), *lower = malloc(T_CU_SIZE), wbuf[T_CU_WRITE];
-	size_t got, at = 0;
+	size_t got, at = 0, from, to;
 	bool has_write, has_lower;
 	int st;
 
@@ -1216,9 +1238,10 @@ static void check_copyup(CLIENT *c, struct copyup *cu)
 		goto out;
 	it_fill(lower, T_CU_SIZE, cu->c_seed);
 	it_fill(wbuf, sizeof(wbuf), cu->c_wseed);
-	st = read_at(c, &cu->c_fh, 0, buf, T_CU_SIZE, &got);
-	if (st != NFS3_OK || got != T_CU_SIZE) {
-		bad("%s: READ: %s, %zu bytes of %u", cu->c_path, it_nfsstat_name(st), got, T_CU_SIZE);
+	copyup_span(cu, &from, &to);
+	st = read_at(c, &cu->c_fh, from, buf + from, to - from, &got);
+	if (st != NFS3_OK || got != to - from) {
+		bad("%s: READ: %s, %zu bytes of %zu", cu->c_path, it_nfsstat_name(st), got, to - from);
 		goto out;
 	}
 	has_write = !memcmp(buf + cu->c_woff, wbuf, sizeof(wbuf));
@@ -1227,16 +1250,17 @@ static void check_copyup(CLIENT *c, struct copyup *cu)
 		bad("%s: the WRITE's range holds neither the WRITE's bytes nor the lower's", cu->c_path);
 	else if (cu->c_state == CU_ACKED && !has_write)
 		bad("%s: the acknowledged WRITE (the copy-up's) is not there", cu->c_path);
-	for (at = 0; at < T_CU_SIZE; at++)
+	for (at = from; at < to; at++)
 		if (buf[at] != lower[at] && (at < cu->c_woff || at >= cu->c_woff + T_CU_WRITE))
 			break;
-	if (at < T_CU_SIZE)
+	if (at < to)
 		bad("%s: bytes other than the lower file's from offset %zu", cu->c_path, at);
 	if (cu->c_link[0])
 		check_copyup_link(c, cu, buf);
 	/* from now on what it is */
 	if (cu->c_state == CU_INFLIGHT || cu->c_state == CU_IDLE)
 		cu->c_state = has_write ? CU_ACKED : CU_SETTLED_LOWER;
+	cu->c_read_all = true;
 	fig.verified++;
 out:
 	free(buf);
@@ -1539,6 +1563,7 @@ static void run_round(struct round *r, int ino, uint64_t *rnd, int copyup_ms)
 {
 	void *(*mains[T_NS_THREADS + 3])(void *);
 	int acked = 0, errors = 0;
+	long t0, t1;
 	CLIENT *c;
 
 	r->r_nw = 0;
@@ -1592,8 +1617,10 @@ static void run_round(struct round *r, int ino, uint64_t *rnd, int copyup_ms)
 	fig.acked_ops += acked;
 
 	cur_round = r->r_no;
+	t0 = now_ms();
 	if (it_server_start(&srv) != 0)
 		fail_msg("round %d: the server did not start again after kill -9", r->r_no);
+	t1 = now_ms();
 	c = it_nfs_clnt(&srv, IPPROTO_TCP);
 	check_objects(c);
 	check_gone_names(c);
@@ -1604,8 +1631,9 @@ static void run_round(struct round *r, int ino, uint64_t *rnd, int copyup_ms)
 	it_clnt_destroy(c);
 	run_check(r->r_no);
 	fprintf(stderr, "round %d (%s kill): %d operations acknowledged, %d wrong replies; "
-			"%d failures so far\n",
-		r->r_no, r->r_copyup_kill ? "mid copy-up" : "random", acked, errors, fig.failures);
+			"%d failures so far; restart %ld ms, checks %ld ms\n",
+		r->r_no, r->r_copyup_kill ? "mid copy-up" : "random", acked, errors, fig.failures,
+		t1 - t0, now_ms() - t1);
 }
 
 /* A first copy-up, timed: the copy-up rounds kill somewhere within that time. */
