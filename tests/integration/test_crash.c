@@ -844,7 +844,9 @@ static int read_at(CLIENT *c, const nfs_fh3 *fh, uint64_t off, uint8_t *buf, siz
 			it_free((xdrproc_t)xdr_READ3res, &r);
 			return st;
 		}
-		memcpy(buf + *got, r.READ3res_u.resok.data.data_val, r.READ3res_u.resok.data.data_len);
+		if (r.READ3res_u.resok.data.data_len)   /* an empty reply has no buffer */
+			memcpy(buf + *got, r.READ3res_u.resok.data.data_val,
+			       r.READ3res_u.resok.data.data_len);
 		*got += r.READ3res_u.resok.data.data_len;
 		eof = r.READ3res_u.resok.eof || r.READ3res_u.resok.data.data_len == 0;
 		it_free((xdrproc_t)xdr_READ3res, &r);
@@ -1612,6 +1614,7 @@ static void run_round(struct round *r, int ino, uint64_t *rnd, int copyup_ms)
 		free(w->w_files);
 		free(w->w_all);
 		free(w->w_removed);
+		it_fh_free(&w->w_dir);
 		acked += w->w_acked;
 		for (int k = 0; k < ACK_KINDS; k++)
 			fig.acked_by[k] += w->w_acked_by[k];
@@ -1735,9 +1738,24 @@ static void test_kill9_durability(void **state)
 			 fig.failures, seed);
 }
 
+static void free_model(void)
+{
+	for (int i = 0; i < atomic_load(&nobjs); i++)
+		it_fh_free(&objs[i].o_fh);
+	free(objs);
+	for (int i = 0; i < ndatafiles; i++) {
+		it_fh_free(&datafiles[i]->d_fh);
+		free(datafiles[i]);
+	}
+	for (int i = 0; i < ncopyups; i++)
+		it_fh_free(&copyups[i].c_fh);
+	free(gone);
+}
+
 static int teardown(void **state)
 {
 	(void)state;
+	free_model();
 	if (!srv.is_dir[0])
 		return 0;
 	it_fh_free(&root);
