@@ -1502,8 +1502,8 @@ static void setup_copyup(struct round *r, struct worker *w, CLIENT *c, uint64_t 
 	free(data);
 	it_assert_status(it_lookup_path(c, &root, cu->c_path, &cu->c_fh, &a), NFS3_OK);
 	cu->c_fileid = a.fileid;
-	/* every other pair of rounds the file has a second name: copy-up through the index */
-	if ((r->r_no / 2) % 2 == 1) {
+	/* rounds 0-3, 8-11, ... the file has a second name: copy-up through the index */
+	if ((r->r_no / 4) % 2 == 0) {
 		char from[PATH_MAX], to[PATH_MAX];
 
 		snprintf(cu->c_link, T_PATH, "big%d/link", r->r_no);
@@ -1519,8 +1519,11 @@ static void setup_copyup(struct round *r, struct worker *w, CLIENT *c, uint64_t 
 					 : rand_between(rnd, 0, T_KILL_MAX_MS);
 }
 
-/* Waits for a copy to be started in the work directory; false after T_COPYUP_WAIT_MS. */
-static bool wait_copyup_start(int ino)
+/*
+ * Waits for a copy in the work directory to be started (IN_CREATE) or renamed into place
+ * (IN_MOVED_FROM); false after T_COPYUP_WAIT_MS.
+ */
+static bool wait_copyup_event(int ino, uint32_t mask)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 	struct timespec t0, t;
@@ -1540,7 +1543,7 @@ static bool wait_copyup_start(int ino)
 		n = read(ino, buf, sizeof(buf));
 		for (const char *q = buf; n > 0 && q < buf + n; q += sizeof(*e) + e->len) {
 			e = (const struct inotify_event *)(const void *)q;
-			if ((e->mask & IN_CREATE) && e->len &&
+			if ((e->mask & mask) && e->len &&
 			    !strncmp(e->name, T_TMP, strlen(T_TMP)))
 				return true;
 		}
@@ -1594,13 +1597,18 @@ static void run_round(struct round *r, int ino, uint64_t *rnd, int copyup_ms)
 		assert_int_equal(pthread_create(&r->r_t[t], NULL, mains[t], &r->r_w[t]), 0);
 	pthread_barrier_wait(&start_line);
 	if (r->r_copyup_kill) {
-		if (!wait_copyup_start(ino))
-			fprintf(stderr, "round %d: no copy-up seen starting within %d ms\n", r->r_no,
-				T_COPYUP_WAIT_MS);
+		/*
+		 * Every other copy-up round: right after the copy is renamed into place, while its
+		 * inode map change commits; the others: anywhere from its start to its usual end.
+		 */
+		bool at_rename = r->r_no % 4 == 3;
+
+		if (!wait_copyup_event(ino, at_rename ? IN_MOVED_FROM : IN_CREATE))
+			fprintf(stderr, "round %d: no copy-up seen %s within %d ms\n", r->r_no,
+				at_rename ? "renamed into place" : "starting", T_COPYUP_WAIT_MS);
 		else
 			fig.copyup_kills++;
-		/* anywhere from the copy's start to a little past its usual end */
-		sleep_ms(rand_between(rnd, 0, copyup_ms * 6 / 5 + 1));
+		sleep_ms(at_rename ? rand_between(rnd, 0, 3) : rand_between(rnd, 0, copyup_ms + 1));
 	} else {
 		sleep_ms(rand_between(rnd, T_KILL_MIN_MS, T_KILL_MAX_MS));
 	}
@@ -1699,7 +1707,7 @@ static void test_kill9_durability(void **state)
 	assert_int_equal(mkdir(path, 0700), 0);
 	ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	assert_true(ino >= 0);
-	assert_true(inotify_add_watch(ino, path, IN_CREATE) >= 0);
+	assert_true(inotify_add_watch(ino, path, IN_CREATE | IN_MOVED_FROM) >= 0);
 	assert_int_equal(it_server_start(&srv), 0);
 	assert_int_equal(it_mnt(&srv, IPPROTO_TCP, IT_EXPORT, &root), IT_MNT_OK);
 	copyup_ms = time_copyup();
