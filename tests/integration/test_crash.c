@@ -1487,11 +1487,14 @@ static void setup_writer(struct round *r, struct worker *w, CLIENT *c, bool unst
 
 static void setup_copyup(struct round *r, struct worker *w, CLIENT *c, uint64_t *rnd)
 {
-	struct copyup *cu = &copyups[ncopyups++];
+	struct copyup *cu;
 	uint8_t *data = malloc(T_CU_SIZE);
 	fattr3 a;
 
 	assert_non_null(data);
+	if (ncopyups == (int)(sizeof(copyups) / sizeof(copyups[0])))
+		fail_msg("CRASH_ROUNDS: at most %d", ncopyups - 1);
+	cu = &copyups[ncopyups++];
 	new_worker(r, w, c);
 	snprintf(cu->c_path, T_PATH, "big%d/file", r->r_no);
 	cu->c_seed = 1000u + (uint32_t)r->r_no;
