@@ -8,8 +8,10 @@
  * resolve just found: the kernel checked that identity's access when the file was opened,
  * and any change of mode, owner or ACL moves the ctime, so the check's answer still holds.
  * A WRITE through an entry moves the ctime itself: the entry then takes the ctime after the
- * write (ufd_wrote). Only one entry is kept per (object, mode, identity): a newer open
- * replaces it.
+ * write (ufd_wrote), so a change by anyone else (mode, owner, a write through another
+ * descriptor) no longer matches and the file is opened again. What this cannot see is a
+ * change within the same ctime tick as the last write or open. Only one entry is kept per
+ * (object, mode, identity): a newer open replaces it.
  *
  * A descriptor pins its file: a removed file's blocks are not freed, nor its inode number
  * reused, while one is open. So every path that unlinks an object drops its entries before
