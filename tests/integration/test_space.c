@@ -1,7 +1,8 @@
 /*
  * Removed files give their space and descriptors back (issue 18 point 1, issue 22 point 5).
  *
- * - test_remove_frees_space: the upper is a small tmpfs. Several connections (so several
+ * - test_remove_frees_space_{tmpfs,ext4}: the upper is a small tmpfs, or a small ext4 image
+ *   (which reuses a freed inode number at once). Several connections (so several
  *   worker threads) write and read one big file, the rest of the upper is filled until
  *   NFS3ERR_NOSPC, the big file is removed: at once the server holds no descriptor of it,
  *   a WRITE that needs its space succeeds, and every file reads back the bytes written.
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #define SP_TMPFS_SIZE "size=8m,mode=0755"
+#define SP_EXT4_SIZE "8M"
 #define SP_CONNS 6
 #define SP_BIG (3u << 20)            /* removed to make room */
 #define SP_PART (SP_BIG / SP_CONNS)  /* each connection writes its part of it */
@@ -32,7 +34,7 @@
 #define SP_CLOSED_WITHIN_S 5.0       /* "within a few seconds without traffic" */
 
 static struct it_server srv;
-static bool tmpfs_mounted;
+static bool upper_mounted;
 
 static double now_s(void)
 {
@@ -85,15 +87,38 @@ static int deleted_fds_within(const char *dir, double seconds)
 	return n;
 }
 
+static void mount_failed(const char *what, const char *why)
+{
+	fprintf(stderr, "cannot mount %s on %s (%s): this test needs root\n", what, srv.is_upper,
+		why);
+	it_server_cleanup(&srv);
+	skip();
+}
+
 static void mount_tmpfs_upper(void)
 {
-	if (mount("tmpfs", srv.is_upper, "tmpfs", 0, SP_TMPFS_SIZE) < 0) {
-		fprintf(stderr, "cannot mount a tmpfs on %s (%s): this test needs root\n",
-			srv.is_upper, strerror(errno));
-		it_server_cleanup(&srv);
-		skip();
-	}
-	tmpfs_mounted = true;
+	if (mount("tmpfs", srv.is_upper, "tmpfs", 0, SP_TMPFS_SIZE) < 0)
+		mount_failed("a tmpfs", strerror(errno));
+	upper_mounted = true;
+}
+
+/* ext4 reuses a freed inode number at once, unlike tmpfs: an image file on a loop device. */
+static void mount_ext4_upper(void)
+{
+	char img[PATH_MAX], out[1024];
+	char *mkfs[] = { "mkfs.ext4", "-q", "-F", img, SP_EXT4_SIZE, NULL };
+	char *mnt[] = { "mount", "-o", "loop", img, srv.is_upper, NULL };
+	int fd;
+
+	it_path(img, "%s/upper.img", srv.is_dir);
+	fd = open(img, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	if (it_run(mkfs, 60, out, sizeof(out)) != 0)
+		mount_failed("an ext4 image", out);
+	if (it_run(mnt, 60, out, sizeof(out)) != 0)
+		mount_failed("an ext4 image", out);
+	upper_mounted = true;
 }
 
 static int after_each(void **state)
@@ -103,9 +128,9 @@ static int after_each(void **state)
 	(void)state;
 	if (srv.is_pid > 0 && it_server_stop(&srv) != 0)
 		rc = -1;
-	if (tmpfs_mounted && umount2(srv.is_upper, MNT_DETACH) < 0)
+	if (upper_mounted && umount2(srv.is_upper, MNT_DETACH) < 0)
 		rc = -1;
-	tmpfs_mounted = false;
+	upper_mounted = false;
 	if (srv.is_dir[0])
 		it_server_cleanup(&srv);
 	return rc;
@@ -234,7 +259,7 @@ static void check_bytes(struct nfs_context *nfs, const char *path, const uint8_t
 	free(got);
 }
 
-static void test_remove_frees_space(void **state)
+static void remove_frees_space(void (*mount_upper)(void))
 {
 	struct sp_conn conns[SP_CONNS];
 	struct nfs_stat_64 st;
@@ -245,9 +270,8 @@ static void test_remove_frees_space(void **state)
 	uint64_t filled;
 	int held, r;
 
-	(void)state;
 	it_server_init(&srv, false);
-	mount_tmpfs_upper();
+	mount_upper();
 	assert_int_equal(it_server_start(&srv), 0);
 	nfs = it_nfs_mount(&srv);
 	big = pattern(SP_BIG, 18);
@@ -294,6 +318,18 @@ static void test_remove_frees_space(void **state)
 	free(big);
 	free(after);
 	free(fill);
+}
+
+static void test_remove_frees_space_tmpfs(void **state)
+{
+	(void)state;
+	remove_frees_space(mount_tmpfs_upper);
+}
+
+static void test_remove_frees_space_ext4(void **state)
+{
+	(void)state;
+	remove_frees_space(mount_ext4_upper);
 }
 
 /* Reads path through SP_CONNS connections at once, so several workers open it. */
@@ -369,7 +405,8 @@ static void test_removed_by_hand_closed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_remove_frees_space, after_each),
+		cmocka_unit_test_teardown(test_remove_frees_space_tmpfs, after_each),
+		cmocka_unit_test_teardown(test_remove_frees_space_ext4, after_each),
 		cmocka_unit_test_teardown(test_removed_by_hand_closed, after_each),
 	};
 
