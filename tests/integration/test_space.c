@@ -128,6 +128,14 @@ static int after_each(void **state)
 	(void)state;
 	if (srv.is_pid > 0 && it_server_stop(&srv) != 0)
 		rc = -1;
+	/* it_server_finish's checks; its clean-up must wait for the upper's unmount. */
+	if (srv.is_dir[0] && (it_server_log_contains(&srv, "AddressSanitizer") ||
+			      it_server_log_contains(&srv, "runtime error:") ||
+			      it_server_log_contains(&srv, "LeakSanitizer"))) {
+		fprintf(stderr, "sanitizer report in the server output\n");
+		it_server_dump_log(&srv);
+		rc = -1;
+	}
 	if (upper_mounted && umount2(srv.is_upper, MNT_DETACH) < 0)
 		rc = -1;
 	upper_mounted = false;
