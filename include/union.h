@@ -194,6 +194,15 @@ typedef int (*union_dirent_fn)(void *ctx, const struct union_dirent *de);
 int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool with_attrs,
 		  union_dirent_fn fn, void *ctx, bool *eof);
 
+/*
+ * Closes every descriptor the union layer keeps open only to save work later: the files
+ * kept open for READ and WRITE (shared by all exports) and the resolve cache's directory
+ * and parent descriptors of ux, or of every open export when ux is NULL. The directory
+ * listing cache holds no descriptors. For a server out of descriptors (EMFILE/ENFILE):
+ * the next calls open what they need again. Safe from any thread, at any time.
+ */
+void union_shed_fds(struct union_export *ux);
+
 /* File system statistics of the upper branch (of the first branch if read-only). */
 int union_statfs(struct union_export *ux, uint64_t ino, struct statvfs *sv);
 

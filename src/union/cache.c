@@ -11,7 +11,9 @@
  *
  * One reader-writer lock guards both hash tables (by ino, and by parent ino and name):
  * hits only read, and misses, which write, are rare once the working set is in.
- * Entries are reference counted; the table holds one reference of its own.
+ * Entries are reference counted; the table holds one reference of its own. Expired entries
+ * are useless, yet hold descriptors (which pin a directory removed by hand): the sweeper
+ * of fdcache.c drops them about once a second.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -429,4 +431,30 @@ int ucache_lookup(struct union_export *ux, const struct udirset *parent, uint64_
 		ucache_forget(ux, e);
 	ucache_put(e);
 	return r == 0 ? 0 : -ENOENT;
+}
+
+void ucache_sweep(struct union_export *ux, bool all)
+{
+	struct ucache *c = ux->ux_ucache;
+	int64_t now = ucache_now_ms();
+
+	/* Oldest first: entries are born in this order, so the expired ones lead. */
+	pthread_rwlock_wrlock(&c->uc_lock);
+	while (c->uc_oldest && (all || !ucent_live(c, c->uc_oldest, now)))
+		ucache_unhash(c, c->uc_oldest);
+	pthread_rwlock_unlock(&c->uc_lock);
+}
+
+void ucache_forget_ino(struct union_export *ux, uint64_t ino)
+{
+	struct ucache *c = ux->ux_ucache;
+	struct ucent *e, *next;
+
+	pthread_rwlock_wrlock(&c->uc_lock);
+	for (e = c->uc_by_ino[ucache_hash(ino, 0) & (c->uc_nbuckets - 1)]; e; e = next) {
+		next = e->ce_ino_next;
+		if (e->ce_ino == ino)
+			ucache_unhash(c, e);
+	}
+	pthread_rwlock_unlock(&c->uc_lock);
 }

@@ -261,6 +261,9 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 			 "branch", ec->ec_name, ux->ux_paths[0], UNION_WORK_NAME, strerror(-r));
 		goto fail;
 	}
+	r = ufd_register(ux);
+	if (r < 0)
+		goto fail;
 	free(ids);
 	*out = ux;
 	return 0;
@@ -274,6 +277,8 @@ fail:
 
 void union_close(struct union_export *ux)
 {
+	if (ux)
+		ufd_unregister(ux);
 	union_free(ux);
 }
 

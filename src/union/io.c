@@ -1,5 +1,6 @@
 /* Data and attributes of one object: read, write, commit, setattr, readlink. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -279,109 +280,13 @@ int union_readlink(struct union_export *ux, uint64_t ino, char *buf, size_t bufs
 	return r;
 }
 
-/*
- * Files each worker thread recently opened for READ, so a stream of READs costs no open
- * and close. A file is reused only for the same identity (byte for byte) and the same
- * (dev, ino, ctime) the resolve just found: the kernel checked that identity's access
- * when the file was opened, and any change of mode, owner or ACL moves the ctime, so the
- * check's answer still holds. Unused files are closed after a while, so a removed file's
- * space does not stay held long by a busy thread.
- */
-#define URD_SLOTS 8
-#define URD_KEY_MAX 128
-#define URD_IDLE_NS 2000000000LL
-
-struct urd_slot {
-	bool us_open;
-	int us_fd;
-	dev_t us_dev;
-	ino_t us_ino;
-	struct timespec us_ctime;
-	long long us_used;           /* CLOCK_MONOTONIC_COARSE, ns */
-	size_t us_keylen;
-	unsigned char us_key[URD_KEY_MAX];
-};
-
-static __thread struct urd_slot urd_slots[URD_SLOTS];
-/*
- * Files opened for WRITE, by the same rules. Our own write moves the ctime, so after a
- * successful write the slot takes the ctime the file has after it; a change by anyone else
- * (mode, owner, a write through another fd) then no longer matches and the file is opened
- * again. What this cannot see is a change within the same ctime tick as the last write or
- * open, the window READ's files have too.
- */
-static __thread struct urd_slot uwr_slots[URD_SLOTS];
-
-static long long urd_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void urd_drop(struct urd_slot *s)
-{
-	fsio_close(s->us_fd);
-	s->us_open = false;
-}
-
-/* The slot opened for who on exactly the file st describes, or NULL; closes idle files. */
-static struct urd_slot *urd_find(struct urd_slot *slots, const struct stat *st, const void *who,
-				 size_t wholen, long long now)
-{
-	struct urd_slot *found = NULL;
-
-	for (int i = 0; i < URD_SLOTS; i++) {
-		struct urd_slot *s = &slots[i];
-
-		if (!s->us_open)
-			continue;
-		if (s->us_dev == st->st_dev && s->us_ino == st->st_ino &&
-		    s->us_ctime.tv_sec == st->st_ctim.tv_sec &&
-		    s->us_ctime.tv_nsec == st->st_ctim.tv_nsec && s->us_keylen == wholen &&
-		    !memcmp(s->us_key, who, wholen) && found == NULL) {
-			s->us_used = now;
-			found = s;
-		} else if (now - s->us_used > URD_IDLE_NS) {
-			urd_drop(s);
-		}
-	}
-	return found;
-}
-
-/* Keeps fd (opened for who on the file st describes), replacing the least recently used. */
-static void urd_keep(struct urd_slot *slots, int fd, const struct stat *st, const void *who,
-		     size_t wholen, long long now)
-{
-	struct urd_slot *s = &slots[0];
-
-	for (int i = 0; i < URD_SLOTS; i++) {
-		if (!slots[i].us_open) {
-			s = &slots[i];
-			break;
-		}
-		if (slots[i].us_used < s->us_used)
-			s = &slots[i];
-	}
-	if (s->us_open)
-		urd_drop(s);
-	s->us_open = true;
-	s->us_fd = fd;
-	s->us_dev = st->st_dev;
-	s->us_ino = st->st_ino;
-	s->us_ctime = st->st_ctim;
-	s->us_used = now;
-	s->us_keylen = wholen;
-	memcpy(s->us_key, who, wholen);
-}
-
+/* READ and WRITE keep the files they open in the shared descriptor cache (fdcache.c). */
 int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t wholen,
 		  uint64_t off, uint32_t count, void *buf, uint32_t *nread, bool *eof,
 		  struct stat *post)
 {
-	bool cache = who != NULL && wholen <= URD_KEY_MAX;
-	long long now = 0;
+	bool cache = who != NULL && wholen <= UFD_KEY_MAX;
+	struct ufd_ent *ent = NULL;
 	struct stat st;
 	struct uobj o;
 	size_t done = 0;
@@ -393,11 +298,8 @@ int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t
 	if (r == 0)
 		r = uio_need_file(&o);
 	if (r == 0 && cache) {
-		struct urd_slot *s;
-
-		now = urd_now();
-		s = urd_find(urd_slots, &o.uo_st, who, wholen, now);
-		fd = s ? s->us_fd : -1;
+		ent = ufd_get(&o.uo_st, O_RDONLY, who, wholen);
+		fd = ent ? ufd_fd(ent) : -1;
 	}
 	if (r == 0 && fd < 0) {
 		r = uio_open(&o, O_RDONLY, &own);
@@ -413,10 +315,11 @@ int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t
 		*eof = off >= (uint64_t)st.st_size || off + done >= (uint64_t)st.st_size;
 		uio_out(ux, &st, ino, post);
 		if (own >= 0 && cache) {
-			urd_keep(urd_slots, own, &o.uo_st, who, wholen, now);
+			ufd_keep(own, &o.uo_st, O_RDONLY, who, wholen);
 			own = -1;
 		}
 	}
+	ufd_put(ent);
 	fsio_close(own);
 	uobj_release(&o);
 	return r;
@@ -433,9 +336,8 @@ int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_
 		   uint32_t *nwritten, enum union_stable *committed, struct stat *pre,
 		   struct stat *post)
 {
-	bool cache = who != NULL && wholen <= URD_KEY_MAX;
-	struct urd_slot *slot = NULL;
-	long long now = 0;
+	bool cache = who != NULL && wholen <= UFD_KEY_MAX;
+	struct ufd_ent *ent = NULL;
 	struct stat st;
 	struct uobj o;
 	size_t done = 0;
@@ -454,13 +356,11 @@ int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_
 		else
 			r = ucopy_up(ux, &o);
 	}
-	if (r == 0 && cache) {
-		now = urd_now();
-		slot = urd_find(uwr_slots, &o.uo_st, who, wholen, now);
-	}
-	if (slot != NULL) {
+	if (r == 0 && cache)
+		ent = ufd_get(&o.uo_st, O_WRONLY, who, wholen);
+	if (ent != NULL) {
 		/* The resolve just stat'ed this very file: that is the state before the write. */
-		fd = slot->us_fd;
+		fd = ufd_fd(ent);
 		st = o.uo_st;
 	} else if (r == 0) {
 		r = uio_open(&o, O_WRONLY, &own);
@@ -481,16 +381,17 @@ int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_
 	if (r == 0) {
 		*nwritten = (uint32_t)done;
 		uio_out(ux, &st, ino, post);
-		if (slot != NULL) {
-			slot->us_ctime = st.st_ctim;
+		if (ent != NULL) {
+			ufd_wrote(ent, &st);
 		} else if (own >= 0 && cache) {
-			urd_keep(uwr_slots, own, &st, who, wholen, now);
+			ufd_keep(own, &st, O_WRONLY, who, wholen);
 			own = -1;
 		}
-	} else if (slot != NULL) {
-		urd_drop(slot);
+	} else if (ent != NULL) {
+		ufd_drop(ent);
 	}
 out:
+	ufd_put(ent);
 	fsio_close(own);
 	uobj_release(&o);
 	return r;

@@ -87,6 +87,8 @@ static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
 		/* Nothing of it in the upper: the kernel sees a create, so check as unlink would. */
 		r = uop_sticky_ok(&d->uo_st, &f.uf_st) ? uwh_make(upfd, name) : -EPERM;
 	}
+	if (r == 0)
+		ufd_forget(&f.uf_st); /* its space comes back before the reply */
 	last = rmdir || uop_nlink(ux, t, dir, name, &f, &ino) <= 1;
 	if (r == 0)
 		r = uop_forget(ux, t, dir, upfd, name, &f, last);
@@ -125,8 +127,10 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		goto out;
 	r = uop_sync_dir(d.uo_dirs.ds_fd[0]);
 	udir_invalidate(ux, dir);
-	if (gone)
+	if (gone) {
 		udir_invalidate(ux, gone);
+		ucache_forget_ino(ux, gone); /* its descriptors */
+	}
 	if (r == 0 && dirpost) {
 		r = fsio_stat(d.uo_dirs.ds_fd[0], dirpost);
 		ures_fix_stat(ux, dirpost, dir);

@@ -231,6 +231,8 @@ static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdi
 		uint64_t ino;
 		bool last = uop_nlink(ux, t, todir, toname, &tf, &ino) <= 1;
 
+		ufd_forget(&tf.uf_st); /* the replaced object's space comes back before the reply */
+
 		r = uop_forget(ux, t, todir, tfd, toname, &tf, last);
 		if (r == 0 && last && ino)
 			uhl_forget(ux, ino);
@@ -305,8 +307,10 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		r = uop_sync_dir(tfd);
 	udir_invalidate(ux, fromdir);
 	udir_invalidate(ux, todir);
-	if (gone)
+	if (gone) {
 		udir_invalidate(ux, gone);
+		ucache_forget_ino(ux, gone); /* its descriptors */
+	}
 	if (r == 0 && frompost) {
 		r = fsio_stat(sfd, frompost);
 		ures_fix_stat(ux, frompost, fromdir);

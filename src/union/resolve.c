@@ -327,6 +327,10 @@ static int ures_resolve_once(struct union_export *ux, struct store_txn *wtxn, ui
 out:
 	if (r == -ESTALE && c.uc_n > 0 && !ures_is_dir_rec(&o->uo_rec) && o->uo_rec.si_branch == 0)
 		r = ures_from_index(ux, o);
+	/* Removed behind our back: what is kept open of it must not hold its blocks. */
+	if (r == -ESTALE && c.uc_n > 0 && !ures_is_dir_rec(&o->uo_rec) &&
+	    o->uo_rec.si_branch < ux->ux_nbranches)
+		ufd_forget_dead(ux->ux_dev[o->uo_rec.si_branch], (ino_t)o->uo_rec.si_real_ino);
 	ufound_release(&f);
 	uds_release(&set);
 	if (r < 0)

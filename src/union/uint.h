@@ -273,6 +273,44 @@ int ucent_pfd(const struct ucent *e);
 /* Points o's record and fds at the entry's (borrowed: o must hold the reference). */
 void ucent_borrow(const struct ucent *e, struct uobj *o);
 
+/*
+ * Drops expired entries (all: every entry), closing what they hold; the sweeper
+ * (fdcache.c) calls it about once a second.
+ */
+void ucache_sweep(struct union_export *ux, bool all);
+/* An object went away through the server: its entry goes at once, live or not. */
+void ucache_forget_ino(struct union_export *ux, uint64_t ino);
+
+/*
+ * Files kept open for READ and WRITE, shared by the workers (fdcache.c). An entry is a
+ * descriptor opened with mode (O_RDONLY or O_WRONLY) for one identity (who, wholen bytes
+ * of the caller's credentials) on the object (st_dev, st_ino) whose ctime was st_ctim.
+ */
+#define UFD_KEY_MAX 128
+struct ufd_ent;
+/* The entry for exactly that object, mode and identity (a reference), or NULL. */
+struct ufd_ent *ufd_get(const struct stat *st, int mode, const void *who, size_t wholen);
+int ufd_fd(const struct ufd_ent *e);
+/* Gives a reference back (NULL is fine). */
+void ufd_put(struct ufd_ent *e);
+/* Keeps fd, opened on the object st describes (takes it; closes it if it cannot). */
+void ufd_keep(int fd, const struct stat *st, int mode, const void *who, size_t wholen);
+/* A WRITE through the entry succeeded: st is the file's state after it. */
+void ufd_wrote(struct ufd_ent *e, const struct stat *st);
+/* The entry failed: it goes from the cache (the caller's reference stays valid). */
+void ufd_drop(struct ufd_ent *e);
+/*
+ * The object st describes was unlinked or replaced through the server: every cached
+ * descriptor of it is closed (or, if a call uses it, as soon as that call is done). Called
+ * by every unlink path before its reply, so the space comes back at once.
+ */
+void ufd_forget(const struct stat *st);
+/* A call found the object (dev, ino) stale: its descriptors go if it has no name left. */
+void ufd_forget_dead(dev_t dev, ino_t ino);
+/* An export opens and closes: while any is open, a thread sweeps the caches. */
+int ufd_register(struct union_export *ux);
+void ufd_unregister(struct union_export *ux);
+
 /* Listing cache (dir.c). */
 int udir_cache_new(struct udir_cache **out);
 void udir_cache_free(struct udir_cache *dc);

@@ -1347,6 +1347,77 @@ static void test_two_cache_search_permission(void **state)
 	cred_restore();
 }
 
+/* ---- descriptors kept for READ and WRITE ---- */
+
+/* This process's descriptors whose target starts with prefix (and, if deleted, is removed). */
+static int open_fds(const char *prefix, bool deleted)
+{
+	static const char mark[] = " (deleted)";
+	char link[64], target[PATH_MAX];
+	int n = 0;
+
+	for (int fd = 0; fd < 4096; fd++) {
+		ssize_t len;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len < 0)
+			continue;
+		target[len] = '\0';
+		if (strncmp(target, prefix, strlen(prefix)))
+			continue;
+		if (!deleted || ((size_t)len > strlen(mark) &&
+				 !strcmp(target + len - strlen(mark), mark)))
+			n++;
+	}
+	return n;
+}
+
+/* READs and WRITEs of ino as two identities, so the file is kept open four times. */
+static void use_cached(struct fx *f, uint64_t ino)
+{
+	static const char *who[] = { "identity one", "identity two" };
+	enum union_stable c;
+	char buf[8];
+	uint32_t n;
+	bool eof;
+
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(union_write_as(f->ux, ino, who[i], strlen(who[i]), 0, 4, "data",
+						UNION_UNSTABLE, &n, &c, NULL, NULL), 0);
+		assert_int_equal(union_read_as(f->ux, ino, who[i], strlen(who[i]), 0, sizeof(buf),
+					       buf, &n, &eof, NULL), 0);
+		assert_int_equal(n, 4);
+	}
+}
+
+static void test_unlink_closes_cached(void **state)
+{
+	struct fx *f = *state;
+	char p[PATH_MAX];
+	uint64_t a, b, d;
+
+	a = mk_file(f, 1, "a");
+	use_cached(f, a);
+	fx_path(f, p, f->up, "a");
+	assert_true(open_fds(p, false) >= 1); /* kept open: the cache works */
+	assert_int_equal(union_remove(f->ux, 1, "a", NULL, NULL), 0);
+	assert_int_equal(open_fds(f->up, true), 0);
+
+	b = mk_file(f, 1, "b");
+	mk_file(f, 1, "c");
+	use_cached(f, b);
+	assert_int_equal(union_rename(f->ux, 1, "c", 1, "b", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(open_fds(f->up, true), 0);
+
+	d = mk_file(f, 1, "d");
+	use_cached(f, d);
+	fx_path(f, p, f->up, "d");
+	assert_true(open_fds(p, false) >= 1);
+	union_shed_fds(f->ux);
+	assert_int_equal(open_fds(p, false), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1367,6 +1438,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_read_only, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_lookups, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_changes, setup1, teardown),
+		cmocka_unit_test_setup_teardown(test_unlink_closes_cached, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_open_errors, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_shadow_and_merge, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_create_in_lower_dir, setup2, teardown),
