@@ -64,6 +64,16 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 void union_close(struct union_export *ux);
 
 /*
+ * Closes the descriptors the union keeps only to save work (the resolve cache's, the
+ * files the calling thread keeps open for READ and WRITE; other threads close theirs at
+ * their next READ or WRITE), so a call short of descriptors can go on. Every file system
+ * call that runs out of descriptors does this for every open union by itself (fsio's
+ * shedder) and tries once more; a call that still finds none fails with -EMFILE or
+ * -ENFILE, which clients see as NFS3ERR_JUKEBOX and retry.
+ */
+void union_shed_fds(struct union_export *ux);
+
+/*
  * Whether the calling thread's next namespace changes (create, remove, rename, link...)
  * must be on disk before they return (the default), or may be answered first (the export
  * option "async"): a per-call setting, made before the call like the caller's identity.

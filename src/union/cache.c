@@ -174,6 +174,18 @@ void ucache_free(struct ucache *c)
 	free(c);
 }
 
+void ucache_shed(struct union_export *ux)
+{
+	struct ucache *c = ux->ux_ucache;
+
+	if (!c)
+		return;
+	pthread_rwlock_wrlock(&c->uc_lock);
+	while (c->uc_oldest)
+		ucache_unhash(c, c->uc_oldest);
+	pthread_rwlock_unlock(&c->uc_lock);
+}
+
 void ucache_changed(struct union_export *ux)
 {
 	atomic_fetch_add(&ux->ux_ucache->uc_epoch, 1);

@@ -168,6 +168,7 @@ static void union_free(struct union_export *ux)
 {
 	if (!ux)
 		return;
+	ushed_unregister(ux);
 	for (int i = 0; i < ux->ux_nbranches; i++) {
 		fsio_close(ux->ux_rootfd[i]);
 		free(ux->ux_paths[i]);
@@ -262,6 +263,7 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 		goto fail;
 	}
 	free(ids);
+	ushed_register(ux);
 	*out = ux;
 	return 0;
 fail:

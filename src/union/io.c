@@ -1,6 +1,7 @@
 /* Data and attributes of one object: read, write, commit, setattr, readlink. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -312,6 +313,13 @@ static __thread struct urd_slot urd_slots[URD_SLOTS];
  */
 static __thread struct urd_slot uwr_slots[URD_SLOTS];
 
+/*
+ * Bumped when descriptors run short (uio_shed): every thread then closes the files it keeps
+ * at its next READ or WRITE, since only the owning thread may close its slots.
+ */
+static atomic_uint urd_shed_gen;
+static __thread unsigned urd_seen_gen;
+
 static long long urd_now(void)
 {
 	struct timespec ts;
@@ -326,12 +334,33 @@ static void urd_drop(struct urd_slot *s)
 	s->us_open = false;
 }
 
+static void urd_drop_all(void)
+{
+	for (int i = 0; i < URD_SLOTS; i++) {
+		if (urd_slots[i].us_open)
+			urd_drop(&urd_slots[i]);
+		if (uwr_slots[i].us_open)
+			urd_drop(&uwr_slots[i]);
+	}
+}
+
+void uio_shed(void)
+{
+	atomic_fetch_add(&urd_shed_gen, 1);
+	urd_drop_all();
+}
+
 /* The slot opened for who on exactly the file st describes, or NULL; closes idle files. */
 static struct urd_slot *urd_find(struct urd_slot *slots, const struct stat *st, const void *who,
 				 size_t wholen, long long now)
 {
 	struct urd_slot *found = NULL;
+	unsigned gen = atomic_load(&urd_shed_gen);
 
+	if (gen != urd_seen_gen) {
+		urd_seen_gen = gen;
+		urd_drop_all();
+	}
 	for (int i = 0; i < URD_SLOTS; i++) {
 		struct urd_slot *s = &slots[i];
 

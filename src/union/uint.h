@@ -36,6 +36,9 @@ struct union_export {
 	struct udir_cache *ux_dcache;
 	struct uhl_table *ux_hl;     /* hard links across copy-up (hlink.c) */
 	struct ucache *ux_ucache;    /* where inos were last found (cache.c) */
+	/* On the list of open unions whose caches are shed when descriptors run short. */
+	struct union_export *ux_shed_prev, *ux_shed_next;
+	bool ux_shed_listed;
 };
 
 /* The copies of one union directory, top-down. */
@@ -330,5 +333,17 @@ int uop_upper_whiteout(int fd, const char *name);
  * so nothing put at the object's name meanwhile is changed instead. io.c
  */
 int uattr_apply(int fd, const struct stat *cur, const struct union_setattr *sa);
+/*
+ * Descriptors ran short: closes the files the calling thread keeps open for READ and WRITE,
+ * and makes every other thread close its own at its next READ or WRITE. io.c
+ */
+void uio_shed(void);
+
+/* Drops every entry of the resolve cache, closing the descriptors no call borrows. cache.c */
+void ucache_shed(struct union_export *ux);
+
+/* Every open union, so all their cached descriptors can be shed (shed.c). */
+void ushed_register(struct union_export *ux);
+void ushed_unregister(struct union_export *ux);
 
 #endif
