@@ -12,9 +12,11 @@
 #include "common.h"
 
 #include <pthread.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -361,7 +363,7 @@ static void test_fd_pressure(void **state)
 	assert_int_equal(kill(pid, 0), 0);
 }
 
-static int setup(void **state)
+static int pressure_setup(void **state)
 {
 	(void)state;
 	it_server_init(&it_srv, true);
@@ -379,17 +381,77 @@ static int setup(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
+static int pressure_teardown(void **state)
 {
 	it_fh_free(&root);
+	return it_group_teardown(state);
+}
+
+/* Sets the soft open files limit of the running server (the hard one stays). */
+static void server_nofile(rlim_t n)
+{
+	struct rlimit rl;
+
+	if (prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &rl) < 0)
+		fail_msg("prlimit: %s", strerror(errno));
+	rl.rlim_cur = n;
+	if (prlimit(it_srv.is_pid, RLIMIT_NOFILE, &rl, NULL) < 0)
+		fail_msg("prlimit of the server to %llu descriptors: %s", (unsigned long long)n,
+			 strerror(errno));
+}
+
+/*
+ * A client's view (upper=) is opened again on its first call after a restart: when no
+ * descriptor is left for it then, the call is to be retried (NFS3ERR_JUKEBOX), not told
+ * its handles are stale, and it works once descriptors are free.
+ */
+static void test_view_short_of_fds(void **state)
+{
+	static char opts[PATH_MAX + 64];
+	struct rlimit old;
+	nfs_fh3 fh;
+	fattr3 attr;
+	CLIENT *c;
+	nfsstat3 st;
+
+	(void)state;
+	it_server_init(&it_srv, true);
+	snprintf(opts, sizeof(opts), "upper=%s/clients/%%a,insecure,no_root_squash",
+		 it_srv.is_dir);
+	it_srv.is_opts = opts;
+	if (it_server_start(&it_srv) != 0)
+		fail_msg("the server did not start with upper=");
+	assert_int_equal(it_mnt(&it_srv, IPPROTO_TCP, IT_EXPORT, &fh), IT_MNT_OK);
+	/* After a restart the view is closed until the client's next call. */
+	it_server_restart(&it_srv);
+	c = it_nfs_clnt(&it_srv, IPPROTO_TCP);
+	assert_int_equal(it_call(c, NFSPROC3_NULL, (xdrproc_t)it_xdr_void, NULL,
+				 (xdrproc_t)it_xdr_void, NULL), RPC_SUCCESS);
+	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &old), 0);
+	server_nofile((rlim_t)it_server_fds(&it_srv));
+	st = it_getattr(c, &fh, &attr);
+	fprintf(stderr, "# GETATTR needing the view opened, no descriptor left: %s\n",
+		it_nfsstat_name(st));
+	it_assert_status(st, NFS3ERR_JUKEBOX);
+	assert_true(it_server_log_contains(&it_srv, "out of file descriptors (the open files limit"));
+	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, &old, NULL), 0);
+	it_assert_status(it_getattr(c, &fh, &attr), NFS3_OK);
+	it_clnt_destroy(c);
+	it_fh_free(&fh);
+}
+
+static int view_teardown(void **state)
+{
 	return it_group_teardown(state);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fd_pressure),
+		cmocka_unit_test_setup_teardown(test_fd_pressure, pressure_setup,
+						pressure_teardown),
+		cmocka_unit_test_teardown(test_view_short_of_fds, view_teardown),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, NULL, NULL);
 }
