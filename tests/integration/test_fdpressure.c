@@ -440,9 +440,87 @@ static void test_view_short_of_fds(void **state)
 	it_fh_free(&fh);
 }
 
-static int view_teardown(void **state)
+static int server_teardown(void **state)
 {
 	return it_group_teardown(state);
+}
+
+/*
+ * READDIRPLUS of a directory: the status, and in names (when OK) the names listed, one
+ * per line.
+ */
+static nfsstat3 readdirplus(CLIENT *c, const nfs_fh3 *dir, char *names, size_t len)
+{
+	READDIRPLUS3args a;
+	READDIRPLUS3res r;
+	nfsstat3 st;
+	size_t used = 0;
+
+	memset(&a, 0, sizeof(a));
+	memset(&r, 0, sizeof(r));
+	a.dir = *dir;
+	a.dircount = 8192;
+	a.maxcount = 65536;
+	assert_int_equal(it_call(c, NFSPROC3_READDIRPLUS, (xdrproc_t)xdr_READDIRPLUS3args, &a,
+				 (xdrproc_t)xdr_READDIRPLUS3res, &r), RPC_SUCCESS);
+	st = r.status;
+	names[0] = '\0';
+	if (st == NFS3_OK) {
+		assert_true(r.READDIRPLUS3res_u.resok.reply.eof);
+		for (entryplus3 *e = r.READDIRPLUS3res_u.resok.reply.entries; e; e = e->nextentry)
+			used += (size_t)snprintf(names + used, len - used, "%s\n", e->name);
+		assert_true(used < len);
+	}
+	it_free((xdrproc_t)xdr_READDIRPLUS3res, &r);
+	return st;
+}
+
+/*
+ * READDIRPLUS looks up a lower file with several names on its own (one of its names may
+ * have been linked up): when that finds no descriptor, the listing is to be retried
+ * (NFS3ERR_JUKEBOX), not sent without the name.
+ */
+static void test_readdirplus_short_of_fds(void **state)
+{
+	char path[PATH_MAX], to[PATH_MAX], names[1024];
+	struct rlimit old;
+	nfs_fh3 dir;
+	CLIENT *c;
+	nfsstat3 st;
+
+	(void)state;
+	it_server_init(&it_srv, true);
+	it_path(path, "%s/sub", it_srv.is_lower);
+	assert_int_equal(mkdir(path, 0755), 0);
+	it_path(path, "%s/sub", it_srv.is_upper);
+	assert_int_equal(mkdir(path, 0755), 0);
+	it_path(path, "%s/sub/one", it_srv.is_lower);
+	it_write_file(path, "x", 1);
+	it_path(path, "%s/sub/linked", it_srv.is_lower);
+	it_write_file(path, "y", 1);
+	it_path(to, "%s/sub/linked2", it_srv.is_lower);
+	assert_int_equal(link(path, to), 0);
+	if (it_server_start(&it_srv) != 0)
+		fail_msg("the server did not start");
+	assert_int_equal(it_mnt(&it_srv, IPPROTO_TCP, IT_EXPORT, &root), IT_MNT_OK);
+	c = it_nfs_clnt(&it_srv, IPPROTO_TCP);
+	it_assert_status(it_lookup(c, &root, "sub", &dir, NULL), NFS3_OK);
+	/* The listing is made and cached while descriptors are there. */
+	it_assert_status(readdirplus(c, &dir, names, sizeof(names)), NFS3_OK);
+	assert_non_null(strstr(names, "\nlinked\n"));
+	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &old), 0);
+	server_nofile((rlim_t)it_server_fds(&it_srv));
+	st = readdirplus(c, &dir, names, sizeof(names));
+	fprintf(stderr, "# READDIRPLUS with no descriptor left: %s, names: %s\n",
+		it_nfsstat_name(st), names);
+	it_assert_status(st, NFS3ERR_JUKEBOX);
+	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, &old, NULL), 0);
+	it_assert_status(readdirplus(c, &dir, names, sizeof(names)), NFS3_OK);
+	assert_non_null(strstr(names, "\nlinked\n"));
+	assert_non_null(strstr(names, "\nlinked2\n"));
+	it_clnt_destroy(c);
+	it_fh_free(&dir);
+	it_fh_free(&root);
 }
 
 int main(void)
@@ -450,7 +528,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fd_pressure, pressure_setup,
 						pressure_teardown),
-		cmocka_unit_test_teardown(test_view_short_of_fds, view_teardown),
+		cmocka_unit_test_teardown(test_view_short_of_fds, server_teardown),
+		cmocka_unit_test_teardown(test_readdirplus_short_of_fds, server_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
