@@ -26,6 +26,8 @@ void fsio_init(void);
  * makes a descriptor and fails with EMFILE or ENFILE calls it and tries once more.
  */
 void fsio_set_shedder(void (*shed)(void));
+/* Runs the shedder now (if one is set): for descriptors wanted outside this module. */
+void fsio_shed(void);
 /*
  * Whether err (negative or not) says the process or the system ran short of a resource
  * (descriptors, memory) rather than anything about the object: such a failure is

@@ -66,18 +66,25 @@ bool fsio_short_of_resources(int err)
 	return err == EMFILE || err == ENFILE || err == ENOMEM;
 }
 
+void fsio_shed(void)
+{
+	void (*shed)(void) = atomic_load(&fsio_shedder);
+
+	if (shed)
+		shed();
+}
+
 /*
  * After a call that makes a descriptor failed: whether to try it once more, because it
  * failed for want of descriptors and the shedder closed cached ones (errno is kept).
  */
 static bool fsio_shed_retry(void)
 {
-	void (*shed)(void) = atomic_load(&fsio_shedder);
 	int err = errno;
 
-	if ((err != EMFILE && err != ENFILE) || shed == NULL)
+	if ((err != EMFILE && err != ENFILE) || atomic_load(&fsio_shedder) == NULL)
 		return false;
-	shed();
+	fsio_shed();
 	errno = err;
 	return true;
 }

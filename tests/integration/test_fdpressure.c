@@ -28,6 +28,7 @@ enum {
 	T_THREADS = 8,       /* readers; one more thread writes */
 	T_LEN = 300,         /* bytes per file */
 	T_READ = 4096,
+	T_ACCEPT_WITHIN = 5, /* seconds for a new connection to be served */
 };
 
 static nfs_fh3 root;
@@ -231,12 +232,12 @@ struct worker {
 	CLIENT *w_c;
 };
 
-/* Reader i walks every file once, starting at its own directory. */
+/* Reader i walks half the directories, starting at its own: together they walk all. */
 static void *reader(void *arg)
 {
 	struct worker *w = arg;
 
-	for (int k = 0; k < T_DIRS; k++) {
+	for (int k = 0; k < T_DIRS / 2; k++) {
 		int d = (k + w->w_t.t_id * (T_DIRS / T_THREADS)) % T_DIRS;
 
 		for (int f = 0; f < T_PER; f++)
@@ -401,6 +402,23 @@ static void server_nofile(rlim_t n)
 }
 
 /*
+ * Leaves the running server no descriptor to make: its limit becomes the lowest number
+ * it has free (a descriptor is always the lowest free number below the limit).
+ */
+static void server_no_fd_left(void)
+{
+	char path[PATH_MAX];
+	int fd = 0;
+
+	for (;; fd++) {
+		it_path(path, "/proc/%d/fd/%d", (int)it_srv.is_pid, fd);
+		if (access(path, F_OK) != 0 && errno == ENOENT)
+			break;
+	}
+	server_nofile((rlim_t)fd);
+}
+
+/*
  * A client's view (upper=) is opened again on its first call after a restart: when no
  * descriptor is left for it then, the call is to be retried (NFS3ERR_JUKEBOX), not told
  * its handles are stale, and it works once descriptors are free.
@@ -428,7 +446,7 @@ static void test_view_short_of_fds(void **state)
 	assert_int_equal(it_call(c, NFSPROC3_NULL, (xdrproc_t)it_xdr_void, NULL,
 				 (xdrproc_t)it_xdr_void, NULL), RPC_SUCCESS);
 	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &old), 0);
-	server_nofile((rlim_t)it_server_fds(&it_srv));
+	server_no_fd_left();
 	st = it_getattr(c, &fh, &attr);
 	fprintf(stderr, "# GETATTR needing the view opened, no descriptor left: %s\n",
 		it_nfsstat_name(st));
@@ -509,7 +527,7 @@ static void test_readdirplus_short_of_fds(void **state)
 	it_assert_status(readdirplus(c, &dir, names, sizeof(names)), NFS3_OK);
 	assert_non_null(strstr(names, "\nlinked\n"));
 	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &old), 0);
-	server_nofile((rlim_t)it_server_fds(&it_srv));
+	server_no_fd_left();
 	st = readdirplus(c, &dir, names, sizeof(names));
 	fprintf(stderr, "# READDIRPLUS with no descriptor left: %s, names: %s\n",
 		it_nfsstat_name(st), names);
@@ -523,6 +541,56 @@ static void test_readdirplus_short_of_fds(void **state)
 	it_fh_free(&root);
 }
 
+/*
+ * The resolve cache keeps descriptors after the calls that filled it: when they are all
+ * that is left, a new client is still accepted (the cache gives them back) instead of
+ * waiting in the listen queue until some call frees one.
+ */
+static void test_accept_short_of_fds(void **state)
+{
+	struct timeval tv = { T_ACCEPT_WITHIN, 0 };
+	char dn[8], path[PATH_MAX];
+	struct rlimit old;
+	enum clnt_stat cs;
+	nfs_fh3 fh;
+	CLIENT *c, *late;
+
+	(void)state;
+	it_server_init(&it_srv, true);
+	for (int d = 0; d < 8; d++) {
+		dir_name(dn, sizeof(dn), d);
+		it_path(path, "%s/%s", it_srv.is_lower, dn);
+		assert_int_equal(mkdir(path, 0755), 0);
+		it_path(path, "%s/%s", it_srv.is_upper, dn);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	if (it_server_start(&it_srv) != 0)
+		fail_msg("the server did not start");
+	assert_int_equal(it_mnt(&it_srv, IPPROTO_TCP, IT_EXPORT, &root), IT_MNT_OK);
+	c = it_nfs_clnt(&it_srv, IPPROTO_TCP);
+	/* Each merged directory looked up leaves a cache entry holding two descriptors. */
+	for (int d = 0; d < 8; d++) {
+		dir_name(dn, sizeof(dn), d);
+		it_assert_status(it_lookup(c, &root, dn, &fh, NULL), NFS3_OK);
+		it_assert_status(it_lookup(c, &fh, "nothing", NULL, NULL), NFS3ERR_NOENT);
+		it_fh_free(&fh);
+	}
+	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &old), 0);
+	server_no_fd_left();
+	late = it_nfs_clnt(&it_srv, IPPROTO_TCP);
+	cs = clnt_call(late, NFSPROC3_NULL, (xdrproc_t)it_xdr_void, NULL, (xdrproc_t)it_xdr_void,
+		       NULL, tv);
+	fprintf(stderr, "# NULL on a connection made with no descriptor left: %s\n",
+		clnt_sperrno(cs));
+	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, &old, NULL), 0);
+	if (cs != RPC_SUCCESS)
+		fail_msg("a new connection was not served within %d s when only the caches held "
+			 "descriptors: %s", T_ACCEPT_WITHIN, clnt_sperrno(cs));
+	it_clnt_destroy(late);
+	it_clnt_destroy(c);
+	it_fh_free(&root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -530,6 +598,7 @@ int main(void)
 						pressure_teardown),
 		cmocka_unit_test_teardown(test_view_short_of_fds, server_teardown),
 		cmocka_unit_test_teardown(test_readdirplus_short_of_fds, server_teardown),
+		cmocka_unit_test_teardown(test_accept_short_of_fds, server_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
