@@ -61,7 +61,7 @@ static void file_name(char *out, size_t len, int f)
 
 static void make_tree(const struct it_server *s)
 {
-	char path[PATH_MAX], dn[8], fn[8];
+	char path[PATH_MAX], dn[16], fn[16];
 	char data[T_LEN];
 
 	for (int d = 0; d < T_DIRS; d++) {
@@ -211,7 +211,7 @@ static bool rewrite(struct tally *t, CLIENT *c, const nfs_fh3 *fh, const char *n
 /* LOOKUP of d/f, then READ (and check) it: the walk every reader does for each file. */
 static bool read_one(struct tally *t, CLIENT *c, int d, int f)
 {
-	char dn[8], fn[8];
+	char dn[16], fn[16];
 	nfs_fh3 dfh, ffh;
 	bool ok = false;
 
@@ -252,7 +252,7 @@ static volatile int readers_done;
 static void *writer(void *arg)
 {
 	struct worker *w = arg;
-	char fn[8];
+	char fn[16];
 	nfs_fh3 wdir, fh;
 
 	if (!lookup(&w->w_t, w->w_c, &root, "w", &wdir))
@@ -549,7 +549,7 @@ static void test_readdirplus_short_of_fds(void **state)
 static void test_accept_short_of_fds(void **state)
 {
 	struct timeval tv = { T_ACCEPT_WITHIN, 0 };
-	char dn[8], path[PATH_MAX];
+	char dn[16], path[PATH_MAX];
 	struct rlimit old;
 	enum clnt_stat cs;
 	nfs_fh3 fh;
