@@ -20,6 +20,21 @@
 /* Process set-up: clears the umask, because NFS clients apply their own. */
 void fsio_init(void);
 
+/*
+ * Descriptors held only to save work later (caches) can be given back when the process has
+ * none left. shed, set once before serving, closes such descriptors; every call here that
+ * makes a descriptor and fails with EMFILE or ENFILE calls it and tries once more.
+ */
+void fsio_set_shedder(void (*shed)(void));
+/* Runs the shedder now (if one is set): for descriptors wanted outside this module. */
+void fsio_shed(void);
+/*
+ * Whether err (negative or not) says the process or the system ran short of a resource
+ * (descriptors, memory) rather than anything about the object: such a failure is
+ * temporary and never means the object is absent.
+ */
+bool fsio_short_of_resources(int err);
+
 /* Canonicalises path (realpath) into canon and opens it as an O_PATH directory fd. */
 int fsio_open_root(const char *path, char *canon, size_t canonlen, int *fd);
 

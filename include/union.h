@@ -198,8 +198,10 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
  * Closes every descriptor the union layer keeps open only to save work later: the files
  * kept open for READ and WRITE (shared by all exports) and the resolve cache's directory
  * and parent descriptors of ux, or of every open export when ux is NULL. The directory
- * listing cache holds no descriptors. For a server out of descriptors (EMFILE/ENFILE):
- * the next calls open what they need again. Safe from any thread, at any time.
+ * listing cache holds no descriptors. Every file system call that runs out of descriptors
+ * (EMFILE/ENFILE) does this for every open export by itself (fsio's shedder) and tries once
+ * more; a call that still finds none fails with -EMFILE or -ENFILE, which clients see as
+ * NFS3ERR_JUKEBOX and retry. Safe from any thread, at any time.
  */
 void union_shed_fds(struct union_export *ux);
 

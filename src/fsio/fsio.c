@@ -52,6 +52,43 @@ void fsio_init(void)
 	umask(0);
 }
 
+static void (*_Atomic fsio_shedder)(void);
+
+void fsio_set_shedder(void (*shed)(void))
+{
+	atomic_store(&fsio_shedder, shed);
+}
+
+bool fsio_short_of_resources(int err)
+{
+	if (err < 0)
+		err = -err;
+	return err == EMFILE || err == ENFILE || err == ENOMEM;
+}
+
+void fsio_shed(void)
+{
+	void (*shed)(void) = atomic_load(&fsio_shedder);
+
+	if (shed)
+		shed();
+}
+
+/*
+ * After a call that makes a descriptor failed: whether to try it once more, because it
+ * failed for want of descriptors and the shedder closed cached ones (errno is kept).
+ */
+static bool fsio_shed_retry(void)
+{
+	int err = errno;
+
+	if ((err != EMFILE && err != ENFILE) || atomic_load(&fsio_shedder) == NULL)
+		return false;
+	fsio_shed();
+	errno = err;
+	return true;
+}
+
 int fsio_open_root(const char *path, char *canon, size_t canonlen, int *fd)
 {
 	char buf[PATH_MAX];
@@ -62,12 +99,16 @@ int fsio_open_root(const char *path, char *canon, size_t canonlen, int *fd)
 		return -ENAMETOOLONG;
 	strcpy(canon, buf);
 	*fd = open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*fd < 0 && fsio_shed_retry())
+		*fd = open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	return *fd < 0 ? fsio_err() : 0;
 }
 
 int fsio_open_dir(int dirfd, const char *name, int *fd)
 {
 	*fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (*fd < 0 && fsio_shed_retry())
+		*fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (*fd >= 0)
 		return 0;
 	/* A symlink is not a directory to us, whatever it points at. */
@@ -77,6 +118,8 @@ int fsio_open_dir(int dirfd, const char *name, int *fd)
 int fsio_open_node(int dirfd, const char *name, int *fd)
 {
 	*fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (*fd < 0 && fsio_shed_retry())
+		*fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	return *fd < 0 ? fsio_err() : 0;
 }
 
@@ -86,6 +129,8 @@ int fsio_open_file(int dirfd, const char *name, int flags, mode_t mode, int *fd)
 	struct stat st;
 
 	*fd = openat(dirfd, name, flags | always | O_NONBLOCK, mode);
+	if (*fd < 0 && fsio_shed_retry())
+		*fd = openat(dirfd, name, flags | always | O_NONBLOCK, mode);
 	/*
 	 * A regular file under a lease answers a non-blocking open with EWOULDBLOCK; wait
 	 * for the lease break like any other opener (the kernel bounds it).
@@ -110,6 +155,8 @@ int fsio_reopen_dir(int pathfd, int *fd)
 	if (r < 0)
 		return r;
 	*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*fd < 0 && fsio_shed_retry())
+		*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return *fd < 0 ? fsio_err() : 0;
 }
 
@@ -130,6 +177,8 @@ int fsio_reopen_file(int pathfd, int flags, int *fd)
 		return r;
 	flags &= ~(O_CREAT | O_EXCL);
 	*fd = open(path, flags | always | O_NONBLOCK);
+	if (*fd < 0 && fsio_shed_retry())
+		*fd = open(path, flags | always | O_NONBLOCK);
 	/* Under a lease: wait for its break like any other opener (the kernel bounds it). */
 	if (*fd < 0 && errno == EWOULDBLOCK)
 		*fd = open(path, flags | always);
@@ -145,6 +194,8 @@ void fsio_close(int fd)
 int fsio_dup(int fd, int *out)
 {
 	*out = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (*out < 0 && fsio_shed_retry())
+		*out = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	return *out < 0 ? fsio_err() : 0;
 }
 

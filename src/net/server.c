@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "blocking.h"
+#include "fsio.h"
 #include "log.h"
 #include "net.h"
 #include "record.h"
@@ -1042,6 +1043,7 @@ static void listener_accept(struct ev_loop *loop, struct net_listener *l)
 	socklen_t peerlen;
 	rlim_t limit;
 	unsigned cap = net_conn_cap(l->nl_srv, &limit);
+	bool shed = false;
 	int fd;
 
 	for (int i = 0; i < NET_BATCH; i++) {
@@ -1064,6 +1066,13 @@ static void listener_accept(struct ev_loop *loop, struct net_listener *l)
 			return;
 		case EMFILE:
 		case ENFILE:
+			/* The caches may hold descriptors only to save work: room for a client. */
+			if (!shed) {
+				shed = true;
+				fsio_shed();
+				continue;
+			}
+			/* fall through */
 		case ENOBUFS:
 		case ENOMEM:
 			/* The pending connection stays queued; retrying at once would spin. */

@@ -37,6 +37,13 @@ static const struct {
 	{ EAGAIN, NFS3ERR_NOT_SYNC },
 	/* A call parked to wait for a copy-up: the dispatcher drops this answer and runs it again. */
 	{ EINPROGRESS, NFS3ERR_JUKEBOX },
+	/*
+	 * Out of descriptors or memory, even after the caches gave theirs back: a moment's
+	 * shortage, never the object's fault; the client waits and tries again.
+	 */
+	{ EMFILE, NFS3ERR_JUKEBOX },
+	{ ENFILE, NFS3ERR_JUKEBOX },
+	{ ENOMEM, NFS3ERR_JUKEBOX },
 	{ ENOTSUP, NFS3ERR_NOTSUPP },
 #if EOPNOTSUPP != ENOTSUP
 	{ EOPNOTSUPP, NFS3ERR_NOTSUPP },

@@ -26,6 +26,7 @@
 #include "config.h"
 #include "cred.h"
 #include "exports.h"
+#include "fsio.h"
 #include "hostmap.h"
 #include "log.h"
 #include "nfs.h"
@@ -850,8 +851,11 @@ static nfsstat3 views_reopen(struct nfs_server *ns, struct nfs_view *vw, const c
 	pthread_mutex_unlock(&vt->vt_lock);
 	if (r == 0)
 		return NFS3_OK;
-	if (r == -ENOSPC) {
-		/* Room comes back as other views fall idle: the client is told to retry. */
+	/*
+	 * Room comes back as other views fall idle, descriptors and memory as calls end: the
+	 * client is told to retry, its handles are not stale.
+	 */
+	if (r == -ENOSPC || fsio_short_of_resources(r)) {
 		if (views_log_due(&last_full))
 			log_warn("NFS call from %s answered NFS3ERR_JUKEBOX: %s", addr, err);
 		return NFS3ERR_JUKEBOX;

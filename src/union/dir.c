@@ -697,14 +697,19 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 			if (with_attrs) {
 				int fd = uds_fd_of(&d.uo_dirs, e->de_branch);
 
-				if (fd < 0 || fsio_statat(fd, de.ud_name, &st) < 0)
-					continue;
+				r = fd < 0 ? -ENOENT : fsio_statat(fd, de.ud_name, &st);
 				/* A lower name of a file with several may have been linked up. */
-				if (e->de_branch != 0 && !S_ISDIR(st.st_mode) && st.st_nlink > 1) {
-					if (union_getattr(ux, de.ud_ino, &st) < 0)
-						continue;
-				} else {
+				if (r == 0 && e->de_branch != 0 && !S_ISDIR(st.st_mode) &&
+				    st.st_nlink > 1)
+					r = union_getattr(ux, de.ud_ino, &st);
+				else if (r == 0)
 					ures_fix_stat(ux, &st, de.ud_ino);
+				/* Short of descriptors is no reason to leave a name out. */
+				if (fsio_short_of_resources(r))
+					goto out;
+				if (r < 0) {
+					r = 0;
+					continue; /* gone since the listing was made */
 				}
 				de.ud_st = &st;
 				de.ud_type = st.st_mode & S_IFMT;

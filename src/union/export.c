@@ -228,8 +228,10 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 		if (r == 0)
 			r = fsio_stat(ux->ux_rootfd[i], &rst);
 		if (r < 0) {
-			snprintf(err, errlen, "export %s: branch %s: %s; create it or fix -e",
-				 ec->ec_name, ec->ec_branches[i], strerror(-r));
+			snprintf(err, errlen, "export %s: branch %s: %s; %s", ec->ec_name,
+				 ec->ec_branches[i], strerror(-r), fsio_short_of_resources(r)
+				 ? "raise the open files limit (ulimit -n, LimitNOFILE=)"
+				 : "create it or fix -e");
 			ux->ux_nbranches++;
 			goto fail;
 		}

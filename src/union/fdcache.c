@@ -19,7 +19,8 @@
  * link count is 0 (ufd_forget_dead), and a sweeper thread closes, about once a second,
  * entries idle for UFD_IDLE_NS and those of files removed behind the server's back; it also
  * drops the resolve cache's expired entries (which hold directory descriptors) of every
- * open export.
+ * open export. When the process runs out of descriptors, all of these are given back at
+ * once (union_shed_fds, fsio's shedder) and the failed call tries again.
  *
  * The table is split in shards by (device, inode), each with its own lock, so all entries
  * of one object are in one shard; a hit is one lock, a compare and a reference. Entries are
@@ -34,6 +35,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "fsio.h"
@@ -322,6 +324,42 @@ static int ufd_sweeper_start(void)
 	return 0;
 }
 
+/* Seconds between two warnings about running out of descriptors. */
+#define UFD_SHORT_LOG_INTERVAL 60
+
+static void ufd_warn_short(void)
+{
+	static _Atomic time_t last;
+	time_t now = time(NULL), was = atomic_load(&last);
+	struct rlimit rl;
+
+	if (now - was < UFD_SHORT_LOG_INTERVAL || !atomic_compare_exchange_strong(&last, &was, now))
+		return;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		rl.rlim_cur = RLIM_INFINITY;
+	if (rl.rlim_cur == RLIM_INFINITY)
+		log_warn("out of file descriptors: cached ones were closed to make room; calls "
+			 "that still find none get NFS3ERR_JUKEBOX and are retried by clients "
+			 "(raise the system's file limit, fs.file-max)");
+	else
+		log_warn("out of file descriptors (the open files limit is %llu): cached ones "
+			 "were closed to make room; calls that still find none get NFS3ERR_JUKEBOX "
+			 "and are retried by clients (raise the limit, e.g. ulimit -n or "
+			 "LimitNOFILE=)", (unsigned long long)rl.rlim_cur);
+}
+
+/*
+ * fsio's shedder, run where a call that makes a descriptor finds none. Descriptors belong
+ * to the process, not to an export: one client's view is relieved by what any union holds.
+ * No call that makes a descriptor runs under this file's or the resolve cache's locks, so
+ * this may run wherever such a call fails.
+ */
+static void ufd_shed_all(void)
+{
+	union_shed_fds(NULL);
+	ufd_warn_short();
+}
+
 int ufd_register(struct union_export *ux)
 {
 	int r = 0;
@@ -342,6 +380,7 @@ int ufd_register(struct union_export *ux)
 	if (r == 0)
 		ufd_reg[ufd_reg_n++] = ux;
 	pthread_mutex_unlock(&ufd_reg_lock);
+	fsio_set_shedder(ufd_shed_all);
 	if (r == 0 && !ufd_sweeper_runs) {
 		r = ufd_sweeper_start();
 		if (r < 0)

@@ -279,7 +279,10 @@ static int ures_from_index(struct union_export *ux, struct uobj *o)
 		r = -ESTALE;
 	if (r == 0)
 		strcpy(o->uo_rec.si_name, name);
-	return r < 0 ? -ESTALE : 0;
+	/* A shortage of descriptors says nothing about the copy: not stale, try again later. */
+	if (r < 0 && !fsio_short_of_resources(r))
+		r = -ESTALE;
+	return r;
 }
 
 static int ures_resolve_once(struct union_export *ux, struct store_txn *wtxn, uint64_t ino,

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -262,6 +263,13 @@ int it_server_start(struct it_server *s)
 		dup2(fd, 1);
 		dup2(fd, 2);
 		signal(SIGPIPE, SIG_DFL);
+		if (s->is_nofile) {
+			struct rlimit rl = { s->is_nofile, s->is_nofile };
+
+			if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+				dprintf(2, "setrlimit RLIMIT_NOFILE %lu: %s\n", s->is_nofile,
+					strerror(errno));
+		}
 		execv(bin, argv);
 		dprintf(2, "exec %s: %s\n", bin, strerror(errno));
 		_exit(127);

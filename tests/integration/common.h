@@ -54,6 +54,7 @@ struct it_server {
 	const char *is_opts;        /* -o value, default "no_root_squash,insecure" */
 	const char *is_extra[8];    /* more arguments before -e, NULL-terminated */
 	const char *is_config;      /* if set: run "-f -c is_config" and nothing else */
+	unsigned long is_nofile;    /* if set: the server's open files limit, soft and hard */
 	int is_nfs_port;            /* 0 until started; kept so a restart reuses the ports */
 	int is_mount_port;
 	pid_t is_pid;               /* 0 when not running */

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -416,6 +418,76 @@ static int run_without_fchmodat2(void)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+/* The descriptors a shedder may give back, and how often it was asked. */
+static int shed_fds[4096];
+static int shed_n, shed_calls, shed_gives;
+
+/* Takes every descriptor left (below the limit) into shed_fds. */
+static void take_all(int from)
+{
+	int fd;
+
+	while (shed_n < (int)(sizeof(shed_fds) / sizeof(shed_fds[0])) &&
+	       (fd = dup(from)) >= 0)
+		shed_fds[shed_n++] = fd;
+	assert_int_equal(errno, EMFILE);
+}
+
+static void shed_some(void)
+{
+	shed_calls++;
+	for (int i = 0; i < shed_gives && shed_n > 0; i++)
+		close(shed_fds[--shed_n]);
+}
+
+/*
+ * Out of descriptors, a call that makes one asks the shedder once and tries again: it
+ * succeeds when the shedder freed one, and fails with -EMFILE (asking once only) when not.
+ */
+static void test_shed_on_emfile(void **state)
+{
+	struct fx *f = *state;
+	struct rlimit old, low;
+	int fd, r;
+
+	assert_true(fsio_short_of_resources(-EMFILE) && fsio_short_of_resources(ENFILE) &&
+		    fsio_short_of_resources(-ENOMEM));
+	assert_false(fsio_short_of_resources(-ENOENT) || fsio_short_of_resources(-ESTALE) ||
+		     fsio_short_of_resources(0));
+	assert_int_equal(mkdirat(f->fd, "d", 0755), 0);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 256;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	shed_n = shed_calls = 0;
+	take_all(f->fd);
+
+	/* No shedder: nothing to retry. */
+	assert_int_equal(fsio_open_dir(f->fd, "d", &fd), -EMFILE);
+	fsio_set_shedder(shed_some);
+	shed_gives = 0;
+	assert_int_equal(fsio_dup(f->fd, &fd), -EMFILE);
+	assert_int_equal(shed_calls, 1);
+	shed_gives = 1;
+	r = fsio_open_dir(f->fd, "d", &fd);
+	assert_int_equal(r, 0);
+	assert_int_equal(shed_calls, 2);
+	fsio_close(fd);
+	take_all(f->fd);
+	r = fsio_reopen_dir(f->fd, &fd);
+	assert_int_equal(r, 0);
+	assert_int_equal(shed_calls, 3);
+	fsio_close(fd);
+	/* Anything but a shortage is no reason to shed. */
+	assert_int_equal(fsio_open_node(f->fd, "missing", &fd), -ENOENT);
+	assert_int_equal(shed_calls, 3);
+
+	fsio_set_shedder(NULL);
+	while (shed_n > 0)
+		close(shed_fds[--shed_n]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -424,6 +496,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dir_listing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_xattrs, setup, teardown),
 		cmocka_unit_test(test_ids),
+		cmocka_unit_test_setup_teardown(test_shed_on_emfile, setup, teardown),
 	};
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
 
