@@ -81,6 +81,16 @@ bool union_read_only(const struct union_export *ux);
 int union_getattr(struct union_export *ux, uint64_t ino, struct stat *st);
 
 /*
+ * What the caller may do to ino (R_OK, W_OK, X_OK, asked for in want) into *granted, as the
+ * kernel decides it for the caller: mode bits, groups, POSIX ACLs, privilege. For a lower
+ * object W_OK says what the caller may do once it is copied up (the copy keeps mode, owner
+ * and ACL); a read-only export grants no W_OK. st receives the attributes, as
+ * union_getattr.
+ */
+int union_access(struct union_export *ux, uint64_t ino, int want, int *granted,
+		 struct stat *st);
+
+/*
  * Repair: drops the record of ino when, checked again inside a write transaction, no branch
  * has its object any more (removed behind the server's back; its handles were stale
  * already). Returns 1 when dropped, 0 when it resolves (or is gone already), or -errno.

@@ -53,7 +53,7 @@ static int urn_copy_source(struct union_export *ux, uint64_t fromdir, const stru
 		return r;
 	if (!f.uf_dir && f.uf_branch != 0) {
 		/* No copy-up for a rename the client may not make. */
-		r = fsio_may(&fd->uo_st, W_OK | X_OK) ? 0 : -EACCES;
+		r = uobj_may(fd, W_OK | X_OK) ? 0 : -EACCES;
 		if (r == 0 && !uop_sticky_ok(&fd->uo_st, &f.uf_st))
 			r = -EPERM;
 		if (r == 0)

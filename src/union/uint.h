@@ -119,6 +119,11 @@ void uobj_release(struct uobj *o);
 int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, int flags,
 		 struct uobj *o);
 /*
+ * Whether the caller may access o with mask as the kernel would on a writable file system
+ * (fsio_may): for the checks before a copy-up, which gives the copy o's mode, owner and ACL.
+ */
+bool uobj_may(const struct uobj *o, int mask);
+/*
  * ures_resolve(ux, NULL, ino, 0, o) served from the resolve cache when it can: then
  * uo_fd and uo_upfd are -1 (callers needing them use ures_resolve).
  */
