@@ -65,7 +65,16 @@ int fsio_fdatasync(int fd);
 uint64_t fsio_sync_failures(void);
 /* fsync of a directory given by an O_PATH fd (opened for reading, as root if needed). */
 int fsio_fsync_dir(int pathfd);
+/* -EFBIG for a size (or, in fsio_pwrite, an end) beyond what an off_t holds. */
 int fsio_ftruncate(int fd, uint64_t size);
+/*
+ * The largest size a file may have on the file system of directory dirfd (O_PATH will do),
+ * as the kernel holds writes to it: probed with lseek, which checks offsets against the
+ * same limit, on an unnamed temporary file (O_TMPFILE) that leaves nothing behind. On
+ * failure (a read-only file system, one without O_TMPFILE) *max is 2^63 - 1 and -errno
+ * is returned.
+ */
+int fsio_max_file_size(int dirfd, uint64_t *max);
 /* Copies size bytes of in to out from offset 0, keeping holes. */
 int fsio_copy_data(int in, int out, uint64_t size);
 

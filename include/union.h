@@ -76,6 +76,8 @@ uint16_t union_export_id(const struct union_export *ux);
 struct store *union_store(const struct union_export *ux);
 uint64_t union_fsid(const struct union_export *ux);
 bool union_read_only(const struct union_export *ux);
+/* The largest file the upper branch's file system holds (2^63 - 1 when unknown). */
+uint64_t union_max_file_size(const struct union_export *ux);
 
 /* Attributes of an object. -ESTALE when the ino no longer names anything. */
 int union_getattr(struct union_export *ux, uint64_t ino, struct stat *st);

@@ -185,6 +185,9 @@ int fsio_pread(int fd, void *buf, size_t count, uint64_t off, size_t *done)
 int fsio_pwrite(int fd, const void *buf, size_t count, uint64_t off, size_t *done)
 {
 	*done = 0;
+	/* The kernel answers EINVAL past off_t; it is a file that would grow too large. */
+	if (off > (uint64_t)INT64_MAX || count > (uint64_t)INT64_MAX - off)
+		return -EFBIG;
 	while (*done < count) {
 		ssize_t n = pwrite(fd, (const char *)buf + *done, count - *done,
 				   (off_t)(off + *done));
@@ -259,6 +262,36 @@ int fsio_fsync_dir(int pathfd)
 	r = fsio_fsync(fd);
 	close(fd);
 	return r;
+}
+
+/* Whether lseek accepts off: the kernel holds it to the file system's largest file size. */
+static bool fsio_seekable(int fd, uint64_t off)
+{
+	return lseek(fd, (off_t)off, SEEK_SET) == (off_t)off;
+}
+
+int fsio_max_file_size(int dirfd, uint64_t *max)
+{
+	uint64_t ok = 0, bad = (uint64_t)INT64_MAX;
+	int fd;
+
+	*max = (uint64_t)INT64_MAX;
+	fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return fsio_err();
+	if (fsio_seekable(fd, bad))
+		ok = bad;
+	while (bad - ok > 1) {
+		uint64_t mid = ok + (bad - ok) / 2;
+
+		if (fsio_seekable(fd, mid))
+			ok = mid;
+		else
+			bad = mid;
+	}
+	close(fd);
+	*max = ok;
+	return 0;
 }
 
 int fsio_ftruncate(int fd, uint64_t size)

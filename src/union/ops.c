@@ -268,7 +268,7 @@ int uop_new_name(uint64_t dir, const char *name)
 		return -EEXIST;
 	/* Marker names mean something else on disk; the work directory is ours. */
 	if (r == 0 && uwh_marker(name))
-		return -EINVAL;
+		return -EACCES;
 	if (r == 0 && uname_hidden(dir, name))
 		return -EACCES;
 	return r;

@@ -272,7 +272,7 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 	if (r == 0 && uname_hidden(fromdir, fromname))
 		r = -ENOENT;
 	if (r == 0 && uname_hidden(todir, toname))
-		r = uwh_marker(toname) ? -EINVAL : -EACCES;
+		r = -EACCES;
 	if (r == 0)
 		r = uop_dir(ux, fromdir, fromname, &fd);
 	if (r == 0 && fromdir == todir && !strcmp(fromname, toname)) {

@@ -36,6 +36,7 @@ struct union_export {
 	struct udir_cache *ux_dcache;
 	struct uhl_table *ux_hl;     /* hard links across copy-up (hlink.c) */
 	struct ucache *ux_ucache;    /* where inos were last found (cache.c) */
+	uint64_t ux_max_size;        /* largest file the upper's file system holds */
 };
 
 /* The copies of one union directory, top-down. */
