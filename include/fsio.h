@@ -80,7 +80,16 @@ int fsio_fdatasync(int fd);
 uint64_t fsio_sync_failures(void);
 /* fsync of a directory given by an O_PATH fd (opened for reading, as root if needed). */
 int fsio_fsync_dir(int pathfd);
+/* -EFBIG for a size (or, in fsio_pwrite, an end) beyond what an off_t holds. */
 int fsio_ftruncate(int fd, uint64_t size);
+/*
+ * The largest size a file may have on the file system of directory dirfd (O_PATH will do),
+ * as the kernel holds writes to it: probed with lseek, which checks offsets against the
+ * same limit, on an unnamed temporary file (O_TMPFILE) that leaves nothing behind. On
+ * failure (a read-only file system, one without O_TMPFILE) *max is 2^63 - 1 and -errno
+ * is returned.
+ */
+int fsio_max_file_size(int dirfd, uint64_t *max);
 /* Copies size bytes of in to out from offset 0, keeping holes. */
 int fsio_copy_data(int in, int out, uint64_t size);
 
@@ -155,7 +164,7 @@ void fsio_restore(const struct fsio_ids *saved);
  * Whether the calling thread's identity may access the object behind fd (O_PATH will do)
  * with mask (R_OK, W_OK, X_OK), as the kernel decides for it: mode bits, groups, POSIX
  * ACLs, capabilities; no search permission on the object itself is needed. 0, -EACCES or
- * -errno.
+ * -errno; -ENOSYS before Linux 5.8 (no faccessat2), without asking again once seen.
  */
 int fsio_access(int fd, int mask);
 /*
@@ -169,8 +178,15 @@ int fsio_access(int fd, int mask);
  * process without it. Returns 0 or -errno.
  */
 int fsio_fit_caps(uid_t fsuid);
-/* Whether the calling thread's identity may access an object with st (mode bits only). */
-bool fsio_may(const struct stat *st, int mask);
+/*
+ * Whether the calling thread's identity may access the object st, name in dirfd ("" for
+ * dirfd itself; dirfd -1: mode bits only), with mask, as the kernel would decide on a
+ * writable file system: mode bits, groups, the object's POSIX access ACL, root's
+ * privilege. For objects the kernel cannot be asked about (writing a copy on a read-only
+ * branch, which copy-up will give the same mode, owner and ACL) and for kernels without
+ * faccessat2 (fsio_access answers -ENOSYS there, once it has found out).
+ */
+bool fsio_may(int dirfd, const char *name, const struct stat *st, int mask);
 /* Whether the calling thread acts as the owner of st (or as root). */
 bool fsio_owns(const struct stat *st);
 

@@ -76,9 +76,21 @@ uint16_t union_export_id(const struct union_export *ux);
 struct store *union_store(const struct union_export *ux);
 uint64_t union_fsid(const struct union_export *ux);
 bool union_read_only(const struct union_export *ux);
+/* The largest file the upper branch's file system holds (2^63 - 1 when unknown). */
+uint64_t union_max_file_size(const struct union_export *ux);
 
 /* Attributes of an object. -ESTALE when the ino no longer names anything. */
 int union_getattr(struct union_export *ux, uint64_t ino, struct stat *st);
+
+/*
+ * What the caller may do to ino (R_OK, W_OK, X_OK, asked for in want) into *granted, as the
+ * kernel decides it for the caller: mode bits, groups, POSIX ACLs, privilege. For a lower
+ * object W_OK says what the caller may do once it is copied up (the copy keeps mode, owner
+ * and ACL); a read-only export grants no W_OK. st receives the attributes, as
+ * union_getattr.
+ */
+int union_access(struct union_export *ux, uint64_t ino, int want, int *granted,
+		 struct stat *st);
 
 /*
  * Repair: drops the record of ino when, checked again inside a write transaction, no branch

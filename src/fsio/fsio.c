@@ -236,6 +236,9 @@ int fsio_pread(int fd, void *buf, size_t count, uint64_t off, size_t *done)
 int fsio_pwrite(int fd, const void *buf, size_t count, uint64_t off, size_t *done)
 {
 	*done = 0;
+	/* The kernel answers EINVAL past off_t; it is a file that would grow too large. */
+	if (off > (uint64_t)INT64_MAX || count > (uint64_t)INT64_MAX - off)
+		return -EFBIG;
 	while (*done < count) {
 		ssize_t n = pwrite(fd, (const char *)buf + *done, count - *done,
 				   (off_t)(off + *done));
@@ -310,6 +313,36 @@ int fsio_fsync_dir(int pathfd)
 	r = fsio_fsync(fd);
 	close(fd);
 	return r;
+}
+
+/* Whether lseek accepts off: the kernel holds it to the file system's largest file size. */
+static bool fsio_seekable(int fd, uint64_t off)
+{
+	return lseek(fd, (off_t)off, SEEK_SET) == (off_t)off;
+}
+
+int fsio_max_file_size(int dirfd, uint64_t *max)
+{
+	uint64_t ok = 0, bad = (uint64_t)INT64_MAX;
+	int fd;
+
+	*max = (uint64_t)INT64_MAX;
+	fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return fsio_err();
+	if (fsio_seekable(fd, bad))
+		ok = bad;
+	while (bad - ok > 1) {
+		uint64_t mid = ok + (bad - ok) / 2;
+
+		if (fsio_seekable(fd, mid))
+			ok = mid;
+		else
+			bad = mid;
+	}
+	close(fd);
+	*max = ok;
+	return 0;
 }
 
 int fsio_ftruncate(int fd, uint64_t size)
@@ -759,29 +792,164 @@ static bool fsio_in_groups(gid_t gid)
 	return found;
 }
 
+/* Set once faccessat2 answered ENOSYS (Linux before 5.8): it is not asked again. */
+static atomic_bool fsio_no_faccessat2;
+
 int fsio_access(int fd, int mask)
 {
+	if (atomic_load_explicit(&fsio_no_faccessat2, memory_order_relaxed))
+		return -ENOSYS;
 	/* AT_EACCESS: the fsuid, fsgid and groups this thread acts with, not the real ids. */
-	if (syscall(SYS_faccessat2, fd, "", mask, AT_EMPTY_PATH | AT_EACCESS) < 0)
-		return fsio_err();
-	return 0;
+	if (syscall(SYS_faccessat2, fd, "", mask, AT_EMPTY_PATH | AT_EACCESS) == 0)
+		return 0;
+	if (errno == ENOSYS)
+		atomic_store_explicit(&fsio_no_faccessat2, true, memory_order_relaxed);
+	return fsio_err();
 }
 
-bool fsio_may(const struct stat *st, int mask)
+/* The POSIX access ACL as the kernel stores it in the xattr (linux/posix_acl_xattr.h). */
+#define FSIO_ACL_XATTR "system.posix_acl_access"
+#define FSIO_ACL_VERSION 2
+#define FSIO_ACL_HEADER 4
+#define FSIO_ACL_ENTRY 8
+/* Entries read without an allocation; longer ACLs are read into a heap buffer. */
+#define FSIO_ACL_INLINE 32
+enum {
+	FSIO_ACL_USER_OBJ = 0x01,
+	FSIO_ACL_USER = 0x02,
+	FSIO_ACL_GROUP_OBJ = 0x04,
+	FSIO_ACL_GROUP = 0x08,
+	FSIO_ACL_MASK = 0x10,
+	FSIO_ACL_OTHER = 0x20,
+};
+
+struct fsio_acl_entry {
+	unsigned ae_tag;
+	unsigned ae_perm;
+	uint32_t ae_id;
+};
+
+static uint32_t fsio_le(const unsigned char *p, int bytes)
+{
+	uint32_t v = 0;
+
+	while (bytes-- > 0)
+		v = (v << 8) | p[bytes];
+	return v;
+}
+
+static struct fsio_acl_entry fsio_acl_at(const unsigned char *acl, size_t i)
+{
+	const unsigned char *p = acl + FSIO_ACL_HEADER + i * FSIO_ACL_ENTRY;
+	struct fsio_acl_entry e = {
+		.ae_tag = fsio_le(p, 2), .ae_perm = fsio_le(p + 2, 2), .ae_id = fsio_le(p + 4, 4),
+	};
+
+	return e;
+}
+
+/* A matching named entry (or the owning group) counts only as far as the mask allows. */
+static bool fsio_acl_masked(const unsigned char *acl, size_t n, size_t i, unsigned want)
+{
+	unsigned perm = fsio_acl_at(acl, i).ae_perm;
+
+	for (size_t m = i + 1; m < n; m++)
+		if (fsio_acl_at(acl, m).ae_tag == FSIO_ACL_MASK)
+			return (perm & fsio_acl_at(acl, m).ae_perm & want) == want;
+	return (perm & want) == want;
+}
+
+/*
+ * The kernel's posix_acl_permission() for a caller that does not own the object: 0,
+ * -EACCES, or -EAGAIN for a malformed ACL (the mode bits decide then).
+ */
+static int fsio_acl_check(const unsigned char *acl, size_t len, const struct stat *st,
+			  uid_t uid, unsigned want)
+{
+	struct fsio_acl_entry e;
+	bool found = false;
+	size_t n;
+
+	if (len < FSIO_ACL_HEADER || fsio_le(acl, 4) != FSIO_ACL_VERSION ||
+	    (len - FSIO_ACL_HEADER) % FSIO_ACL_ENTRY != 0)
+		return -EAGAIN;
+	n = (len - FSIO_ACL_HEADER) / FSIO_ACL_ENTRY;
+	for (size_t i = 0; i < n; i++) {
+		e = fsio_acl_at(acl, i);
+		switch (e.ae_tag) {
+		case FSIO_ACL_USER_OBJ:
+			if (st->st_uid == uid)
+				return (e.ae_perm & want) == want ? 0 : -EACCES;
+			break;
+		case FSIO_ACL_USER:
+			if (e.ae_id == uid)
+				return fsio_acl_masked(acl, n, i, want) ? 0 : -EACCES;
+			break;
+		case FSIO_ACL_GROUP_OBJ:
+		case FSIO_ACL_GROUP:
+			if (!fsio_in_groups(e.ae_tag == FSIO_ACL_GROUP ? e.ae_id : st->st_gid))
+				break;
+			found = true;
+			if ((e.ae_perm & want) == want)
+				return fsio_acl_masked(acl, n, i, want) ? 0 : -EACCES;
+			break;
+		case FSIO_ACL_MASK:
+			break;
+		case FSIO_ACL_OTHER:
+			if (found)
+				return -EACCES;
+			return (e.ae_perm & want) == want ? 0 : -EACCES;
+		default:
+			return -EAGAIN;
+		}
+	}
+	return -EAGAIN;
+}
+
+/* The access ACL of name in dirfd checked for want: 0, -EACCES, or -EAGAIN when none. */
+static int fsio_acl_may(int dirfd, const char *name, const struct stat *st, uid_t uid,
+			unsigned want)
+{
+	unsigned char inline_buf[FSIO_ACL_HEADER + FSIO_ACL_INLINE * FSIO_ACL_ENTRY];
+	unsigned char *buf = inline_buf;
+	size_t len = 0;
+	int r;
+
+	r = fsio_getxattr(dirfd, name, FSIO_ACL_XATTR, buf, sizeof(inline_buf), &len);
+	if (r == -ERANGE) {
+		r = fsio_getxattr(dirfd, name, FSIO_ACL_XATTR, NULL, 0, &len);
+		buf = r == 0 ? malloc(len) : NULL;
+		if (r == 0 && !buf)
+			r = -ENOMEM;
+		if (r == 0)
+			r = fsio_getxattr(dirfd, name, FSIO_ACL_XATTR, buf, len, &len);
+	}
+	r = r == 0 ? fsio_acl_check(buf, len, st, uid, want) : -EAGAIN;
+	if (buf != inline_buf)
+		free(buf);
+	return r;
+}
+
+bool fsio_may(int dirfd, const char *name, const struct stat *st, int mask)
 {
 	uid_t uid = fsio_cur_uid();
-	mode_t bits;
+	unsigned want = (unsigned)mask & (R_OK | W_OK | X_OK);
+	mode_t mode = st->st_mode;
+	int r;
 
-	mask &= R_OK | W_OK | X_OK;
 	if (uid == 0) /* root may do all but execute a file nobody may execute */
-		return !(mask & X_OK) || S_ISDIR(st->st_mode) || (st->st_mode & 0111);
+		return !(want & X_OK) || S_ISDIR(mode) || (mode & 0111);
 	if (uid == st->st_uid)
-		bits = (st->st_mode >> 6) & 7;
-	else if (fsio_in_groups(st->st_gid))
-		bits = (st->st_mode >> 3) & 7;
-	else
-		bits = st->st_mode & 7;
-	return ((mode_t)mask & bits) == (mode_t)mask;
+		return (want & ~((mode >> 6) & 7)) == 0;
+	/* As the kernel: with an ACL, the group bits are its mask; none, and it is not asked. */
+	if ((mode & S_IRWXG) && !S_ISLNK(mode) && dirfd >= 0) {
+		r = fsio_acl_may(dirfd, name, st, uid, want);
+		if (r != -EAGAIN)
+			return r == 0;
+	}
+	if (fsio_in_groups(st->st_gid))
+		mode >>= 3;
+	return (want & ~(mode & 7)) == 0;
 }
 
 bool fsio_owns(const struct stat *st)

@@ -1,5 +1,6 @@
 /* NULL, GETATTR, SETATTR, ACCESS. */
 #include <string.h>
+#include <unistd.h>
 
 #include "nfs_internal.h"
 
@@ -60,44 +61,33 @@ enum rpc_outcome nfs3_setattr(struct rpc_req *rq, void *args, void *res)
 	return RPC_OUT_REPLY;
 }
 
-uint32_t nfs_access_compute(const struct stat *st, const struct cred *cr, bool read_only,
-			    uint32_t requested)
+int nfs_access_want(uint32_t requested)
 {
-	bool dir = S_ISDIR(st->st_mode);
-	bool r, w, x, in_group = false;
-	unsigned bits;
-	uint32_t i, granted = 0;
+	int want = 0;
 
-	if (cr->cr_uid == 0) {
-		r = w = true;
-		x = dir || (st->st_mode & 0111) != 0;
-	} else {
-		in_group = cr->cr_gid == st->st_gid;
-		for (i = 0; i < cr->cr_ngroups && i < RPC_MAX_GROUPS && !in_group; i++)
-			in_group = cr->cr_groups[i] == st->st_gid;
-		if (cr->cr_uid == st->st_uid)
-			bits = (st->st_mode >> 6) & 7;
-		else if (in_group)
-			bits = (st->st_mode >> 3) & 7;
-		else
-			bits = st->st_mode & 7;
-		r = bits & 4;
-		w = bits & 2;
-		x = bits & 1;
-	}
-	if (r)
+	if (requested & ACCESS3_READ)
+		want |= R_OK;
+	/* A directory's entries are changed only by who may also search it. */
+	if (requested & (ACCESS3_LOOKUP | ACCESS3_EXECUTE | ACCESS3_MODIFY | ACCESS3_EXTEND |
+			 ACCESS3_DELETE))
+		want |= X_OK;
+	if (requested & (ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE))
+		want |= W_OK;
+	return want;
+}
+
+uint32_t nfs_access_bits(bool dir, int may, bool read_only, uint32_t requested)
+{
+	uint32_t granted = 0;
+
+	if (may & R_OK)
 		granted |= ACCESS3_READ;
-	if (x)
-		granted |= ACCESS3_EXECUTE;
-	if (dir) {
-		/* Changing a directory's entries needs search permission too. */
-		if (x)
-			granted |= ACCESS3_LOOKUP;
-		if (w && x)
-			granted |= ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE;
-	} else if (w) {
+	if (may & X_OK)
+		granted |= dir ? ACCESS3_LOOKUP | ACCESS3_EXECUTE : ACCESS3_EXECUTE;
+	if (dir && (may & (W_OK | X_OK)) == (W_OK | X_OK))
+		granted |= ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE;
+	else if (!dir && (may & W_OK))
 		granted |= ACCESS3_MODIFY | ACCESS3_EXTEND;
-	}
 	if (read_only)
 		granted &= ~(uint32_t)(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE);
 	return granted & requested;
@@ -110,18 +100,18 @@ enum rpc_outcome nfs3_access(struct rpc_req *rq, void *args, void *res)
 	enum rpc_outcome out;
 	struct nfs_call nc;
 	struct stat st;
-	int err;
+	int err, may;
 
 	memset(r, 0, sizeof(*r));
 	if (!nfs_call_begin(rq, &a->object, NFS_CALL_READS, &nc, &r->status, &out))
 		return out;
 	memset(&st, 0, sizeof(st));
-	err = union_getattr(nc.nc_ux, nc.nc_ino, &st);
+	err = union_access(nc.nc_ux, nc.nc_ino, nfs_access_want(a->access), &may, &st);
 	r->status = nfs_status(err);
 	if (err == 0) {
 		nfs_post_attr(&nc, &st, &r->ACCESS3res_u.resok.obj_attributes);
-		r->ACCESS3res_u.resok.access = nfs_access_compute(&st, &nc.nc_cred, nc.nc_ro,
-								  a->access);
+		r->ACCESS3res_u.resok.access = nfs_access_bits(S_ISDIR(st.st_mode), may, nc.nc_ro,
+							       a->access);
 	}
 	nfs_call_end(&nc);
 	return RPC_OUT_REPLY;

@@ -65,7 +65,7 @@ enum rpc_outcome nfs3_fsinfo(struct rpc_req *rq, void *args, void *res)
 		ok->wtmax = ok->wtpref = io;
 		ok->rtmult = ok->wtmult = 4096;
 		ok->dtpref = 65536;
-		ok->maxfilesize = INT64_MAX;
+		ok->maxfilesize = union_max_file_size(nc.nc_ux);
 		ok->time_delta.seconds = 0;
 		ok->time_delta.nseconds = 1;
 		ok->properties = FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME;

@@ -111,13 +111,13 @@ void nfs_peer_host(const struct rpc_req *rq, char *buf, size_t len);
 bool nfs_peer_secure(const struct rpc_req *rq, const struct export_opts *eo);
 
 /*
- * ACCESS as a pure function: what cr may do to an object with attributes st, limited to
- * the ACCESS3_* bits in requested. Root may read and write anything, and execute what has
- * any x bit (and search any directory); a read-only export never grants MODIFY, EXTEND or
- * DELETE.
+ * ACCESS in two steps around union_access(), which asks the kernel as the caller: the
+ * R_OK, W_OK and X_OK checks the requested ACCESS3_* bits need, and the ACCESS3_* bits
+ * what the caller may do (may) grants, limited to requested. Changing a directory's
+ * entries needs W_OK and X_OK; a read-only export never grants MODIFY, EXTEND or DELETE.
  */
-uint32_t nfs_access_compute(const struct stat *st, const struct cred *cr, bool read_only,
-			    uint32_t requested);
+int nfs_access_want(uint32_t requested);
+uint32_t nfs_access_bits(bool dir, int may, bool read_only, uint32_t requested);
 
 /* The READDIR cookie verifier of an export: constant, never zero. */
 void nfs_cookieverf(const struct nfs_call *nc, cookieverf3 out);

@@ -144,6 +144,11 @@ enum rpc_outcome nfs3_write(struct rpc_req *rq, void *args, void *res)
 		r->status = NFS3ERR_INVAL;
 		goto done;
 	}
+	if (a->offset > (uint64_t)INT64_MAX - a->count) {
+		/* Past the largest offset there is: as knfsd, before anything is copied up. */
+		r->status = NFS3ERR_FBIG;
+		goto done;
+	}
 	stable = rw_stable(a->stable);
 	committed = stable;
 	err = union_write_as(nc.nc_ux, nc.nc_ino, &nc.nc_cred, rw_cred_len(&nc.nc_cred),

@@ -296,19 +296,22 @@ nfsstat3 nfs_call_handle(const struct nfs_call *nc, const nfs_fh3 *fh, uint64_t 
 	return NFS3_OK;
 }
 
+/*
+ * Only codes RFC 1813 lists for every procedure of the use: a name no directory can hold
+ * is not there for LOOKUP (NOENT) and may not be made or removed (ACCES); a dot name
+ * exists already (EXIST) and may not be removed (ACCES, as knfsd answers).
+ */
 nfsstat3 nfs_name_check(const char *name, enum nfs_name_use use)
 {
-	size_t len;
+	bool bad;
 
-	if (name == NULL || name[0] == '\0')
-		return use == NFS_NAME_LOOKUP ? NFS3ERR_NOENT : NFS3ERR_INVAL;
-	len = strlen(name);
-	if (len > NFS_NAME_MAX)
-		return NFS3ERR_NAMETOOLONG;
 	/* A name is one path component; a slash would let a client walk paths. */
-	if (strchr(name, '/') != NULL)
-		return use == NFS_NAME_LOOKUP ? NFS3ERR_NOENT : NFS3ERR_INVAL;
+	bad = name == NULL || name[0] == '\0' || strchr(name, '/') != NULL;
+	if (!bad && strlen(name) > NFS_NAME_MAX)
+		return NFS3ERR_NAMETOOLONG;
+	if (bad)
+		return use == NFS_NAME_LOOKUP ? NFS3ERR_NOENT : NFS3ERR_ACCES;
 	if (use != NFS_NAME_LOOKUP && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0))
-		return use == NFS_NAME_CREATE ? NFS3ERR_EXIST : NFS3ERR_INVAL;
+		return use == NFS_NAME_CREATE ? NFS3ERR_EXIST : NFS3ERR_ACCES;
 	return NFS3_OK;
 }

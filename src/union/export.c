@@ -245,6 +245,10 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 		ids[i].sb_root_ino = rst.st_ino;
 		ux->ux_dev[i] = rst.st_dev;
 	}
+	/* Only writes are held to it: for a read-only export, whatever size files have. */
+	ux->ux_max_size = (uint64_t)INT64_MAX;
+	if (!ux->ux_ro)
+		fsio_max_file_size(ux->ux_rootfd[0], &ux->ux_max_size);
 	r = union_check_overlap(ec->ec_name, ux->ux_paths, n, err, errlen);
 	if (r < 0)
 		goto fail;
@@ -302,6 +306,11 @@ uint64_t union_fsid(const struct union_export *ux)
 bool union_read_only(const struct union_export *ux)
 {
 	return ux->ux_ro;
+}
+
+uint64_t union_max_file_size(const struct union_export *ux)
+{
+	return ux->ux_max_size;
 }
 
 int union_statfs(struct union_export *ux, uint64_t ino, struct statvfs *sv)

@@ -117,20 +117,20 @@ int uattr_apply(int fd, const struct stat *cur, const struct union_setattr *sa)
 }
 
 /* Whether the client may make the change at all: no copy-up when it may not. */
-static int uattr_may(const struct stat *st, const struct union_setattr *sa)
+static int uattr_may(const struct uobj *o, const struct union_setattr *sa)
 {
 	unsigned m = sa->ua_mask;
-	bool owner = fsio_owns(st);
+	bool owner = fsio_owns(&o->uo_st);
 
 	if ((m & (USET_MODE | USET_UID | USET_GID)) && !owner)
 		return -EPERM;
-	if ((m & USET_SIZE) && !owner && !fsio_may(st, W_OK))
+	if ((m & USET_SIZE) && !owner && !uobj_may(o, W_OK))
 		return -EACCES;
 	if (m & (USET_ATIME | USET_MTIME)) {
 		bool now = (!(m & USET_ATIME) || sa->ua_atime.tv_nsec == UTIME_NOW) &&
 			   (!(m & USET_MTIME) || sa->ua_mtime.tv_nsec == UTIME_NOW);
 
-		if (!owner && !(now && fsio_may(st, W_OK)))
+		if (!owner && !(now && uobj_may(o, W_OK)))
 			return now ? -EACCES : -EPERM;
 	}
 	return 0;
@@ -142,7 +142,7 @@ static int uattr_copy_up(struct union_export *ux, uint64_t ino,
 {
 	int r;
 
-	r = uattr_may(&o->uo_st, sa);
+	r = uattr_may(o, sa);
 	if (r == 0 && (sa->ua_mask & USET_SIZE))
 		r = uio_need_file(o);
 	if (r < 0)
@@ -351,7 +351,7 @@ int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_
 	if (r == 0 && ux->ux_ro)
 		r = -EROFS;
 	if (r == 0 && o.uo_rec.si_branch != 0) {
-		if (!fsio_owns(&o.uo_st) && !fsio_may(&o.uo_st, W_OK))
+		if (!fsio_owns(&o.uo_st) && !uobj_may(&o, W_OK))
 			r = -EACCES;
 		else
 			r = ucopy_up(ux, &o);

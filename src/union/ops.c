@@ -69,7 +69,7 @@ int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj
 		if (r < 0)
 			return r;
 	}
-	if (!fsio_may(&d->uo_st, W_OK | X_OK))
+	if (!uobj_may(d, W_OK | X_OK))
 		return -EACCES;
 	uobj_release(d);
 	r = ures_resolve(ux, NULL, dir, URES_UPPER, d);
@@ -180,7 +180,7 @@ int uop_links_up(struct union_export *ux, uint64_t dir, const struct uobj *d,
 	if (r < 0)
 		return r == -ENOENT ? 0 : r;
 	if (!f.uf_dir && f.uf_branch != 0 && f.uf_st.st_nlink > 1) {
-		r = fsio_may(&d->uo_st, W_OK | X_OK) ? 0 : -EACCES;
+		r = uobj_may(d, W_OK | X_OK) ? 0 : -EACCES;
 		if (r == 0 && !uop_sticky_ok(&d->uo_st, &f.uf_st))
 			r = -EPERM;
 		ufound_release(&f);
@@ -268,7 +268,7 @@ int uop_new_name(uint64_t dir, const char *name)
 		return -EEXIST;
 	/* Marker names mean something else on disk; the work directory is ours. */
 	if (r == 0 && uwh_marker(name))
-		return -EINVAL;
+		return -EACCES;
 	if (r == 0 && uname_hidden(dir, name))
 		return -EACCES;
 	return r;
@@ -597,10 +597,10 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 		r = r == 0 ? -EEXIST : r == -ENOENT ? 0 : r;
 	}
 	/* No copy-up for a link the client may not make (as protected_hardlinks would). */
-	if (r == 0 && o.uo_rec.si_branch != 0 && !fsio_may(&d.uo_st, W_OK | X_OK))
+	if (r == 0 && o.uo_rec.si_branch != 0 && !uobj_may(&d, W_OK | X_OK))
 		r = -EACCES;
 	if (r == 0 && o.uo_rec.si_branch != 0 && !fsio_owns(&o.uo_st) &&
-	    !(S_ISREG(o.uo_st.st_mode) && fsio_may(&o.uo_st, R_OK | W_OK)))
+	    !(S_ISREG(o.uo_st.st_mode) && uobj_may(&o, R_OK | W_OK)))
 		r = -EPERM;
 	if (r == 0 && o.uo_rec.si_branch != 0)
 		r = ucopy_up(ux, &o);

@@ -53,7 +53,7 @@ static int urn_copy_source(struct union_export *ux, uint64_t fromdir, const stru
 		return r;
 	if (!f.uf_dir && f.uf_branch != 0) {
 		/* No copy-up for a rename the client may not make. */
-		r = fsio_may(&fd->uo_st, W_OK | X_OK) ? 0 : -EACCES;
+		r = uobj_may(fd, W_OK | X_OK) ? 0 : -EACCES;
 		if (r == 0 && !uop_sticky_ok(&fd->uo_st, &f.uf_st))
 			r = -EPERM;
 		if (r == 0)
@@ -274,7 +274,7 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 	if (r == 0 && uname_hidden(fromdir, fromname))
 		r = -ENOENT;
 	if (r == 0 && uname_hidden(todir, toname))
-		r = uwh_marker(toname) ? -EINVAL : -EACCES;
+		r = -EACCES;
 	if (r == 0)
 		r = uop_dir(ux, fromdir, fromname, &fd);
 	if (r == 0 && fromdir == todir && !strcmp(fromname, toname)) {

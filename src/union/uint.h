@@ -36,7 +36,7 @@ struct union_export {
 	struct udir_cache *ux_dcache;
 	struct uhl_table *ux_hl;     /* hard links across copy-up (hlink.c) */
 	struct ucache *ux_ucache;    /* where inos were last found (cache.c) */
-	/* On the list of open unions whose caches are shed when descriptors run short. */
+	uint64_t ux_max_size;        /* largest file the upper's file system holds */
 };
 
 /* The copies of one union directory, top-down. */
@@ -119,6 +119,11 @@ void uobj_release(struct uobj *o);
  */
 int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, int flags,
 		 struct uobj *o);
+/*
+ * Whether the caller may access o with mask as the kernel would on a writable file system
+ * (fsio_may): for the checks before a copy-up, which gives the copy o's mode, owner and ACL.
+ */
+bool uobj_may(const struct uobj *o, int mask);
 /*
  * ures_resolve(ux, NULL, ino, 0, o) served from the resolve cache when it can: then
  * uo_fd and uo_upfd are -1 (callers needing them use ures_resolve).

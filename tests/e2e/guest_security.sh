@@ -56,6 +56,15 @@ ck "d/f mode after" "$(stat -c '%a %u %s' $M/d/f 2>&1)" "644 0 10"
 ck "d listing after" "$(listing $M/d)" f
 ck "top content after" "$(cat $M/top 2>&1)" "top data"
 
+# --- POSIX ACLs grant what the mode bits do not: the client believes ACCESS (issue 19.1) ---
+row acl
+ck "aclf as uid 1000 (user:1000:rw-)" "$($U1 cat $M/aclf 2>&1)" "acl data"
+run $U1 sh -c "echo more >> $M/aclf"
+run $U1 sh -c "echo new > $M/acld/new"
+ck "acld as uid 1000 (user:1000:rwx)" "$($U1 ls $M/acld 2>&1)" new
+ck "aclm as uid 1000 (mask r--)" "$($U1 cat $M/aclm 2>&1)" masked
+fails "denied" $U1 sh -c "echo x >> $M/aclm"
+
 # --- root squash: the guest's root creates as 65534 ---
 row root_squash
 echo root > $M/sq/rootfile || bad "root's create in sq (1777) failed"
@@ -132,7 +141,7 @@ mount_ro || bad "mount of /ro (open to all) failed under the deny rules of /unio
 umount $R 2> /dev/null
 host_hook allow
 mount_union /union || bad "mount of /union failed under a rule admitting 127.0.0.1"
-ck "listing after the allow" "$(listing $M)" "d esc esc2 escroot sq sql top"
+ck "listing after the allow" "$(listing $M)" "acld aclf aclm d esc esc2 escroot sq sql top"
 $U1 sh -c "echo allowed > $M/sq/allowed" || bad "uid 1000's create after the allow failed"
 umount $M || bad "umount after the allow failed"
 kernel_complaints

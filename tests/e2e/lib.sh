@@ -294,8 +294,8 @@ e2e_run_vm() {
 }
 
 # e2e_tree_manifest DIR: every entry with type, mode, owner, size, all times but atime,
-# link count, device numbers, symlink target, content checksum and xattrs, so that any change
-# to a branch shows.
+# link count, device numbers, symlink target, content checksum and xattrs (in hex: ACLs are
+# binary), so that any change to a branch shows.
 e2e_tree_manifest() {
 	local p
 	(cd "$1" && find . -printf '%p %y %m %U:%G %s %n %T@ %C@\n' | sort)
@@ -306,7 +306,7 @@ e2e_tree_manifest() {
 	done)
 	(cd "$1" && find . -print | sort | while read -r p; do
 		"$E2E_TOOL" list "$p" | sort | while read -r x; do
-			[ -n "$x" ] && echo "$p xattr $x=$("$E2E_TOOL" get "$p" "$x")"
+			[ -n "$x" ] && echo "$p xattr $x=$("$E2E_TOOL" hexget "$p" "$x")"
 		done
 	done)
 }

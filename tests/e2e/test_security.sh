@@ -36,6 +36,19 @@ ln -s ../../../../../../../.. "$lower/escroot"
 printf 'ro data\n' > "$rodir/rofile" && chmod 666 "$rodir/rofile"
 mkdir "$rodir/rodir" && chmod 777 "$rodir/rodir"
 chown -R root:root "$lower" "$upper" "$rodir"
+# POSIX ACLs in the lower (issue 19.1): user::rwx, user:1000:PERM, group::---, mask::MASK,
+# other::--- in the kernel's xattr format, so the guest's uid 1000 may do what ACCESS says
+acl_hex() { # acl_hex PERM MASK
+	printf '02000000%s%s%s%s%s' 01000700ffffffff "02000${1}00e8030000" 04000000ffffffff \
+		"10000${2}00ffffffff" 20000000ffffffff
+}
+printf 'acl data\n' > "$lower/aclf" && chmod 600 "$lower/aclf"
+printf 'masked\n' > "$lower/aclm" && chmod 600 "$lower/aclm"
+mkdir "$lower/acld" && chmod 700 "$lower/acld"
+"$E2E_TOOL" hexset "$lower/aclf" system.posix_acl_access "$(acl_hex 6 6)" &&
+	"$E2E_TOOL" hexset "$lower/aclm" system.posix_acl_access "$(acl_hex 6 4)" &&
+	"$E2E_TOOL" hexset "$lower/acld" system.posix_acl_access "$(acl_hex 7 7)" ||
+	e2e_fail "cannot set POSIX ACLs in $lower"
 
 printf '%s\n' "$marker" > "$share/marker"
 echo "$outside" > "$share/outside"

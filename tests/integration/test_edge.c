@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 static nfs_fh3 root;
@@ -299,14 +300,15 @@ static void test_dot_names_as_operands(void **state)
 	it_path(p, "%s/dots", it_srv.is_upper);
 	assert_int_equal(mkdir(p, 0755), 0);
 	it_assert_status(it_lookup(clnt, &root, "dots", &d, NULL), NFS3_OK);
-	assert_int_not_equal(remove_name(&d, ".", true), NFS3_OK);
-	assert_int_not_equal(remove_name(&d, "..", true), NFS3_OK);
-	assert_int_not_equal(remove_name(&d, ".", false), NFS3_OK);
-	assert_int_not_equal(remove_name(&d, "..", false), NFS3_OK);
-	assert_int_not_equal(rename_names(&d, ".", &root, "moved-dot"), NFS3_OK);
-	assert_int_not_equal(rename_names(&d, "..", &root, "moved-dotdot"), NFS3_OK);
-	assert_int_not_equal(rename_names(&root, "dots", &d, "."), NFS3_OK);
-	assert_int_not_equal(rename_names(&root, "dots", &d, ".."), NFS3_OK);
+	/* Codes RFC 1813 lists for each procedure; knfsd answers ACCES for REMOVE and RMDIR. */
+	it_assert_status(remove_name(&d, ".", true), NFS3ERR_ACCES);
+	it_assert_status(remove_name(&d, "..", true), NFS3ERR_ACCES);
+	it_assert_status(remove_name(&d, ".", false), NFS3ERR_ACCES);
+	it_assert_status(remove_name(&d, "..", false), NFS3ERR_ACCES);
+	it_assert_status(rename_names(&d, ".", &root, "moved-dot"), NFS3ERR_ACCES);
+	it_assert_status(rename_names(&d, "..", &root, "moved-dotdot"), NFS3ERR_ACCES);
+	it_assert_status(rename_names(&root, "dots", &d, "."), NFS3ERR_EXIST);
+	it_assert_status(rename_names(&root, "dots", &d, ".."), NFS3ERR_EXIST);
 	/* the tree is intact */
 	assert_true(it_exists(p));
 	it_path(p, "%s/moved-dot", it_srv.is_upper);
@@ -316,6 +318,88 @@ static void test_dot_names_as_operands(void **state)
 	it_assert_status(it_getattr(clnt, &d, NULL), NFS3_OK);
 	it_assert_status(it_getattr(clnt, &root, NULL), NFS3_OK);
 	it_fh_free(&d);
+}
+
+/* MKDIR, SYMLINK, MKNOD (a fifo) or LINK (of the root's file "linked") of name in dir. */
+static nfsstat3 make_name(rpcproc_t proc, const nfs_fh3 *dir, const char *name)
+{
+	diropargs3 where = { .dir = *dir, .name = (char *)name };
+	nfsstat3 st;
+
+	if (proc == NFSPROC3_MKDIR) {
+		MKDIR3args a = { .where = where };
+		MKDIR3res r;
+
+		CALL(NFSPROC3_MKDIR, xdr_MKDIR3args, &a, xdr_MKDIR3res, &r);
+		st = r.status;
+		it_free((xdrproc_t)xdr_MKDIR3res, &r);
+	} else if (proc == NFSPROC3_SYMLINK) {
+		SYMLINK3args a = { .where = where, .symlink = { .symlink_data = "target" } };
+		SYMLINK3res r;
+
+		CALL(NFSPROC3_SYMLINK, xdr_SYMLINK3args, &a, xdr_SYMLINK3res, &r);
+		st = r.status;
+		it_free((xdrproc_t)xdr_SYMLINK3res, &r);
+	} else if (proc == NFSPROC3_MKNOD) {
+		MKNOD3args a = { .where = where, .what = { .type = NF3FIFO } };
+		MKNOD3res r;
+
+		CALL(NFSPROC3_MKNOD, xdr_MKNOD3args, &a, xdr_MKNOD3res, &r);
+		st = r.status;
+		it_free((xdrproc_t)xdr_MKNOD3res, &r);
+	} else {
+		LINK3args a = { .link = where };
+		LINK3res r;
+
+		it_assert_status(it_lookup(clnt, &root, "linked", &a.file, NULL), NFS3_OK);
+		CALL(NFSPROC3_LINK, xdr_LINK3args, &a, xdr_LINK3res, &r);
+		st = r.status;
+		it_free((xdrproc_t)xdr_LINK3res, &r);
+		it_fh_free(&a.file);
+	}
+	return st;
+}
+
+/*
+ * Names no directory can hold ("" and one with '/') and marker names get the codes RFC
+ * 1813 lists for each procedure: NOENT from LOOKUP, ACCES from those that make or remove
+ * a name. INVAL, which CREATE, MKDIR, SYMLINK, MKNOD and REMOVE do not list, is not one.
+ */
+static void test_bad_names_codes(void **state)
+{
+	static const rpcproc_t makers[] = { NFSPROC3_MKDIR, NFSPROC3_SYMLINK, NFSPROC3_MKNOD,
+					    NFSPROC3_LINK };
+	static const char *const bad[] = { "", "a/b", "/", NULL };
+	char p[PATH_MAX];
+
+	(void)state;
+	make_file("linked", 1, NULL);
+	it_path(p, "%s/a", it_srv.is_upper);
+	assert_int_equal(mkdir(p, 0755), 0);
+	it_path(p, "%s/a/b", it_srv.is_upper);
+	it_write_file(p, "b", 1);
+	for (const char *const *n = bad; *n; n++) {
+		it_assert_status(it_lookup(clnt, &root, *n, NULL, NULL), NFS3ERR_NOENT);
+		it_assert_status(it_create(clnt, &root, *n), NFS3ERR_ACCES);
+		for (size_t i = 0; i < sizeof(makers) / sizeof(makers[0]); i++)
+			it_assert_status(make_name(makers[i], &root, *n), NFS3ERR_ACCES);
+		it_assert_status(remove_name(&root, *n, false), NFS3ERR_ACCES);
+		it_assert_status(remove_name(&root, *n, true), NFS3ERR_ACCES);
+		it_assert_status(rename_names(&root, *n, &root, "renamed"), NFS3ERR_ACCES);
+		it_assert_status(rename_names(&root, "linked", &root, *n), NFS3ERR_ACCES);
+	}
+	/* Marker names mean something else on disk: nobody may make one. */
+	it_assert_status(it_create(clnt, &root, ".wh.x"), NFS3ERR_ACCES);
+	for (size_t i = 0; i < sizeof(makers) / sizeof(makers[0]); i++)
+		it_assert_status(make_name(makers[i], &root, ".wh.y"), NFS3ERR_ACCES);
+	it_assert_status(rename_names(&root, "linked", &root, ".wh.z"), NFS3ERR_ACCES);
+	/* Nothing was made or lost. */
+	it_path(p, "%s/a/b", it_srv.is_upper);
+	assert_true(it_exists(p));
+	it_path(p, "%s/linked", it_srv.is_upper);
+	assert_true(it_exists(p));
+	it_path(p, "%s/renamed", it_srv.is_upper);
+	assert_false(it_exists(p));
 }
 
 static void test_rename_directories(void **state)
@@ -435,6 +519,81 @@ static void test_sparse_and_far_offsets(void **state)
 	if (wr.status == NFS3_OK)
 		fail_msg("a WRITE ending past 2^64 succeeded");
 	it_free((xdrproc_t)xdr_WRITE3res, &wr);
+	it_fh_free(&f);
+}
+
+static uint64_t fsinfo_maxfilesize(void)
+{
+	FSINFO3args a = { .fsroot = root };
+	FSINFO3res r;
+	uint64_t v;
+
+	CALL(NFSPROC3_FSINFO, xdr_FSINFO3args, &a, xdr_FSINFO3res, &r);
+	it_assert_status(r.status, NFS3_OK);
+	v = r.FSINFO3res_u.resok.maxfilesize;
+	it_free((xdrproc_t)xdr_FSINFO3res, &r);
+	return v;
+}
+
+static nfsstat3 write_at(const nfs_fh3 *f, uint64_t off, uint32_t count)
+{
+	WRITE3args wa = { .file = *f, .offset = off, .count = count, .stable = UNSTABLE };
+	char data[8] = "limits!";
+	WRITE3res wr;
+	nfsstat3 st;
+
+	wa.data.data_len = count;
+	wa.data.data_val = data;
+	CALL(NFSPROC3_WRITE, xdr_WRITE3args, &wa, xdr_WRITE3res, &wr);
+	st = wr.status;
+	it_free((xdrproc_t)xdr_WRITE3res, &wr);
+	return st;
+}
+
+static nfsstat3 truncate_to(const nfs_fh3 *f, uint64_t size)
+{
+	SETATTR3args a = { .object = *f };
+	SETATTR3res r;
+	nfsstat3 st;
+
+	a.new_attributes.size.set_it = TRUE;
+	a.new_attributes.size.set_size3_u.size = size;
+	CALL(NFSPROC3_SETATTR, xdr_SETATTR3args, &a, xdr_SETATTR3res, &r);
+	st = r.status;
+	it_free((xdrproc_t)xdr_SETATTR3res, &r);
+	return st;
+}
+
+/*
+ * A file cannot grow past what the upper's file system holds, which FSINFO's maxfilesize
+ * tells: ext4 stops short of 16 TiB, most others at 2^63 - 1, where offsets end. Beyond
+ * it, WRITE and SETATTR answer FBIG (RFC 1813 lists it for WRITE; INVAL said the offset
+ * itself was wrong). Up to it, a (sparse) write works.
+ */
+static void test_file_size_limit(void **state)
+{
+	uint64_t max = fsinfo_maxfilesize();
+	struct statvfs sv;
+	nfs_fh3 f;
+	fattr3 at;
+
+	(void)state;
+	make_file("limit", 0, &f);
+	assert_true(max > (1ULL << 32) && max <= (uint64_t)INT64_MAX);
+	it_assert_status(write_at(&f, 1ULL << 63, 4), NFS3ERR_FBIG);
+	it_assert_status(write_at(&f, (uint64_t)INT64_MAX - 2, 4), NFS3ERR_FBIG);
+	it_assert_status(write_at(&f, UINT64_MAX - 1, 4), NFS3ERR_FBIG);
+	it_assert_status(write_at(&f, max, 1), NFS3ERR_FBIG);
+	it_assert_status(truncate_to(&f, 1ULL << 63), NFS3ERR_FBIG);
+	if (max < (uint64_t)INT64_MAX)
+		it_assert_status(truncate_to(&f, max + 1), NFS3ERR_FBIG);
+	/* ext4 (as /tmp is here): its limit, not the end of offsets */
+	if (statvfs(it_srv.is_upper, &sv) == 0 && sv.f_bsize == 4096 && max < (uint64_t)INT64_MAX)
+		assert_true(max < (1ULL << 44) + 1);
+	it_assert_status(write_at(&f, max - 4, 4), NFS3_OK);
+	it_assert_status(it_getattr(clnt, &f, &at), NFS3_OK);
+	assert_true(at.size == max);
+	it_assert_status(truncate_to(&f, 0), NFS3_OK);
 	it_fh_free(&f);
 }
 
@@ -563,6 +722,8 @@ int main(void)
 		cmocka_unit_test(test_create_name_with_nul),
 		cmocka_unit_test(test_mnt_path_with_nul),
 		cmocka_unit_test(test_dot_names_as_operands),
+		cmocka_unit_test(test_bad_names_codes),
+		cmocka_unit_test(test_file_size_limit),
 		cmocka_unit_test(test_rename_directories),
 		cmocka_unit_test(test_setattr_type_mismatches),
 		cmocka_unit_test(test_sparse_and_far_offsets),

@@ -459,6 +459,127 @@ static void test_acl(void **state)
 	judge();
 }
 
+#define ACC_ALL (ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND | \
+		 ACCESS3_DELETE | ACCESS3_EXECUTE)
+#define ACC_RW_FILE (ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND)
+#define ACC_RWX_DIR (ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_EXECUTE | ACCESS3_MODIFY | \
+		     ACCESS3_EXTEND | ACCESS3_DELETE)
+
+/* The ACCESS bits the server grants c on fh, of all there are. */
+static uint32_t access_of(CLIENT *c, const nfs_fh3 *fh)
+{
+	ACCESS3args a = { .object = *fh, .access = ACC_ALL };
+	ACCESS3res r;
+	enum clnt_stat cs;
+	uint32_t bits;
+
+	memset(&r, 0, sizeof(r));
+	cs = it_call(c, NFSPROC3_ACCESS, (xdrproc_t)xdr_ACCESS3args, &a,
+		     (xdrproc_t)xdr_ACCESS3res, &r);
+	if (cs != RPC_SUCCESS)
+		fail_msg("ACCESS: %s", clnt_sperrno(cs));
+	it_assert_status(r.status, NFS3_OK);
+	bits = r.ACCESS3res_u.resok.access;
+	it_free((xdrproc_t)xdr_ACCESS3res, &r);
+	return bits;
+}
+
+static nfsstat3 write_as(CLIENT *c, const nfs_fh3 *fh)
+{
+	WRITE3args a;
+	WRITE3res r;
+	enum clnt_stat cs;
+	nfsstat3 st;
+
+	memset(&a, 0, sizeof(a));
+	memset(&r, 0, sizeof(r));
+	a.file = *fh;
+	a.count = 3;
+	a.stable = FILE_SYNC;
+	a.data.data_len = 3;
+	a.data.data_val = "bob";
+	cs = it_call(c, NFSPROC3_WRITE, (xdrproc_t)xdr_WRITE3args, &a, (xdrproc_t)xdr_WRITE3res,
+		     &r);
+	if (cs != RPC_SUCCESS)
+		fail_msg("WRITE: %s", clnt_sperrno(cs));
+	st = r.status;
+	it_free((xdrproc_t)xdr_WRITE3res, &r);
+	return st;
+}
+
+static const char *branch_of(bool lower)
+{
+	return lower ? it_srv.is_lower : it_srv.is_upper;
+}
+
+/* alice's file name (0600 before the ACL) at the root of a branch, with bob's ACL entry. */
+static void acl_file(bool lower, const char *name, unsigned bob_perm, unsigned mask)
+{
+	char path[PATH_MAX];
+
+	it_path(path, "%s/%s", branch_of(lower), name);
+	it_write_file(path, "alice", 5);
+	assert_int_equal(chmod(path, 0600), 0);
+	assert_int_equal(chown(path, ALICE, ALICE), 0);
+	set_acl(path, bob_perm, mask, 0);
+}
+
+static void check_access(const char *what, uint32_t got, uint32_t want)
+{
+	if (got != want)
+		fail_msg("ACCESS of %s: 0x%x, want 0x%x", what, got, want);
+}
+
+/*
+ * ACCESS says what the kernel lets the caller do, POSIX ACLs included (RFC 1813 3.3.4):
+ * clients decide open() and lookups from it, so an ACL that grants must show, and one
+ * whose mask holds back must not. A lower object answers for what bob may do once it is
+ * copied up, which keeps its ACL: his WRITE or CREATE then works.
+ */
+static void test_access_acl(void **state)
+{
+	CLIENT *alice = user(ALICE, ALICE, 0, NULL), *bob = user(BOB, BOB, 0, NULL);
+	char path[PATH_MAX];
+	nfs_fh3 fh, dir;
+
+	(void)state;
+	for (int lower = 0; lower <= 1; lower++) {
+		const char *f = lower ? "acc-lf" : "acc-uf", *m = lower ? "acc-lm" : "acc-um";
+		const char *d = lower ? "acc-ld" : "acc-ud";
+
+		acl_file(lower, f, 6, 6);
+		acl_file(lower, m, 6, 4);
+		acl_dir(d, 0700, path);
+		if (lower) { /* acl_dir makes it in the upper: move it down */
+			char low[PATH_MAX];
+
+			it_path(low, "%s/%s", it_srv.is_lower, d);
+			assert_int_equal(rename(path, low), 0);
+			strcpy(path, low);
+		}
+		set_acl(path, 7, 7, 0);
+
+		it_assert_status(it_lookup(alice, &root, f, &fh, NULL), NFS3_OK);
+		check_access(f, access_of(bob, &fh), ACC_RW_FILE);
+		it_assert_status(write_as(bob, &fh), NFS3_OK);
+		check_access(f, access_of(bob, &fh), ACC_RW_FILE);
+		it_fh_free(&fh);
+
+		it_assert_status(it_lookup(alice, &root, m, &fh, NULL), NFS3_OK);
+		check_access(m, access_of(bob, &fh), ACCESS3_READ);
+		it_assert_status(write_as(bob, &fh), NFS3ERR_ACCES);
+		it_fh_free(&fh);
+
+		it_assert_status(it_lookup(alice, &root, d, &dir, NULL), NFS3_OK);
+		check_access(d, access_of(bob, &dir), ACC_RWX_DIR);
+		it_assert_status(it_create(bob, &dir, "bobs"), NFS3_OK);
+		check_access(d, access_of(bob, &dir), ACC_RWX_DIR);
+		it_fh_free(&dir);
+	}
+	it_clnt_destroy(alice);
+	it_clnt_destroy(bob);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -466,6 +587,7 @@ int main(void)
 		cmocka_unit_test(test_closed_over_open_lower),
 		cmocka_unit_test(test_group_member_allowed),
 		cmocka_unit_test(test_acl),
+		cmocka_unit_test(test_access_acl),
 	};
 
 	int failed;

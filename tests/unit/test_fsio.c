@@ -15,9 +15,11 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cred.h"
 #include "fsio.h"
 #include "../no_fchmodat2.h"
 
@@ -370,12 +372,154 @@ static void test_ids(void **state)
 	st.st_mode = S_IFREG | 0600;
 	if (geteuid() == 0) {
 		assert_true(fsio_owns(&st));
-		assert_true(fsio_may(&st, R_OK | W_OK));
-		assert_false(fsio_may(&st, X_OK));
+		assert_true(fsio_may(-1, "", &st, R_OK | W_OK));
+		assert_false(fsio_may(-1, "", &st, X_OK));
 	}
 	st.st_uid = geteuid();
 	assert_true(fsio_owns(&st));
-	assert_true(fsio_may(&st, R_OK | W_OK));
+	assert_true(fsio_may(-1, "", &st, R_OK | W_OK));
+}
+
+/* One entry of a POSIX access ACL in the kernel's xattr format (little-endian). */
+struct acl_ent {
+	uint16_t tag;
+	uint16_t perm;
+	uint32_t id;
+};
+enum { A_UOBJ = 1, A_U = 2, A_GOBJ = 4, A_G = 8, A_M = 0x10, A_O = 0x20 };
+#define A_NOID 0xffffffffu
+#define ACL_MAX 6
+
+/* Sets (n > 0) or removes the access ACL of path; false when the file system has none. */
+static bool set_acl(const char *path, const struct acl_ent *e, size_t n)
+{
+	unsigned char buf[4 + ACL_MAX * 8];
+	size_t off = 4;
+
+	if (n == 0)
+		return removexattr(path, "system.posix_acl_access") == 0 || errno == ENODATA;
+	memset(buf, 0, sizeof(buf));
+	buf[0] = 2;
+	for (size_t i = 0; i < n; i++, off += 8) {
+		buf[off] = (unsigned char)e[i].tag;
+		buf[off + 2] = (unsigned char)e[i].perm;
+		for (int k = 0; k < 4; k++)
+			buf[off + 4 + k] = (unsigned char)(e[i].id >> (8 * k));
+	}
+	if (setxattr(path, "system.posix_acl_access", buf, off, 0) == 0)
+		return true;
+	if (errno != EOPNOTSUPP)
+		fail_msg("setxattr %s: %s", path, strerror(errno));
+	return false;
+}
+
+struct acl_case {
+	mode_t mode;             /* set before the ACL, which then sets the permission bits */
+	size_t n;
+	struct acl_ent e[ACL_MAX];
+};
+
+static const struct acl_case acl_cases[] = {
+	{ 0640, 0, { { 0 } } },
+	{ 0604, 0, { { 0 } } },
+	{ 0075, 0, { { 0 } } },
+	{ 0751, 0, { { 0 } } },
+	/* user:3000:rw- with the mask letting it through, then holding back write */
+	{ 0600, 5, { { A_UOBJ, 6, A_NOID }, { A_U, 6, 3000 }, { A_GOBJ, 4, A_NOID },
+		     { A_M, 6, A_NOID }, { A_O, 0, A_NOID } } },
+	{ 0600, 5, { { A_UOBJ, 6, A_NOID }, { A_U, 6, 3000 }, { A_GOBJ, 4, A_NOID },
+		     { A_M, 4, A_NOID }, { A_O, 0, A_NOID } } },
+	/* group:3000:rwx through a mask of r-x; the owning group has nothing */
+	{ 0700, 5, { { A_UOBJ, 7, A_NOID }, { A_GOBJ, 0, A_NOID }, { A_G, 7, 3000 },
+		     { A_M, 5, A_NOID }, { A_O, 4, A_NOID } } },
+	/* user:3000:--- though "other" may read and write */
+	{ 0666, 5, { { A_UOBJ, 6, A_NOID }, { A_U, 0, 3000 }, { A_GOBJ, 6, A_NOID },
+		     { A_M, 6, A_NOID }, { A_O, 6, A_NOID } } },
+	/* a matching group without the bits wanted refuses, whatever "other" grants */
+	{ 0606, 6, { { A_UOBJ, 0, A_NOID }, { A_U, 1, 3001 }, { A_GOBJ, 6, A_NOID },
+		     { A_G, 4, 3001 }, { A_M, 7, A_NOID }, { A_O, 7, A_NOID } } },
+};
+
+static const struct cred acl_creds[] = {
+	{ .cr_uid = 1000, .cr_gid = 1000 },                                   /* owner */
+	{ .cr_uid = 3000, .cr_gid = 3000 },
+	{ .cr_uid = 3001, .cr_gid = 5, .cr_ngroups = 1, .cr_groups = { 3000 } },
+	{ .cr_uid = 4000, .cr_gid = 100 },                                    /* owning group */
+	{ .cr_uid = 4000, .cr_gid = 5, .cr_ngroups = 2, .cr_groups = { 7, 3001 } },
+	{ .cr_uid = 4001, .cr_gid = 5 },
+	{ .cr_uid = 0, .cr_gid = 0 },
+};
+
+/* fsio_may against the kernel's own answer as the caller, case by case; 1: ACL mattered. */
+static int may_case(int fd, const struct stat *st, const struct cred *cr, const char *what)
+{
+	static const int masks[] = { R_OK, W_OK, X_OK, R_OK | W_OK, R_OK | X_OK,
+				     R_OK | W_OK | X_OK };
+	int acl_mattered = 0, kernel;
+	bool ours;
+
+	assert_int_equal(cred_apply(cr), 0);
+	for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++) {
+		kernel = fsio_access(fd, masks[m]);
+		ours = fsio_may(fd, "", st, masks[m]);
+		if ((kernel == 0) != ours) {
+			cred_restore();
+			fail_msg("%s mode %o uid %u mask %d: kernel %d, fsio_may %d", what,
+				 (unsigned)st->st_mode, cr->cr_uid, masks[m], kernel, ours);
+		}
+		if (ours != fsio_may(-1, "", st, masks[m]))
+			acl_mattered = 1;
+	}
+	cred_restore();
+	return acl_mattered;
+}
+
+/*
+ * fsio_may answers as the kernel does for the caller (faccessat2 with AT_EACCESS), POSIX
+ * ACLs included: it decides for copies on read-only branches, where the kernel cannot be
+ * asked about writing, and on kernels without faccessat2.
+ */
+static void test_may_as_kernel(void **state)
+{
+	struct fx *f = *state;
+	const char *names[] = { "file", "dir" };
+	char path[PATH_MAX + 8];
+	int fd, mattered = 0;
+	struct stat st;
+
+	if (geteuid() != 0)
+		skip(); /* acting as other users needs root */
+	snprintf(path, sizeof(path), "%s/file", f->dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/dir", f->dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	for (size_t o = 0; o < 2; o++) {
+		snprintf(path, sizeof(path), "%s/%s", f->dir, names[o]);
+		assert_int_equal(chown(path, 1000, 100), 0);
+	}
+	/* The users must be able to reach the objects (search on the directory above). */
+	assert_int_equal(chmod(f->dir, 0711), 0);
+	for (size_t o = 0; o < 2; o++) {
+		snprintf(path, sizeof(path), "%s/%s", f->dir, names[o]);
+		assert_int_equal(fsio_open_node(f->fd, names[o], &fd), 0);
+		if (fsio_access(fd, R_OK) == -ENOSYS)
+			skip(); /* no faccessat2 (before Linux 5.8): no kernel answer to compare */
+		for (size_t c = 0; c < sizeof(acl_cases) / sizeof(acl_cases[0]); c++) {
+			const struct acl_case *k = &acl_cases[c];
+
+			assert_int_equal(chmod(path, k->mode), 0);
+			if (!set_acl(path, k->e, k->n))
+				skip(); /* no POSIX ACLs on /tmp */
+			assert_int_equal(fsio_stat(fd, &st), 0);
+			for (size_t i = 0; i < sizeof(acl_creds) / sizeof(acl_creds[0]); i++)
+				mattered |= may_case(fd, &st, &acl_creds[i], names[o]);
+		}
+		fsio_close(fd);
+	}
+	/* Not a test of the mode bits alone: some answers came from the ACLs. */
+	assert_true(mattered);
 }
 
 /* The attribute tests, which run again where fchmodat2 fails as before Linux 6.6. */
@@ -497,6 +641,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_xattrs, setup, teardown),
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test_setup_teardown(test_shed_on_emfile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_may_as_kernel, setup, teardown),
 	};
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
 

@@ -427,7 +427,7 @@ static void test_create_modes(void **state)
 			 NFS3_OK);
 	assert_true(a1.fileid == a2.fileid);
 	assert_int_equal(do_create(e, &e->e_rootfh, "", UNCHECKED, NULL, NULL, NULL, NULL),
-			 NFS3ERR_INVAL);
+			 NFS3ERR_ACCES);
 	assert_int_equal(do_create(e, &e->e_rootfh, "..", UNCHECKED, NULL, NULL, NULL, NULL),
 			 NFS3ERR_EXIST);
 }

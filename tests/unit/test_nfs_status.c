@@ -58,12 +58,18 @@ static void test_names(void **state)
 	longname[NFS_NAME_MAX] = '\0';
 	assert_int_equal(nfs_name_check(longname, NFS_NAME_CREATE), NFS3_OK);
 	assert_int_equal(nfs_name_check("", NFS_NAME_LOOKUP), NFS3ERR_NOENT);
-	assert_int_equal(nfs_name_check(NULL, NFS_NAME_CREATE), NFS3ERR_INVAL);
-	assert_int_equal(nfs_name_check("a/b", NFS_NAME_CREATE), NFS3ERR_INVAL);
+	/* Only codes RFC 1813 lists for CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR... */
+	assert_int_equal(nfs_name_check(NULL, NFS_NAME_CREATE), NFS3ERR_ACCES);
+	assert_int_equal(nfs_name_check("", NFS_NAME_CREATE), NFS3ERR_ACCES);
+	assert_int_equal(nfs_name_check("", NFS_NAME_REMOVE), NFS3ERR_ACCES);
+	assert_int_equal(nfs_name_check("a/b", NFS_NAME_CREATE), NFS3ERR_ACCES);
+	assert_int_equal(nfs_name_check("a/b", NFS_NAME_REMOVE), NFS3ERR_ACCES);
 	assert_int_equal(nfs_name_check("a/b", NFS_NAME_LOOKUP), NFS3ERR_NOENT);
 	assert_int_equal(nfs_name_check("..", NFS_NAME_LOOKUP), NFS3_OK);
 	assert_int_equal(nfs_name_check(".", NFS_NAME_CREATE), NFS3ERR_EXIST);
-	assert_int_equal(nfs_name_check("..", NFS_NAME_REMOVE), NFS3ERR_INVAL);
+	/* ... and, as knfsd answers, no removing a dot name */
+	assert_int_equal(nfs_name_check("..", NFS_NAME_REMOVE), NFS3ERR_ACCES);
+	assert_int_equal(nfs_name_check(".", NFS_NAME_REMOVE), NFS3ERR_ACCES);
 	assert_int_equal(nfs_name_check("...", NFS_NAME_REMOVE), NFS3_OK);
 }
 

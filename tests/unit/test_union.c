@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -815,13 +816,24 @@ static void test_read_only(void **state)
 	struct stat st;
 	uint64_t a, ino;
 	uint32_t n;
+	int may;
 
 	put_file(f->up, "a", "x", 0644);
+	a = lk(f, 1, "a");
+	assert_int_equal(union_access(f->ux, a, R_OK | W_OK | X_OK, &may, &st), 0);
+	assert_int_equal(may, R_OK | W_OK);
+	assert_true(union_max_file_size(f->ux) > (1ULL << 32));
 	fx_close(f);
 	f->ro = true;
 	fx_open(f);
 	assert_true(union_read_only(f->ux));
 	a = lk(f, 1, "a");
+	/* ACCESS: nothing may be written through a read-only export */
+	assert_int_equal(union_access(f->ux, a, R_OK | W_OK | X_OK, &may, &st), 0);
+	assert_int_equal(may, R_OK);
+	assert_int_equal(union_access(f->ux, 1, R_OK | W_OK | X_OK, &may, &st), 0);
+	assert_int_equal(may, R_OK | X_OK);
+	assert_int_equal(union_max_file_size(f->ux), (uint64_t)INT64_MAX);
 	assert_int_equal(union_write(f->ux, a, 0, 1, "y", UNION_UNSTABLE, &n, &c, NULL, NULL),
 			 -EROFS);
 	assert_int_equal(union_setattr(f->ux, a, &sa, NULL, NULL, NULL), -EROFS);
@@ -831,6 +843,72 @@ static void test_read_only(void **state)
 	assert_int_equal(union_remove(f->ux, 1, "a", NULL, NULL), -EROFS);
 	assert_int_equal(union_rename(f->ux, 1, "a", 1, "b", NULL, NULL, NULL, NULL), -EROFS);
 	assert_int_equal(union_link(f->ux, a, 1, "b", NULL, NULL, NULL), -EROFS);
+}
+
+/*
+ * ACCESS of a lower object answers for its upper copy: the kernel would refuse writing on
+ * a read-only lower branch (EROFS), which copy-up makes no obstacle. The lower branch is
+ * a read-only bind mount here.
+ */
+static void test_access_read_only_lower(void **state)
+{
+	struct fx *f = *state;
+	struct cred user = { .cr_uid = 1000, .cr_gid = 1000 };
+	struct stat st;
+	uint64_t lf, ld, own;
+	int may;
+
+	put_file(f->lo, "lf", "x", 0644);
+	put_file(f->lo, "own", "x", 0600);
+	assert_int_equal(chown(f->lo, 0, 0), 0);
+	{
+		char p[PATH_MAX];
+
+		fx_path(f, p, f->lo, "own");
+		assert_int_equal(chown(p, 1000, 1000), 0);
+	}
+	put_dir(f->lo, "ld", 0755);
+	if (geteuid() != 0 || mount(f->lo, f->lo, NULL, MS_BIND, NULL) != 0)
+		skip(); /* no bind mounts here: nothing to check */
+	if (mount(NULL, f->lo, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) {
+		umount2(f->lo, MNT_DETACH);
+		skip();
+	}
+	fx_open(f);
+	lf = lk(f, 1, "lf");
+	ld = lk(f, 1, "ld");
+	own = lk(f, 1, "own");
+	assert_int_equal(union_access(f->ux, lf, R_OK | W_OK | X_OK, &may, &st), 0);
+	assert_int_equal(may, R_OK | W_OK);
+	assert_int_equal(union_access(f->ux, ld, R_OK | W_OK | X_OK, &may, &st), 0);
+	assert_int_equal(may, R_OK | W_OK | X_OK);
+	assert_int_equal(cred_apply(&user), 0);
+	assert_int_equal(union_access(f->ux, lf, R_OK | W_OK | X_OK, &may, &st), 0);
+	assert_int_equal(may, R_OK);
+	assert_int_equal(union_access(f->ux, own, R_OK | W_OK | X_OK, &may, &st), 0);
+	assert_int_equal(may, R_OK | W_OK);
+	cred_restore();
+	/* and the copy-up that answer promised works */
+	{
+		enum union_stable c;
+		uint32_t n;
+
+		assert_int_equal(cred_apply(&user), 0);
+		assert_int_equal(union_write(f->ux, own, 0, 1, "y", UNION_UNSTABLE, &n, &c, NULL,
+					     NULL), 0);
+		cred_restore();
+	}
+}
+
+static int teardown_unmount(void **state)
+{
+	struct fx *f = *state;
+
+	cred_restore();
+	if (f->ux)
+		fx_close(f);
+	umount2(f->lo, MNT_DETACH);
+	return teardown(state);
 }
 
 static void test_open_errors(void **state)
@@ -1440,6 +1518,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_changes, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_unlink_closes_cached, setup1, teardown),
 		cmocka_unit_test_setup_teardown(test_open_errors, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_access_read_only_lower, setup2,
+						teardown_unmount),
 		cmocka_unit_test_setup_teardown(test_two_shadow_and_merge, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_create_in_lower_dir, setup2, teardown),
 		cmocka_unit_test_setup_teardown(test_two_copy_up, setup2, teardown),

@@ -501,16 +501,16 @@ static void test_marker_names(void **state)
 	fx_open(f);
 	a = mk(f, "/", "a");
 	assert_int_equal(union_create(f->ux, 1, ".wh.a", UNION_GUARDED, &no_sa, NULL, &ino, &st,
-				      NULL, NULL), -EINVAL);
+				      NULL, NULL), -EACCES);
 	assert_int_equal(union_create(f->ux, 1, ".wh..wh..opq", UNION_UNCHECKED, &no_sa, NULL, &ino,
-				      &st, NULL, NULL), -EINVAL);
-	assert_int_equal(union_mkdir(f->ux, 1, ".wh.d", &no_sa, &ino, &st, NULL, NULL), -EINVAL);
+				      &st, NULL, NULL), -EACCES);
+	assert_int_equal(union_mkdir(f->ux, 1, ".wh.d", &no_sa, &ino, &st, NULL, NULL), -EACCES);
 	assert_int_equal(union_symlink(f->ux, 1, ".wh.s", "t", &no_sa, &ino, &st, NULL, NULL),
-			 -EINVAL);
+			 -EACCES);
 	assert_int_equal(union_mknod(f->ux, 1, ".wh.p", S_IFIFO, 0, &no_sa, &ino, &st, NULL,
-				     NULL), -EINVAL);
-	assert_int_equal(union_link(f->ux, a, 1, ".wh.l", NULL, NULL, NULL), -EINVAL);
-	assert_int_equal(mv(f, "/", "a", "/", ".wh.lf"), -EINVAL);
+				     NULL), -EACCES);
+	assert_int_equal(union_link(f->ux, a, 1, ".wh.l", NULL, NULL, NULL), -EACCES);
+	assert_int_equal(mv(f, "/", "a", "/", ".wh.lf"), -EACCES);
 	/* A character device 0/0 is a whiteout on disk: clients may not make one. */
 	assert_int_equal(union_mknod(f->ux, 1, "c", S_IFCHR, 0, &no_sa, &ino, &st, NULL, NULL),
 			 -EPERM);
