@@ -93,6 +93,7 @@ struct store_txn {
 	struct store *tx_store;
 	MDB_txn *tx_txn;
 	bool tx_write;
+	struct store_undo *tx_undo;      /* newest first */
 };
 
 /* ---- byte order and varints ---- */
@@ -648,6 +649,7 @@ int store_begin(struct store *st, bool write, struct store_txn **out)
 	}
 	txn->tx_store = st;
 	txn->tx_write = write;
+	txn->tx_undo = NULL;
 	*out = txn;
 	return 0;
 }
@@ -658,7 +660,8 @@ int store_commit(struct store_txn *txn)
 	int rc = 0;
 
 	if (txn->tx_write)
-		rc = store_errno(st, sgroup_commit(st->st_group, txn->tx_txn), "commit");
+		rc = store_errno(st, sgroup_commit(st->st_group, txn->tx_txn, txn->tx_undo),
+				 "commit");
 	else
 		mdb_txn_abort(txn->tx_txn);
 	free(txn);
@@ -669,11 +672,19 @@ void store_abort(struct store_txn *txn)
 {
 	if (!txn)
 		return;
-	if (txn->tx_write)
+	if (txn->tx_write) {
+		/* Before the abort: the turn is still this change's. */
+		sgroup_run_undo(txn->tx_undo);
 		sgroup_abort(txn->tx_store->st_group, txn->tx_txn);
-	else
+	} else
 		mdb_txn_abort(txn->tx_txn);
 	free(txn);
+}
+
+void store_on_undo(struct store_txn *txn, struct store_undo *u)
+{
+	u->su_next = txn->tx_undo;
+	txn->tx_undo = u;
 }
 
 /* ---- export bindings ---- */

@@ -6,6 +6,10 @@
  * first, so a crash cannot bring the lower object back. A merged directory may go when
  * all that is left in it are whiteouts: the upper copy goes with them, swapped for a
  * whiteout in one rename.
+ *
+ * When the inode map cannot take the change (a full state file system), a whiteout made
+ * over a lower name goes again. A removed upper object cannot come back: the reply says
+ * what the client will see, success, and the map keeps a record of a name that is gone.
  */
 #include <errno.h>
 #include <string.h>
@@ -55,12 +59,17 @@ static int urm_rmdir_upper(int fd, const char *name)
 	return r;
 }
 
-/* Inside the write transaction: removes name from directory d (which has an upper copy). */
+/*
+ * Inside the write transaction: removes name from directory d (which has an upper copy).
+ * *done: the branch step happened and cannot be taken back (an upper object went).
+ */
 static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
-		   const struct uobj *d, const char *name, bool rmdir, uint64_t *gone)
+		   const struct uobj *d, const char *name, bool rmdir, uint64_t *gone,
+		   struct uop_undo *undo, bool *done)
 {
 	int upfd = d->uo_dirs.ds_fd[0];
 	struct ufound f;
+	struct stat wh;
 	bool whiteout, last;
 	uint64_t ino;
 	int r;
@@ -81,11 +90,17 @@ static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
 		*gone = 0;
 	if (f.uf_branch == 0 && !whiteout) {
 		r = rmdir ? urm_rmdir_upper(upfd, name) : fsio_unlink(upfd, name, false);
+		*done = r == 0;
 	} else if (f.uf_branch == 0) {
 		r = urm_whiteout_over(upfd, name, rmdir);
+		*done = r == 0;
 	} else {
 		/* Nothing of it in the upper: the kernel sees a create, so check as unlink would. */
 		r = uop_sticky_ok(&d->uo_st, &f.uf_st) ? uwh_make(upfd, name) : -EPERM;
+		if (r == 0)
+			r = fsio_statat(upfd, name, &wh);
+		if (r == 0)
+			uop_undo_name(t, undo, upfd, name, &wh, false);
 	}
 	if (r == 0)
 		ufd_forget(&f.uf_st); /* its space comes back before the reply */
@@ -103,8 +118,10 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		      struct stat *dirpre, struct stat *dirpost)
 {
 	struct store_txn *t;
+	struct uop_undo undo;
 	struct uobj d;
 	uint64_t gone = 0;
+	bool done = false;
 	int r;
 
 	uobj_init(&d);
@@ -117,12 +134,17 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		r = uop_dir(ux, dir, name, &d);
 	if (r == 0 && !rmdir)
 		r = uop_links_up(ux, dir, &d, name);
-	if (r == 0) {
-		uop_out(ux, &d.uo_st, dir, dirpre);
-		r = uop_begin(ux, &t);
-	}
 	if (r == 0)
-		r = uop_end(ux, t, urm_txn(ux, t, dir, &d, name, rmdir, &gone));
+		r = uop_begin(ux, &t);
+	if (r < 0)
+		goto out;
+	uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpre);
+	r = urm_txn(ux, t, dir, &d, name, rmdir, &gone, &undo, &done);
+	if (r == 0 || done)
+		uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpost);
+	r = uop_end(ux, t, r);
+	if (r < 0 && done)
+		r = uop_kept(name, r);
 	if (r < 0)
 		goto out;
 	r = uop_sync_dir(d.uo_dirs.ds_fd[0]);
@@ -131,13 +153,9 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		udir_invalidate(ux, gone);
 		ucache_forget_ino(ux, gone); /* its descriptors */
 	}
-	if (r == 0 && dirpost) {
-		r = fsio_stat(d.uo_dirs.ds_fd[0], dirpost);
-		ures_fix_stat(ux, dirpost, dir);
-	}
 out:
 	if (r < 0)
-		uop_fail_post(ux, &d, dir, dirpost);
+		uop_fail_wcc(ux, &d, dir, dirpre, dirpost);
 	uobj_release(&d);
 	return r;
 }

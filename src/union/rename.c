@@ -8,6 +8,9 @@
  * branch has it, and replaces whatever is at the new name, a whiteout included. A
  * directory moved over a name a lower branch has is made opaque unless it carries a
  * redirect, so that lower directory does not merge into it.
+ *
+ * Once the move is made it stays: when the inode map cannot take it (a full state file
+ * system), the reply still says what the client will see, success.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -175,10 +178,10 @@ static int urn_target(const struct ufound *sf, const struct ufound *tf, uint64_t
 	return 0;
 }
 
-/* Inside the write transaction: moves fromname of fd to toname of td. */
+/* Inside the write transaction: moves fromname of fd to toname of td (*moved once done). */
 static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdir,
 		   const struct uobj *fd, const char *fromname, uint64_t todir,
-		   const struct uobj *td, const char *toname, uint64_t *gone)
+		   const struct uobj *td, const char *toname, uint64_t *gone, bool *moved)
 {
 	int ffd = fd->uo_dirs.ds_fd[0], tfd = td->uo_dirs.ds_fd[0];
 	struct ufound sf, tf;
@@ -223,6 +226,7 @@ static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdi
 		fsio_rename2(tfd, tmp, tfd, toname, FSIO_EXCHANGE); /* put the target back */
 	if (r < 0)
 		goto out;
+	*moved = true;
 	if (cleared && uwh_purge_dir(tfd, tmp) < 0)
 		log_warn("could not remove %s (a replaced directory's whiteouts)", tmp);
 	if (target && tf.uf_dir)
@@ -262,6 +266,7 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 	struct store_txn *t;
 	struct uobj fd, td;
 	uint64_t gone = 0;
+	bool moved = false;
 	int r, sfd, tfd;
 
 	uobj_init(&fd);
@@ -291,17 +296,24 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		r = urn_copy_source(ux, fromdir, &fd, fromname);
 	if (r == 0)
 		r = uop_links_up(ux, todir, &td, toname);
-	if (r == 0) {
-		uop_out(ux, &fd.uo_st, fromdir, frompre);
-		uop_out(ux, &td.uo_st, todir, topre);
-		r = uop_begin(ux, &t);
-	}
 	if (r == 0)
-		r = uop_end(ux, t, urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, &gone));
+		r = uop_begin(ux, &t);
 	if (r < 0)
 		goto out;
 	sfd = fd.uo_dirs.ds_fd[0];
 	tfd = td.uo_dirs.ds_fd[0];
+	uop_wcc(ux, sfd, fromdir, frompre);
+	uop_wcc(ux, tfd, todir, topre);
+	r = urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, &gone, &moved);
+	if (r == 0 || moved) {
+		uop_wcc(ux, sfd, fromdir, frompost);
+		uop_wcc(ux, tfd, todir, topost);
+	}
+	r = uop_end(ux, t, r);
+	if (r < 0 && moved)
+		r = uop_kept(toname, r);
+	if (r < 0)
+		goto out;
 	r = uop_sync_dir(sfd);
 	if (r == 0 && fromdir != todir)
 		r = uop_sync_dir(tfd);
@@ -311,18 +323,10 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		udir_invalidate(ux, gone);
 		ucache_forget_ino(ux, gone); /* its descriptors */
 	}
-	if (r == 0 && frompost) {
-		r = fsio_stat(sfd, frompost);
-		ures_fix_stat(ux, frompost, fromdir);
-	}
-	if (r == 0 && topost) {
-		r = fsio_stat(tfd, topost);
-		ures_fix_stat(ux, topost, todir);
-	}
 out:
 	if (r < 0) {
-		uop_fail_post(ux, &fd, fromdir, frompost);
-		uop_fail_post(ux, &td, todir, topost);
+		uop_fail_wcc(ux, &fd, fromdir, frompre, frompost);
+		uop_fail_wcc(ux, &td, todir, topre, topost);
 	}
 	uobj_release(&fd);
 	uobj_release(&td);
