@@ -294,6 +294,8 @@ static void test_full_state_leaves_no_trace(void **state)
 				continue;
 			}
 			if (st != NFS3ERR_NOSPC)
+				it_server_dump_log(&srv);
+			if (st != NFS3ERR_NOSPC)
 				fail_msg("%s %s: got %s, want NFS3ERR_NOSPC", kind_name[k], name,
 					 it_nfsstat_name(st));
 			if (upper_has(name) != upper_before(k))
