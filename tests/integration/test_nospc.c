@@ -4,8 +4,10 @@
  * namespace change that first touches the upper branch and then the map (CREATE in each
  * mode, MKDIR, SYMLINK, MKNOD, LINK, CREATE and MKDIR over a whiteout, REMOVE of a lower
  * file) is tried until it fails: it must answer NFS3ERR_NOSPC, and the upper branch must
- * hold what it held before (no new name, the whiteout still there, no new whiteout).
- * With space freed, the same changes succeed and `unionnfsd-ctl check` finds nothing wrong.
+ * hold what it held before (no new name, the whiteout still there, no new whiteout, a
+ * renamed file back at its name). A REMOVE of an upper file cannot be taken back: it answers
+ * success, and `unionnfsd-ctl check` later finds its record stale. With space freed, the
+ * same changes succeed and, once that record is repaired, check finds nothing wrong.
  */
 #include "common.h"
 
@@ -21,16 +23,18 @@
 
 #define T_TMPFS_SIZE "size=2m,mode=0700"
 #define T_TRIES 400          /* changes of one kind tried before one must have failed */
+#define T_MAPPED 300         /* ... of a kind whose names are mapped before (slow to map) */
 #define T_OUT 65536
 
 enum kind {
 	K_UNCHECKED, K_GUARDED, K_EXCLUSIVE, K_MKDIR, K_SYMLINK, K_MKNOD, K_LINK,
-	K_FILE_OVER_WH, K_DIR_OVER_WH, K_REMOVE_LOWER, K_COUNT
+	K_FILE_OVER_WH, K_DIR_OVER_WH, K_REMOVE_LOWER, K_RENAME, K_COUNT
 };
 
 static const char *const kind_name[K_COUNT] = {
 	"CREATE UNCHECKED", "CREATE GUARDED", "CREATE EXCLUSIVE", "MKDIR", "SYMLINK", "MKNOD",
 	"LINK", "CREATE over a whiteout", "MKDIR over a whiteout", "REMOVE of a lower file",
+	"RENAME of an upper file",
 };
 
 static struct it_server srv;
@@ -65,14 +69,54 @@ static nfsstat3 do_create(const char *name, createmode3 mode)
 	return st;
 }
 
+/* The name a renamed file gets. */
+static void moved_name(const char *name, char *out, size_t len)
+{
+	/* Long: each rename grows the map, so that the full map soon fails one. */
+	snprintf(out, len, "%.40s-moved-%0200d", name, 0);
+}
+
+static nfsstat3 do_rename(const char *name)
+{
+	RENAME3args a;
+	RENAME3res res;
+	char to[256];
+	nfsstat3 st;
+
+	moved_name(name, to, sizeof(to));
+	memset(&a, 0, sizeof(a));
+	memset(&res, 0, sizeof(res));
+	a.from.dir = root;
+	a.from.name = (char *)name;
+	a.to.dir = root;
+	a.to.name = to;
+	st = call(NFSPROC3_RENAME, (xdrproc_t)xdr_RENAME3args, &a, (xdrproc_t)xdr_RENAME3res, &res);
+	it_free((xdrproc_t)xdr_RENAME3res, &res);
+	return st;
+}
+
+static nfsstat3 do_remove(const char *name)
+{
+	REMOVE3args a;
+	REMOVE3res res;
+	nfsstat3 st;
+
+	memset(&a, 0, sizeof(a));
+	memset(&res, 0, sizeof(res));
+	a.object.dir = root;
+	a.object.name = (char *)name;
+	st = call(NFSPROC3_REMOVE, (xdrproc_t)xdr_REMOVE3args, &a, (xdrproc_t)xdr_REMOVE3res, &res);
+	it_free((xdrproc_t)xdr_REMOVE3res, &res);
+	return st;
+}
+
 static nfsstat3 do_change(enum kind k, const char *name)
 {
 	MKDIR3args md;
 	SYMLINK3args sl;
 	MKNOD3args mn;
 	LINK3args ln;
-	REMOVE3args rm;
-	union { MKDIR3res md; SYMLINK3res sl; MKNOD3res mn; LINK3res ln; REMOVE3res rm; } res;
+	union { MKDIR3res md; SYMLINK3res sl; MKNOD3res mn; LINK3res ln; } res;
 	nfsstat3 st;
 
 	memset(&res, 0, sizeof(res));
@@ -117,14 +161,10 @@ static nfsstat3 do_change(enum kind k, const char *name)
 		st = call(NFSPROC3_LINK, (xdrproc_t)xdr_LINK3args, &ln, (xdrproc_t)xdr_LINK3res, &res);
 		it_free((xdrproc_t)xdr_LINK3res, &res);
 		return st;
+	case K_RENAME:
+		return do_rename(name);
 	case K_REMOVE_LOWER:
-		memset(&rm, 0, sizeof(rm));
-		rm.object.dir = root;
-		rm.object.name = (char *)name;
-		st = call(NFSPROC3_REMOVE, (xdrproc_t)xdr_REMOVE3args, &rm,
-			  (xdrproc_t)xdr_REMOVE3res, &res);
-		it_free((xdrproc_t)xdr_REMOVE3res, &res);
-		return st;
+		return do_remove(name);
 	default:
 		fail_msg("no change of kind %d", k);
 	}
@@ -156,16 +196,33 @@ static int upper_before(enum kind k)
 {
 	if (k == K_FILE_OVER_WH || k == K_DIR_OVER_WH)
 		return 1;
-	return 0;
+	return k == K_RENAME ? -1 : 0;
 }
 
 /* What the upper holds at a kind's name after its change succeeded. */
 static void assert_done(enum kind k, const char *name)
 {
-	int has = upper_has(name);
+	int has = upper_has(name), want = k == K_REMOVE_LOWER ? 1 : k == K_RENAME ? 0 : -1;
+	char to[256];
 
-	if (k == K_REMOVE_LOWER ? has != 1 : has != -1)
+	if (has != want)
 		fail_msg("%s %s succeeded but the upper holds %d at the name", kind_name[k], name, has);
+	moved_name(name, to, sizeof(to));
+	if (k == K_RENAME && upper_has(to) != -1)
+		fail_msg("%s %s succeeded but nothing is at %s", kind_name[k], name, to);
+}
+
+/* A failed change: the upper holds what it held before, at the new name of a rename too. */
+static void assert_no_trace(enum kind k, const char *name)
+{
+	char to[256];
+
+	if (upper_has(name) != upper_before(k))
+		fail_msg("%s %s answered NFS3ERR_NOSPC but the upper holds %d at the name (want %d)",
+			 kind_name[k], name, upper_has(name), upper_before(k));
+	moved_name(name, to, sizeof(to));
+	if (k == K_RENAME && upper_has(to) != 0)
+		fail_msg("%s %s answered NFS3ERR_NOSPC but %s exists", kind_name[k], name, to);
 }
 
 /* Lower files for the kinds that need one, and whiteouts over those that need them. */
@@ -227,6 +284,15 @@ static int setup(void **state)
 	mounted = true;
 	it_path(p, "%s/linked", srv.is_upper);
 	it_write_file(p, "l\n", 2);
+	for (int i = 0; i <= T_MAPPED; i++) {
+		char name[64];
+
+		change_name(K_RENAME, i, name, sizeof(name));
+		it_path(p, "%s/%s", srv.is_upper, name);
+		it_write_file(p, "r\n", 2);
+		it_path(p, "%s/gone-%d", srv.is_upper, i);
+		it_write_file(p, "g\n", 2);
+	}
 	make_lower_names();
 	if (it_server_start(&srv) < 0)
 		return -1;
@@ -254,7 +320,8 @@ static int teardown(void **state)
 	return r;
 }
 
-static void run_ctl_check(void)
+/* unionnfsd-ctl --state STATE a1 [a2]: must exit 0 and say want. */
+static void run_ctl_check(const char *a1, const char *a2, const char *want)
 {
 	static char out[T_OUT];
 	const char *build = getenv("BUILD");
@@ -262,10 +329,11 @@ static void run_ctl_check(void)
 	int rc;
 
 	it_path(ctl, "%s/unionnfsd-ctl", build && *build ? build : "build");
-	char *argv[] = { ctl, "--state", srv.is_state, "check", NULL };
+	char *argv[] = { ctl, "--state", srv.is_state, (char *)a1, (char *)a2, NULL };
 	rc = it_run(argv, 60, out, sizeof(out));
-	if (rc != 0 || !strstr(out, " 0 stale, 0 errors"))
-		fail_msg("unionnfsd-ctl check exited %d:\n%s", rc, out);
+	if (rc != 0 || !strstr(out, want))
+		fail_msg("unionnfsd-ctl %s %s exited %d, want \"%s\":\n%s", a1, a2 ? a2 : "", rc,
+			 want, out);
 }
 
 static void test_full_state_leaves_no_trace(void **state)
@@ -278,15 +346,21 @@ static void test_full_state_leaves_no_trace(void **state)
 	(void)state;
 	if (!mounted)
 		skip();
-	/* Lower names mapped first, so that their REMOVE gets as far as the whiteout. */
-	for (int i = 0; i <= T_TRIES; i++) {
+	/* Names mapped first, so that changes to them get as far as the branch. */
+	for (int i = 0; i <= T_MAPPED; i++) {
 		change_name(K_REMOVE_LOWER, i, name, sizeof(name));
+		it_assert_status(it_lookup(clnt, &root, name, NULL, &attr), NFS3_OK);
+		change_name(K_RENAME, i, name, sizeof(name));
+		it_assert_status(it_lookup(clnt, &root, name, NULL, &attr), NFS3_OK);
+		snprintf(name, sizeof(name), "gone-%d", i);
 		it_assert_status(it_lookup(clnt, &root, name, NULL, &attr), NFS3_OK);
 	}
 	fill_state(filler);
 	for (int k = 0; k < K_COUNT; k++) {
 		failed_at[k] = -1;
-		for (int i = 0; i < T_TRIES && failed_at[k] < 0; i++) {
+		int tries = k == K_REMOVE_LOWER || k == K_RENAME ? T_MAPPED : T_TRIES;
+
+		for (int i = 0; i < tries && failed_at[k] < 0; i++) {
 			change_name(k, i, name, sizeof(name));
 			st = do_change(k, name);
 			if (st == NFS3_OK) {
@@ -298,12 +372,9 @@ static void test_full_state_leaves_no_trace(void **state)
 			if (st != NFS3ERR_NOSPC)
 				fail_msg("%s %s: got %s, want NFS3ERR_NOSPC", kind_name[k], name,
 					 it_nfsstat_name(st));
-			if (upper_has(name) != upper_before(k))
-				fail_msg("%s %s answered NFS3ERR_NOSPC but the upper holds %d at the "
-					 "name (want %d)", kind_name[k], name, upper_has(name),
-					 upper_before(k));
+			assert_no_trace(k, name);
 			/* The union shows nothing new (a lookup of a mapped lower name would add). */
-			if (k != K_REMOVE_LOWER)
+			if (k != K_REMOVE_LOWER && k != K_RENAME)
 				it_assert_status(it_lookup(clnt, &root, name, NULL, &attr),
 						 NFS3ERR_NOENT);
 			failed_at[k] = i;
@@ -315,8 +386,23 @@ static void test_full_state_leaves_no_trace(void **state)
 	}
 	assert_true(it_server_log_contains(&srv, "free space on that file system"));
 
-	/* Space again: the same changes succeed, and the map agrees with the branches. */
+	/* A removed upper file cannot come back: success, whatever the map managed. */
+	for (int i = 0; !it_server_log_contains(&srv, "did not take the change at gone-"); i++) {
+		if (i == T_MAPPED)
+			fail_msg("no REMOVE of an upper file met a full map");
+		snprintf(name, sizeof(name), "gone-%d", i);
+		it_assert_status(do_remove(name), NFS3_OK);
+		assert_int_equal(upper_has(name), 0);
+	}
+
+	/*
+	 * Space again. The removed file's record is stale, as after a crash between the
+	 * unlink and the map's commit (checked before new files may reuse its inode number).
+	 */
 	assert_int_equal(unlink(filler), 0);
+	run_ctl_check("check", NULL, "\n1 stale, 0 dropped, 0 errors");
+	run_ctl_check("check", "--repair", "1 dropped, 0 errors");
+	/* The same changes succeed, and the map agrees with the branches. */
 	for (int k = 0; k < K_COUNT; k++) {
 		change_name(k, failed_at[k], name, sizeof(name));
 		st = do_change(k, name);
@@ -324,7 +410,7 @@ static void test_full_state_leaves_no_trace(void **state)
 			fail_msg("%s %s with space again: %s", kind_name[k], name, it_nfsstat_name(st));
 		assert_done(k, name);
 	}
-	run_ctl_check();
+	run_ctl_check("check", NULL, "\n0 stale, 0 dropped, 0 errors");
 }
 
 int main(void)
