@@ -643,6 +643,49 @@ static void test_group_abort_isolated(void **state)
 	store_close(st);
 }
 
+static void count_undo(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/*
+ * A change's undo runs when the map does not take the change (here: it is aborted), before
+ * store_abort returns and exactly once; a change the map took never runs its undo, its
+ * store closed or not. (Failed commits: tests/integration/test_nospc.)
+ */
+static void test_undo_only_when_dropped(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_undo u1, u2, u3;
+	struct store_txn *t;
+	struct store_inode a = make_rec(STORE_ROOT_INO, "undone", 8, 0, 7001);
+	struct store_inode b = make_rec(STORE_ROOT_INO, "kept", 8, 0, 7002);
+	int dropped = 0, kept = 0;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	u1 = (struct store_undo){ .su_fn = count_undo, .su_arg = &dropped };
+	u2 = (struct store_undo){ .su_fn = count_undo, .su_arg = &dropped };
+	u3 = (struct store_undo){ .su_fn = count_undo, .su_arg = &kept };
+	assert_int_equal(store_begin(st, true, &t), 0);
+	assert_int_equal(store_insert(t, 1, &a), 0);
+	store_on_undo(t, &u1);
+	store_on_undo(t, &u2);
+	store_abort(t);
+	assert_int_equal(dropped, 2);
+
+	assert_int_equal(store_begin(st, true, &t), 0);
+	assert_int_equal(store_insert(t, 1, &b), 0);
+	store_on_undo(t, &u3);
+	assert_int_equal(store_commit(t), 0);
+	/* Another change in the next group must not run the committed one's undo either. */
+	assert_int_equal(store_begin(st, true, &t), 0);
+	store_abort(t);
+	store_close(st);
+	assert_int_equal(kept, 0);
+	assert_int_equal(dropped, 2);
+}
+
 static uint64_t mix64(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ULL;
@@ -765,6 +808,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_count, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_abort_isolated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_undo_only_when_dropped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_size_per_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trim, setup, teardown),
 	};
