@@ -211,7 +211,9 @@ static bool uop_other_name(int fd, const char *skip, uint64_t real, char *out)
 	if (fsio_dir_open(fd, &d) < 0)
 		return false;
 	while (!found && fsio_dir_next(d, &name, &type, &ino) == 1) {
-		if (ino == real && strcmp(name, skip) && strlen(name) <= STORE_NAME_MAX) {
+		/* Not a removed file's temporary name (remove.c sets files aside first). */
+		if (ino == real && strcmp(name, skip) && !uwh_marker(name) &&
+		    strlen(name) <= STORE_NAME_MAX) {
 			strcpy(out, name);
 			found = true;
 		}

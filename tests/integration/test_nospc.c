@@ -5,12 +5,14 @@
  * mode, MKDIR, SYMLINK, MKNOD, LINK, CREATE and MKDIR over a whiteout, REMOVE of a lower
  * file) is tried until it fails: it must answer NFS3ERR_NOSPC, and the upper branch must
  * hold what it held before (no new name, the whiteout still there, no new whiteout, a
- * renamed file back at its name). A REMOVE of an upper file cannot be taken back: it answers
- * success, and `unionnfsd-ctl check` later finds its record stale. With space freed, the
- * same changes succeed and, once that record is repaired, check finds nothing wrong.
+ * renamed or removed file back at its name). An RMDIR of an upper directory cannot be taken
+ * back: it answers success, and `unionnfsd-ctl check` later finds its record stale. With
+ * space freed, the same changes succeed and, once that record is repaired, check finds
+ * nothing wrong.
  */
 #include "common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -28,13 +30,13 @@
 
 enum kind {
 	K_UNCHECKED, K_GUARDED, K_EXCLUSIVE, K_MKDIR, K_SYMLINK, K_MKNOD, K_LINK,
-	K_FILE_OVER_WH, K_DIR_OVER_WH, K_REMOVE_LOWER, K_RENAME, K_COUNT
+	K_FILE_OVER_WH, K_DIR_OVER_WH, K_REMOVE_LOWER, K_RENAME, K_REMOVE_UPPER, K_COUNT
 };
 
 static const char *const kind_name[K_COUNT] = {
 	"CREATE UNCHECKED", "CREATE GUARDED", "CREATE EXCLUSIVE", "MKDIR", "SYMLINK", "MKNOD",
 	"LINK", "CREATE over a whiteout", "MKDIR over a whiteout", "REMOVE of a lower file",
-	"RENAME of an upper file",
+	"RENAME of an upper file", "REMOVE of an upper file",
 };
 
 static struct it_server srv;
@@ -110,6 +112,21 @@ static nfsstat3 do_remove(const char *name)
 	return st;
 }
 
+static nfsstat3 do_rmdir(const char *name)
+{
+	RMDIR3args a;
+	RMDIR3res res;
+	nfsstat3 st;
+
+	memset(&a, 0, sizeof(a));
+	memset(&res, 0, sizeof(res));
+	a.object.dir = root;
+	a.object.name = (char *)name;
+	st = call(NFSPROC3_RMDIR, (xdrproc_t)xdr_RMDIR3args, &a, (xdrproc_t)xdr_RMDIR3res, &res);
+	it_free((xdrproc_t)xdr_RMDIR3res, &res);
+	return st;
+}
+
 static nfsstat3 do_change(enum kind k, const char *name)
 {
 	MKDIR3args md;
@@ -164,6 +181,7 @@ static nfsstat3 do_change(enum kind k, const char *name)
 	case K_RENAME:
 		return do_rename(name);
 	case K_REMOVE_LOWER:
+	case K_REMOVE_UPPER:
 		return do_remove(name);
 	default:
 		fail_msg("no change of kind %d", k);
@@ -196,13 +214,14 @@ static int upper_before(enum kind k)
 {
 	if (k == K_FILE_OVER_WH || k == K_DIR_OVER_WH)
 		return 1;
-	return k == K_RENAME ? -1 : 0;
+	return k == K_RENAME || k == K_REMOVE_UPPER ? -1 : 0;
 }
 
 /* What the upper holds at a kind's name after its change succeeded. */
 static void assert_done(enum kind k, const char *name)
 {
-	int has = upper_has(name), want = k == K_REMOVE_LOWER ? 1 : k == K_RENAME ? 0 : -1;
+	int has = upper_has(name);
+	int want = k == K_REMOVE_LOWER ? 1 : k == K_RENAME || k == K_REMOVE_UPPER ? 0 : -1;
 	char to[256];
 
 	if (has != want)
@@ -223,6 +242,23 @@ static void assert_no_trace(enum kind k, const char *name)
 	moved_name(name, to, sizeof(to));
 	if (k == K_RENAME && upper_has(to) != 0)
 		fail_msg("%s %s answered NFS3ERR_NOSPC but %s exists", kind_name[k], name, to);
+}
+
+/* Names the server uses for a moment in the upper (.wh..unionnfsd.*) left behind. */
+static int upper_temporaries(void)
+{
+	DIR *d = opendir(srv.is_upper);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, ".wh..unionnfsd.", 15)) {
+			fprintf(stderr, "left in the upper: %s\n", e->d_name);
+			n++;
+		}
+	closedir(d);
+	return n;
 }
 
 /* Lower files for the kinds that need one, and whiteouts over those that need them. */
@@ -290,8 +326,11 @@ static int setup(void **state)
 		change_name(K_RENAME, i, name, sizeof(name));
 		it_path(p, "%s/%s", srv.is_upper, name);
 		it_write_file(p, "r\n", 2);
+		change_name(K_REMOVE_UPPER, i, name, sizeof(name));
+		it_path(p, "%s/%s", srv.is_upper, name);
+		it_write_file(p, "u\n", 2);
 		it_path(p, "%s/gone-%d", srv.is_upper, i);
-		it_write_file(p, "g\n", 2);
+		assert_int_equal(mkdir(p, 0755), 0);
 	}
 	make_lower_names();
 	if (it_server_start(&srv) < 0)
@@ -352,13 +391,15 @@ static void test_full_state_leaves_no_trace(void **state)
 		it_assert_status(it_lookup(clnt, &root, name, NULL, &attr), NFS3_OK);
 		change_name(K_RENAME, i, name, sizeof(name));
 		it_assert_status(it_lookup(clnt, &root, name, NULL, &attr), NFS3_OK);
+		change_name(K_REMOVE_UPPER, i, name, sizeof(name));
+		it_assert_status(it_lookup(clnt, &root, name, NULL, &attr), NFS3_OK);
 		snprintf(name, sizeof(name), "gone-%d", i);
 		it_assert_status(it_lookup(clnt, &root, name, NULL, &attr), NFS3_OK);
 	}
 	fill_state(filler);
 	for (int k = 0; k < K_COUNT; k++) {
 		failed_at[k] = -1;
-		int tries = k == K_REMOVE_LOWER || k == K_RENAME ? T_MAPPED : T_TRIES;
+		int tries = k >= K_REMOVE_LOWER ? T_MAPPED : T_TRIES;
 
 		for (int i = 0; i < tries && failed_at[k] < 0; i++) {
 			change_name(k, i, name, sizeof(name));
@@ -374,7 +415,7 @@ static void test_full_state_leaves_no_trace(void **state)
 					 it_nfsstat_name(st));
 			assert_no_trace(k, name);
 			/* The union shows nothing new (a lookup of a mapped lower name would add). */
-			if (k != K_REMOVE_LOWER && k != K_RENAME)
+			if (k < K_REMOVE_LOWER)
 				it_assert_status(it_lookup(clnt, &root, name, NULL, &attr),
 						 NFS3ERR_NOENT);
 			failed_at[k] = i;
@@ -386,17 +427,17 @@ static void test_full_state_leaves_no_trace(void **state)
 	}
 	assert_true(it_server_log_contains(&srv, "free space on that file system"));
 
-	/* A removed upper file cannot come back: success, whatever the map managed. */
+	/* A removed upper directory cannot come back: success, whatever the map managed. */
 	for (int i = 0; !it_server_log_contains(&srv, "did not take the change at gone-"); i++) {
 		if (i == T_MAPPED)
-			fail_msg("no REMOVE of an upper file met a full map");
+			fail_msg("no RMDIR of an upper directory met a full map");
 		snprintf(name, sizeof(name), "gone-%d", i);
-		it_assert_status(do_remove(name), NFS3_OK);
+		it_assert_status(do_rmdir(name), NFS3_OK);
 		assert_int_equal(upper_has(name), 0);
 	}
 
 	/*
-	 * Space again. The removed file's record is stale, as after a crash between the
+	 * Space again. The removed directory's record is stale, as after a crash between the
 	 * unlink and the map's commit (checked before new files may reuse its inode number).
 	 */
 	assert_int_equal(unlink(filler), 0);
@@ -411,6 +452,7 @@ static void test_full_state_leaves_no_trace(void **state)
 		assert_done(k, name);
 	}
 	run_ctl_check("check", NULL, "\n0 stale, 0 dropped, 0 errors");
+	assert_int_equal(upper_temporaries(), 0);
 }
 
 int main(void)
