@@ -79,6 +79,23 @@ int store_export_name(struct store *st, uint16_t id, char *name, size_t len);
 int store_unbind_export(struct store *st, const char *name);
 
 int store_begin(struct store *st, bool write, struct store_txn **out);
+
+/*
+ * How to take back what a change did outside the map (its branch step) when the map never
+ * takes the change: the write transaction is aborted, or its commit fails (a full state
+ * file system: group commit shares one commit among several changes, and all of them
+ * fail together). su_fn(su_arg) runs at most once, while no other change runs (the undos
+ * of one failed commit newest first, so a later change is taken back before the one it
+ * built on), on the changer's thread or on the committer's (with the process's
+ * credentials). The struct must stay valid until store_commit or store_abort returns.
+ */
+struct store_undo {
+	void (*su_fn)(void *arg);
+	void *su_arg;
+	struct store_undo *su_next;      /* the store's */
+};
+/* Adds u to write transaction txn's undos. */
+void store_on_undo(struct store_txn *txn, struct store_undo *u);
 /* Commits a write transaction (durably) or ends a read one. Frees txn either way. */
 int store_commit(struct store_txn *txn);
 void store_abort(struct store_txn *txn);

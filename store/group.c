@@ -27,6 +27,7 @@ struct sgroup {
 	uint64_t g_failed_gen;           /* the last parent whose commit failed ... */
 	int g_failed_rc;                 /* ... and why */
 	uint64_t g_attempts;             /* parents the committer tried to begin */
+	struct store_undo *g_undo;       /* the parent's changes' undos, newest first */
 };
 
 /* Changes that may wait in one parent for more to join it before it is committed. */
@@ -56,6 +57,7 @@ static int sgroup_begin_parent(struct sgroup *g)
 /* Lock held. Begins, commits or drops the parent as the state asks; false when idle. */
 static bool sgroup_step(struct sgroup *g)
 {
+	struct store_undo *undo;
 	MDB_txn *p;
 	uint64_t gen;
 	int rc;
@@ -67,9 +69,17 @@ static bool sgroup_step(struct sgroup *g)
 	    (g->g_want == 0 || g->g_pending >= SGROUP_BATCH || g->g_stop)) {
 		p = g->g_parent;
 		gen = g->g_gen;
+		undo = g->g_undo;
+		g->g_undo = NULL;
 		g->g_committing = true;
 		pthread_mutex_unlock(&g->g_lock);
 		rc = mdb_txn_commit(p);
+		/*
+		 * The map never took these changes: take back their branch steps while no
+		 * other change may begin (still committing), so none sees them undone halfway.
+		 */
+		if (rc != 0)
+			sgroup_run_undo(undo);
 		pthread_mutex_lock(&g->g_lock);
 		g->g_committing = false;
 		g->g_parent = NULL;
@@ -242,15 +252,34 @@ static int sgroup_finish(struct sgroup *g, bool added)
 	return g->g_failed_gen == gen ? g->g_failed_rc : 0;
 }
 
-int sgroup_commit(struct sgroup *g, MDB_txn *child)
+void sgroup_run_undo(struct store_undo *undo)
 {
+	for (struct store_undo *u = undo, *next; u; u = next) {
+		next = u->su_next;
+		u->su_fn(u->su_arg);
+	}
+}
+
+int sgroup_commit(struct sgroup *g, MDB_txn *child, struct store_undo *undo)
+{
+	struct store_undo *last = undo;
 	int rc = mdb_txn_commit(child);
 
-	pthread_mutex_lock(&g->g_lock);
+	/* Still this change's turn: nothing else saw its branch step yet. */
 	if (rc != 0)
+		sgroup_run_undo(undo);
+	pthread_mutex_lock(&g->g_lock);
+	if (rc != 0) {
 		sgroup_finish(g, false);
-	else
+	} else {
+		while (last && last->su_next)
+			last = last->su_next;
+		if (last) {
+			last->su_next = g->g_undo;
+			g->g_undo = undo;
+		}
 		rc = sgroup_finish(g, true);
+	}
 	pthread_mutex_unlock(&g->g_lock);
 	return rc;
 }

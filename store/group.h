@@ -18,6 +18,8 @@
 #include <lmdb.h>
 #include <stdint.h>
 
+#include "store.h"
+
 struct sgroup;
 
 int sgroup_new(MDB_env *env, struct sgroup **out);
@@ -26,8 +28,15 @@ void sgroup_free(struct sgroup *g);
 
 /* Begins a change: a child of the current parent (waits for its turn). LMDB error code. */
 int sgroup_begin(struct sgroup *g, MDB_txn **child);
-/* Commits the change into the parent and returns once the parent is on disk. */
-int sgroup_commit(struct sgroup *g, MDB_txn *child);
+/*
+ * Commits the change into the parent and returns once the parent is on disk. When the
+ * change cannot go into the parent, undo (a list, newest first, may be NULL) runs at once;
+ * when the parent's commit fails, the committer runs the undos of all its changes, newest
+ * first, before any other change begins.
+ */
+int sgroup_commit(struct sgroup *g, MDB_txn *child, struct store_undo *undo);
+/* Runs a list of undos, newest first. */
+void sgroup_run_undo(struct store_undo *undo);
 /*
  * Drops the change, then waits until every change committed before it is on disk: after
  * it, a read transaction sees all changes whose writers have finished.

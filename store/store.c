@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -40,6 +41,8 @@
 #define STORE_SCHEMA 1
 /* LMDB files are sparse and grow as written, so a large map costs only address space. */
 #define STORE_MAPSIZE (sizeof(size_t) > 4 ? (size_t)16 << 30 : (size_t)1 << 30)
+/* Free bytes on the state file system under which a short write means it is full. */
+#define STORE_NEARLY_FULL ((uint64_t)1 << 20)
 #define STORE_MAXREADERS 512
 #define STORE_MAXDBS 8
 #define STORE_MAX_EXPORTS 65535
@@ -93,6 +96,7 @@ struct store_txn {
 	struct store *tx_store;
 	MDB_txn *tx_txn;
 	bool tx_write;
+	struct store_undo *tx_undo;      /* newest first */
 };
 
 /* ---- byte order and varints ---- */
@@ -648,8 +652,23 @@ int store_begin(struct store *st, bool write, struct store_txn **out)
 	}
 	txn->tx_store = st;
 	txn->tx_write = write;
+	txn->tx_undo = NULL;
 	*out = txn;
 	return 0;
+}
+
+/*
+ * LMDB reports a write that stopped short as EIO: on a state file system with almost no
+ * space left, that is the file system being full.
+ */
+static int store_short_write(const struct store *st, int rc)
+{
+	struct statvfs vfs;
+
+	if (rc == EIO && fstatvfs(st->st_lockfd, &vfs) == 0 &&
+	    (uint64_t)vfs.f_bfree * vfs.f_frsize < STORE_NEARLY_FULL)
+		return ENOSPC;
+	return rc;
 }
 
 int store_commit(struct store_txn *txn)
@@ -658,7 +677,9 @@ int store_commit(struct store_txn *txn)
 	int rc = 0;
 
 	if (txn->tx_write)
-		rc = store_errno(st, sgroup_commit(st->st_group, txn->tx_txn), "commit");
+		rc = store_errno(st, store_short_write(st, sgroup_commit(st->st_group, txn->tx_txn,
+									 txn->tx_undo)),
+				 "commit");
 	else
 		mdb_txn_abort(txn->tx_txn);
 	free(txn);
@@ -669,11 +690,19 @@ void store_abort(struct store_txn *txn)
 {
 	if (!txn)
 		return;
-	if (txn->tx_write)
+	if (txn->tx_write) {
+		/* Before the abort: the turn is still this change's. */
+		sgroup_run_undo(txn->tx_undo);
 		sgroup_abort(txn->tx_store->st_group, txn->tx_txn);
-	else
+	} else
 		mdb_txn_abort(txn->tx_txn);
 	free(txn);
+}
+
+void store_on_undo(struct store_txn *txn, struct store_undo *u)
+{
+	u->su_next = txn->tx_undo;
+	txn->tx_undo = u;
 }
 
 /* ---- export bindings ---- */

@@ -338,6 +338,7 @@ int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_
 {
 	bool cache = who != NULL && wholen <= UFD_KEY_MAX;
 	struct ufd_ent *ent = NULL;
+	pthread_mutex_t *wl;
 	struct stat st;
 	struct uobj o;
 	size_t done = 0;
@@ -370,14 +371,20 @@ int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_
 	}
 	if (r < 0)
 		goto out;
-	uio_out(ux, &st, ino, pre);
-	r = fsio_pwrite(fd, buf, count, off, &done);
+	/* wcc_data: the attributes just before and after this write, none other between. */
+	wl = uwl_lock(&st);
+	r = fsio_stat(fd, &st);
+	if (r == 0) {
+		uio_out(ux, &st, ino, pre);
+		r = fsio_pwrite(fd, buf, count, off, &done);
+	}
+	if (r == 0)
+		r = fsio_stat(fd, &st);
+	uwl_unlock(wl);
 	if (r == 0 && stable == UNION_DATA_SYNC)
 		r = fsio_fdatasync(fd);
 	else if (r == 0 && stable == UNION_FILE_SYNC)
 		r = fsio_fsync(fd);
-	if (r == 0)
-		r = fsio_stat(fd, &st);
 	if (r == 0) {
 		*nwritten = (uint32_t)done;
 		uio_out(ux, &st, ino, post);

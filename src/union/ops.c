@@ -6,6 +6,9 @@
  * inside one store write transaction, which serialises them against each other and
  * against lookups that add records, so the map never sees half a rename. NFSv3 wants
  * the result on stable storage before the reply: the directories touched are fsynced.
+ * A change whose store update never reaches the map (a full state file system) takes its
+ * branch step back (store_on_undo), so a failed reply leaves no trace. The directory's
+ * attributes before and after a change (wcc_data) are taken inside that serialisation.
  *
  * New objects are made with the client's identity, so the kernel checks permissions and
  * sets owner, group and inherited ACLs. One made over a whiteout is built under a
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include "fsio.h"
+#include "log.h"
 #include "uint.h"
 
 enum uop_kind { UOP_FILE, UOP_DIR, UOP_SYMLINK, UOP_NODE };
@@ -46,6 +50,90 @@ void uop_fail_post(struct union_export *ux, const struct uobj *d, uint64_t dir,
 {
 	if (post && d->uo_dirs.ds_n > 0 && fsio_stat(d->uo_dirs.ds_fd[0], post) == 0)
 		ures_fix_stat(ux, post, dir);
+}
+
+void uop_wcc(struct union_export *ux, int fd, uint64_t dir, struct stat *out)
+{
+	if (!out)
+		return;
+	if (fsio_stat(fd, out) == 0)
+		ures_fix_stat(ux, out, dir);
+	else
+		memset(out, 0, sizeof(*out));
+}
+
+void uop_fail_wcc(struct union_export *ux, const struct uobj *d, uint64_t dir,
+		  struct stat *pre, struct stat *post)
+{
+	/* Other changes may have run between the two: a pair that is not exact is no pair. */
+	if (pre)
+		memset(pre, 0, sizeof(*pre));
+	uop_fail_post(ux, d, dir, post);
+}
+
+/* As root, in upper directory fd: a new whiteout takes name's place (directory or not). */
+static int uop_whiteout_back(int fd, const char *name, bool dir)
+{
+	char tmp[64];
+	int r;
+
+	r = uwh_tmp_name(tmp, sizeof(tmp));
+	if (r == 0)
+		r = uwh_make(fd, tmp);
+	if (r < 0)
+		return r;
+	r = fsio_rename2(fd, tmp, fd, name, dir ? FSIO_EXCHANGE : 0);
+	if (r == 0 && dir) {
+		r = fsio_unlink(fd, tmp, true);
+		if (r < 0) /* something went into it since: the directory stays */
+			fsio_rename2(fd, tmp, fd, name, FSIO_EXCHANGE);
+	}
+	if (r < 0)
+		uop_drop_tmp(fd, tmp);
+	return r;
+}
+
+static void uop_take_back(void *arg)
+{
+	struct uop_undo *u = arg;
+	struct fsio_ids ids;
+	struct stat st;
+	int r;
+
+	fsio_become_root(&ids);
+	r = fsio_statat(u->uu_fd, u->uu_name, &st);
+	if (r == 0 && (st.st_dev != u->uu_dev || st.st_ino != u->uu_ino))
+		r = -ESTALE; /* a later change put something else there: not ours to remove */
+	if (r == 0 && u->uu_whiteout)
+		r = uop_whiteout_back(u->uu_fd, u->uu_name, S_ISDIR(st.st_mode));
+	else if (r == 0)
+		r = fsio_unlink(u->uu_fd, u->uu_name, S_ISDIR(st.st_mode));
+	fsio_restore(&ids);
+	if (r < 0)
+		log_warn("the inode map did not take a change, and its new name %s stays in the "
+			 "upper branch (%s); the union shows it as if made since", u->uu_name,
+			 strerror(-r));
+}
+
+int uop_kept(const char *name, int r)
+{
+	log_warn("the inode map did not take the change at %s (%s); the change stays in the "
+		 "upper branch, and the map keeps what it had before, as after a crash there",
+		 name, strerror(-r));
+	return 0;
+}
+
+void uop_undo_name(struct store_txn *t, struct uop_undo *u, int fd, const char *name,
+		   const struct stat *made, bool whiteout)
+{
+	u->uu_undo.su_fn = uop_take_back;
+	u->uu_undo.su_arg = u;
+	u->uu_fd = fd;
+	u->uu_name = name;
+	u->uu_dev = made->st_dev;
+	u->uu_ino = made->st_ino;
+	u->uu_whiteout = whiteout;
+	store_on_undo(t, &u->uu_undo);
 }
 
 int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj *d)
@@ -123,7 +211,9 @@ static bool uop_other_name(int fd, const char *skip, uint64_t real, char *out)
 	if (fsio_dir_open(fd, &d) < 0)
 		return false;
 	while (!found && fsio_dir_next(d, &name, &type, &ino) == 1) {
-		if (ino == real && strcmp(name, skip) && strlen(name) <= STORE_NAME_MAX) {
+		/* Not a removed file's temporary name (remove.c sets files aside first). */
+		if (ino == real && strcmp(name, skip) && !uwh_marker(name) &&
+		    strlen(name) <= STORE_NAME_MAX) {
 			strcpy(out, name);
 			found = true;
 		}
@@ -374,7 +464,7 @@ static int uop_make(int fd, const char *name, const struct uop_new *n, int *nfd)
  * made opaque if a directory, and then takes the name in one rename.
  */
 static int uop_make_over(struct union_export *ux, const struct uobj *d, const char *name,
-			 const struct uop_new *n, int *nfd)
+			 const struct uop_new *n, int *nfd, bool *over_wh)
 {
 	int r, upfd = d->uo_dirs.ds_fd[0];
 	bool dir = n->un_kind == UOP_DIR, wh, opaque;
@@ -383,7 +473,7 @@ static int uop_make_over(struct union_export *ux, const struct uobj *d, const ch
 	r = uop_upper_whiteout(upfd, name);
 	if (r < 0)
 		return r;
-	wh = r == 1;
+	wh = *over_wh = r == 1;
 	opaque = dir && (wh || ures_lower_has(ux, &d->uo_dirs, name));
 	if (!wh && !opaque)
 		return uop_make(upfd, name, n, nfd);
@@ -412,9 +502,11 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 {
 	struct store_txn *t = NULL;
 	struct union_setattr size = { 0 };
+	struct uop_undo undo;
 	struct ufound f;
+	struct stat made;
 	struct uobj d;
-	bool existed = false;
+	bool existed = false, wh = false;
 	int r, nfd = -1, upfd;
 
 	uobj_init(&d);
@@ -424,22 +516,27 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 	if (r < 0)
 		goto out;
 	upfd = d.uo_dirs.ds_fd[0];
-	uop_out(ux, &d.uo_st, dir, dirpre);
 	r = uop_begin(ux, &t);
 	if (r < 0)
 		goto out;
+	uop_wcc(ux, upfd, dir, dirpre);
 	r = ures_find(ux, &d.uo_dirs, name, UFIND_STAT, &f);
 	if (r == 0) {
 		existed = true;
 		r = uop_exists(n, &f);
 	} else if (r == -ENOENT) {
-		r = uop_make_over(ux, &d, name, n, &nfd);
+		r = uop_make_over(ux, &d, name, n, &nfd, &wh);
+		if (r == 0)
+			r = nfd >= 0 ? fsio_stat(nfd, &made) : fsio_statat(upfd, name, &made);
+		if (r == 0)
+			uop_undo_name(t, &undo, upfd, name, &made, wh);
 	}
 	if (r == 0)
 		r = ures_map(ux, t, dir, &d.uo_dirs, name, UFIND_STAT, &f, ino);
 	if (r == 0) {
 		uop_out(ux, &f.uf_st, *ino, st);
 		ufound_release(&f);
+		uop_wcc(ux, upfd, dir, dirpost);
 	}
 	r = uop_end(ux, t, r);
 	if (r < 0)
@@ -451,7 +548,6 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 			size.ua_size = n->un_sa->ua_size;
 			r = union_setattr(ux, *ino, &size, NULL, NULL, st);
 		}
-		uop_out(ux, &d.uo_st, dir, dirpost);
 		goto out;
 	}
 	if (nfd >= 0)
@@ -459,13 +555,9 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 	if (r == 0)
 		r = uop_sync_dir(upfd);
 	udir_invalidate(ux, dir);
-	if (r == 0 && dirpost) {
-		r = fsio_stat(upfd, dirpost);
-		ures_fix_stat(ux, dirpost, dir);
-	}
 out:
 	if (r < 0)
-		uop_fail_post(ux, &d, dir, dirpost);
+		uop_fail_wcc(ux, &d, dir, dirpre, dirpost);
 	fsio_close(nfd);
 	uobj_release(&d);
 	return r;
@@ -549,12 +641,13 @@ static int uop_linked(struct union_export *ux, struct store_txn *t, uint64_t ino
 }
 
 /* Links the resolved upper object o as name in upper directory fd, over a whiteout too. */
-static int uop_link_over(int fd, const struct uobj *o, const char *name)
+static int uop_link_over(int fd, const struct uobj *o, const char *name, bool *over_wh)
 {
 	char tmp[64];
 	int r;
 
 	r = uop_upper_whiteout(fd, name);
+	*over_wh = r == 1;
 	if (r == 0)
 		return fsio_link(o->uo_pfd, o->uo_rec.si_name, fd, name);
 	if (r < 0)
@@ -574,8 +667,10 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 	       struct stat *post, struct stat *dirpre, struct stat *dirpost)
 {
 	struct store_txn *t = NULL;
+	struct uop_undo undo;
 	struct ufound f;
 	struct uobj o, d, now;
+	bool wh = false;
 	int r, upfd = -1;
 
 	uobj_init(&o);
@@ -607,10 +702,10 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 	if (r < 0)
 		goto out;
 	upfd = d.uo_dirs.ds_fd[0];
-	uop_out(ux, &d.uo_st, dir, dirpre);
 	r = uop_begin(ux, &t);
 	if (r < 0)
 		goto out;
+	uop_wcc(ux, upfd, dir, dirpre);
 	r = ures_find(ux, &d.uo_dirs, name, UFIND_STAT, &f);
 	if (r == 0)
 		r = -EEXIST;
@@ -619,25 +714,25 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 	if (r == 0 && now.uo_rec.si_branch != 0)
 		r = -ESTALE;
 	if (r == 0)
-		r = uop_link_over(upfd, &now, name);
+		r = uop_link_over(upfd, &now, name, &wh);
+	if (r == 0)
+		r = fsio_stat(now.uo_fd, &now.uo_st);
+	if (r == 0)
+		uop_undo_name(t, &undo, upfd, name, &now.uo_st, wh);
 	if (r == 0)
 		r = uop_linked(ux, t, ino, dir, name);
+	if (r == 0) {
+		uop_out(ux, &now.uo_st, ino, post);
+		uop_wcc(ux, upfd, dir, dirpost);
+	}
 	r = uop_end(ux, t, r);
 	if (r < 0)
 		goto out;
 	r = uop_sync_dir(upfd);
 	udir_invalidate(ux, dir);
-	if (r == 0)
-		r = fsio_stat(now.uo_fd, &now.uo_st);
-	if (r == 0)
-		uop_out(ux, &now.uo_st, ino, post);
-	if (r == 0 && dirpost) {
-		r = fsio_stat(upfd, dirpost);
-		ures_fix_stat(ux, dirpost, dir);
-	}
 out:
 	if (r < 0)
-		uop_fail_post(ux, &d, dir, dirpost);
+		uop_fail_wcc(ux, &d, dir, dirpre, dirpost);
 	uobj_release(&now);
 	uobj_release(&o);
 	uobj_release(&d);

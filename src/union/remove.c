@@ -6,6 +6,13 @@
  * first, so a crash cannot bring the lower object back. A merged directory may go when
  * all that is left in it are whiteouts: the upper copy goes with them, swapped for a
  * whiteout in one rename.
+ *
+ * A file leaves the union's sight first under a temporary name in its directory (with a
+ * whiteout at its name when a lower branch has the name), and goes for good only once the
+ * map took the change: when the map cannot (a full state file system), it comes back, and
+ * a whiteout made over a lower name goes again. A removed upper directory cannot come
+ * back: the reply says what the client will see, success, and the map keeps a record of
+ * a name that is gone (as after a crash between the two).
  */
 #include <errno.h>
 #include <string.h>
@@ -37,6 +44,86 @@ static int urm_whiteout_over(int fd, const char *name, bool dir)
 	return 0;
 }
 
+/* A file set aside in upper directory fd, until the map takes its removal. */
+struct urm_aside {
+	struct store_undo ua_undo;
+	int ua_fd;
+	const char *ua_name;
+	char ua_tmp[64];         /* "" when nothing is set aside */
+	dev_t ua_dev;
+	ino_t ua_ino;
+	bool ua_whiteout;        /* a whiteout took the name */
+};
+
+/* The map did not take the removal: the file takes its name back (as root). */
+static void urm_take_back(void *arg)
+{
+	struct urm_aside *a = arg;
+	struct fsio_ids ids;
+	struct stat st;
+	int r;
+
+	fsio_become_root(&ids);
+	r = fsio_statat(a->ua_fd, a->ua_tmp, &st);
+	if (r == 0 && (st.st_dev != a->ua_dev || st.st_ino != a->ua_ino))
+		r = -ESTALE;
+	if (r == 0 && a->ua_whiteout) {
+		r = fsio_statat(a->ua_fd, a->ua_name, &st);
+		if (r == 0 && !uwh_is_whiteout(a->ua_fd, a->ua_name, &st))
+			r = -EEXIST; /* a later change put something there */
+		if (r == 0)
+			r = fsio_rename2(a->ua_fd, a->ua_tmp, a->ua_fd, a->ua_name, FSIO_EXCHANGE);
+		if (r == 0)
+			fsio_unlink(a->ua_fd, a->ua_tmp, false);
+	} else if (r == 0) {
+		r = fsio_rename(a->ua_fd, a->ua_tmp, a->ua_fd, a->ua_name, true);
+	}
+	fsio_restore(&ids);
+	if (r == 0)
+		a->ua_tmp[0] = '\0';
+	else
+		log_warn("the inode map did not take the removal of %s, which cannot come back (%s)",
+			 a->ua_name, strerror(-r));
+}
+
+/*
+ * Moves the upper file name out of sight under a temporary name, with the client's
+ * identity (the kernel checks it may remove name), leaving a whiteout when whiteout.
+ */
+static int urm_set_aside(struct store_txn *t, int fd, const char *name, bool whiteout,
+			 struct urm_aside *a)
+{
+	struct stat st;
+	int r;
+
+	a->ua_fd = fd;
+	a->ua_name = name;
+	a->ua_whiteout = whiteout;
+	r = uwh_tmp_name(a->ua_tmp, sizeof(a->ua_tmp));
+	if (r == 0 && whiteout) {
+		r = uwh_make(fd, a->ua_tmp);
+		if (r == 0) {
+			r = fsio_rename2(fd, a->ua_tmp, fd, name, FSIO_EXCHANGE);
+			if (r < 0)
+				uop_drop_tmp(fd, a->ua_tmp);
+		}
+	} else if (r == 0) {
+		r = fsio_rename(fd, name, fd, a->ua_tmp, true);
+	}
+	if (r == 0)
+		r = fsio_statat(fd, a->ua_tmp, &st);
+	if (r < 0) {
+		a->ua_tmp[0] = '\0';
+		return r;
+	}
+	a->ua_dev = st.st_dev;
+	a->ua_ino = st.st_ino;
+	a->ua_undo.su_fn = urm_take_back;
+	a->ua_undo.su_arg = a;
+	store_on_undo(t, &a->ua_undo);
+	return 0;
+}
+
 /* Removes an upper directory no lower branch has; whiteouts in it go along. */
 static int urm_rmdir_upper(int fd, const char *name)
 {
@@ -55,12 +142,18 @@ static int urm_rmdir_upper(int fd, const char *name)
 	return r;
 }
 
-/* Inside the write transaction: removes name from directory d (which has an upper copy). */
+/*
+ * Inside the write transaction: removes name from directory d (which has an upper copy).
+ * *done: the branch step happened and cannot be taken back (an upper directory went). An
+ * upper file is set aside in *aside; *forget: the ino whose hard-link index entry goes.
+ */
 static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
-		   const struct uobj *d, const char *name, bool rmdir, uint64_t *gone)
+		   const struct uobj *d, const char *name, bool rmdir, uint64_t *gone,
+		   struct uop_undo *undo, struct urm_aside *aside, bool *done, uint64_t *forget)
 {
 	int upfd = d->uo_dirs.ds_fd[0];
 	struct ufound f;
+	struct stat wh;
 	bool whiteout, last;
 	uint64_t ino;
 	int r;
@@ -79,21 +172,29 @@ static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
 	whiteout = f.uf_branch != 0 || f.uf_below;
 	if (rmdir && store_find_name(t, ux->ux_id, dir, name, gone) < 0)
 		*gone = 0;
-	if (f.uf_branch == 0 && !whiteout) {
-		r = rmdir ? urm_rmdir_upper(upfd, name) : fsio_unlink(upfd, name, false);
+	if (f.uf_branch == 0 && !rmdir) {
+		r = urm_set_aside(t, upfd, name, whiteout, aside);
+	} else if (f.uf_branch == 0 && !whiteout) {
+		r = urm_rmdir_upper(upfd, name);
+		*done = r == 0;
 	} else if (f.uf_branch == 0) {
 		r = urm_whiteout_over(upfd, name, rmdir);
+		*done = r == 0;
 	} else {
 		/* Nothing of it in the upper: the kernel sees a create, so check as unlink would. */
 		r = uop_sticky_ok(&d->uo_st, &f.uf_st) ? uwh_make(upfd, name) : -EPERM;
+		if (r == 0)
+			r = fsio_statat(upfd, name, &wh);
+		if (r == 0)
+			uop_undo_name(t, undo, upfd, name, &wh, false);
 	}
 	if (r == 0)
 		ufd_forget(&f.uf_st); /* its space comes back before the reply */
 	last = rmdir || uop_nlink(ux, t, dir, name, &f, &ino) <= 1;
 	if (r == 0)
 		r = uop_forget(ux, t, dir, upfd, name, &f, last);
-	if (r == 0 && last && !rmdir && ino)
-		uhl_forget(ux, ino);
+	if (r == 0 && last && !rmdir)
+		*forget = ino;
 out:
 	ufound_release(&f);
 	return r;
@@ -103,8 +204,11 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		      struct stat *dirpre, struct stat *dirpost)
 {
 	struct store_txn *t;
+	struct uop_undo undo;
+	struct urm_aside aside = { .ua_tmp = "" };
 	struct uobj d;
-	uint64_t gone = 0;
+	uint64_t gone = 0, forget = 0;
+	bool done = false;
 	int r;
 
 	uobj_init(&d);
@@ -117,27 +221,33 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		r = uop_dir(ux, dir, name, &d);
 	if (r == 0 && !rmdir)
 		r = uop_links_up(ux, dir, &d, name);
-	if (r == 0) {
-		uop_out(ux, &d.uo_st, dir, dirpre);
-		r = uop_begin(ux, &t);
-	}
 	if (r == 0)
-		r = uop_end(ux, t, urm_txn(ux, t, dir, &d, name, rmdir, &gone));
+		r = uop_begin(ux, &t);
 	if (r < 0)
 		goto out;
+	uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpre);
+	r = urm_txn(ux, t, dir, &d, name, rmdir, &gone, &undo, &aside, &done, &forget);
+	if (r == 0 || done)
+		uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpost);
+	r = uop_end(ux, t, r);
+	if (r < 0 && done)
+		r = uop_kept(name, r);
+	if (r < 0)
+		goto out;
+	/* The map took it: what was set aside goes for good, and the hard-link index entry. */
+	if (aside.ua_tmp[0])
+		uop_drop_tmp(d.uo_dirs.ds_fd[0], aside.ua_tmp);
+	if (forget)
+		uhl_forget(ux, forget);
 	r = uop_sync_dir(d.uo_dirs.ds_fd[0]);
 	udir_invalidate(ux, dir);
 	if (gone) {
 		udir_invalidate(ux, gone);
 		ucache_forget_ino(ux, gone); /* its descriptors */
 	}
-	if (r == 0 && dirpost) {
-		r = fsio_stat(d.uo_dirs.ds_fd[0], dirpost);
-		ures_fix_stat(ux, dirpost, dir);
-	}
 out:
 	if (r < 0)
-		uop_fail_post(ux, &d, dir, dirpost);
+		uop_fail_wcc(ux, &d, dir, dirpre, dirpost);
 	uobj_release(&d);
 	return r;
 }

@@ -8,6 +8,10 @@
  * branch has it, and replaces whatever is at the new name, a whiteout included. A
  * directory moved over a name a lower branch has is made opaque unless it carries a
  * redirect, so that lower directory does not merge into it.
+ *
+ * When the inode map cannot take the move (a full state file system), a file moved to a
+ * name the upper had free (or held a whiteout at) goes back. A move that replaced an upper
+ * object, or moved a directory, stays: the reply says what the client will see, success.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -16,6 +20,74 @@
 #include "fsio.h"
 #include "log.h"
 #include "uint.h"
+
+/* Taking back the move of a non-directory that replaced nothing but a whiteout. */
+struct urn_undo {
+	struct store_undo nu_undo;
+	int nu_ffd, nu_tfd;
+	const char *nu_from, *nu_to;
+	dev_t nu_dev;
+	ino_t nu_ino;
+	bool nu_left_wh;         /* the move left a whiteout at from */
+	bool nu_over_wh;         /* ... and replaced one at to */
+};
+
+/* As root: whether from may take the object back (free, or the whiteout the move left). */
+static int urn_from_free(const struct urn_undo *u)
+{
+	struct stat st;
+	int r = fsio_statat(u->nu_ffd, u->nu_from, &st);
+
+	if (r == -ENOENT)
+		return u->nu_left_wh ? -ESTALE : 0;
+	if (r < 0)
+		return r;
+	return u->nu_left_wh && uwh_is_whiteout(u->nu_ffd, u->nu_from, &st) ? 0 : -EEXIST;
+}
+
+static void urn_take_back(void *arg)
+{
+	struct urn_undo *u = arg;
+	unsigned how = u->nu_over_wh ? FSIO_WHITEOUT : 0;
+	struct fsio_ids ids;
+	struct stat st;
+	int r;
+
+	fsio_become_root(&ids);
+	r = fsio_statat(u->nu_tfd, u->nu_to, &st);
+	if (r == 0 && (st.st_dev != u->nu_dev || st.st_ino != u->nu_ino))
+		r = -ESTALE; /* a later change put something else there */
+	if (r == 0)
+		r = urn_from_free(u);
+	if (r == 0)
+		r = fsio_rename2(u->nu_tfd, u->nu_to, u->nu_ffd, u->nu_from, how);
+	if (r == -EINVAL && how == FSIO_WHITEOUT) {
+		r = fsio_rename2(u->nu_tfd, u->nu_to, u->nu_ffd, u->nu_from, 0);
+		if (r == 0)
+			r = uwh_make(u->nu_tfd, u->nu_to);
+	}
+	fsio_restore(&ids);
+	if (r < 0)
+		log_warn("the inode map did not take a rename, and %s stays at its new name %s (%s)",
+			 u->nu_from, u->nu_to, strerror(-r));
+}
+
+static void urn_arm_undo(struct store_txn *t, struct urn_undo *u, int ffd, const char *from,
+			 int tfd, const char *to, const struct stat *st, bool left_wh,
+			 bool over_wh)
+{
+	u->nu_undo.su_fn = urn_take_back;
+	u->nu_undo.su_arg = u;
+	u->nu_ffd = ffd;
+	u->nu_tfd = tfd;
+	u->nu_from = from;
+	u->nu_to = to;
+	u->nu_dev = st->st_dev;
+	u->nu_ino = st->st_ino;
+	u->nu_left_wh = left_wh;
+	u->nu_over_wh = over_wh;
+	store_on_undo(t, &u->nu_undo);
+}
 
 /* The store side: the object keeps its ino under its new name. */
 static int urn_moved(struct union_export *ux, struct store_txn *t, uint64_t ino,
@@ -175,10 +247,14 @@ static int urn_target(const struct ufound *sf, const struct ufound *tf, uint64_t
 	return 0;
 }
 
-/* Inside the write transaction: moves fromname of fd to toname of td. */
+/*
+ * Inside the write transaction: moves fromname of fd to toname of td. *moved once a move
+ * that cannot be taken back is made; undo is armed for one that can.
+ */
 static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdir,
 		   const struct uobj *fd, const char *fromname, uint64_t todir,
-		   const struct uobj *td, const char *toname, uint64_t *gone)
+		   const struct uobj *td, const char *toname, uint64_t *gone, bool *moved,
+		   struct urn_undo *undo)
 {
 	int ffd = fd->uo_dirs.ds_fd[0], tfd = td->uo_dirs.ds_fd[0];
 	struct ufound sf, tf;
@@ -223,6 +299,10 @@ static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdi
 		fsio_rename2(tfd, tmp, tfd, toname, FSIO_EXCHANGE); /* put the target back */
 	if (r < 0)
 		goto out;
+	if (sf.uf_dir || (target && tf.uf_branch == 0 && !over_wh))
+		*moved = true;
+	else
+		urn_arm_undo(t, undo, ffd, fromname, tfd, toname, &sf.uf_st, whiteout, over_wh);
 	if (cleared && uwh_purge_dir(tfd, tmp) < 0)
 		log_warn("could not remove %s (a replaced directory's whiteouts)", tmp);
 	if (target && tf.uf_dir)
@@ -260,8 +340,10 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		 struct stat *topre, struct stat *topost)
 {
 	struct store_txn *t;
+	struct urn_undo undo;
 	struct uobj fd, td;
 	uint64_t gone = 0;
+	bool moved = false;
 	int r, sfd, tfd;
 
 	uobj_init(&fd);
@@ -291,17 +373,24 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		r = urn_copy_source(ux, fromdir, &fd, fromname);
 	if (r == 0)
 		r = uop_links_up(ux, todir, &td, toname);
-	if (r == 0) {
-		uop_out(ux, &fd.uo_st, fromdir, frompre);
-		uop_out(ux, &td.uo_st, todir, topre);
-		r = uop_begin(ux, &t);
-	}
 	if (r == 0)
-		r = uop_end(ux, t, urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, &gone));
+		r = uop_begin(ux, &t);
 	if (r < 0)
 		goto out;
 	sfd = fd.uo_dirs.ds_fd[0];
 	tfd = td.uo_dirs.ds_fd[0];
+	uop_wcc(ux, sfd, fromdir, frompre);
+	uop_wcc(ux, tfd, todir, topre);
+	r = urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, &gone, &moved, &undo);
+	if (r == 0 || moved) {
+		uop_wcc(ux, sfd, fromdir, frompost);
+		uop_wcc(ux, tfd, todir, topost);
+	}
+	r = uop_end(ux, t, r);
+	if (r < 0 && moved)
+		r = uop_kept(toname, r);
+	if (r < 0)
+		goto out;
 	r = uop_sync_dir(sfd);
 	if (r == 0 && fromdir != todir)
 		r = uop_sync_dir(tfd);
@@ -311,18 +400,10 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		udir_invalidate(ux, gone);
 		ucache_forget_ino(ux, gone); /* its descriptors */
 	}
-	if (r == 0 && frompost) {
-		r = fsio_stat(sfd, frompost);
-		ures_fix_stat(ux, frompost, fromdir);
-	}
-	if (r == 0 && topost) {
-		r = fsio_stat(tfd, topost);
-		ures_fix_stat(ux, topost, todir);
-	}
 out:
 	if (r < 0) {
-		uop_fail_post(ux, &fd, fromdir, frompost);
-		uop_fail_post(ux, &td, todir, topost);
+		uop_fail_wcc(ux, &fd, fromdir, frompre, frompost);
+		uop_fail_wcc(ux, &td, todir, topre, topost);
 	}
 	uobj_release(&fd);
 	uobj_release(&td);

@@ -324,6 +324,13 @@ void udir_invalidate(struct union_export *ux, uint64_t dir);
 /* 0 when the merged directory with copies ds shows no entry, else -ENOTEMPTY (or -errno). */
 int udir_empty(struct union_export *ux, const struct udirset *ds);
 
+/*
+ * The lock a WRITE to the file st describes holds around its stat, write and stat, so that
+ * its wcc_data brackets it alone (wlock.c). Never held across a sync.
+ */
+pthread_mutex_t *uwl_lock(const struct stat *st);
+void uwl_unlock(pthread_mutex_t *m);
+
 /* Namespace changes (ops.c, shared with remove.c and rename.c). */
 void uop_out(struct union_export *ux, const struct stat *st, uint64_t ino, struct stat *out);
 /* WCC data on failure too: the directory's attributes after the attempt, if it was found. */
@@ -338,6 +345,38 @@ int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj
 int uop_begin(struct union_export *ux, struct store_txn **t);
 /* Commits t if r is 0, else aborts it; returns the outcome. */
 int uop_end(struct union_export *ux, struct store_txn *t, int r);
+/*
+ * A directory's attributes for wcc_data, taken between uop_begin and uop_end: changes are
+ * serialised there, so the attributes before and after a change bracket it alone. Zeroed
+ * (absent) when the stat fails.
+ */
+void uop_wcc(struct union_export *ux, int fd, uint64_t dir, struct stat *out);
+/* A failed change's wcc_data: post-op attributes only, taken after it (see uop_fail_post). */
+void uop_fail_wcc(struct union_export *ux, const struct uobj *d, uint64_t dir,
+		  struct stat *pre, struct stat *post);
+
+/*
+ * Taking back a name a change made in upper directory fd, when the map never takes the
+ * change (see store_on_undo): the object at name goes if it is still the one made (same
+ * device and inode), and a whiteout it replaced comes back. Lives as long as the change.
+ */
+struct uop_undo {
+	struct store_undo uu_undo;
+	int uu_fd;
+	const char *uu_name;
+	dev_t uu_dev;
+	ino_t uu_ino;
+	bool uu_whiteout;
+};
+/*
+ * A change whose branch step cannot be taken back (an object removed or replaced) when the
+ * map did not take it (error r): says so in the log and returns 0, for the reply must say
+ * what the client will see. The map keeps the old record, as after a crash at that point.
+ */
+int uop_kept(const char *name, int r);
+/* Arms u in t for the object made at name (its stat in made); whiteout: it replaced one. */
+void uop_undo_name(struct store_txn *t, struct uop_undo *u, int fd, const char *name,
+		   const struct stat *made, bool whiteout);
 /* Checks a name for a new object: -EEXIST for dots, -EINVAL for markers, -EACCES for ours. */
 int uop_new_name(uint64_t dir, const char *name);
 /*

@@ -10,12 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <semaphore.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "blocking.h"
 #include "log.h"
 #include "store.h"
 
@@ -40,6 +44,7 @@ __attribute__((weak)) void log_msg(int priority, const char *fmt, ...)
 struct fixture {
 	char dir[64];
 	char state[96];
+	bool mounted;            /* state is a tmpfs of the test's */
 };
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -66,6 +71,8 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
+	if (f->mounted)
+		umount2(f->state, MNT_DETACH);
 	nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	free(f);
 	return 0;
@@ -643,6 +650,189 @@ static void test_group_abort_isolated(void **state)
 	store_close(st);
 }
 
+static void count_undo(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/*
+ * A change's undo runs when the map does not take the change (here: it is aborted), before
+ * store_abort returns and exactly once; a change the map took never runs its undo, its
+ * store closed or not. (Failed commits: tests/integration/test_nospc.)
+ */
+static void test_undo_only_when_dropped(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_undo u1, u2, u3;
+	struct store_txn *t;
+	struct store_inode a = make_rec(STORE_ROOT_INO, "undone", 8, 0, 7001);
+	struct store_inode b = make_rec(STORE_ROOT_INO, "kept", 8, 0, 7002);
+	int dropped = 0, kept = 0;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	u1 = (struct store_undo){ .su_fn = count_undo, .su_arg = &dropped };
+	u2 = (struct store_undo){ .su_fn = count_undo, .su_arg = &dropped };
+	u3 = (struct store_undo){ .su_fn = count_undo, .su_arg = &kept };
+	assert_int_equal(store_begin(st, true, &t), 0);
+	assert_int_equal(store_insert(t, 1, &a), 0);
+	store_on_undo(t, &u1);
+	store_on_undo(t, &u2);
+	store_abort(t);
+	assert_int_equal(dropped, 2);
+
+	assert_int_equal(store_begin(st, true, &t), 0);
+	assert_int_equal(store_insert(t, 1, &b), 0);
+	store_on_undo(t, &u3);
+	assert_int_equal(store_commit(t), 0);
+	/* Another change in the next group must not run the committed one's undo either. */
+	assert_int_equal(store_begin(st, true, &t), 0);
+	store_abort(t);
+	store_close(st);
+	assert_int_equal(kept, 0);
+	assert_int_equal(dropped, 2);
+}
+
+/* Two changes in one group commit that fails: undone newest first. */
+struct undo_order {
+	char uo_seq[8];
+	pthread_mutex_t uo_lock;
+};
+
+struct undo_mark {
+	struct undo_order *um_order;
+	char um_name;
+};
+
+static void mark_undo(void *arg)
+{
+	struct undo_mark *m = arg;
+	size_t n;
+
+	pthread_mutex_lock(&m->um_order->uo_lock);
+	n = strlen(m->um_order->uo_seq);
+	if (n + 1 < sizeof(m->um_order->uo_seq))
+		m->um_order->uo_seq[n] = m->um_name;
+	pthread_mutex_unlock(&m->um_order->uo_lock);
+}
+
+static pthread_t second_thread;
+static sem_t second_waits;
+
+/* The second change's thread says when it waits for its turn (sgroup_begin). */
+static void hook_enter(void)
+{
+	if (pthread_equal(pthread_self(), second_thread))
+		sem_post(&second_waits);
+}
+
+static void hook_leave(void)
+{
+}
+
+struct second_change {
+	struct store *sc_st;
+	struct undo_order *sc_order;
+	int sc_rc;
+};
+
+static int insert_many(struct store_txn *t, const char *prefix, uint64_t real)
+{
+	for (int i = 0; i < 400; i++) {
+		char name[STORE_NAME_MAX + 1];
+		struct store_inode r;
+
+		snprintf(name, sizeof(name), "%s-%d-%0200d", prefix, i, 0);
+		r = make_rec(STORE_ROOT_INO, name, 8, 0, real + (uint64_t)i);
+		if (store_insert(t, 1, &r) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void *second_main(void *arg)
+{
+	struct second_change *sc = arg;
+	struct undo_mark m = { .um_order = sc->sc_order, .um_name = 'B' };
+	struct store_undo u = { .su_fn = mark_undo, .su_arg = &m };
+	struct store_txn *t;
+
+	sc->sc_rc = store_begin(sc->sc_st, true, &t);
+	if (sc->sc_rc != 0)
+		return NULL;
+	if (insert_many(t, "b", 20000) != 0) {
+		store_abort(t);
+		sc->sc_rc = -1;
+		return NULL;
+	}
+	store_on_undo(t, &u);
+	sc->sc_rc = store_commit(t);
+	return NULL;
+}
+
+static void fill_fs(const char *dir)
+{
+	static char block[65536];
+	char path[160];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/filler", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	while (write(fd, block, sizeof(block)) > 0)
+		;
+	while (write(fd, block, 1) == 1)
+		;
+	close(fd);
+}
+
+/*
+ * Group commit on a full state file system: change A, then change B in the same parent
+ * (B waits for its turn while A runs). The parent's commit fails; both changes get ENOSPC
+ * and their undos run newest first, B before A, so a change is taken back before the one
+ * it may have built on.
+ */
+static void test_failed_group_undone_newest_first(void **state)
+{
+	static const struct blocking_hooks hooks = { .bh_enter = hook_enter,
+						     .bh_leave = hook_leave };
+	struct fixture *f = *state;
+	struct undo_order order = { .uo_lock = PTHREAD_MUTEX_INITIALIZER };
+	struct undo_mark m = { .um_order = &order, .um_name = 'A' };
+	struct store_undo u = { .su_fn = mark_undo, .su_arg = &m };
+	struct second_change sc = { .sc_order = &order };
+	struct store_txn *t;
+	struct store *st;
+	int rc;
+
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	if (mount("test-store", f->state, "tmpfs", 0, "size=1m,mode=0700") < 0) {
+		fprintf(stderr, "cannot mount a tmpfs (%s): needs root; skipped\n", strerror(errno));
+		skip();
+	}
+	f->mounted = true;
+	st = open_ok(f);
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	fill_fs(f->state);
+	assert_int_equal(sem_init(&second_waits, 0, 0), 0);
+	blocking_set_hooks(&hooks);
+
+	assert_int_equal(store_begin(st, true, &t), 0);
+	assert_int_equal(insert_many(t, "a", 10000), 0);
+	store_on_undo(t, &u);
+	sc.sc_st = st;
+	assert_int_equal(pthread_create(&second_thread, NULL, second_main, &sc), 0);
+	sem_wait(&second_waits);
+	rc = store_commit(t);
+	pthread_join(second_thread, NULL);
+	blocking_set_hooks(NULL);
+	sem_destroy(&second_waits);
+	store_close(st);
+	assert_int_equal(rc, -ENOSPC);
+	assert_int_equal(sc.sc_rc, -ENOSPC);
+	assert_string_equal(order.uo_seq, "BA");
+}
+
 static uint64_t mix64(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ULL;
@@ -765,6 +955,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_count, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_abort_isolated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_undo_only_when_dropped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_group_undone_newest_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_size_per_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trim, setup, teardown),
 	};
