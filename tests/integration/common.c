@@ -703,6 +703,33 @@ int it_mnt(const struct it_server *s, int proto, const char *path, nfs_fh3 *fh)
 	return it_mnt_over(it_clnt(proto, IT_MOUNT_PROG, 3, s->is_mount_port), path, fh);
 }
 
+int it_bind_reserved(int fd, const struct sockaddr_in *me)
+{
+	struct sockaddr_in at = *me;
+	int one = 1, first, port;
+
+	/*
+	 * bindresvport gives up when the ~400 ports it tries are taken, and a test suite's
+	 * closed connections keep them in TIME_WAIT for a minute. SO_REUSEADDR lets a port
+	 * held only by TIME_WAIT be bound again; each test server listens on its own port, so
+	 * the new connection's address pair is still unique.
+	 */
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+		return -1;
+	first = IT_RESERVED_LOW + (int)(getpid() % (IT_RESERVED_HIGH - IT_RESERVED_LOW + 1));
+	port = first;
+	do {
+		at.sin_port = htons((uint16_t)port);
+		if (bind(fd, (struct sockaddr *)&at, sizeof(at)) == 0)
+			return 0;
+		if (errno != EADDRINUSE)
+			return -1;
+		port = port == IT_RESERVED_HIGH ? IT_RESERVED_LOW : port + 1;
+	} while (port != first);
+	errno = EADDRINUSE;
+	return -1;
+}
+
 CLIENT *it_clnt_from(const char *src, uint32_t prog, uint32_t vers, int port, uint32_t uid,
 		     uint32_t gid, bool reserved)
 {
@@ -715,8 +742,8 @@ CLIENT *it_clnt_from(const char *src, uint32_t prog, uint32_t vers, int port, ui
 	assert_true(fd >= 0);
 	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
 	if (reserved) {
-		if (bindresvport(fd, &me) != 0)
-			fail_msg("bindresvport on %s: %s", src, strerror(errno));
+		if (it_bind_reserved(fd, &me) != 0)
+			fail_msg("no reserved port free on %s: %s", src, strerror(errno));
 	} else if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0) {
 		fail_msg("bind to %s: %s", src, strerror(errno));
 	}

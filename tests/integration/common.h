@@ -161,6 +161,14 @@ CLIENT *it_clnt_from(const char *src, uint32_t prog, uint32_t vers, int port, ui
 		     uint32_t gid, bool reserved);
 /* The same over UDP (the server must run with --udp), as root. */
 CLIENT *it_clnt_udp_from(const char *src, uint32_t prog, uint32_t vers, int port);
+/*
+ * Binds fd (IPv4) to a free reserved port (IT_RESERVED_LOW..IT_RESERVED_HIGH) on me's
+ * address, reusing ports left in TIME_WAIT by earlier tests. Returns 0, or -1 with errno.
+ */
+#define IT_RESERVED_LOW 512
+#define IT_RESERVED_HIGH 1023
+struct sockaddr_in;
+int it_bind_reserved(int fd, const struct sockaddr_in *me);
 void it_fh_free(nfs_fh3 *fh);
 void it_fh_copy(nfs_fh3 *dst, const nfs_fh3 *src);
 bool it_fh_equal(const nfs_fh3 *a, const nfs_fh3 *b);

@@ -45,8 +45,8 @@ static CLIENT *clnt_from(int proto, uint32_t prog, int port, bool reserved)
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_true(fd >= 0);
 	if (reserved) {
-		if (bindresvport(fd, NULL) != 0)
-			fail_msg("bindresvport: %s", strerror(errno));
+		if (it_bind_reserved(fd, &me) != 0)
+			fail_msg("no reserved port free: %s", strerror(errno));
 	} else {
 		assert_int_equal(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
 	}
