@@ -65,6 +65,20 @@ int fsio_stat(int fd, struct stat *st);
 /* lstat semantics; name "" stats fd itself. */
 int fsio_statat(int dirfd, const char *name, struct stat *st);
 int fsio_statvfs(int fd, struct statvfs *sv);
+/*
+ * fsio_statat that also gives the object's birth time (statx, in the same system call), in
+ * nanoseconds since the epoch; *birth_ns is 0 when the file system keeps none (ext4 with
+ * 128-byte inodes, for one).
+ */
+int fsio_statat_birth(int dirfd, const char *name, struct stat *st, int64_t *birth_ns);
+/*
+ * The identity the file system gives the object name in dirfd ("" for dirfd itself, never
+ * following a symbolic link): a digest of its kernel file handle (name_to_handle_at), which
+ * tells a reused inode number apart (ext4, xfs and tmpfs put the inode's generation in it).
+ * Never 0; *id is 0 when the file system gives no handles (then the inode number is all
+ * there is).
+ */
+int fsio_ident(int dirfd, const char *name, uint64_t *id);
 
 /* Reads until count bytes or end of file; *done receives the bytes read. */
 int fsio_pread(int fd, void *buf, size_t count, uint64_t off, size_t *done);

@@ -35,6 +35,12 @@ struct store_inode {
 	uint8_t si_type;         /* S_IFMT >> 12 of the object */
 	uint8_t si_branch;       /* index of the branch holding the copy we serve */
 	uint64_t si_real_ino;    /* st_ino of that copy on its branch */
+	/*
+	 * Non-directories: fsio_ident of that copy, which tells a reused inode number apart;
+	 * 0 when not known yet (a record from an older map, filled on its next match) or when
+	 * the branch's file system gives no identity.
+	 */
+	uint64_t si_real_id;
 	char si_name[STORE_NAME_MAX + 1]; /* name in si_parent; "" for the root */
 };
 

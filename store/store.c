@@ -73,7 +73,7 @@
 #define REAL_KEY_LEN 11                  /* export(2) branch(1) real ino(8) */
 #define NAME_KEY_MAX (10 + STORE_NAME_MAX) /* export(2) parent(8) name */
 #define VARINT_MAX 10
-#define REC_MAX (VARINT_MAX + 4 + 1 + 1 + VARINT_MAX + 1 + STORE_NAME_MAX)
+#define REC_MAX (VARINT_MAX + 4 + 1 + 1 + VARINT_MAX + 1 + STORE_NAME_MAX + 8)
 #define NEXT_INO_KEY_LEN (sizeof(META_NEXT_INO) - 1 + 2)
 
 struct store {
@@ -235,7 +235,13 @@ static size_t rec_encode(const struct store_inode *r, size_t namelen, uint8_t *b
 	n += varint_put(buf + n, r->si_real_ino);
 	buf[n++] = (uint8_t)namelen;
 	memcpy(buf + n, r->si_name, namelen);
-	return n + namelen;
+	n += namelen;
+	/* Optional, after the name: records of maps made before it end with the name. */
+	if (r->si_real_id) {
+		be64_put(buf + n, r->si_real_id);
+		n += 8;
+	}
+	return n;
 }
 
 /* Returns 0, or -1 when the value is not a well-formed record. */
@@ -254,10 +260,12 @@ static int rec_decode(const MDB_val *val, uint64_t ino, struct store_inode *out)
 	if (varint_get(&p, end, &real_ino) < 0 || p == end)
 		return -1;
 	size_t namelen = *p++;
-	if ((size_t)(end - p) != namelen || memchr(p, '\0', namelen))
+	size_t rest = (size_t)(end - p);
+	if ((rest != namelen && rest != namelen + 8) || memchr(p, '\0', namelen))
 		return -1;
 	memcpy(out->si_name, p, namelen);
 	out->si_name[namelen] = '\0';
+	out->si_real_id = rest == namelen ? 0 : be64_get(p + namelen);
 	out->si_ino = ino;
 	out->si_parent = parent;
 	out->si_real_ino = real_ino;
@@ -1214,6 +1222,10 @@ int store_update(struct store_txn *txn, uint16_t exp, const struct store_inode *
 		return rc;
 	/* An ino keeps its generation for life: handles already given out carry it. */
 	r.si_gen = old.si_gen;
+	/* Moved to another copy by a caller that did not say what identity it has: unknown. */
+	if ((old.si_branch != r.si_branch || old.si_real_ino != r.si_real_ino) &&
+	    r.si_real_id == old.si_real_id)
+		r.si_real_id = 0;
 	oldlen = strlen(old.si_name);
 	if (oldlen > 0 && (old.si_parent != r.si_parent || strcmp(old.si_name, r.si_name) != 0)) {
 		key = name_key(kbuf, exp, old.si_parent, old.si_name, oldlen);

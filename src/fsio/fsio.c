@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -209,6 +210,58 @@ int fsio_statat(int dirfd, const char *name, struct stat *st)
 	int flags = AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH);
 
 	return fstatat(dirfd, name, st, flags) < 0 ? fsio_err() : 0;
+}
+
+static struct timespec fsio_ts(const struct statx_timestamp *t)
+{
+	return (struct timespec){ .tv_sec = t->tv_sec, .tv_nsec = t->tv_nsec };
+}
+
+int fsio_statat_birth(int dirfd, const char *name, struct stat *st, int64_t *birth_ns)
+{
+	int flags = AT_SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT | (*name ? 0 : AT_EMPTY_PATH);
+	struct statx sx;
+
+	*birth_ns = 0;
+	if (statx(dirfd, name, flags, STATX_BASIC_STATS | STATX_BTIME, &sx) < 0)
+		return fsio_err();
+	memset(st, 0, sizeof(*st));
+	st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	st->st_ino = sx.stx_ino;
+	st->st_mode = sx.stx_mode;
+	st->st_nlink = sx.stx_nlink;
+	st->st_uid = sx.stx_uid;
+	st->st_gid = sx.stx_gid;
+	st->st_rdev = makedev(sx.stx_rdev_major, sx.stx_rdev_minor);
+	st->st_size = (off_t)sx.stx_size;
+	st->st_blksize = (blksize_t)sx.stx_blksize;
+	st->st_blocks = (blkcnt_t)sx.stx_blocks;
+	st->st_atim = fsio_ts(&sx.stx_atime);
+	st->st_mtim = fsio_ts(&sx.stx_mtime);
+	st->st_ctim = fsio_ts(&sx.stx_ctime);
+	if (sx.stx_mask & STATX_BTIME)
+		*birth_ns = (int64_t)sx.stx_btime.tv_sec * 1000000000 + sx.stx_btime.tv_nsec;
+	return 0;
+}
+
+int fsio_ident(int dirfd, const char *name, uint64_t *id)
+{
+	union {
+		struct file_handle fh;
+		char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+	} h;
+	uint64_t d = 1469598103934665603ull;
+	int mnt, flags = *name ? 0 : AT_EMPTY_PATH;
+
+	*id = 0;
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(dirfd, name, &h.fh, &mnt, flags) < 0)
+		return errno == EOPNOTSUPP ? 0 : fsio_err();
+	d = (d ^ (uint32_t)h.fh.handle_type) * 1099511628211ull;
+	for (unsigned int i = 0; i < h.fh.handle_bytes; i++)
+		d = (d ^ (unsigned char)h.fh.f_handle[i]) * 1099511628211ull;
+	*id = d ? d : 1;
+	return 0;
 }
 
 int fsio_statvfs(int fd, struct statvfs *sv)

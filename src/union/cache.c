@@ -7,7 +7,11 @@
  * namespace (every change through the server bumps the export's epoch) and only for
  * UCACHE_TTL_MS, which bounds how long a change made by hand in a branch can go unseen.
  * Even then every use stats the object again and checks it is still the very copy the
- * entry names, so a stale entry costs a miss, never wrong attributes or data.
+ * entry names, so a stale entry costs a miss, never wrong attributes or data. For a file,
+ * "the very copy" is its inode number and birth time, which the stat gives in the same
+ * system call (statx): a file made since with the number of a removed one has a later
+ * birth time. The entry's identity was checked against the map's (fsio_ident) when the
+ * entry was made. Where the file system keeps no birth time, each use asks fsio_ident.
  *
  * One reader-writer lock guards both hash tables (by ino, and by parent ino and name):
  * hits only read, and misses, which write, are rare once the working set is in.
@@ -44,6 +48,7 @@ struct ucent {
 	int ce_pidx;
 	int ce_pfd;
 	bool ce_pfd_owned;               /* else a branch root, which outlives the cache */
+	int64_t ce_birth_ns;             /* files: birth time of the copy; 0: none kept */
 };
 
 struct ucache {
@@ -313,13 +318,38 @@ static struct ucent *ucent_new_file(uint64_t epoch, uint64_t ino, uint64_t dir,
 	return ucent_new(epoch, ino, &rec);
 }
 
+/*
+ * The birth time of the file name in dirfd, if it is still the copy st with identity id
+ * (as the map matched it): asked of one O_PATH fd, so both answers are of the same inode.
+ */
+static int ucent_birth(int dirfd, const char *name, const struct stat *st, uint64_t id,
+		       int64_t *birth_ns)
+{
+	struct stat now;
+	uint64_t nid = 0;
+	int fd, r = fsio_open_node(dirfd, name, &fd);
+
+	if (r < 0)
+		return r;
+	r = fsio_ident(fd, "", &nid);
+	if (r == 0)
+		r = fsio_statat_birth(fd, "", &now, birth_ns);
+	if (r == 0 && (now.st_ino != st->st_ino || (id != 0 && nid != id)))
+		r = -ESTALE;
+	fsio_close(fd);
+	return r;
+}
+
 void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint64_t dir,
-		     const char *name, uint8_t branch, const struct stat *st,
+		     const char *name, uint8_t branch, const struct stat *st, uint64_t id,
 		     const struct uobj *parent, int pidx)
 {
 	struct ucent *e;
+	int64_t birth;
 	int fd = -1;
 
+	if (ucent_birth(parent->uo_dirs.ds_fd[pidx], name, st, id, &birth) < 0)
+		return;
 	/* Without an entry of its own the parent's copies are the roots, or must be copied. */
 	if (!parent->uo_cent && !parent->uo_dirs.ds_borrowed &&
 	    fsio_dup(parent->uo_dirs.ds_fd[pidx], &fd) < 0)
@@ -329,6 +359,8 @@ void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint
 		fsio_close(fd);
 		return;
 	}
+	e->ce_rec.si_real_id = id;
+	e->ce_birth_ns = birth;
 	if (parent->uo_cent) {
 		e->ce_parent = parent->uo_cent;
 		atomic_fetch_add(&e->ce_parent->ce_refs, 1);
@@ -349,6 +381,8 @@ struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struc
 			   o->uo_rec.si_branch, &o->uo_st);
 	if (!e)
 		return NULL;
+	e->ce_rec.si_real_id = o->uo_rec.si_real_id;
+	e->ce_birth_ns = o->uo_birth_ns;
 	e->ce_pfd = o->uo_pfd;
 	e->ce_pfd_owned = true;
 	o->uo_pfd = -1;
@@ -370,27 +404,41 @@ bool ucent_is_dir(const struct ucent *e)
 	return e->ce_dirs.ds_n > 0;
 }
 
-/* Whether st, found at the entry's name, is still the very copy the entry names. */
-static bool ucent_same(const struct union_export *ux, const struct ucent *e,
-		       const struct stat *st)
+/*
+ * Stats name in dirfd (st, birth_ns): -ESTALE unless it is still the very copy the file
+ * entry e names (device, type, inode number, and birth time or else identity).
+ */
+static int ucent_check(const struct union_export *ux, const struct ucent *e, int dirfd,
+		       const char *name, struct stat *st, int64_t *birth_ns)
 {
-	return (uint64_t)st->st_ino == e->ce_rec.si_real_ino &&
-	       st->st_dev == ux->ux_dev[e->ce_rec.si_branch] &&
-	       (uint8_t)((st->st_mode & S_IFMT) >> 12) == e->ce_rec.si_type;
+	uint64_t id;
+	int r = fsio_statat_birth(dirfd, name, st, birth_ns);
+
+	if (r == 0 && ((uint64_t)st->st_ino != e->ce_rec.si_real_ino ||
+		       st->st_dev != ux->ux_dev[e->ce_rec.si_branch] ||
+		       (uint8_t)((st->st_mode & S_IFMT) >> 12) != e->ce_rec.si_type))
+		r = -ESTALE;
+	if (r == 0 && e->ce_birth_ns != 0 && *birth_ns != e->ce_birth_ns)
+		r = -ESTALE;
+	if (r == 0 && e->ce_birth_ns == 0 && e->ce_rec.si_real_id != 0) {
+		r = fsio_ident(dirfd, name, &id);
+		if (r == 0 && id != 0 && id != e->ce_rec.si_real_id)
+			r = -ESTALE;
+	}
+	return r == -ENOENT ? -ESTALE : r;
 }
 
-int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st)
+int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st,
+	       int64_t *birth_ns)
 {
 	int r;
 
+	*birth_ns = 0;
 	if (ucent_is_dir(e)) {
 		r = fsio_stat(e->ce_dirs.ds_fd[0], st);
 		return r == 0 && st->st_nlink == 0 ? -ESTALE : r; /* removed by hand */
 	}
-	r = fsio_statat(ucent_pfd(e), e->ce_rec.si_name, st);
-	if (r == -ENOENT || (r == 0 && !ucent_same(ux, e, st)))
-		r = -ESTALE;
-	return r;
+	return ucent_check(ux, e, ucent_pfd(e), e->ce_rec.si_name, st, birth_ns);
 }
 
 void ucent_borrow(const struct ucent *e, struct uobj *o)
@@ -415,6 +463,7 @@ int ucache_lookup(struct union_export *ux, const struct udirset *parent, uint64_
 		  const char *name, uint64_t *ino, struct stat *st)
 {
 	struct ucent *e = ucache_get_name(ux, dir, name);
+	int64_t birth;
 	int last, r;
 
 	if (!e)
@@ -422,9 +471,7 @@ int ucache_lookup(struct union_export *ux, const struct udirset *parent, uint64_
 	last = uds_index_of(parent, e->ce_rec.si_branch);
 	r = last < 0 ? -ESTALE : uds_may_search(parent, last);
 	if (r == 0)
-		r = fsio_statat(parent->ds_fd[last], name, st);
-	if (r == -ENOENT || (r == 0 && !ucent_same(ux, e, st)))
-		r = -ESTALE;
+		r = ucent_check(ux, e, parent->ds_fd[last], name, st, &birth);
 	if (r == 0)
 		*ino = e->ce_ino;
 	else if (r == -ESTALE) /* a refusal says nothing about the entry */

@@ -13,7 +13,9 @@
  * large file is long work, of which the worker pool lets only a few calls do at once.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +251,50 @@ static int ucopy_make(struct uobj *o, int workfd, const char *tmp, struct stat *
 	return r;
 }
 
+static const char *const ucopy_origin_xattr[] = { "trusted.unionnfsd.origin",
+						  "user.unionnfsd.origin" };
+
+/*
+ * Names on the copy tmp what it copies (rec), so that the map's record of the lower copy
+ * finds it again if the process dies between the copy's rename into place and the map's
+ * update. As root; a file system without xattrs leaves the copy without (then that crash
+ * makes the object's handles stale, as it always did).
+ */
+static void ucopy_origin_set(const struct union_export *ux, int workfd, const char *tmp,
+			     const struct store_inode *rec)
+{
+	char buf[96];
+	int n, r = -EPERM;
+
+	n = snprintf(buf, sizeof(buf), "1 %u %" PRIu64 " %u %" PRIu64 " %" PRIx64, ux->ux_id,
+		     rec->si_ino, rec->si_branch, rec->si_real_ino, rec->si_real_id);
+	for (size_t i = 0; i < 2 && (r == -EPERM || r == -ENOTSUP); i++)
+		r = fsio_setxattr(workfd, tmp, ucopy_origin_xattr[i], buf, (size_t)n);
+	if (r < 0)
+		log_debug("copy-up of ino %" PRIu64 ": no origin on the copy: %s", rec->si_ino,
+			  strerror(-r));
+}
+
+int ucopy_origin_get(int dirfd, const char *name, struct ucopy_origin *org)
+{
+	char buf[96];
+	unsigned int exp, branch;
+	size_t len = 0;
+	int r = -ENODATA;
+
+	for (size_t i = 0; i < 2 && r == -ENODATA; i++)
+		r = fsio_getxattr(dirfd, name, ucopy_origin_xattr[i], buf, sizeof(buf) - 1, &len);
+	if (r < 0)
+		return r;
+	buf[len] = '\0';
+	if (sscanf(buf, "1 %u %" SCNu64 " %u %" SCNu64 " %" SCNx64, &exp, &org->co_ino, &branch,
+		   &org->co_real_ino, &org->co_real_id) != 5 || exp > UINT16_MAX || branch > UINT8_MAX)
+		return -ENODATA; /* not one of ours */
+	org->co_export = (uint16_t)exp;
+	org->co_branch = (uint8_t)branch;
+	return 0;
+}
+
 /*
  * Under the write lock, once this copy-up has won: a lower file with other names goes
  * into the hard-link index before it takes its name, so no name can miss it.
@@ -271,6 +317,7 @@ static int ucopy_run(struct union_export *ux, struct uobj *o)
 	struct fsio_ids ids;
 	struct stat cst;
 	struct uobj now;
+	uint64_t cid = 0;
 	char tmp[64];
 	bool made = false, links, indexed = false;
 	nlink_t nlink;
@@ -286,8 +333,12 @@ static int ucopy_run(struct union_export *ux, struct uobj *o)
 		return r;
 	fsio_become_root(&ids);
 	r = ucopy_make(o, workfd, tmp, &cst);
-	fsio_restore(&ids);
 	made = r != -EEXIST; /* a name clash is someone else's file */
+	if (r == 0)
+		ucopy_origin_set(ux, workfd, tmp, &lower);
+	if (r == 0) /* the work directory is the server's own */
+		r = fsio_ident(workfd, tmp, &cid);
+	fsio_restore(&ids);
 	if (r == 0 && links)
 		r = uhl_prepare(workfd, tmp, nlink);
 	if (r < 0)
@@ -317,6 +368,7 @@ static int ucopy_run(struct union_export *ux, struct uobj *o)
 	now.uo_rec = o->uo_rec;
 	now.uo_rec.si_branch = 0;
 	now.uo_rec.si_real_ino = (uint64_t)cst.st_ino;
+	now.uo_rec.si_real_id = cid;
 	r = store_update(t, ux->ux_id, &now.uo_rec);
 	/*
 	 * Indexed before the commit: other changes may run as soon as it is in (group commit),

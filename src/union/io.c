@@ -19,6 +19,7 @@ static int uio_open(struct uobj *o, int flags, int *fd)
 {
 	struct fsio_ids ids;
 	struct stat st;
+	uint64_t id = 0;
 	int r;
 
 	r = fsio_open_file(o->uo_pfd, o->uo_rec.si_name, flags, 0, fd);
@@ -33,6 +34,11 @@ static int uio_open(struct uobj *o, int flags, int *fd)
 		return r;
 	r = fsio_stat(*fd, &st);
 	if (r == 0 && st.st_ino != o->uo_st.st_ino)
+		r = -ESTALE;
+	/* Its number alone could be another file's since: the map's identity decides. */
+	if (r == 0 && o->uo_rec.si_real_id != 0)
+		r = fsio_ident(*fd, "", &id);
+	if (r == 0 && id != 0 && id != o->uo_rec.si_real_id)
 		r = -ESTALE;
 	if (r < 0) {
 		fsio_close(*fd);

@@ -3,15 +3,22 @@
  *
  * A record names its object by (parent ino, name); resolving walks those names down from
  * the branch roots, union style, one O_NOFOLLOW step at a time. A non-directory must
- * still be the very copy the record names (branch and real ino), or the ino is stale;
- * a directory is whatever directory sits at its path, and the record follows it.
+ * still be the very copy the record names (branch, real ino and the file system's
+ * identity of it, which tells a reused inode number apart), or the ino is stale; a
+ * directory is whatever directory sits at its path, and the record follows it.
+ *
+ * A copy-up names in its copy the object it copies (the origin, as overlayfs does), so a
+ * record still naming the lower copy after a crash between the copy's rename into place
+ * and the map's update finds its object again in the upper copy.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fsio.h"
+#include "log.h"
 #include "stats.h"
 #include "uint.h"
 
@@ -22,6 +29,7 @@ void uobj_init(struct uobj *o)
 	o->uo_pfd = o->uo_fd = o->uo_upfd = -1;
 	o->uo_origin = NULL;
 	o->uo_cent = NULL;
+	o->uo_birth_ns = 0;
 }
 
 void uobj_release(struct uobj *o)
@@ -148,11 +156,147 @@ static uint8_t ures_type(const struct stat *st)
 	return (uint8_t)((st->st_mode & S_IFMT) >> 12);
 }
 
-/* Whether a found object is the copy a non-directory record names. */
+/*
+ * Whether a found object is the copy a non-directory record names, by inode number (its
+ * identity is checked with ures_same_id, which needs one more system call).
+ */
 static bool ures_same_file(const struct store_inode *rec, const struct ufound *f)
 {
 	return !f->uf_dir && !ures_is_dir_rec(rec) && rec->si_branch == f->uf_branch &&
 	       rec->si_real_ino == (uint64_t)f->uf_st.st_ino && rec->si_type == ures_type(&f->uf_st);
+}
+
+/*
+ * Whether a copy whose inode number a record names, with identity id, is the record's
+ * object and not another one that got the number since. Unknown on either side (a record
+ * from an older map, a file system without identities): the number is all there is.
+ */
+static bool ures_same_id(const struct store_inode *rec, uint64_t id)
+{
+	return rec->si_real_id == 0 || id == 0 || rec->si_real_id == id;
+}
+
+/* The identity of what f found as name in parent (0 for directories, which need none). */
+static int ures_found_id(const struct udirset *parent, const char *name,
+			 const struct ufound *f, uint64_t *id)
+{
+	*id = 0;
+	if (f->uf_dir || f->uf_pidx < 0 || f->uf_pidx >= parent->ds_n)
+		return 0;
+	return fsio_ident(parent->ds_fd[f->uf_pidx], name, id);
+}
+
+/* Whether f, found as name in parent, is exactly the copy rec names (identity included). */
+static int ures_found_is(const struct store_inode *rec, const struct udirset *parent,
+			 const char *name, const struct ufound *f, uint64_t *id)
+{
+	int r;
+
+	*id = 0;
+	if (!ures_same_file(rec, f))
+		return 0;
+	r = ures_found_id(parent, name, f, id);
+	if (r < 0)
+		return r == -ENOENT ? 0 : r;
+	return ures_same_id(rec, *id);
+}
+
+/*
+ * A record from before identities were kept learns its copy's on its first match. In
+ * wtxn, or a write transaction of its own.
+ */
+static int ures_fill_id(struct union_export *ux, struct store_txn *wtxn,
+			const struct store_inode *seen, uint64_t id)
+{
+	struct store_txn *t = wtxn;
+	struct store_inode rec;
+	int r;
+
+	if (id == 0 || seen->si_real_id != 0)
+		return 0;
+	if (!t) {
+		r = store_begin(ux->ux_store, true, &t);
+		if (r < 0)
+			return r;
+	}
+	r = store_get(t, ux->ux_id, seen->si_ino, &rec);
+	if (r == 0 && rec.si_real_id == 0 && rec.si_branch == seen->si_branch &&
+	    rec.si_real_ino == seen->si_real_ino) {
+		rec.si_real_id = id;
+		r = store_update(t, ux->ux_id, &rec);
+	}
+	if (t != wtxn) {
+		if (r == 0)
+			r = store_commit(t);
+		else
+			store_abort(t);
+	}
+	return r == -ENOENT ? 0 : r;
+}
+
+/*
+ * Whether the upper copy name in dirfd (attributes st) was copied up from the lower copy
+ * rec names: its origin names the same union ino and lower identity. A copy-up cut short
+ * between the copy's rename into place and the map's update leaves exactly that.
+ */
+static bool ures_origin_is(struct union_export *ux, int dirfd, const char *name,
+			   const struct stat *st, const struct store_inode *rec)
+{
+	struct ucopy_origin org;
+
+	if (ures_is_dir_rec(rec) || rec->si_branch == 0 || S_ISDIR(st->st_mode) ||
+	    ures_type(st) != rec->si_type || ucopy_origin_get(dirfd, name, &org) < 0)
+		return false;
+	return org.co_export == ux->ux_id && org.co_ino == rec->si_ino &&
+	       org.co_branch == rec->si_branch && org.co_real_ino == rec->si_real_ino &&
+	       (org.co_real_id == 0 || rec->si_real_id == 0 || org.co_real_id == rec->si_real_id);
+}
+
+/* Moves rec (in the map too) to its upper copy name in dirfd, attributes st. */
+static int ures_adopt(struct union_export *ux, struct store_txn *wtxn, struct store_inode *rec,
+		      int dirfd, const char *name, const struct stat *st)
+{
+	struct store_txn *t = wtxn;
+	struct store_inode cur;
+	uint64_t id;
+	int r;
+
+	r = fsio_ident(dirfd, name, &id);
+	if (r < 0)
+		return r == -ENOENT ? -ESTALE : r;
+	if (!t) {
+		r = store_begin(ux->ux_store, true, &t);
+		if (r < 0)
+			return r;
+	}
+	r = store_get(t, ux->ux_id, rec->si_ino, &cur);
+	if (r == 0 && cur.si_branch == 0 && cur.si_real_ino == (uint64_t)st->st_ino) {
+		*rec = cur; /* the copy-up finished meanwhile */
+		if (t != wtxn)
+			store_abort(t);
+		return 0;
+	}
+	if (r == 0 && (cur.si_branch != rec->si_branch || cur.si_real_ino != rec->si_real_ino))
+		r = -ESTALE; /* someone else moved it meanwhile: look again */
+	if (r == 0) {
+		cur.si_branch = 0;
+		cur.si_real_ino = (uint64_t)st->st_ino;
+		cur.si_real_id = id;
+		r = store_update(t, ux->ux_id, &cur);
+	}
+	if (t != wtxn) {
+		if (r == 0)
+			r = store_commit(t);
+		else
+			store_abort(t);
+	}
+	ucache_changed(ux);
+	if (r == 0) {
+		log_info("export %s: ino %" PRIu64 " found again in its upper copy %s (a copy-up "
+			 "was cut short)", ux->ux_name, rec->si_ino, name);
+		*rec = cur;
+	}
+	return r == -ENOENT ? -ESTALE : r;
 }
 
 /* Points a directory record at its current topmost copy. */
@@ -238,10 +382,19 @@ static int ures_final_dir(struct union_export *ux, struct store_txn *wtxn, int f
 }
 
 /* The last step for anything else: it must still be the very copy the record names. */
-static int ures_final_file(struct udirset *set, const struct ufound *f, struct uobj *o)
+static int ures_final_file(struct union_export *ux, struct store_txn *wtxn,
+			   struct udirset *set, const struct ufound *f, struct uobj *o)
 {
+	uint64_t id = 0;
 	int r;
 
+	if (!ures_same_file(&o->uo_rec, f) && f->uf_branch == 0 &&
+	    ures_origin_is(ux, set->ds_fd[f->uf_pidx], o->uo_rec.si_name, &f->uf_st, &o->uo_rec)) {
+		r = ures_adopt(ux, wtxn, &o->uo_rec, set->ds_fd[f->uf_pidx], o->uo_rec.si_name,
+			       &f->uf_st);
+		if (r < 0)
+			return r;
+	}
 	if (!ures_same_file(&o->uo_rec, f))
 		return -ESTALE;
 	r = o->uo_pfd = uds_take(set, f->uf_pidx);
@@ -250,10 +403,18 @@ static int ures_final_file(struct udirset *set, const struct ufound *f, struct u
 	if (r >= 0)
 		r = fsio_open_node(o->uo_pfd, o->uo_rec.si_name, &o->uo_fd);
 	if (r >= 0)
-		r = fsio_stat(o->uo_fd, &o->uo_st);
-	/* Replaced between the look and the open: the copy we named is gone. */
-	if (r == -ENOENT || (r >= 0 && (uint64_t)o->uo_st.st_ino != o->uo_rec.si_real_ino))
+		r = fsio_statat_birth(o->uo_fd, "", &o->uo_st, &o->uo_birth_ns);
+	/* Asked of the open fd: it holds the inode, so its number cannot pass to another. */
+	if (r >= 0)
+		r = fsio_ident(o->uo_fd, "", &id);
+	/* Replaced between the look and the open, or the number reused: the copy is gone. */
+	if (r == -ENOENT || (r >= 0 && ((uint64_t)o->uo_st.st_ino != o->uo_rec.si_real_ino ||
+					!ures_same_id(&o->uo_rec, id))))
 		r = -ESTALE;
+	if (r >= 0 && o->uo_rec.si_real_id == 0) {
+		r = ures_fill_id(ux, wtxn, &o->uo_rec, id);
+		o->uo_rec.si_real_id = id;
+	}
 	return r < 0 ? r : 0;
 }
 
@@ -264,6 +425,7 @@ static int ures_final_file(struct udirset *set, const struct ufound *f, struct u
 static int ures_from_index(struct union_export *ux, struct uobj *o)
 {
 	char name[STORE_NAME_MAX + 1];
+	uint64_t id;
 	int r;
 
 	fsio_close(o->uo_pfd);
@@ -274,8 +436,11 @@ static int ures_from_index(struct union_export *ux, struct uobj *o)
 	if (r == 0)
 		r = fsio_open_node(o->uo_pfd, name, &o->uo_fd);
 	if (r == 0)
-		r = fsio_stat(o->uo_fd, &o->uo_st);
-	if (r == 0 && (uint64_t)o->uo_st.st_ino != o->uo_rec.si_real_ino)
+		r = fsio_statat_birth(o->uo_fd, "", &o->uo_st, &o->uo_birth_ns);
+	if (r == 0)
+		r = fsio_ident(o->uo_fd, "", &id);
+	if (r == 0 && ((uint64_t)o->uo_st.st_ino != o->uo_rec.si_real_ino ||
+		       !ures_same_id(&o->uo_rec, id)))
 		r = -ESTALE;
 	if (r == 0)
 		strcpy(o->uo_rec.si_name, name);
@@ -326,7 +491,7 @@ static int ures_resolve_once(struct union_export *ux, struct store_txn *wtxn, ui
 	if (ures_is_dir_rec(&o->uo_rec))
 		r = ures_final_dir(ux, wtxn, flags, &set, &f, o);
 	else
-		r = ures_final_file(&set, &f, o);
+		r = ures_final_file(ux, wtxn, &set, &f, o);
 out:
 	if (r == -ESTALE && c.uc_n > 0 && !ures_is_dir_rec(&o->uo_rec) && o->uo_rec.si_branch == 0)
 		r = ures_from_index(ux, o);
@@ -390,7 +555,7 @@ int ures_resolve_cached(struct union_export *ux, uint64_t ino, struct uobj *o)
 
 	uobj_init(o);
 	if (e) {
-		r = ucent_stat(ux, e, &o->uo_st);
+		r = ucent_stat(ux, e, &o->uo_st, &o->uo_birth_ns);
 		if (r == 0) {
 			ucent_borrow(e, o);
 			o->uo_cent = e;
@@ -454,12 +619,13 @@ static bool ures_matches(const struct store_inode *rec, const struct ufound *f)
 }
 
 /* The fast path: a names entry whose record already names exactly what was found. */
-static int ures_map_read(struct union_export *ux, uint64_t pino, const char *name,
-			 const struct ufound *f, uint64_t *ino)
+static int ures_map_read(struct union_export *ux, uint64_t pino, const struct udirset *parent,
+			 const char *name, struct ufound *f, uint64_t *ino)
 {
 	struct store_txn *t;
 	struct store_inode rec;
 	bool primary;
+	uint64_t id;
 	int r;
 
 	r = store_begin(ux->ux_store, false, &t);
@@ -473,6 +639,13 @@ static int ures_map_read(struct union_export *ux, uint64_t pino, const char *nam
 		return r;
 	if (!ures_matches(&rec, f))
 		return -ENOENT;
+	if (!f->uf_dir) {
+		/* Not the same object, or one whose identity is still to be recorded. */
+		r = ures_found_is(&rec, parent, name, f, &id);
+		if (r <= 0 || rec.si_real_id == 0)
+			return r < 0 ? r : -ENOENT;
+		f->uf_id = id;
+	}
 	if (f->uf_dir && (rec.si_branch != f->uf_branch ||
 			  rec.si_real_ino != (uint64_t)f->uf_st.st_ino))
 		return -ENOENT; /* needs re-keying */
@@ -517,6 +690,8 @@ static int ures_link_up(struct union_export *ux, struct store_txn *t, uint64_t p
 		r = fsio_fsync_dir(upfd);
 	if (r == 0)
 		r = fsio_statat(upfd, name, &f->uf_st);
+	if (r == 0)
+		r = fsio_ident(upfd, name, &f->uf_id);
 	if (r == 0) {
 		f->uf_branch = 0;
 		f->uf_below = true;
@@ -532,7 +707,8 @@ static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t
 			  uint64_t *ino, bool *moved)
 {
 	struct store_inode rec;
-	uint64_t other;
+	uint64_t other, fid;
+	bool linked = false;
 	int r;
 
 	if (!f->uf_dir && f->uf_branch != 0 && f->uf_st.st_nlink > 1 && !ux->ux_ro) {
@@ -540,22 +716,40 @@ static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t
 		*moved = true;
 		if (r < 0 && r != -ENOENT)
 			return r;
+		linked = r == 0;
 	}
+	/* A name linked up just now is in an upper copy the parent set may not hold. */
+	fid = f->uf_id;
+	r = linked ? 0 : ures_found_id(parent, name, f, &fid);
+	if (r < 0)
+		return r;
+	f->uf_id = fid;
 
 	r = store_find_name(t, ux->ux_id, pino, name, ino);
 	if (r == 0)
 		r = store_get(t, ux->ux_id, *ino, &rec);
 	if (r < 0 && r != -ENOENT)
 		return r;
-	if (r == 0 && ures_matches(&rec, f)) {
+	if (r == 0 && !ures_matches(&rec, f) && !f->uf_dir && f->uf_branch == 0 &&
+	    f->uf_pidx >= 0 && f->uf_pidx < parent->ds_n &&
+	    ures_origin_is(ux, parent->ds_fd[f->uf_pidx], name, &f->uf_st, &rec)) {
+		*moved = true;
+		r = ures_adopt(ux, t, &rec, parent->ds_fd[f->uf_pidx], name, &f->uf_st);
+		if (r < 0)
+			return r;
+	}
+	if (r == 0 && ures_matches(&rec, f) && (f->uf_dir || ures_same_id(&rec, fid))) {
 		bool primary = rec.si_parent == pino && !strcmp(rec.si_name, name);
 
 		if (primary) {
 			if (rec.si_branch == f->uf_branch &&
-			    rec.si_real_ino == (uint64_t)f->uf_st.st_ino)
+			    rec.si_real_ino == (uint64_t)f->uf_st.st_ino &&
+			    (rec.si_real_id != 0 || fid == 0))
 				return 0;
-			rec.si_branch = f->uf_branch; /* a directory's topmost copy changed */
+			/* A directory's topmost copy changed, or a file's identity is learnt. */
+			rec.si_branch = f->uf_branch;
 			rec.si_real_ino = (uint64_t)f->uf_st.st_ino;
+			rec.si_real_id = fid;
 			*moved = true;
 			return store_update(t, ux->ux_id, &rec);
 		}
@@ -577,7 +771,8 @@ static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t
 	if (r < 0 && r != -ENOENT)
 		return r;
 	if (r == 0 && ures_matches(&rec, f) && rec.si_branch == f->uf_branch &&
-	    rec.si_real_ino == (uint64_t)f->uf_st.st_ino) {
+	    rec.si_real_ino == (uint64_t)f->uf_st.st_ino &&
+	    (f->uf_dir || ures_same_id(&rec, fid))) {
 		r = ures_alive(ux, t, other);
 		if (r == 0 && !f->uf_dir) {
 			*ino = other;
@@ -600,6 +795,7 @@ static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t
 	rec.si_type = ures_type(&f->uf_st);
 	rec.si_branch = f->uf_branch;
 	rec.si_real_ino = (uint64_t)f->uf_st.st_ino;
+	rec.si_real_id = fid;
 	r = store_insert(t, ux->ux_id, &rec);
 	if (r == 0)
 		*ino = rec.si_ino;
@@ -618,7 +814,7 @@ int ures_map(struct union_export *ux, struct store_txn *wtxn, uint64_t pino,
 	if (r < 0)
 		return r;
 	if (!wtxn) {
-		r = ures_map_read(ux, pino, name, f, ino);
+		r = ures_map_read(ux, pino, parent, name, f, ino);
 		if (r != -ENOENT)
 			goto out;
 		ufound_release(f);
@@ -727,7 +923,7 @@ int union_lookup_in(struct union_export *ux, uint64_t dir, const char *name, uin
 		goto out;
 	*st = f.uf_st;
 	if (!f.uf_dir)
-		ucache_add_file(ux, epoch, *ino, dir, name, f.uf_branch, &f.uf_st, &d,
+		ucache_add_file(ux, epoch, *ino, dir, name, f.uf_branch, &f.uf_st, f.uf_id, &d,
 				f.uf_pidx);
 	ures_fix_stat(ux, st, *ino);
 	ufound_release(&f);
@@ -754,6 +950,18 @@ static bool ures_hinted(const struct udirset *parent, const struct ures_hints *h
 	f->uf_st = h->uh_st[i];
 	f->uf_dir = S_ISDIR(f->uf_st.st_mode);
 	return true;
+}
+
+/* Whether a file found by a listing has the identity its record names (learnt already). */
+static bool ures_batch_id_ok(const struct udirset *parent, const char *name,
+			     const struct ufound *f, const struct store_inode *rec)
+{
+	uint64_t id;
+
+	if (f->uf_dir)
+		return true;
+	return ures_found_id(parent, name, f, &id) == 0 && ures_same_id(rec, id) &&
+	       (rec->si_real_id != 0 || id == 0);
 }
 
 int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset *parent,
@@ -793,10 +1001,10 @@ int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset 
 			if (r < 0)
 				goto fail;
 		}
-		/* Aliases and re-keying take the write path, which checks more. */
+		/* Aliases, re-keying and identities to check or learn take the write path. */
 		if (!ures_matches(&rec, &f) || rec.si_branch != f.uf_branch ||
 		    rec.si_real_ino != (uint64_t)f.uf_st.st_ino || rec.si_parent != pino ||
-		    strcmp(rec.si_name, names[i])) {
+		    strcmp(rec.si_name, names[i]) || !ures_batch_id_ok(parent, names[i], &f, &rec)) {
 			inos[i] = UINT64_MAX;
 			misses++;
 		}

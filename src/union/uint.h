@@ -76,6 +76,7 @@ struct ufound {
 	bool uf_below;           /* UFIND_BELOW: a branch below the topmost has the name too */
 	bool uf_below_dir;       /* ... and the first of those is a directory */
 	char *uf_redirect;       /* directories: the upper copy's redirect, if any (malloc) */
+	uint64_t uf_id;          /* non-directories ures_map matched: fsio_ident of the copy */
 };
 
 enum {
@@ -98,6 +99,7 @@ bool ures_lower_has(struct union_export *ux, const struct udirset *parent, const
 struct uobj {
 	struct store_inode uo_rec;   /* si_branch/si_real_ino: the copy served */
 	struct stat uo_st;           /* real attributes of that copy (topmost for directories) */
+	int64_t uo_birth_ns;         /* non-directories: its birth time (fsio_statat_birth) */
 	struct udirset uo_dirs;      /* directories: every copy */
 	int uo_pfd;                  /* non-directories: O_PATH of the parent copy holding it */
 	int uo_fd;                   /* non-directories: O_PATH of the object itself */
@@ -208,6 +210,19 @@ int ucopy_dir(struct union_export *ux, uint64_t pino, const struct udirset *pare
 	      const char *name, struct ufound *f);
 /* Copies a lower non-directory up and re-resolves o to the upper copy, same ino. */
 int ucopy_up(struct union_export *ux, struct uobj *o);
+/*
+ * What an upper copy was copied up from (its origin, an xattr the copy gets before it is
+ * renamed into place): the union object and the lower copy the map named then.
+ */
+struct ucopy_origin {
+	uint16_t co_export;
+	uint64_t co_ino;
+	uint8_t co_branch;
+	uint64_t co_real_ino;
+	uint64_t co_real_id;
+};
+/* The origin of name in dirfd: 0, -ENODATA when it has none, or -errno. */
+int ucopy_origin_get(int dirfd, const char *name, struct ucopy_origin *org);
 /* The work directory (an O_PATH fd owned by ux), made on first use. */
 int ucopy_workdir(struct union_export *ux, int *fd);
 
@@ -262,18 +277,26 @@ void ucache_forget(struct union_export *ux, struct ucent *e);
 /* Caches a resolved directory, taking its copies (not borrowed ones); returns a reference. */
 struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t ino,
 			     const struct store_inode *rec, struct udirset *ds);
-/* Caches a non-directory found as name in copy pidx of the resolved directory parent. */
+/*
+ * Caches a non-directory found as name in copy pidx of the resolved directory parent,
+ * whose identity (fsio_ident) ures_map matched as id: unless the file there now has it,
+ * nothing is cached.
+ */
 void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint64_t dir,
-		     const char *name, uint8_t branch, const struct stat *st,
+		     const char *name, uint8_t branch, const struct stat *st, uint64_t id,
 		     const struct uobj *parent, int pidx);
 /*
- * Caches a resolved non-directory, taking its uo_pfd; returns a reference (or NULL, and
- * o unchanged), which o may then borrow from.
+ * Caches a resolved non-directory, taking its uo_pfd and uo_fd; returns a reference (or
+ * NULL, and o unchanged), which o may then borrow from.
  */
 struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struct uobj *o);
 bool ucent_is_dir(const struct ucent *e);
-/* Real attributes of the entry's copy; -ESTALE when it is not that copy any more. */
-int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st);
+/*
+ * Real attributes of the entry's copy (files: and its birth time); -ESTALE when it is not
+ * that copy any more.
+ */
+int ucent_stat(struct union_export *ux, const struct ucent *e, struct stat *st,
+	       int64_t *birth_ns);
 /* The directory copy holding a file entry's object (borrowed). */
 int ucent_pfd(const struct ucent *e);
 /* Points o's record and fds at the entry's (borrowed: o must hold the reference). */

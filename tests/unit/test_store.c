@@ -144,6 +144,51 @@ static void test_open_creates_private_dir(void **state)
 	store_close(st);
 }
 
+/*
+ * A record keeps its copy's identity across a reopen; one without (as every record of a
+ * map made before identities were kept reads) reads as 0; and moving a record to another
+ * copy without naming that copy's identity forgets the old one.
+ */
+static void test_real_identity(void **state)
+{
+	struct fixture *f = *state;
+	struct store_inode with = make_rec(STORE_ROOT_INO, "with", 8, 1, 77);
+	struct store_inode without = make_rec(STORE_ROOT_INO, "without", 8, 1, 78);
+	struct store_inode rec;
+	struct store_txn *txn;
+	struct store *st = open_ok(f);
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	with.si_real_id = 0x1234567890abcdefull;
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	assert_int_equal(store_insert(txn, 1, &with), 0);
+	assert_int_equal(store_insert(txn, 1, &without), 0);
+	assert_int_equal(store_commit(txn), 0);
+	store_close(st);
+
+	st = open_ok(f);
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	assert_int_equal(store_get(txn, 1, with.si_ino, &rec), 0);
+	assert_int_equal(rec.si_real_id, 0x1234567890abcdefull);
+	assert_string_equal(rec.si_name, "with");
+	assert_int_equal(store_get(txn, 1, without.si_ino, &rec), 0);
+	assert_int_equal(rec.si_real_id, 0);
+	assert_string_equal(rec.si_name, "without");
+	/* The same copy renamed keeps its identity; another copy without one has none. */
+	assert_int_equal(store_get(txn, 1, with.si_ino, &rec), 0);
+	strcpy(rec.si_name, "renamed");
+	assert_int_equal(store_update(txn, 1, &rec), 0);
+	assert_int_equal(store_get(txn, 1, with.si_ino, &rec), 0);
+	assert_int_equal(rec.si_real_id, 0x1234567890abcdefull);
+	rec.si_branch = 0;
+	rec.si_real_ino = 99;
+	assert_int_equal(store_update(txn, 1, &rec), 0);
+	assert_int_equal(store_get(txn, 1, with.si_ino, &rec), 0);
+	assert_int_equal(rec.si_real_id, 0);
+	assert_int_equal(store_commit(txn), 0);
+	store_close(st);
+}
+
 static void test_reopen_keeps_everything(void **state)
 {
 	struct fixture *f = *state;
@@ -944,6 +989,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_open_creates_private_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen_keeps_everything, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_real_identity, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_state_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bind_mismatch, setup, teardown),

@@ -1,0 +1,462 @@
+/*
+ * An object's identity is more than its inode number (issue 22, points 1 and 3).
+ *
+ * - Reuse: a lower file is removed by hand and a new file gets its inode number (forced:
+ *   files are made until one has it), then takes another name (over d/b) or the same one.
+ *   The handle of the removed file must answer NFS3ERR_STALE to GETATTR and READ, never
+ *   with the other file's attributes or bytes; the name's LOOKUP gives a new fileid; the
+ *   handle of a file nobody touched still works. Run on an ext4 image (which hands a freed
+ *   number out again at once) and on tmpfs (which, on recent kernels, counts numbers up per
+ *   mount and so never reuses one: that case is skipped, saying so).
+ * - Origin: the state a kill leaves between a copy-up's rename into place and the map's
+ *   update is made by hand (server stopped; the copy, with the origin the server puts on
+ *   it, renamed to the file's name in the upper): after a restart the handle taken before
+ *   still works with the same fileid, LOOKUP gives that fileid, and `unionnfsd-ctl check`
+ *   counts nothing stale.
+ *
+ * Needs root (mount, losetup, trusted.* xattrs).
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "fsio.h"
+
+#define T_IMAGE_MIB 32
+#define T_REUSE_TRIES 2000        /* files made, at most, for a number to come back */
+#define T_OUT 8192
+#define T_ORIGIN_XATTR "trusted.unionnfsd.origin"   /* copyup.c */
+#define T_EXPORT_ID 1             /* the first export bound in a fresh map */
+#define T_LOWER_BRANCH 1
+
+static struct it_server srv;
+static char image[PATH_MAX], loopdev[64];
+static bool mounted;
+static CLIENT *clnt;
+static nfs_fh3 root;
+
+static int run_quiet(char *const argv[], char *out, size_t outlen)
+{
+	int rc = it_run(argv, 60, out, outlen);
+
+	if (rc != 0)
+		fprintf(stderr, "%s: exit %d: %s\n", argv[0], rc, out);
+	return rc;
+}
+
+/* The lower branch becomes a fresh ext4 image on a loop device, or a tmpfs. */
+static int mount_lower(bool ext4)
+{
+	char out[512], size[32];
+
+	if (!ext4) {
+		snprintf(size, sizeof(size), "size=%dm", T_IMAGE_MIB);
+		if (mount("tmpfs", srv.is_lower, "tmpfs", 0, size) < 0) {
+			perror("mount tmpfs");
+			return -1;
+		}
+		mounted = true;
+		return 0;
+	}
+	it_path(image, "%s/lower.img", srv.is_dir);
+	snprintf(size, sizeof(size), "%dM", T_IMAGE_MIB);
+	if (run_quiet((char *const[]){ "truncate", "-s", size, image, NULL }, out, sizeof(out)) ||
+	    run_quiet((char *const[]){ "mkfs.ext4", "-q", "-F", image, NULL }, out, sizeof(out)) ||
+	    run_quiet((char *const[]){ "losetup", "-f", "--show", image, NULL }, out, sizeof(out)))
+		return -1;
+	snprintf(loopdev, sizeof(loopdev), "%.*s", (int)strcspn(out, "\n"), out);
+	if (mount(loopdev, srv.is_lower, "ext4", 0, NULL) < 0) {
+		perror("mount ext4 image");
+		return -1;
+	}
+	mounted = true;
+	return 0;
+}
+
+static void unmount_lower(void)
+{
+	char out[256];
+
+	if (mounted)
+		umount2(srv.is_lower, MNT_DETACH);
+	mounted = false;
+	if (loopdev[0])
+		run_quiet((char *const[]){ "losetup", "-d", loopdev, NULL }, out, sizeof(out));
+	loopdev[0] = '\0';
+}
+
+static int start(bool ext4)
+{
+	it_server_init(&srv, true);
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_identity needs root (mount, losetup)\n");
+		return -1;
+	}
+	if (mount_lower(ext4) < 0)
+		goto fail;
+	if (it_server_start(&srv) < 0)
+		goto fail;
+	if (it_mnt(&srv, IPPROTO_TCP, IT_EXPORT, &root) != IT_MNT_OK)
+		goto fail;
+	clnt = it_nfs_clnt(&srv, IPPROTO_TCP);
+	return 0;
+fail:
+	unmount_lower();
+	it_server_cleanup(&srv);
+	return -1;
+}
+
+static int setup_ext4(void **state)
+{
+	(void)state;
+	return start(true);
+}
+
+static int setup_tmpfs(void **state)
+{
+	(void)state;
+	return start(false);
+}
+
+static int setup_plain(void **state)
+{
+	(void)state;
+	it_server_init(&srv, true);
+	if (it_server_start(&srv) < 0) {
+		it_server_cleanup(&srv);
+		return -1;
+	}
+	if (it_mnt(&srv, IPPROTO_TCP, IT_EXPORT, &root) != IT_MNT_OK)
+		return -1;
+	clnt = it_nfs_clnt(&srv, IPPROTO_TCP);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	int st;
+
+	(void)state;
+	if (clnt)
+		it_clnt_destroy(clnt);
+	clnt = NULL;
+	it_fh_free(&root);
+	st = it_server_stop(&srv);
+	unmount_lower();
+	it_server_cleanup(&srv);
+	return st == 0 ? 0 : -1;
+}
+
+static void write_lower(const char *rel, const char *text)
+{
+	char path[PATH_MAX];
+
+	it_path(path, "%s/%s", srv.is_lower, rel);
+	it_write_file(path, text, strlen(text));
+}
+
+static uint64_t ino_of(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		fail_msg("lstat %s: %s", path, strerror(errno));
+	return (uint64_t)st.st_ino;
+}
+
+/* READ of the whole (small) file: the status, and the bytes in buf when OK. */
+static nfsstat3 read_all(const nfs_fh3 *fh, char *buf, size_t len)
+{
+	READ3args a = { .file = *fh, .offset = 0, .count = (count3)(len - 1) };
+	READ3res r;
+	nfsstat3 st;
+
+	memset(&r, 0, sizeof(r));
+	if (it_call(clnt, NFSPROC3_READ, (xdrproc_t)xdr_READ3args, &a, (xdrproc_t)xdr_READ3res,
+		    &r) != RPC_SUCCESS)
+		fail_msg("READ: no reply");
+	st = r.status;
+	buf[0] = '\0';
+	if (st == NFS3_OK) {
+		size_t n = r.READ3res_u.resok.data.data_len;
+
+		memcpy(buf, r.READ3res_u.resok.data.data_val, n);
+		buf[n] = '\0';
+	}
+	it_free((xdrproc_t)xdr_READ3res, &r);
+	return st;
+}
+
+/*
+ * In lower directory dir, makes files until one gets inode number want; returns its name
+ * in name (the others stay, so the number search moves on). false when none did.
+ */
+static bool make_with_ino(const char *dir, uint64_t want, char *name, size_t len)
+{
+	char path[PATH_MAX];
+
+	for (int i = 0; i < T_REUSE_TRIES; i++) {
+		struct stat st;
+		int fd;
+
+		snprintf(name, len, "n%d", i);
+		it_path(path, "%s/%s", dir, name);
+		fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+		if (fd < 0)
+			fail_msg("create %s: %s", path, strerror(errno));
+		if (fstat(fd, &st) < 0)
+			fail_msg("fstat %s: %s", path, strerror(errno));
+		close(fd);
+		if ((uint64_t)st.st_ino == want)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * d/a is removed by hand and a new file with its inode number takes the name d/b (or d/a
+ * when same_name): a's handle is stale, never the new file.
+ */
+static void replaced_by_reuse(const char *d, bool same_name)
+{
+	char dir[PATH_MAX], path[PATH_MAX], from[PATH_MAX], name[32], buf[256];
+	const char *target = same_name ? "a" : "b";
+	nfs_fh3 dfh, ha, hc, hn;
+	fattr3 attr;
+	uint64_t fileid_a, old;
+
+	it_path(dir, "%s/%s", srv.is_lower, d);
+	if (mkdir(dir, 0755) < 0)
+		fail_msg("mkdir %s: %s", dir, strerror(errno));
+	snprintf(path, sizeof(path), "%s/a", d);
+	write_lower(path, "old a");
+	snprintf(path, sizeof(path), "%s/b", d);
+	write_lower(path, "old b");
+	snprintf(path, sizeof(path), "%s/c", d);
+	write_lower(path, "kept c");
+
+	it_assert_status(it_lookup(clnt, &root, d, &dfh, NULL), NFS3_OK);
+	it_assert_status(it_lookup(clnt, &dfh, "a", &ha, &attr), NFS3_OK);
+	fileid_a = attr.fileid;
+	it_assert_status(it_lookup(clnt, &dfh, "c", &hc, NULL), NFS3_OK);
+	it_assert_status(it_getattr(clnt, &ha, NULL), NFS3_OK);
+
+	it_path(path, "%s/a", dir);
+	old = ino_of(path);
+	if (unlink(path) < 0)
+		fail_msg("unlink %s: %s", path, strerror(errno));
+	if (!make_with_ino(dir, old, name, sizeof(name))) {
+		it_fh_free(&dfh);
+		it_fh_free(&ha);
+		it_fh_free(&hc);
+		skip(); /* said by the caller */
+	}
+	it_path(from, "%s/%s", dir, name);
+	it_write_file(from, "NEW FILE", strlen("NEW FILE"));
+	it_path(path, "%s/%s", dir, target);
+	if (rename(from, path) < 0)
+		fail_msg("rename %s: %s", from, strerror(errno));
+	assert_int_equal(ino_of(path), old);
+
+	/* A client looking the name up, as any would: it must not make the new file a's. */
+	it_assert_status(it_lookup(clnt, &dfh, target, &hn, &attr), NFS3_OK);
+	if (attr.fileid == fileid_a)
+		fail_msg("LOOKUP %s/%s gives the removed a's fileid %" PRIu64, d, target, fileid_a);
+	assert_int_equal(read_all(&hn, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "NEW FILE");
+
+	it_assert_status(it_getattr(clnt, &ha, NULL), NFS3ERR_STALE);
+	if (read_all(&ha, buf, sizeof(buf)) != NFS3ERR_STALE)
+		fail_msg("READ of the removed a's handle answered \"%s\", not STALE", buf);
+
+	it_assert_status(it_getattr(clnt, &hc, NULL), NFS3_OK);
+	assert_int_equal(read_all(&hc, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "kept c");
+	it_fh_free(&dfh);
+	it_fh_free(&ha);
+	it_fh_free(&hc);
+	it_fh_free(&hn);
+}
+
+static void test_ext4_reuse_other_name(void **state)
+{
+	(void)state;
+	replaced_by_reuse("d1", false);
+}
+
+static void test_ext4_reuse_same_name(void **state)
+{
+	(void)state;
+	replaced_by_reuse("d2", true);
+}
+
+static void test_tmpfs_reuse_other_name(void **state)
+{
+	(void)state;
+	fprintf(stderr, "tmpfs: skipped when no inode number comes back within %d files "
+		"(tmpfs counts them up per mount)\n", T_REUSE_TRIES);
+	replaced_by_reuse("d1", false);
+}
+
+static void test_tmpfs_reuse_same_name(void **state)
+{
+	(void)state;
+	replaced_by_reuse("d2", true);
+}
+
+/* --- origin --- */
+
+static const char *ctl_binary(void)
+{
+	static char path[PATH_MAX];
+	const char *build = getenv("BUILD");
+
+	snprintf(path, sizeof(path), "%s/unionnfsd-ctl", build && *build ? build : "build");
+	return path;
+}
+
+/* unionnfsd-ctl check's count of stale records (the server runs). */
+static unsigned long long check_stale(void)
+{
+	static char out[T_OUT];
+	char *argv[] = { (char *)ctl_binary(), "--state", srv.is_state, "check", NULL };
+	unsigned long long stale, dropped, errors;
+	const char *total;
+	int rc = it_run(argv, 60, out, sizeof(out));
+
+	total = strstr(out, " dropped, ");
+	while (total && total > out && total[-1] != '\n')
+		total--;
+	if (rc != 0 || !total ||
+	    sscanf(total, "%llu stale, %llu dropped, %llu errors", &stale, &dropped, &errors) != 3)
+		fail_msg("unionnfsd-ctl check exited %d:\n%s", rc, out);
+	if (errors)
+		fail_msg("unionnfsd-ctl check reports errors:\n%s", out);
+	if (stale)
+		fprintf(stderr, "%s", out);
+	return stale;
+}
+
+/*
+ * What a copy-up of lower e/f (union ino fileid) leaves when killed right after renaming
+ * its copy into place: the copy, with its origin, at e/f in the upper; the map unchanged.
+ */
+static void fake_cut_copyup(const char *rel, uint64_t fileid, const char *content)
+{
+	char lower[PATH_MAX], upper[PATH_MAX], tmp[PATH_MAX], origin[128];
+	struct stat st;
+	uint64_t id;
+
+	it_path(lower, "%s/%s", srv.is_lower, rel);
+	it_path(upper, "%s/%s", srv.is_upper, rel);
+	it_path(tmp, "%s/e", srv.is_upper);
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		fail_msg("mkdir %s: %s", tmp, strerror(errno));
+	if (lstat(lower, &st) < 0)
+		fail_msg("lstat %s: %s", lower, strerror(errno));
+	assert_int_equal(fsio_ident(AT_FDCWD, lower, &id), 0);
+	it_path(tmp, "%s/e/copy.tmp", srv.is_upper);
+	it_write_file(tmp, content, strlen(content));
+	snprintf(origin, sizeof(origin), "1 %u %" PRIu64 " %u %" PRIu64 " %" PRIx64, T_EXPORT_ID,
+		 fileid, T_LOWER_BRANCH, (uint64_t)st.st_ino, id);
+	if (setxattr(tmp, T_ORIGIN_XATTR, origin, strlen(origin), 0) < 0)
+		fail_msg("setxattr %s: %s", tmp, strerror(errno));
+	if (rename(tmp, upper) < 0)
+		fail_msg("rename to %s: %s", upper, strerror(errno));
+}
+
+static void test_origin_after_cut_copyup(void **state)
+{
+	nfs_fh3 efh, ffh, again;
+	fattr3 attr;
+	uint64_t fileid;
+	char buf[256], path[PATH_MAX];
+
+	(void)state;
+	it_path(path, "%s/e", srv.is_lower);
+	if (mkdir(path, 0755) < 0)
+		fail_msg("mkdir %s: %s", path, strerror(errno));
+	write_lower("e/f", "lower bytes");
+	it_assert_status(it_lookup(clnt, &root, "e", &efh, NULL), NFS3_OK);
+	it_assert_status(it_lookup(clnt, &efh, "f", &ffh, &attr), NFS3_OK);
+	fileid = attr.fileid;
+	it_fh_free(&efh);
+	it_clnt_destroy(clnt);
+	clnt = NULL;
+	assert_int_equal(it_server_stop(&srv), 0);
+
+	fake_cut_copyup("e/f", fileid, "upper copy");
+
+	assert_int_equal(it_server_start(&srv), 0);
+	clnt = it_nfs_clnt(&srv, IPPROTO_TCP);
+	it_assert_status(it_getattr(clnt, &ffh, &attr), NFS3_OK);
+	assert_int_equal(attr.fileid, fileid);
+	assert_int_equal(read_all(&ffh, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "upper copy");
+	it_assert_status(it_lookup_path(clnt, &root, "e/f", &again, &attr), NFS3_OK);
+	assert_int_equal(attr.fileid, fileid);
+	assert_true(it_fh_equal(&again, &ffh));
+	assert_int_equal(check_stale(), 0);
+	it_fh_free(&again);
+	it_fh_free(&ffh);
+}
+
+/* A copy with an origin naming another object is not taken for this one. */
+static void test_origin_of_another_object(void **state)
+{
+	nfs_fh3 efh, gfh;
+	fattr3 attr;
+	uint64_t fileid;
+	char path[PATH_MAX];
+
+	(void)state;
+	it_path(path, "%s/e", srv.is_lower);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		fail_msg("mkdir %s: %s", path, strerror(errno));
+	write_lower("e/g", "lower g");
+	it_assert_status(it_lookup(clnt, &root, "e", &efh, NULL), NFS3_OK);
+	it_assert_status(it_lookup(clnt, &efh, "g", &gfh, &attr), NFS3_OK);
+	fileid = attr.fileid;
+	it_fh_free(&efh);
+	it_clnt_destroy(clnt);
+	clnt = NULL;
+	assert_int_equal(it_server_stop(&srv), 0);
+
+	fake_cut_copyup("e/g", fileid + 1000, "someone else");
+
+	assert_int_equal(it_server_start(&srv), 0);
+	clnt = it_nfs_clnt(&srv, IPPROTO_TCP);
+	it_assert_status(it_getattr(clnt, &gfh, NULL), NFS3ERR_STALE);
+	it_fh_free(&gfh);
+}
+
+int main(void)
+{
+	const struct CMUnitTest ext4[] = {
+		cmocka_unit_test(test_ext4_reuse_other_name),
+		cmocka_unit_test(test_ext4_reuse_same_name),
+	};
+	const struct CMUnitTest tmpfs[] = {
+		cmocka_unit_test(test_tmpfs_reuse_other_name),
+		cmocka_unit_test(test_tmpfs_reuse_same_name),
+	};
+	const struct CMUnitTest origin[] = {
+		cmocka_unit_test(test_origin_after_cut_copyup),
+		cmocka_unit_test(test_origin_of_another_object),
+	};
+	int fails = 0;
+
+	fails += cmocka_run_group_tests_name("identity on ext4", ext4, setup_ext4, teardown);
+	fails += cmocka_run_group_tests_name("identity on tmpfs", tmpfs, setup_tmpfs, teardown);
+	fails += cmocka_run_group_tests_name("copy-up origin", origin, setup_plain, teardown);
+	return fails ? 1 : 0;
+}
