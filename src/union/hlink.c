@@ -130,8 +130,22 @@ static struct uhl_ent *uhl_by_real(struct uhl_table *ht, uint64_t real)
 	return NULL;
 }
 
+/*
+ * Whether the index entry name's copy says it was copied from lower inode (b, lower) as
+ * one of this export's objects: a copy-up cut short after its rename into place left it,
+ * and resolving the object (ures_resolve) moves the record to the copy.
+ */
+static bool uhl_has_origin(struct union_export *ux, const char *name, uint8_t b, uint64_t lower)
+{
+	struct ucopy_origin org;
+
+	return ucopy_origin_get(ux->ux_hl->ht_dirfd, name, &org) == 0 &&
+	       org.co_export == ux->ux_id && org.co_branch == b && org.co_real_ino == lower;
+}
+
 /* One index entry found at start-up: remembered, or removed if the map never took it. */
-static int uhl_load_one(struct union_export *ux, struct store_txn *t, const char *name)
+static int uhl_load_one(struct union_export *ux, struct store_txn *t, const char *name,
+			bool *later)
 {
 	struct uhl_table *ht = ux->ux_hl;
 	struct uhl_ent e = { 0 };
@@ -155,6 +169,10 @@ static int uhl_load_one(struct union_export *ux, struct store_txn *t, const char
 		return r == -ENOENT ? 0 : r;
 	e.he_real = (uint64_t)st.st_ino;
 	r = store_find_real(t, ux->ux_id, 0, e.he_real, &e.he_ino);
+	if (r == -ENOENT && later && !ux->ux_ro && uhl_has_origin(ux, name, e.he_branch, e.he_lower)) {
+		*later = true; /* once the map's transaction is over */
+		return 0;
+	}
 	if (r == -ENOENT) {
 		/* A copy-up that never finished: the next one starts afresh. */
 		if (!ux->ux_ro)
@@ -168,8 +186,52 @@ static int uhl_load_one(struct union_export *ux, struct store_txn *t, const char
 	return r;
 }
 
+/*
+ * The entries uhl_open put off: each copy's object is resolved (which moves its record to
+ * the copy if the copy took its name), then the entry is loaded, or removed as before.
+ */
+static int uhl_load_later(struct union_export *ux, const uint64_t *copies, size_t n)
+{
+	struct uhl_table *ht = ux->ux_hl;
+	struct ucopy_origin org;
+	struct store_txn *t;
+	struct fsio_dir *d = NULL;
+	const char *name;
+	unsigned char type;
+	struct stat st;
+	struct uobj o;
+	int r;
+
+	r = fsio_dir_open(ht->ht_dirfd, &d);
+	while (r == 0 && (r = fsio_dir_next(d, &name, &type, NULL)) == 1) {
+		bool mine = false;
+
+		r = fsio_statat(ht->ht_dirfd, name, &st);
+		for (size_t i = 0; r == 0 && i < n; i++)
+			mine |= copies[i] == (uint64_t)st.st_ino;
+		if (r < 0 || !mine || ucopy_origin_get(ht->ht_dirfd, name, &org) < 0) {
+			r = r == -ENOENT ? 0 : r;
+			continue;
+		}
+		if (ures_resolve(ux, NULL, org.co_ino, 0, &o) == 0)
+			log_info("export %s: hard-linked ino %" PRIu64 " keeps its copy-up cut short "
+				 "(%s)", ux->ux_name, org.co_ino, o.uo_rec.si_branch == 0 ?
+				 "taken" : "dropped");
+		uobj_release(&o);
+		r = store_begin(ux->ux_store, false, &t);
+		if (r == 0) {
+			r = uhl_load_one(ux, t, name, NULL);
+			store_abort(t);
+		}
+	}
+	fsio_dir_close(d);
+	return r < 0 ? r : 0;
+}
+
 int uhl_open(struct union_export *ux)
 {
+	uint64_t *later = NULL;
+	size_t nlater = 0;
 	struct uhl_table *ht = calloc(1, sizeof(*ht));
 	struct store_txn *t = NULL;
 	struct fsio_dir *d = NULL;
@@ -196,12 +258,29 @@ int uhl_open(struct union_export *ux)
 		r = store_begin(ux->ux_store, false, &t);
 	if (r == 0)
 		r = fsio_dir_open(ht->ht_dirfd, &d);
-	while (r == 0 && (r = fsio_dir_next(d, &name, &type, NULL)) == 1)
-		r = uhl_load_one(ux, t, name);
+	while (r == 0 && (r = fsio_dir_next(d, &name, &type, NULL)) == 1) {
+		bool put_off = false;
+		struct stat st;
+
+		r = uhl_load_one(ux, t, name, &put_off);
+		if (r == 0 && put_off && fsio_statat(ht->ht_dirfd, name, &st) == 0) {
+			uint64_t *n = realloc(later, (nlater + 1) * sizeof(*later));
+
+			if (!n) {
+				r = -ENOMEM;
+				break;
+			}
+			later = n;
+			later[nlater++] = (uint64_t)st.st_ino;
+		}
+	}
 out:
 	fsio_dir_close(d);
 	if (t)
 		store_abort(t);
+	if (r >= 0 && nlater)
+		r = uhl_load_later(ux, later, nlater);
+	free(later);
 	fsio_restore(&ids);
 	return r < 0 ? r : 0;
 }

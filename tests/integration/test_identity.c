@@ -37,6 +37,8 @@
 #define T_ORIGIN_XATTR "trusted.unionnfsd.origin"   /* copyup.c */
 #define T_EXPORT_ID 1             /* the first export bound in a fresh map */
 #define T_LOWER_BRANCH 1
+#define T_WORK ".unionnfsd.work"                    /* README: the work directory */
+#define T_PENDING_XATTR "trusted.unionnfsd.pending"  /* hlink.c */
 
 static struct it_server srv;
 static char image[PATH_MAX], loopdev[64];
@@ -347,8 +349,32 @@ static unsigned long long check_stale(void)
 }
 
 /*
- * What a copy-up of lower e/f (union ino fileid) leaves when killed right after renaming
- * its copy into place: the copy, with its origin, at e/f in the upper; the map unchanged.
+ * The hard-link index entry a copy-up of a file with several names makes before the rename
+ * into place: a link named BRANCH-LOWERINO (hex) in the work directory's index, and the
+ * number of lower names still to link up on the copy.
+ */
+static void fake_index(const char *copy, uint64_t lower_ino, nlink_t lower_nlink)
+{
+	char path[PATH_MAX], pending[32];
+
+	it_path(path, "%s/%s", srv.is_upper, T_WORK);
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		fail_msg("mkdir %s: %s", path, strerror(errno));
+	it_path(path, "%s/%s/index", srv.is_upper, T_WORK);
+	if (mkdir(path, 0711) < 0 && errno != EEXIST)
+		fail_msg("mkdir %s: %s", path, strerror(errno));
+	snprintf(pending, sizeof(pending), "%u", (unsigned)lower_nlink - 1);
+	if (setxattr(copy, T_PENDING_XATTR, pending, strlen(pending), 0) < 0)
+		fail_msg("setxattr %s: %s", copy, strerror(errno));
+	it_path(path, "%s/%s/index/%u-%" PRIx64, srv.is_upper, T_WORK, T_LOWER_BRANCH, lower_ino);
+	if (link(copy, path) < 0)
+		fail_msg("link %s: %s", path, strerror(errno));
+}
+
+/*
+ * What a copy-up of lower DIR/NAME (union ino fileid) leaves when killed right after
+ * renaming its copy into place: the copy, with its origin, at DIR/NAME in the upper (and in
+ * the hard-link index when the lower file has several names); the map unchanged.
  */
 static void fake_cut_copyup(const char *rel, uint64_t fileid, const char *content)
 {
@@ -358,7 +384,7 @@ static void fake_cut_copyup(const char *rel, uint64_t fileid, const char *conten
 
 	it_path(lower, "%s/%s", srv.is_lower, rel);
 	it_path(upper, "%s/%s", srv.is_upper, rel);
-	it_path(tmp, "%s/e", srv.is_upper);
+	it_path(tmp, "%s/%.*s", srv.is_upper, (int)strcspn(rel, "/"), rel);
 	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
 		fail_msg("mkdir %s: %s", tmp, strerror(errno));
 	if (lstat(lower, &st) < 0)
@@ -370,6 +396,8 @@ static void fake_cut_copyup(const char *rel, uint64_t fileid, const char *conten
 		 fileid, T_LOWER_BRANCH, (uint64_t)st.st_ino, id);
 	if (setxattr(tmp, T_ORIGIN_XATTR, origin, strlen(origin), 0) < 0)
 		fail_msg("setxattr %s: %s", tmp, strerror(errno));
+	if (st.st_nlink > 1)
+		fake_index(tmp, (uint64_t)st.st_ino, st.st_nlink);
 	if (rename(tmp, upper) < 0)
 		fail_msg("rename to %s: %s", upper, strerror(errno));
 }
@@ -408,6 +436,54 @@ static void test_origin_after_cut_copyup(void **state)
 	assert_int_equal(check_stale(), 0);
 	it_fh_free(&again);
 	it_fh_free(&ffh);
+}
+
+/* The same with a file of two lower names: both keep the one fileid, and see the copy. */
+static void test_origin_hardlinks_after_cut_copyup(void **state)
+{
+	char buf[256], path[PATH_MAX], other[PATH_MAX];
+	nfs_fh3 hfh, fh1, fh2, again;
+	fattr3 attr;
+	uint64_t fileid;
+
+	(void)state;
+	it_path(path, "%s/h", srv.is_lower);
+	if (mkdir(path, 0755) < 0)
+		fail_msg("mkdir %s: %s", path, strerror(errno));
+	write_lower("h/l1", "lower bytes");
+	it_path(path, "%s/h/l1", srv.is_lower);
+	it_path(other, "%s/h/l2", srv.is_lower);
+	if (link(path, other) < 0)
+		fail_msg("link %s: %s", other, strerror(errno));
+	it_assert_status(it_lookup(clnt, &root, "h", &hfh, NULL), NFS3_OK);
+	it_assert_status(it_lookup(clnt, &hfh, "l1", &fh1, &attr), NFS3_OK);
+	fileid = attr.fileid;
+	it_assert_status(it_lookup(clnt, &hfh, "l2", &fh2, &attr), NFS3_OK);
+	assert_int_equal(attr.fileid, fileid);
+	it_fh_free(&hfh);
+	it_clnt_destroy(clnt);
+	clnt = NULL;
+	assert_int_equal(it_server_stop(&srv), 0);
+
+	fake_cut_copyup("h/l1", fileid, "upper copy");
+
+	assert_int_equal(it_server_start(&srv), 0);
+	clnt = it_nfs_clnt(&srv, IPPROTO_TCP);
+	it_assert_status(it_getattr(clnt, &fh1, &attr), NFS3_OK);
+	assert_int_equal(attr.fileid, fileid);
+	assert_int_equal(attr.nlink, 2);
+	it_assert_status(it_lookup_path(clnt, &root, "h/l2", &again, &attr), NFS3_OK);
+	if (attr.fileid != fileid)
+		fail_msg("after the cut copy-up h/l2 has fileid %" PRIu64 ", h/l1 %" PRIu64,
+			 (uint64_t)attr.fileid, fileid);
+	assert_int_equal(read_all(&again, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "upper copy");
+	it_assert_status(it_getattr(clnt, &fh2, &attr), NFS3_OK);
+	assert_int_equal(attr.fileid, fileid);
+	assert_int_equal(check_stale(), 0);
+	it_fh_free(&again);
+	it_fh_free(&fh1);
+	it_fh_free(&fh2);
 }
 
 /* A copy with an origin naming another object is not taken for this one. */
@@ -451,6 +527,7 @@ int main(void)
 	};
 	const struct CMUnitTest origin[] = {
 		cmocka_unit_test(test_origin_after_cut_copyup),
+		cmocka_unit_test(test_origin_hardlinks_after_cut_copyup),
 		cmocka_unit_test(test_origin_of_another_object),
 	};
 	int fails = 0;
