@@ -5,9 +5,11 @@
  * typical inode with its two index entries costs on the order of a hundred bytes on
  * disk; a server exporting millions of files keeps its map small and in page cache.
  *
- * On-disk formats (schema 1):
+ * On-disk formats (schema 2):
  *   inodes value:  parent(varint) gen(be32) type(u8) branch(u8) real ino(varint)
- *                  name length(u8) name
+ *                  name length(u8) name [real identity(be64), when known]
+ *   Schema 1 (no real identity) is the same without the last field: such a map is
+ *   marked schema 2 when opened, and its records learn their identity as they are used.
  *   names, reals value: ino(varint)
  *   meta "schema": be32; "handle-key": 16 bytes; "next-export": be16;
  *        "next-ino/" be16 export: be64;
@@ -38,7 +40,8 @@
 #include "log.h"
 #include "store.h"
 
-#define STORE_SCHEMA 1
+#define STORE_SCHEMA 2
+#define STORE_SCHEMA_NO_ID 1     /* before records kept the real identity */
 /* LMDB files are sparse and grow as written, so a large map costs only address space. */
 #define STORE_MAPSIZE (sizeof(size_t) > 4 ? (size_t)16 << 30 : (size_t)1 << 30)
 /* Free bytes on the state file system under which a short write means it is full. */
@@ -470,6 +473,25 @@ static int store_open_env(struct store *st, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * A schema 1 map reads as schema 2 (its records have no identity yet); marking it 2 keeps
+ * older servers, which cannot read records that have one, from opening it afterwards.
+ */
+static int store_schema_upgrade(struct store *st, MDB_txn *txn)
+{
+	uint8_t buf[4];
+	MDB_val key = str_key(META_SCHEMA), val = { .mv_size = 4, .mv_data = buf };
+	int rc;
+
+	be32_put(buf, STORE_SCHEMA);
+	rc = mdb_put(txn, st->st_meta, &key, &val, 0);
+	if (rc == 0)
+		log_info("inode map in %s: schema %d -> %d (records learn the identity of their "
+			 "copies as they are next used; older unionnfsd versions cannot open it now)",
+			 st->st_dir, STORE_SCHEMA_NO_ID, STORE_SCHEMA);
+	return rc;
+}
+
 /* Opens the tables and checks (or, in a new map, writes) the schema version and key. */
 static int store_init_tables(struct store *st, char *err, size_t errlen)
 {
@@ -516,13 +538,17 @@ static int store_init_tables(struct store *st, char *err, size_t errlen)
 			goto lmdb_fail;
 	} else if (rc != 0) {
 		goto lmdb_fail;
-	} else if (val.mv_size != 4 || be32_get(val.mv_data) != STORE_SCHEMA) {
+	} else if (val.mv_size != 4 || (be32_get(val.mv_data) != STORE_SCHEMA &&
+					be32_get(val.mv_data) != STORE_SCHEMA_NO_ID)) {
 		err_set(err, errlen, "inode map in %s has schema version %" PRIu32 " but this "
 			"unionnfsd understands version %d; run a matching unionnfsd or start with an "
 			"empty --state directory", st->st_dir,
 			val.mv_size == 4 ? be32_get(val.mv_data) : 0, STORE_SCHEMA);
 		rc = -EPROTONOSUPPORT;
 		goto out;
+	} else if (be32_get(val.mv_data) == STORE_SCHEMA_NO_ID &&
+		   (rc = store_schema_upgrade(st, txn)) != 0) {
+		goto lmdb_fail;
 	} else {
 		key = str_key(META_KEY);
 		rc = mdb_get(txn, st->st_meta, &key, &val);

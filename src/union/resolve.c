@@ -642,7 +642,7 @@ static int ures_map_read(struct union_export *ux, uint64_t pino, const struct ud
 	if (!f->uf_dir) {
 		/* Not the same object, or one whose identity is still to be recorded. */
 		r = ures_found_is(&rec, parent, name, f, &id);
-		if (r <= 0 || rec.si_real_id == 0)
+		if (r <= 0 || (rec.si_real_id == 0 && id != 0))
 			return r < 0 ? r : -ENOENT;
 		f->uf_id = id;
 	}

@@ -12,7 +12,8 @@
  *   update is made by hand (server stopped; the copy, with the origin the server puts on
  *   it, renamed to the file's name in the upper): after a restart the handle taken before
  *   still works with the same fileid, LOOKUP gives that fileid, and `unionnfsd-ctl check`
- *   counts nothing stale.
+ *   counts nothing stale; with a file of two lower names, both keep the fileid.
+ * - Upgrade: a record without identity (as older maps hold) resolves and learns it.
  *
  * Needs root (mount, losetup, trusted.* xattrs).
  */
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #include "fsio.h"
+#include "store.h"
 
 #define T_IMAGE_MIB 32
 #define T_REUSE_TRIES 2000        /* files made, at most, for a number to come back */
@@ -486,6 +488,67 @@ static void test_origin_hardlinks_after_cut_copyup(void **state)
 	it_fh_free(&fh2);
 }
 
+/* The real identity of record ino in the stopped server's map, after setting it to set. */
+static uint64_t map_identity(uint64_t ino, const uint64_t *set)
+{
+	char err[256];
+	struct store_inode rec;
+	struct store_txn *t;
+	struct store *st;
+
+	if (store_open(srv.is_state, &st, err, sizeof(err)) < 0)
+		fail_msg("store_open: %s", err);
+	assert_int_equal(store_begin(st, set != NULL, &t), 0);
+	assert_int_equal(store_get(t, T_EXPORT_ID, ino, &rec), 0);
+	if (set) {
+		rec.si_real_id = *set;
+		assert_int_equal(store_update(t, T_EXPORT_ID, &rec), 0);
+		assert_int_equal(store_commit(t), 0);
+	} else {
+		store_abort(t);
+	}
+	store_close(st);
+	return rec.si_real_id;
+}
+
+/*
+ * A record as maps made before identities were kept hold it (no identity) still resolves,
+ * and learns its copy's identity on that first match.
+ */
+static void test_old_record_learns_identity(void **state)
+{
+	const uint64_t none = 0;
+	nfs_fh3 kfh;
+	fattr3 attr;
+	uint64_t fileid, id;
+	char buf[64];
+
+	(void)state;
+	write_lower("k", "kept");
+	it_assert_status(it_lookup(clnt, &root, "k", &kfh, &attr), NFS3_OK);
+	fileid = attr.fileid;
+	it_clnt_destroy(clnt);
+	clnt = NULL;
+	assert_int_equal(it_server_stop(&srv), 0);
+	id = map_identity(fileid, NULL);
+	assert_int_not_equal(id, 0);
+	assert_int_equal(map_identity(fileid, &none), 0);
+
+	assert_int_equal(it_server_start(&srv), 0);
+	clnt = it_nfs_clnt(&srv, IPPROTO_TCP);
+	it_assert_status(it_getattr(clnt, &kfh, &attr), NFS3_OK);
+	assert_int_equal(attr.fileid, fileid);
+	assert_int_equal(read_all(&kfh, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "kept");
+	it_clnt_destroy(clnt);
+	clnt = NULL;
+	assert_int_equal(it_server_stop(&srv), 0);
+	assert_int_equal(map_identity(fileid, NULL), id);
+	assert_int_equal(it_server_start(&srv), 0);
+	clnt = it_nfs_clnt(&srv, IPPROTO_TCP);
+	it_fh_free(&kfh);
+}
+
 /* A copy with an origin naming another object is not taken for this one. */
 static void test_origin_of_another_object(void **state)
 {
@@ -529,11 +592,13 @@ int main(void)
 		cmocka_unit_test(test_origin_after_cut_copyup),
 		cmocka_unit_test(test_origin_hardlinks_after_cut_copyup),
 		cmocka_unit_test(test_origin_of_another_object),
+		cmocka_unit_test(test_old_record_learns_identity),
 	};
 	int fails = 0;
 
 	fails += cmocka_run_group_tests_name("identity on ext4", ext4, setup_ext4, teardown);
 	fails += cmocka_run_group_tests_name("identity on tmpfs", tmpfs, setup_tmpfs, teardown);
-	fails += cmocka_run_group_tests_name("copy-up origin", origin, setup_plain, teardown);
+	fails += cmocka_run_group_tests_name("copy-up origin, old records", origin, setup_plain,
+					     teardown);
 	return fails ? 1 : 0;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <lmdb.h>
 
 #include "blocking.h"
 #include "log.h"
@@ -142,6 +143,66 @@ static void test_open_creates_private_dir(void **state)
 	snprintf(path, sizeof(path), "%s/lock", f->state);
 	assert_int_equal(stat(path, &sb), 0);
 	store_close(st);
+}
+
+/* The meta "schema" value of the map in dir, after writing set (be32) if not 0. */
+static uint32_t raw_schema(const char *dir, uint32_t set)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi meta;
+	MDB_val key = { .mv_size = 6, .mv_data = "schema" }, val;
+	uint8_t buf[4] = { set >> 24, set >> 16, set >> 8, set };
+	char path[256];
+	uint32_t v;
+
+	snprintf(path, sizeof(path), "%s/inodes.mdb", dir);
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+	assert_int_equal(mdb_env_set_mapsize(env, 1u << 30), 0);
+	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	if (set) {
+		val = (MDB_val){ .mv_size = 4, .mv_data = buf };
+		assert_int_equal(mdb_put(txn, meta, &key, &val, 0), 0);
+	}
+	assert_int_equal(mdb_get(txn, meta, &key, &val), 0);
+	assert_int_equal(val.mv_size, 4);
+	v = (uint32_t)((const uint8_t *)val.mv_data)[0] << 24 |
+	    (uint32_t)((const uint8_t *)val.mv_data)[1] << 16 |
+	    (uint32_t)((const uint8_t *)val.mv_data)[2] << 8 | ((const uint8_t *)val.mv_data)[3];
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	return v;
+}
+
+/*
+ * A map of schema 1 (records without identity) opens, keeps its records, and is marked
+ * schema 2, which servers that cannot read identities refuse.
+ */
+static void test_schema_upgrade(void **state)
+{
+	struct fixture *f = *state;
+	struct store_inode rec;
+	struct store_txn *txn;
+	struct store *st = open_ok(f);
+	uint64_t ino;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	ino = insert_one(st, 1, STORE_ROOT_INO, "old", 1, 4242);
+	store_close(st);
+	assert_int_equal(raw_schema(f->state, 0), 2);
+	assert_int_equal(raw_schema(f->state, 1), 1);
+
+	st = open_ok(f);
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_get(txn, 1, ino, &rec), 0);
+	assert_string_equal(rec.si_name, "old");
+	assert_int_equal(rec.si_real_id, 0);
+	store_abort(txn);
+	store_close(st);
+	assert_int_equal(raw_schema(f->state, 0), 2);
 }
 
 /*
@@ -990,6 +1051,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_creates_private_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen_keeps_everything, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_real_identity, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_schema_upgrade, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_state_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bind_mismatch, setup, teardown),
