@@ -414,9 +414,8 @@ static int ucent_check(const struct union_export *ux, const struct ucent *e, int
 	uint64_t id;
 	int r = fsio_statat_birth(dirfd, name, st, birth_ns);
 
-	if (r == 0 && ((uint64_t)st->st_ino != e->ce_rec.si_real_ino ||
-		       st->st_dev != ux->ux_dev[e->ce_rec.si_branch] ||
-		       (uint8_t)((st->st_mode & S_IFMT) >> 12) != e->ce_rec.si_type))
+	if (r == 0 && !ures_same_number(st, ux->ux_dev[e->ce_rec.si_branch],
+					e->ce_rec.si_real_ino, e->ce_rec.si_type))
 		r = -ESTALE;
 	if (r == 0 && e->ce_birth_ns != 0 && *birth_ns != e->ce_birth_ns)
 		r = -ESTALE;

@@ -63,11 +63,11 @@ static void uio_out(struct union_export *ux, const struct stat *st, uint64_t ino
 	}
 }
 
-/* Whether st is still the object cur described: the same file (device, inode) and type. */
+/* Whether st, of an fd on the object, is still the object cur described. */
 static bool uattr_same(const struct stat *st, const struct stat *cur)
 {
-	return st->st_dev == cur->st_dev && st->st_ino == cur->st_ino &&
-	       (st->st_mode & S_IFMT) == (cur->st_mode & S_IFMT);
+	return ures_same_number(st, cur->st_dev, (uint64_t)cur->st_ino,
+				(uint8_t)((cur->st_mode & S_IFMT) >> 12));
 }
 
 static int uattr_truncate(int fd, const struct stat *cur, uint64_t size)

@@ -156,6 +156,11 @@ static uint8_t ures_type(const struct stat *st)
 	return (uint8_t)((st->st_mode & S_IFMT) >> 12);
 }
 
+bool ures_same_number(const struct stat *st, dev_t dev, uint64_t ino, uint8_t type)
+{
+	return st->st_dev == dev && (uint64_t)st->st_ino == ino && ures_type(st) == type;
+}
+
 /*
  * Whether a found object is the copy a non-directory record names, by inode number (its
  * identity is checked with ures_same_id, which needs one more system call).

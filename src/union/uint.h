@@ -156,6 +156,13 @@ struct ures_hints {
 int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset *parent,
 		   size_t n, const char *const *names, const struct ures_hints *hints,
 		   uint64_t *inos);
+/*
+ * Whether st shows the copy (device, inode number, type) a record or an earlier stat named:
+ * the one check by number. An fd held on the copy keeps its number from passing to another
+ * file, so against a stat of that fd this is its identity; a copy found again by name also
+ * needs its identity (si_real_id) or birth time compared.
+ */
+bool ures_same_number(const struct stat *st, dev_t dev, uint64_t ino, uint8_t type);
 /* Replaces the real identity in st by the union one. */
 void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino);
 
