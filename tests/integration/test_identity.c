@@ -200,6 +200,30 @@ static nfsstat3 read_all(const nfs_fh3 *fh, char *buf, size_t len)
 	return st;
 }
 
+/* The fileid READDIRPLUS of dir shows for name (fails the test when it is not listed). */
+static uint64_t listed_fileid(const nfs_fh3 *dir, const char *name)
+{
+	READDIRPLUS3args a = { .dir = *dir, .cookie = 0, .dircount = 65536, .maxcount = 262144 };
+	READDIRPLUS3res r;
+	uint64_t fileid = 0;
+	bool found = false;
+
+	memset(&r, 0, sizeof(r));
+	if (it_call(clnt, NFSPROC3_READDIRPLUS, (xdrproc_t)xdr_READDIRPLUS3args, &a,
+		    (xdrproc_t)xdr_READDIRPLUS3res, &r) != RPC_SUCCESS)
+		fail_msg("READDIRPLUS: no reply");
+	it_assert_status(r.status, NFS3_OK);
+	for (entryplus3 *e = r.READDIRPLUS3res_u.resok.reply.entries; e; e = e->nextentry)
+		if (!strcmp(e->name, name)) {
+			found = true;
+			fileid = e->fileid;
+		}
+	it_free((xdrproc_t)xdr_READDIRPLUS3res, &r);
+	if (!found)
+		fail_msg("READDIRPLUS does not list %s", name);
+	return fileid;
+}
+
 /*
  * In lower directory dir, makes files until one gets inode number want; returns its name
  * in name (the others stay, so the number search moves on). false when none did.
@@ -228,9 +252,10 @@ static bool make_with_ino(const char *dir, uint64_t want, char *name, size_t len
 
 /*
  * d/a is removed by hand and a new file with its inode number takes the name d/b (or d/a
- * when same_name): a's handle is stale, never the new file.
+ * when same_name): a's handle is stale, never the new file. The client then finds the
+ * name by LOOKUP, or first in a READDIRPLUS listing (listing).
  */
-static void replaced_by_reuse(const char *d, bool same_name)
+static void replaced_by_reuse(const char *d, bool same_name, bool listing)
 {
 	char dir[PATH_MAX], path[PATH_MAX], from[PATH_MAX], name[32], buf[256];
 	const char *target = same_name ? "a" : "b";
@@ -271,7 +296,10 @@ static void replaced_by_reuse(const char *d, bool same_name)
 		fail_msg("rename %s: %s", from, strerror(errno));
 	assert_int_equal(ino_of(path), old);
 
-	/* A client looking the name up, as any would: it must not make the new file a's. */
+	/* A client listing or looking the name up, as any would: not as a's. */
+	if (listing && listed_fileid(&dfh, target) == fileid_a)
+		fail_msg("READDIRPLUS of %s lists %s with the removed a's fileid %" PRIu64, d,
+			 target, fileid_a);
 	it_assert_status(it_lookup(clnt, &dfh, target, &hn, &attr), NFS3_OK);
 	if (attr.fileid == fileid_a)
 		fail_msg("LOOKUP %s/%s gives the removed a's fileid %" PRIu64, d, target, fileid_a);
@@ -294,13 +322,19 @@ static void replaced_by_reuse(const char *d, bool same_name)
 static void test_ext4_reuse_other_name(void **state)
 {
 	(void)state;
-	replaced_by_reuse("d1", false);
+	replaced_by_reuse("d1", false, false);
 }
 
 static void test_ext4_reuse_same_name(void **state)
 {
 	(void)state;
-	replaced_by_reuse("d2", true);
+	replaced_by_reuse("d2", true, false);
+}
+
+static void test_ext4_reuse_listed(void **state)
+{
+	(void)state;
+	replaced_by_reuse("d3", false, true);
 }
 
 static void test_tmpfs_reuse_other_name(void **state)
@@ -308,13 +342,13 @@ static void test_tmpfs_reuse_other_name(void **state)
 	(void)state;
 	fprintf(stderr, "tmpfs: skipped when no inode number comes back within %d files "
 		"(tmpfs counts them up per mount)\n", T_REUSE_TRIES);
-	replaced_by_reuse("d1", false);
+	replaced_by_reuse("d1", false, false);
 }
 
 static void test_tmpfs_reuse_same_name(void **state)
 {
 	(void)state;
-	replaced_by_reuse("d2", true);
+	replaced_by_reuse("d2", true, false);
 }
 
 /* --- origin --- */
@@ -583,6 +617,7 @@ int main(void)
 	const struct CMUnitTest ext4[] = {
 		cmocka_unit_test(test_ext4_reuse_other_name),
 		cmocka_unit_test(test_ext4_reuse_same_name),
+		cmocka_unit_test(test_ext4_reuse_listed),
 	};
 	const struct CMUnitTest tmpfs[] = {
 		cmocka_unit_test(test_tmpfs_reuse_other_name),
