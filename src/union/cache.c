@@ -11,7 +11,11 @@
  * "the very copy" is its inode number and birth time, which the stat gives in the same
  * system call (statx): a file made since with the number of a removed one has a later
  * birth time. The entry's identity was checked against the map's (fsio_ident) when the
- * entry was made. Where the file system keeps no birth time, each use asks fsio_ident.
+ * entry was made. Birth times come from the kernel's coarse clock (4 ms ticks on ext4), so
+ * one is trusted only for a file born at least UCACHE_BIRTH_MARGIN_NS before its entry was
+ * made: a file that got its number later was born after that, in a later tick. For a file
+ * younger than that, or where the file system keeps no birth time, each use asks
+ * fsio_ident.
  *
  * One reader-writer lock guards both hash tables (by ino, and by parent ino and name):
  * hits only read, and misses, which write, are rare once the working set is in.
@@ -31,6 +35,8 @@
 
 #define UCACHE_TTL_MS 1000
 #define UCACHE_MAX 65536
+/* Longer than a tick of the clock that stamps birth times (jiffies: 10 ms at HZ=100). */
+#define UCACHE_BIRTH_MARGIN_NS 20000000LL
 
 struct ucent {
 	struct ucent *ce_ino_next;       /* chain in uc_by_ino */
@@ -67,6 +73,18 @@ static int64_t ucache_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The birth time an entry made now may trust for its file: 0 when none (see above). */
+static int64_t ucache_birth_usable(int64_t birth_ns)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	if (birth_ns == 0 ||
+	    birth_ns > (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - UCACHE_BIRTH_MARGIN_NS)
+		return 0;
+	return birth_ns;
 }
 
 static size_t ucache_hash(uint64_t a, uint64_t b)
@@ -360,7 +378,7 @@ void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint
 		return;
 	}
 	e->ce_rec.si_real_id = id;
-	e->ce_birth_ns = birth;
+	e->ce_birth_ns = ucache_birth_usable(birth);
 	if (parent->uo_cent) {
 		e->ce_parent = parent->uo_cent;
 		atomic_fetch_add(&e->ce_parent->ce_refs, 1);
@@ -382,7 +400,7 @@ struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struc
 	if (!e)
 		return NULL;
 	e->ce_rec.si_real_id = o->uo_rec.si_real_id;
-	e->ce_birth_ns = o->uo_birth_ns;
+	e->ce_birth_ns = ucache_birth_usable(o->uo_birth_ns);
 	e->ce_pfd = o->uo_pfd;
 	e->ce_pfd_owned = true;
 	o->uo_pfd = -1;

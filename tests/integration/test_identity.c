@@ -35,6 +35,7 @@
 
 #define T_IMAGE_MIB 32
 #define T_REUSE_TRIES 2000        /* files made, at most, for a number to come back */
+#define T_YOUNG_ROUNDS 40         /* replacements of a file just looked up */
 #define T_OUT 8192
 #define T_ORIGIN_XATTR "trusted.unionnfsd.origin"   /* copyup.c */
 #define T_EXPORT_ID 1             /* the first export bound in a fresh map */
@@ -337,6 +338,67 @@ static void test_ext4_reuse_listed(void **state)
 	replaced_by_reuse("d3", false, true);
 }
 
+/* Inode number and birth time (ns; 0 when the file system keeps none) of path. */
+static void birth_of(const char *path, uint64_t *ino, int64_t *birth)
+{
+	struct statx sx;
+
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_INO | STATX_BTIME, &sx) < 0)
+		fail_msg("statx %s: %s", path, strerror(errno));
+	*ino = sx.stx_ino;
+	*birth = (sx.stx_mask & STATX_BTIME) ?
+			 (int64_t)sx.stx_btime.tv_sec * 1000000000 + sx.stx_btime.tv_nsec : 0;
+}
+
+/*
+ * A file looked up right after it was made, then replaced at once by a file with its
+ * number: birth times tick coarsely (4 ms on ext4), so the two often have the same one,
+ * and the resolve cache must not take the new file for the old. Every round's handle must
+ * be stale; the rounds where number and birth time both came back are counted.
+ */
+static void test_ext4_young_replaced(void **state)
+{
+	char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX], buf[64];
+	int same_birth = 0, reused = 0;
+	nfs_fh3 dfh, hx;
+
+	(void)state;
+	it_path(dir, "%s/d4", srv.is_lower);
+	if (mkdir(dir, 0755) < 0)
+		fail_msg("mkdir %s: %s", dir, strerror(errno));
+	it_assert_status(it_lookup(clnt, &root, "d4", &dfh, NULL), NFS3_OK);
+	it_path(path, "%s/x", dir);
+	it_path(tmp, "%s/y", dir);
+	for (int i = 0; i < T_YOUNG_ROUNDS; i++) {
+		uint64_t ino, nino;
+		int64_t birth, nbirth;
+
+		it_write_file(path, "old", 3);
+		birth_of(path, &ino, &birth);
+		it_assert_status(it_lookup(clnt, &dfh, "x", &hx, NULL), NFS3_OK);
+		it_assert_status(it_getattr(clnt, &hx, NULL), NFS3_OK);
+		if (unlink(path) < 0)
+			fail_msg("unlink %s: %s", path, strerror(errno));
+		it_write_file(tmp, "NEW", 3);
+		if (rename(tmp, path) < 0)
+			fail_msg("rename %s: %s", tmp, strerror(errno));
+		birth_of(path, &nino, &nbirth);
+		reused += nino == ino;
+		same_birth += nino == ino && nbirth == birth;
+		if (it_getattr(clnt, &hx, NULL) != NFS3ERR_STALE ||
+		    read_all(&hx, buf, sizeof(buf)) != NFS3ERR_STALE)
+			fail_msg("round %d: the handle of the replaced x works (inode number %s, birth "
+				 "time %s)", i, nino == ino ? "reused" : "new",
+				 nbirth == birth ? "the same" : "new");
+		it_fh_free(&hx);
+		if (unlink(path) < 0)
+			fail_msg("unlink %s: %s", path, strerror(errno));
+	}
+	fprintf(stderr, "young files replaced: %d rounds, %d with the number reused, %d of those "
+		"with the same birth time\n", T_YOUNG_ROUNDS, reused, same_birth);
+	it_fh_free(&dfh);
+}
+
 static void test_tmpfs_reuse_other_name(void **state)
 {
 	(void)state;
@@ -618,6 +680,7 @@ int main(void)
 		cmocka_unit_test(test_ext4_reuse_other_name),
 		cmocka_unit_test(test_ext4_reuse_same_name),
 		cmocka_unit_test(test_ext4_reuse_listed),
+		cmocka_unit_test(test_ext4_young_replaced),
 	};
 	const struct CMUnitTest tmpfs[] = {
 		cmocka_unit_test(test_tmpfs_reuse_other_name),
