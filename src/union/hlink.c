@@ -214,9 +214,9 @@ static int uhl_load_later(struct union_export *ux, const uint64_t *copies, size_
 			continue;
 		}
 		if (ures_resolve(ux, NULL, org.co_ino, 0, &o) == 0)
-			log_info("export %s: hard-linked ino %" PRIu64 " keeps its copy-up cut short "
-				 "(%s)", ux->ux_name, org.co_ino, o.uo_rec.si_branch == 0 ?
-				 "taken" : "dropped");
+			log_info("export %s: ino %" PRIu64 ", a file with several names whose copy-up "
+				 "a stop cut short: %s", ux->ux_name, org.co_ino,
+				 o.uo_rec.si_branch == 0 ? "the copy is taken" : "the copy is dropped");
 		uobj_release(&o);
 		r = store_begin(ux->ux_store, false, &t);
 		if (r == 0) {
