@@ -135,6 +135,46 @@ int store_del_name(struct store_txn *txn, uint16_t exp, uint64_t parent, const c
 int store_delete(struct store_txn *txn, uint16_t exp, uint64_t ino);
 
 /*
+ * Intents: what a namespace change is about to do to a branch, so that a restart after a
+ * kill -9 between the branch change and the map commit that records it can bring the map
+ * in line with the branches (from what is on disk) instead of leaving a stale record.
+ *
+ * Kept in DIR/intents, outside LMDB: an intent must be on record before the branch changes,
+ * and an LMDB commit at that point would add a wait for the disk to every change. A slot is
+ * written with pwrite, which survives the death of the process as the branch change does;
+ * it is freed once the map commit holding the change's outcome is on disk. Neither write
+ * waits for the disk (a power cut is not covered: see README, "State directory").
+ */
+enum store_intent_op {
+	STORE_INTENT_RENAME = 1,
+	STORE_INTENT_REMOVE = 2,
+};
+
+struct store_intent {
+	uint8_t sn_op;           /* enum store_intent_op */
+	uint8_t sn_branch;       /* the copy the change acts on: branch, real ino and type */
+	uint16_t sn_exp;
+	uint32_t sn_type;        /* S_IFMT bits */
+	uint64_t sn_real_ino;
+	uint64_t sn_ino;         /* the union ino moved or removed (0: none had a record) */
+	uint64_t sn_from;        /* its parent and name before the change */
+	uint64_t sn_to;          /* RENAME: its parent and name after it */
+	char sn_from_name[STORE_NAME_MAX + 1];
+	char sn_to_name[STORE_NAME_MAX + 1];
+};
+
+/* Puts an intent on record; returns its slot (>= 0) for store_intent_end, or -errno. */
+int store_intent_begin(struct store *st, const struct store_intent *in);
+/* The change's outcome is in the map, on disk (or the change did not happen). slot < 0: no-op. */
+void store_intent_end(struct store *st, int slot);
+/*
+ * Calls fn for every intent of export exp left by an earlier run; an intent is dropped when
+ * fn returns 0. Stops at, and returns, fn's first error.
+ */
+int store_intent_recover(struct store *st, uint16_t exp,
+			 int (*fn)(void *arg, const struct store_intent *in), void *arg);
+
+/*
  * LMDB reads through a shared mapping of the map file, so every page a client ever made us
  * read stays counted in the server's RSS (a walk of a million-entry map: ~95 MiB). When the
  * process has more than budget bytes of file pages mapped, this unmaps the map's pages; they

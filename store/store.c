@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "group.h"
+#include "intent.h"
 #include "log.h"
 #include "store.h"
 
@@ -93,6 +94,7 @@ struct store {
 	char *st_dir;
 	pthread_mutex_t st_group_lock;   /* guards making st_group */
 	struct sgroup *_Atomic st_group; /* write transactions, made on the first one */
+	struct sintent *st_intent;       /* DIR/intents */
 };
 
 struct store_txn {
@@ -611,6 +613,9 @@ int store_open(const char *dir, struct store **out, char *err, size_t errlen)
 	rc = store_init_tables(st, err, errlen);
 	if (rc < 0)
 		goto out;
+	rc = sintent_open(dir, &st->st_intent, err, errlen);
+	if (rc < 0)
+		goto out;
 	*out = st;
 	st = NULL;
 out:
@@ -623,6 +628,7 @@ void store_close(struct store *st)
 	if (!st)
 		return;
 	sgroup_free(st->st_group);
+	sintent_close(st->st_intent);
 	pthread_mutex_destroy(&st->st_group_lock);
 	if (st->st_env)
 		mdb_env_close(st->st_env);
@@ -640,6 +646,22 @@ void store_close(struct store *st)
 void store_handle_key(const struct store *st, uint8_t key[STORE_KEY_LEN])
 {
 	memcpy(key, st->st_key, STORE_KEY_LEN);
+}
+
+int store_intent_begin(struct store *st, const struct store_intent *in)
+{
+	return sintent_put(st->st_intent, in);
+}
+
+void store_intent_end(struct store *st, int slot)
+{
+	sintent_drop(st->st_intent, slot);
+}
+
+int store_intent_recover(struct store *st, uint16_t exp,
+			 int (*fn)(void *arg, const struct store_intent *in), void *arg)
+{
+	return sintent_walk(st->st_intent, exp, fn, arg);
 }
 
 /* ---- transactions ---- */
