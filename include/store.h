@@ -168,8 +168,8 @@ int store_intent_begin(struct store *st, const struct store_intent *in);
 /* The change's outcome is in the map, on disk (or the change did not happen). slot < 0: no-op. */
 void store_intent_end(struct store *st, int slot);
 /*
- * Calls fn for every intent of export exp left by an earlier run; an intent is dropped when
- * fn returns 0. Stops at, and returns, fn's first error.
+ * Calls fn for every intent of export exp left by an earlier run: an intent is dropped when
+ * fn returns 0, kept when it returns 1. Stops at, and returns, fn's first error (< 0).
  */
 int store_intent_recover(struct store *st, uint16_t exp,
 			 int (*fn)(void *arg, const struct store_intent *in), void *arg);

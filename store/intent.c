@@ -40,10 +40,26 @@ struct sintent {
 	unsigned si_n;
 };
 
+/*
+ * Room for n slots, with the file's blocks allocated up front: writing an intent then never
+ * needs space, so a full state file system fails the map commit (which the change handles),
+ * not the intent.
+ */
 static int sintent_grow(struct sintent *si, unsigned n)
 {
-	bool *used = realloc(si->si_used, n * sizeof(*used));
+	off_t len = (off_t)n * SINTENT_SLOT;
+	struct stat sb;
+	bool *used;
+	int e = 0;
 
+	/* Only when short: an open that changes nothing leaves the file as it was (mtime too). */
+	if (fstat(si->si_fd, &sb) < 0)
+		return -errno;
+	if (sb.st_size < len)
+		e = posix_fallocate(si->si_fd, 0, len);
+	if (e != 0 && e != EOPNOTSUPP && e != EINVAL)
+		return -e;
+	used = realloc(si->si_used, n * sizeof(*used));
 	if (!used)
 		return -ENOMEM;
 	memset(used + si->si_n, 0, (n - si->si_n) * sizeof(*used));
@@ -62,7 +78,7 @@ static int sintent_scan(struct sintent *si)
 
 	if (fstat(si->si_fd, &sb) < 0)
 		return -errno;
-	n = (unsigned)(sb.st_size / SINTENT_SLOT);
+	n = (unsigned)((sb.st_size + SINTENT_SLOT - 1) / SINTENT_SLOT); /* the last slot may be short */
 	r = sintent_grow(si, n > SINTENT_FIRST ? n : SINTENT_FIRST);
 	for (unsigned i = 0; r == 0 && i < n; i++) {
 		ssize_t got = pread(si->si_fd, &s, sizeof(s), (off_t)i * SINTENT_SLOT);
@@ -123,8 +139,12 @@ static int sintent_take(struct sintent *si)
 	for (i = 0; i < si->si_n; i++)
 		if (!si->si_used[i])
 			break;
-	if (i == si->si_n && sintent_grow(si, si->si_n * 2) < 0)
-		return -ENOMEM;
+	if (i == si->si_n) {
+		int r = sintent_grow(si, si->si_n * 2);
+
+		if (r < 0)
+			return r;
+	}
 	si->si_used[i] = true;
 	return (int)i;
 }

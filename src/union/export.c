@@ -270,6 +270,12 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	r = ufd_register(ux);
 	if (r < 0)
 		goto fail;
+	r = uint_recover(ux);
+	if (r < 0) {
+		snprintf(err, errlen, "export %s: settling changes cut short by a crash: %s; check "
+			 "the state directory and the upper branch", ec->ec_name, strerror(-r));
+		goto fail;
+	}
 	free(ids);
 	*out = ux;
 	return 0;

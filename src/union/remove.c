@@ -15,7 +15,9 @@
  * a name that is gone (as after a crash between the two).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fsio.h"
 #include "log.h"
@@ -146,10 +148,12 @@ static int urm_rmdir_upper(int fd, const char *name)
  * Inside the write transaction: removes name from directory d (which has an upper copy).
  * *done: the branch step happened and cannot be taken back (an upper directory went). An
  * upper file is set aside in *aside; *forget: the ino whose hard-link index entry goes.
+ * Before the branch changes, the change's intent goes on record: in (names filled), *slot.
  */
 static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
 		   const struct uobj *d, const char *name, bool rmdir, uint64_t *gone,
-		   struct uop_undo *undo, struct urm_aside *aside, bool *done, uint64_t *forget)
+		   struct uop_undo *undo, struct urm_aside *aside, bool *done, uint64_t *forget,
+		   struct store_intent *in, int *slot)
 {
 	int upfd = d->uo_dirs.ds_fd[0];
 	struct ufound f;
@@ -172,6 +176,14 @@ static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
 	whiteout = f.uf_branch != 0 || f.uf_below;
 	if (rmdir && store_find_name(t, ux->ux_id, dir, name, gone) < 0)
 		*gone = 0;
+	if (store_find_name(t, ux->ux_id, dir, name, &in->sn_ino) < 0)
+		in->sn_ino = 0;
+	*slot = uint_intent_begin(ux, in, STORE_INTENT_REMOVE, f.uf_branch,
+				  (uint64_t)f.uf_st.st_ino, f.uf_st.st_mode);
+	if (*slot < 0) {
+		r = *slot;
+		goto out;
+	}
 	if (f.uf_branch == 0 && !rmdir) {
 		r = urm_set_aside(t, upfd, name, whiteout, aside);
 	} else if (f.uf_branch == 0 && !whiteout) {
@@ -200,6 +212,47 @@ out:
 	return r;
 }
 
+int urm_settle(struct union_export *ux, struct store_txn *t, const struct store_intent *in)
+{
+	struct ufound f, gone;
+	struct uobj d, o;
+	int r;
+
+	ufound_init(&f);
+	r = ures_resolve(ux, t, in->sn_from, 0, &d);
+	if (r == 0)
+		r = ures_find(ux, &d.uo_dirs, in->sn_from_name, UFIND_STAT, &f);
+	if (r == 0 && uint_is_object(in, &f))
+		goto out; /* still there: the remove did not happen */
+	if (r == 0 || r == -ENOENT) {
+		/* Gone from the branches: the map side of urm_txn, for the name ... */
+		ufound_init(&gone);
+		gone.uf_dir = S_ISDIR(in->sn_type);
+		gone.uf_branch = in->sn_branch;
+		gone.uf_st.st_ino = (ino_t)in->sn_real_ino;
+		r = uop_forget(ux, t, in->sn_from, d.uo_dirs.ds_fd[0], in->sn_from_name, &gone,
+			       false);
+	}
+	if (r < 0 && r != -ESTALE)
+		goto out;
+	/* ... and for the object, unless another name (a hard link) keeps it. */
+	r = in->sn_ino ? ures_resolve(ux, t, in->sn_ino, 0, &o) : 0;
+	if (in->sn_ino)
+		uobj_release(&o);
+	if (r == -ESTALE) {
+		if (!S_ISDIR(in->sn_type))
+			uhl_forget(ux, in->sn_ino);
+		r = store_delete(t, ux->ux_id, in->sn_ino);
+		if (r == 0)
+			log_info("export %s: a remove of %s cut short by a crash had removed the "
+				 "object: its record goes", ux->ux_name, in->sn_from_name);
+	}
+out:
+	ufound_release(&f);
+	uobj_release(&d);
+	return r == -ENOENT ? 0 : r;
+}
+
 static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, bool rmdir,
 		      struct stat *dirpre, struct stat *dirpost)
 {
@@ -208,8 +261,9 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 	struct urm_aside aside = { .ua_tmp = "" };
 	struct uobj d;
 	uint64_t gone = 0, forget = 0;
+	struct store_intent in = { .sn_from = dir };
 	bool done = false;
-	int r;
+	int r, slot = -1;
 
 	uobj_init(&d);
 	r = uname_check(name);
@@ -225,11 +279,15 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		r = uop_begin(ux, &t);
 	if (r < 0)
 		goto out;
+	snprintf(in.sn_from_name, sizeof(in.sn_from_name), "%s", name);
 	uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpre);
-	r = urm_txn(ux, t, dir, &d, name, rmdir, &gone, &undo, &aside, &done, &forget);
+	r = urm_txn(ux, t, dir, &d, name, rmdir, &gone, &undo, &aside, &done, &forget, &in,
+		    &slot);
 	if (r == 0 || done)
 		uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpost);
 	r = uop_end(ux, t, r);
+	/* Not taken by the map: the branch is settled with it again (now, or at the next start). */
+	uint_intent_end(ux, slot, &in, r < 0);
 	if (r < 0 && done)
 		r = uop_kept(name, r);
 	if (r < 0)

@@ -14,8 +14,10 @@
  * object, or moved a directory, stays: the reply says what the client will see, success.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fsio.h"
 #include "log.h"
@@ -143,9 +145,10 @@ static int urn_copy_source(struct union_export *ux, uint64_t fromdir, const stru
  * right at its new place: a redirect to its lower copies, or opacity over a lower name.
  */
 static int urn_dir_marks(struct union_export *ux, struct store_txn *t, uint64_t ino,
-			 const struct uobj *td, const char *toname)
+			 const struct uobj *td, const char *toname, uint64_t *real)
 {
 	char *redirect = NULL;
+	struct stat ust;
 	struct uobj so;
 	bool opaque;
 	int r, fd;
@@ -156,7 +159,10 @@ static int urn_dir_marks(struct union_export *ux, struct store_txn *t, uint64_t 
 	if (r < 0)
 		goto out;
 	fd = so.uo_dirs.ds_fd[0];
-	r = uwh_dir_read(fd, &opaque, &redirect);
+	r = fsio_stat(fd, &ust);
+	*real = (uint64_t)ust.st_ino; /* the copy the rename moves */
+	if (r == 0)
+		r = uwh_dir_read(fd, &opaque, &redirect);
 	if (r < 0 || opaque)
 		goto out;
 	if (so.uo_dirs.ds_n > 1 || redirect) {
@@ -249,17 +255,18 @@ static int urn_target(const struct ufound *sf, const struct ufound *tf, uint64_t
 
 /*
  * Inside the write transaction: moves fromname of fd to toname of td. *moved once a move
- * that cannot be taken back is made; undo is armed for one that can.
+ * that cannot be taken back is made; undo is armed for one that can. Before the first
+ * branch change that the map must follow, in (names filled) goes on record at *slot.
  */
 static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdir,
 		   const struct uobj *fd, const char *fromname, uint64_t todir,
 		   const struct uobj *td, const char *toname, uint64_t *gone, bool *moved,
-		   struct urn_undo *undo)
+		   struct urn_undo *undo, struct store_intent *in, int *slot)
 {
 	int ffd = fd->uo_dirs.ds_fd[0], tfd = td->uo_dirs.ds_fd[0];
 	struct ufound sf, tf;
 	bool target, whiteout, over_wh, cleared = false;
-	uint64_t sino, tino = 0;
+	uint64_t sino, tino = 0, real;
 	char tmp[64];
 	int r;
 
@@ -280,8 +287,15 @@ static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdi
 	if (r != 0)
 		goto out;
 	whiteout = sf.uf_branch != 0 || sf.uf_below;
+	real = (uint64_t)sf.uf_st.st_ino;
 	if (sf.uf_dir)
-		r = urn_dir_marks(ux, t, sino, td, toname);
+		r = urn_dir_marks(ux, t, sino, td, toname, &real);
+	if (r == 0) {
+		/* A directory's marks need no intent: they are right where it stays, too. */
+		in->sn_ino = sino;
+		*slot = uint_intent_begin(ux, in, STORE_INTENT_RENAME, 0, real, sf.uf_st.st_mode);
+		r = *slot < 0 ? *slot : 0;
+	}
 	if (r == 0 && target && tf.uf_dir && tf.uf_branch == 0) {
 		r = urn_clear_target(tfd, toname, tmp, sizeof(tmp));
 		cleared = r == 0;
@@ -325,6 +339,79 @@ out:
 	return r < 0 ? r : 0;
 }
 
+/*
+ * The object a rename replaced, whose record still names the place the moved object now
+ * holds: a directory goes (it had to be empty and has one name); a file goes unless a
+ * sibling link or the hard-link index keeps it, as uop_forget decides during a rename.
+ */
+static int urn_settle_replaced(struct union_export *ux, struct store_txn *t, int tfd,
+			       const struct store_intent *in, uint64_t tino)
+{
+	struct store_inode rec;
+	struct ufound tf;
+	struct uobj o;
+	int r;
+
+	r = store_get(t, ux->ux_id, tino, &rec);
+	if (r < 0)
+		return r == -ENOENT ? 0 : r;
+	if (rec.si_type != (S_IFDIR >> 12)) {
+		ufound_init(&tf);
+		tf.uf_branch = rec.si_branch;
+		tf.uf_st.st_ino = (ino_t)rec.si_real_ino;
+		r = uop_forget(ux, t, in->sn_to, tfd, in->sn_to_name, &tf, false);
+		if (r < 0)
+			return r;
+		r = ures_resolve(ux, t, tino, 0, &o);
+		uobj_release(&o);
+		if (r != -ESTALE)
+			return r;
+		uhl_forget(ux, tino);
+	}
+	r = store_delete(t, ux->ux_id, tino);
+	return r == -ENOENT ? 0 : r;
+}
+
+int urn_settle(struct union_export *ux, struct store_txn *t, const struct store_intent *in)
+{
+	struct store_inode rec;
+	struct ufound f;
+	struct uobj td;
+	uint64_t tino;
+	int r;
+
+	ufound_init(&f);
+	r = ures_resolve(ux, t, in->sn_to, 0, &td);
+	if (r == 0)
+		r = ures_find(ux, &td.uo_dirs, in->sn_to_name, UFIND_STAT, &f);
+	/* Not at the new name: the rename did not happen, and the map is right as it is. */
+	if (r < 0 || !uint_is_object(in, &f) || in->sn_ino == 0)
+		goto out;
+	r = store_get(t, ux->ux_id, in->sn_ino, &rec);
+	if (r < 0 || (rec.si_parent == in->sn_to && !strcmp(rec.si_name, in->sn_to_name)))
+		goto out; /* no record to move, or the map has the move already */
+	if (store_find_name(t, ux->ux_id, in->sn_to, in->sn_to_name, &tino) == 0 &&
+	    tino != in->sn_ino)
+		r = urn_settle_replaced(ux, t, td.uo_dirs.ds_fd[0], in, tino);
+	/* A directory moves as its upper copy, made inside the rename's lost transaction. */
+	if (r == 0 && (rec.si_branch != in->sn_branch || rec.si_real_ino != in->sn_real_ino)) {
+		rec.si_branch = in->sn_branch;
+		rec.si_real_ino = in->sn_real_ino;
+		r = store_update(t, ux->ux_id, &rec);
+	}
+	if (r == 0)
+		r = urn_moved(ux, t, in->sn_ino, in->sn_from, in->sn_from_name, in->sn_to,
+			      in->sn_to_name);
+	if (r == 0)
+		log_info("export %s: a rename of %s to %s cut short by a crash had moved the "
+			 "object: the inode map follows it", ux->ux_name, in->sn_from_name,
+			 in->sn_to_name);
+out:
+	ufound_release(&f);
+	uobj_release(&td);
+	return r == -ENOENT || r == -ESTALE ? 0 : r;
+}
+
 /* A rename of a name onto itself changes nothing, once the name is known to exist. */
 static int urn_itself(struct union_export *ux, const struct uobj *d, const char *name)
 {
@@ -343,8 +430,9 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 	struct urn_undo undo;
 	struct uobj fd, td;
 	uint64_t gone = 0;
+	struct store_intent in = { .sn_from = fromdir, .sn_to = todir };
 	bool moved = false;
-	int r, sfd, tfd;
+	int r, sfd, tfd, slot = -1;
 
 	uobj_init(&fd);
 	uobj_init(&td);
@@ -377,16 +465,21 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		r = uop_begin(ux, &t);
 	if (r < 0)
 		goto out;
+	snprintf(in.sn_from_name, sizeof(in.sn_from_name), "%s", fromname);
+	snprintf(in.sn_to_name, sizeof(in.sn_to_name), "%s", toname);
 	sfd = fd.uo_dirs.ds_fd[0];
 	tfd = td.uo_dirs.ds_fd[0];
 	uop_wcc(ux, sfd, fromdir, frompre);
 	uop_wcc(ux, tfd, todir, topre);
-	r = urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, &gone, &moved, &undo);
+	r = urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, &gone, &moved, &undo,
+		    &in, &slot);
 	if (r == 0 || moved) {
 		uop_wcc(ux, sfd, fromdir, frompost);
 		uop_wcc(ux, tfd, todir, topost);
 	}
 	r = uop_end(ux, t, r);
+	/* Not taken by the map: the branch is settled with it again (now, or at the next start). */
+	uint_intent_end(ux, slot, &in, r < 0);
 	if (r < 0 && moved)
 		r = uop_kept(toname, r);
 	if (r < 0)

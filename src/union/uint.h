@@ -437,6 +437,25 @@ void uop_drop_tmp(int fd, const char *tmp);
 /* What the union saw as free at name in upper fd: 1 a whiteout, 0 nothing, -EEXIST other. */
 int uop_upper_whiteout(int fd, const char *name);
 
+/* Changes cut short by a kill (intent.c, with rename.c and remove.c). */
+/* Whether f found the very object the change of in acts on. */
+bool uint_is_object(const struct store_intent *in, const struct ufound *f);
+/*
+ * Puts change in (op, and the ino and names the caller filled) on record before it touches
+ * a branch; branch, real_ino and mode: the copy of the object the change acts on. Returns
+ * the slot for uint_intent_end, or -errno.
+ */
+int uint_intent_begin(struct union_export *ux, struct store_intent *in, uint8_t op,
+		      uint8_t branch, uint64_t real_ino, mode_t mode);
+/* After the map commit (slot < 0: none); failed: settles the map with the branch first. */
+void uint_intent_end(struct union_export *ux, int slot, const struct store_intent *in,
+		     bool failed);
+/* At start: settles the changes an earlier run was killed in. */
+int uint_recover(struct union_export *ux);
+/* Inside t: the map follows what the branches show of a RENAME / REMOVE in. */
+int urn_settle(struct union_export *ux, struct store_txn *t, const struct store_intent *in);
+int urm_settle(struct union_export *ux, struct store_txn *t, const struct store_intent *in);
+
 /*
  * Attribute changes on the object fd (an O_PATH fd, or any fd of it) refers to, whose
  * attributes cur holds (-ESTALE when fd is not that object). Nothing is looked up by name,
