@@ -220,20 +220,22 @@ int urm_settle(struct union_export *ux, struct store_txn *t, const struct store_
 
 	ufound_init(&f);
 	r = ures_resolve(ux, t, in->sn_from, 0, &d);
-	if (r == 0)
+	if (r == 0) {
 		r = ures_find(ux, &d.uo_dirs, in->sn_from_name, UFIND_STAT, &f);
-	if (r == 0 && uint_is_object(in, &f))
-		goto out; /* still there: the remove did not happen */
-	if (r == 0 || r == -ENOENT) {
-		/* Gone from the branches: the map side of urm_txn, for the name ... */
-		ufound_init(&gone);
-		gone.uf_dir = S_ISDIR(in->sn_type);
-		gone.uf_branch = in->sn_branch;
-		gone.uf_st.st_ino = (ino_t)in->sn_real_ino;
-		r = uop_forget(ux, t, in->sn_from, d.uo_dirs.ds_fd[0], in->sn_from_name, &gone,
-			       false);
+		if (r == 0 && uint_is_object(in, &f))
+			goto out; /* still there: the remove did not happen */
+		if (r == 0 || r == -ENOENT) {
+			/* Gone from the branches: the map side of urm_txn, for the name ... */
+			ufound_init(&gone);
+			gone.uf_dir = S_ISDIR(in->sn_type);
+			gone.uf_branch = in->sn_branch;
+			gone.uf_st.st_ino = (ino_t)in->sn_real_ino;
+			r = uop_forget(ux, t, in->sn_from, d.uo_dirs.ds_fd[0], in->sn_from_name,
+				       &gone, false);
+		}
 	}
-	if (r < 0 && r != -ESTALE)
+	/* (a directory gone too: its records are stale, the object's included) */
+	if (r < 0 && r != -ESTALE && r != -ENOENT)
 		goto out;
 	/* ... and for the object, unless another name (a hard link) keeps it. */
 	r = in->sn_ino ? ures_resolve(ux, t, in->sn_ino, 0, &o) : 0;
