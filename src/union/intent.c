@@ -71,10 +71,10 @@ static int uint_recover_one(void *arg, const struct store_intent *in)
 	int r = uint_settle(ux, in);
 
 	if (r < 0)
-		log_warn("export %s: cannot settle a %s of %s cut short by a crash: %s; it is "
-			 "tried again at the next start", ux->ux_name,
-			 in->sn_op == STORE_INTENT_RENAME ? "RENAME" : "REMOVE", in->sn_from_name,
-			 strerror(-r));
+		log_warn("export %s: cannot bring the inode map in line with the branch after a "
+			 "%s of %s that did not complete: %s; it is tried again at the next start",
+			 ux->ux_name, in->sn_op == STORE_INTENT_RENAME ? "RENAME" : "REMOVE",
+			 in->sn_from_name, strerror(-r));
 	return r < 0 ? 1 : 0;
 }
 
