@@ -206,6 +206,17 @@ static int ures_found_is(const struct store_inode *rec, const struct udirset *pa
 	return ures_same_id(rec, *id);
 }
 
+/* Ends t if this call began it (t is not the caller's wtxn): commits on success. */
+static int ures_end_own(struct store_txn *t, struct store_txn *wtxn, int r)
+{
+	if (t == wtxn)
+		return r;
+	if (r == 0)
+		return store_commit(t);
+	store_abort(t);
+	return r;
+}
+
 /*
  * A record from before identities were kept learns its copy's on its first match. In
  * wtxn, or a write transaction of its own.
@@ -230,12 +241,7 @@ static int ures_fill_id(struct union_export *ux, struct store_txn *wtxn,
 		rec.si_real_id = id;
 		r = store_update(t, ux->ux_id, &rec);
 	}
-	if (t != wtxn) {
-		if (r == 0)
-			r = store_commit(t);
-		else
-			store_abort(t);
-	}
+	r = ures_end_own(t, wtxn, r);
 	return r == -ENOENT ? 0 : r;
 }
 
@@ -289,12 +295,7 @@ static int ures_adopt(struct union_export *ux, struct store_txn *wtxn, struct st
 		cur.si_real_id = id;
 		r = store_update(t, ux->ux_id, &cur);
 	}
-	if (t != wtxn) {
-		if (r == 0)
-			r = store_commit(t);
-		else
-			store_abort(t);
-	}
+	r = ures_end_own(t, wtxn, r);
 	ucache_changed(ux);
 	if (r == 0) {
 		log_info("export %s: ino %" PRIu64 " found again in its upper copy %s (a copy-up "
@@ -324,12 +325,7 @@ static int ures_rekey(struct union_export *ux, struct store_txn *wtxn,
 		rec.si_real_ino = (uint64_t)f->uf_st.st_ino;
 		r = store_update(t, ux->ux_id, &rec);
 	}
-	if (t != wtxn) {
-		if (r == 0)
-			r = store_commit(t);
-		else
-			store_abort(t);
-	}
+	r = ures_end_own(t, wtxn, r);
 	ucache_changed(ux);
 	return r == -ENOENT ? -ESTALE : r;
 }
@@ -834,10 +830,7 @@ int ures_map(struct union_export *ux, struct store_txn *wtxn, uint64_t pino,
 	r = ures_map_write(ux, t, pino, parent, name, f, ino, &moved);
 out:
 	if (t != wtxn) {
-		if (r == 0)
-			r = store_commit(t);
-		else
-			store_abort(t);
+		r = ures_end_own(t, wtxn, r);
 		/* A new name changes nothing cached; a record that moved does. */
 		if (moved)
 			ucache_changed(ux);
