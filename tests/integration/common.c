@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -448,6 +449,53 @@ int it_run(char *const argv[], int timeout_s, char *out, size_t outlen)
 	close(pfd[0]);
 	status = it_wait_exit(pid, (int)(deadline - it_now()) + 1);
 	return status;
+}
+
+/* it_run that says what failed. */
+static int it_run_loud(char *const argv[], char *out, size_t outlen)
+{
+	int rc = it_run(argv, 60, out, outlen);
+
+	if (rc != 0)
+		fprintf(stderr, "%s: exit %d: %s\n", argv[0], rc, out);
+	return rc;
+}
+
+int it_ext4_mount(const char *image, int size_mib, const char *const *mkfs_opts, const char *dir,
+		  char *loopdev, size_t loopdev_len)
+{
+	char *mkfs[16] = { "mkfs.ext4", "-q", "-F" };
+	char out[512], size[32];
+	int n = 3;
+
+	for (; mkfs_opts && *mkfs_opts && n < 14; mkfs_opts++)
+		mkfs[n++] = (char *)*mkfs_opts;
+	mkfs[n++] = (char *)image;
+	mkfs[n] = NULL;
+	snprintf(size, sizeof(size), "%dM", size_mib);
+	loopdev[0] = '\0';
+	if (it_run_loud((char *const[]){ "truncate", "-s", size, (char *)image, NULL }, out,
+			sizeof(out)) ||
+	    it_run_loud(mkfs, out, sizeof(out)) ||
+	    it_run_loud((char *const[]){ "losetup", "-f", "--show", (char *)image, NULL }, out,
+			sizeof(out)))
+		return -1;
+	snprintf(loopdev, loopdev_len, "%.*s", (int)strcspn(out, "\n"), out);
+	if (mount(loopdev, dir, "ext4", 0, NULL) < 0) {
+		fprintf(stderr, "mount %s (%s) at %s: %s\n", image, loopdev, dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void it_ext4_umount(const char *dir, char *loopdev)
+{
+	char out[256];
+
+	umount2(dir, MNT_DETACH);
+	if (loopdev[0])
+		it_run_loud((char *const[]){ "losetup", "-d", loopdev, NULL }, out, sizeof(out));
+	loopdev[0] = '\0';
 }
 
 bool it_tcp_port_free(int port)

@@ -103,6 +103,16 @@ int it_server_fds(const struct it_server *s);
  */
 int it_run(char *const argv[], int timeout_s, char *out, size_t outlen);
 
+/*
+ * Makes image a fresh ext4 file system of size_mib MiB (mkfs.ext4 -q -F, then the options in
+ * mkfs_opts, NULL-terminated, may be NULL) and mounts it at dir through a loop device, whose
+ * name goes to loopdev (loopdev_len bytes). Needs root. Returns 0, or -1 after saying why.
+ */
+int it_ext4_mount(const char *image, int size_mib, const char *const *mkfs_opts, const char *dir,
+		  char *loopdev, size_t loopdev_len);
+/* Unmounts dir (if mounted) and detaches loopdev (if not ""), then empties loopdev. */
+void it_ext4_umount(const char *dir, char *loopdev);
+
 /* Whether a TCP port on 127.0.0.1 is free to bind. */
 bool it_tcp_port_free(int port);
 

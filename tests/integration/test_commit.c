@@ -24,19 +24,10 @@
 static struct it_server srv;
 static char small[PATH_MAX], image[PATH_MAX], loopdev[64];
 
-static int run_quiet(char *const argv[], char *out, size_t outlen)
-{
-	int rc = it_run(argv, 60, out, outlen);
-
-	if (rc != 0)
-		fprintf(stderr, "%s: exit %d: %s\n", argv[0], rc, out);
-	return rc;
-}
-
 /* The upper becomes ext4 on a loop device backed by a file on a tiny tmpfs. */
 static int failing_upper(void)
 {
-	char out[512], size[32];
+	char size[32];
 
 	it_path(small, "%s/small", srv.is_dir);
 	it_path(image, "%s/img", small);
@@ -47,27 +38,12 @@ static int failing_upper(void)
 		perror("mount tmpfs");
 		return -1;
 	}
-	snprintf(size, sizeof(size), "%dM", IMAGE_MIB);
-	if (run_quiet((char *const[]){ "truncate", "-s", size, image, NULL }, out, sizeof(out)) ||
-	    run_quiet((char *const[]){ "mkfs.ext4", "-q", "-F", image, NULL }, out, sizeof(out)) ||
-	    run_quiet((char *const[]){ "losetup", "-f", "--show", image, NULL }, out,
-		      sizeof(out)))
-		return -1;
-	snprintf(loopdev, sizeof(loopdev), "%.*s", (int)strcspn(out, "\n"), out);
-	if (mount(loopdev, srv.is_upper, "ext4", 0, NULL) < 0) {
-		perror("mount ext4 image");
-		return -1;
-	}
-	return 0;
+	return it_ext4_mount(image, IMAGE_MIB, NULL, srv.is_upper, loopdev, sizeof(loopdev));
 }
 
 static void release_upper(void)
 {
-	char out[256];
-
-	umount2(srv.is_upper, MNT_DETACH);
-	if (loopdev[0])
-		run_quiet((char *const[]){ "losetup", "-d", loopdev, NULL }, out, sizeof(out));
+	it_ext4_umount(srv.is_upper, loopdev);
 	umount2(small, MNT_DETACH);
 }
 

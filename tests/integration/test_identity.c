@@ -49,19 +49,10 @@ static bool mounted;
 static CLIENT *clnt;
 static nfs_fh3 root;
 
-static int run_quiet(char *const argv[], char *out, size_t outlen)
-{
-	int rc = it_run(argv, 60, out, outlen);
-
-	if (rc != 0)
-		fprintf(stderr, "%s: exit %d: %s\n", argv[0], rc, out);
-	return rc;
-}
-
 /* The lower branch becomes a fresh ext4 image on a loop device, or a tmpfs. */
 static int mount_lower(bool ext4)
 {
-	char out[512], size[32];
+	char size[32];
 
 	if (!ext4) {
 		snprintf(size, sizeof(size), "size=%dm", T_IMAGE_MIB);
@@ -73,30 +64,15 @@ static int mount_lower(bool ext4)
 		return 0;
 	}
 	it_path(image, "%s/lower.img", srv.is_dir);
-	snprintf(size, sizeof(size), "%dM", T_IMAGE_MIB);
-	if (run_quiet((char *const[]){ "truncate", "-s", size, image, NULL }, out, sizeof(out)) ||
-	    run_quiet((char *const[]){ "mkfs.ext4", "-q", "-F", image, NULL }, out, sizeof(out)) ||
-	    run_quiet((char *const[]){ "losetup", "-f", "--show", image, NULL }, out, sizeof(out)))
-		return -1;
-	snprintf(loopdev, sizeof(loopdev), "%.*s", (int)strcspn(out, "\n"), out);
-	if (mount(loopdev, srv.is_lower, "ext4", 0, NULL) < 0) {
-		perror("mount ext4 image");
-		return -1;
-	}
-	mounted = true;
-	return 0;
+	mounted = true; /* a failed mount still leaves a loop device to detach */
+	return it_ext4_mount(image, T_IMAGE_MIB, NULL, srv.is_lower, loopdev, sizeof(loopdev));
 }
 
 static void unmount_lower(void)
 {
-	char out[256];
-
 	if (mounted)
-		umount2(srv.is_lower, MNT_DETACH);
+		it_ext4_umount(srv.is_lower, loopdev);
 	mounted = false;
-	if (loopdev[0])
-		run_quiet((char *const[]){ "losetup", "-d", loopdev, NULL }, out, sizeof(out));
-	loopdev[0] = '\0';
 }
 
 static int start(bool ext4)
