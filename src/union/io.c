@@ -366,19 +366,18 @@ int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_
 	if (r == 0 && cache)
 		ent = ufd_get(&o.uo_st, O_WRONLY, who, wholen);
 	if (ent != NULL) {
-		/* The resolve just stat'ed this very file: that is the state before the write. */
 		fd = ufd_fd(ent);
-		st = o.uo_st;
 	} else if (r == 0) {
 		r = uio_open(&o, O_WRONLY, &own);
 		fd = own;
-		if (r == 0)
-			r = fsio_stat(fd, &st);
 	}
 	if (r < 0)
 		goto out;
-	/* wcc_data: the attributes just before and after this write, none other between. */
-	wl = uwl_lock(&st);
+	/*
+	 * wcc_data: the attributes just before and after this write, none other between. The
+	 * lock is the file's the resolve found, which fd holds.
+	 */
+	wl = uwl_lock(&o.uo_st);
 	r = fsio_stat(fd, &st);
 	if (r == 0) {
 		uio_out(ux, &st, ino, pre);

@@ -17,9 +17,9 @@
  * - `unionnfsd-ctl check` exits 0 and reports no error and no stale record that an in-flight
  *   change does not explain (those are then dropped with --repair, so each round starts clean).
  *
- * Changes in flight at the kill may end either way. An in-flight copy-up can currently leave
- * its object's handle stale, with a new fileid at its name, and a stale record (issue 22
- * point 3); a RENAME or REMOVE must not (point 2: the start settles their intents). A RENAME
+ * Changes in flight at the kill may end either way, but should leave no stale handle of a live
+ * object, no new fileid and no stale record: a copy-up cut short is found again by its origin
+ * (issue 22 point 3), a RENAME or REMOVE is settled from its intent at start (point 2). A RENAME
  * of a lower file copies it up first, in a change of its own: one that leaves the file at its
  * old name with a stale handle is counted as a copy-up. Such leftovers are counted
  * and printed, and fail the test only with CRASH_STRICT_INFLIGHT=1 (every kind) or a list of
