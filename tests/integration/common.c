@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -751,10 +752,13 @@ int it_mnt(const struct it_server *s, int proto, const char *path, nfs_fh3 *fh)
 	return it_mnt_over(it_clnt(proto, IT_MOUNT_PROG, 3, s->is_mount_port), path, fh);
 }
 
+static _Atomic unsigned it_reserved_calls;
+
 int it_bind_reserved(int fd, const struct sockaddr_in *me)
 {
 	struct sockaddr_in at = *me;
 	int one = 1, first, port;
+	unsigned step;
 
 	/*
 	 * bindresvport gives up when the ~400 ports it tries are taken, and a test suite's
@@ -764,7 +768,13 @@ int it_bind_reserved(int fd, const struct sockaddr_in *me)
 	 */
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
 		return -1;
-	first = IT_RESERVED_LOW + (int)(getpid() % (IT_RESERVED_HIGH - IT_RESERVED_LOW + 1));
+	/*
+	 * Each call starts at another port: a port this process used a moment ago to reach the
+	 * same server may still be in TIME_WAIT for that very address pair, and connect would
+	 * then fail with EADDRNOTAVAIL.
+	 */
+	step = (unsigned)getpid() + 37 * atomic_fetch_add(&it_reserved_calls, 1);
+	first = IT_RESERVED_LOW + (int)(step % (IT_RESERVED_HIGH - IT_RESERVED_LOW + 1));
 	port = first;
 	do {
 		at.sin_port = htons((uint16_t)port);
