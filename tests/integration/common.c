@@ -1084,6 +1084,17 @@ uint32_t it_get32(const uint8_t *b, size_t off)
 	return ntohl(v);
 }
 
+void it_server_nofile(const struct it_server *s, unsigned long long n)
+{
+	struct rlimit rl;
+
+	if (prlimit(s->is_pid, RLIMIT_NOFILE, NULL, &rl) < 0)
+		fail_msg("prlimit: %s", strerror(errno));
+	rl.rlim_cur = n;
+	if (prlimit(s->is_pid, RLIMIT_NOFILE, &rl, NULL) < 0)
+		fail_msg("prlimit of the server to %llu descriptors: %s", n, strerror(errno));
+}
+
 int it_server_fds(const struct it_server *s)
 {
 	char path[64];

@@ -93,6 +93,8 @@ void it_server_dump_log(const struct it_server *s);
 
 /* Whether the server's output (all runs) contains text. */
 bool it_server_log_contains(const struct it_server *s, const char *text);
+/* Sets the running server's soft limit of open files to n (prlimit), keeping the hard one. */
+void it_server_nofile(const struct it_server *s, unsigned long long n);
 /* How many descriptors the running server has open (/proc/PID/fd). */
 int it_server_fds(const struct it_server *s);
 

@@ -350,19 +350,6 @@ static double status_ms(const char *when)
 	return ms;
 }
 
-/* Lowers the server's soft open files limit (the hard one stays, so it can be restored). */
-static void server_nofile(rlim_t n)
-{
-	struct rlimit rl;
-
-	if (prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &rl) < 0)
-		fail_msg("prlimit: %s", strerror(errno));
-	rl.rlim_cur = n;
-	if (prlimit(it_srv.is_pid, RLIMIT_NOFILE, &rl, NULL) < 0)
-		fail_msg("prlimit of the server to %llu descriptors: %s", (unsigned long long)n,
-			 strerror(errno));
-}
-
 /* --metrics: Prometheus text over HTTP on the loop, with the same figures. */
 static void test_metrics(void **state)
 {
@@ -468,7 +455,7 @@ static void test_status_at_limits(void **state)
 	assert_int_equal(prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &old), 0);
 	base = it_server_fds(&it_srv);
 	limit = (rlim_t)base + 64;
-	server_nofile(limit);
+	it_server_nofile(&it_srv, limit);
 	for (int i = 0; i < T_NFS_CONNS; i++)
 		fds[i] = tcp_open(it_srv.is_nfs_port);
 	usleep(300 * 1000);
@@ -481,7 +468,7 @@ static void test_status_at_limits(void **state)
 			 (unsigned long long)limit);
 	/* Not one descriptor left: the control socket's reserve one answers. */
 	for (int round = 0; round < 3; round++) {
-		server_nofile((rlim_t)it_server_fds(&it_srv));
+		it_server_nofile(&it_srv, (rlim_t)it_server_fds(&it_srv));
 		status_ms("with no descriptor left");
 	}
 	for (int i = 0; i < T_NFS_CONNS; i++)

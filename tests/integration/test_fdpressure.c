@@ -388,19 +388,6 @@ static int pressure_teardown(void **state)
 	return it_group_teardown(state);
 }
 
-/* Sets the soft open files limit of the running server (the hard one stays). */
-static void server_nofile(rlim_t n)
-{
-	struct rlimit rl;
-
-	if (prlimit(it_srv.is_pid, RLIMIT_NOFILE, NULL, &rl) < 0)
-		fail_msg("prlimit: %s", strerror(errno));
-	rl.rlim_cur = n;
-	if (prlimit(it_srv.is_pid, RLIMIT_NOFILE, &rl, NULL) < 0)
-		fail_msg("prlimit of the server to %llu descriptors: %s", (unsigned long long)n,
-			 strerror(errno));
-}
-
 /*
  * Leaves the running server no descriptor to make: its limit becomes the lowest number
  * it has free (a descriptor is always the lowest free number below the limit).
@@ -415,7 +402,7 @@ static void server_no_fd_left(void)
 		if (access(path, F_OK) != 0 && errno == ENOENT)
 			break;
 	}
-	server_nofile((rlim_t)fd);
+	it_server_nofile(&it_srv, (rlim_t)fd);
 }
 
 /*
