@@ -89,8 +89,15 @@ enum rpc_outcome {
 
 typedef enum rpc_outcome (*rpc_handler_fn)(struct rpc_req *rq, void *args, void *res);
 
+/* What a result says about the call, for the statistics (errors and STALE replies). */
+enum rpc_status {
+	RPC_STATUS_OK = 0,
+	RPC_STATUS_ERROR,        /* the program's own status is a failure */
+	RPC_STATUS_STALE,        /* a failure because a handle names nothing (counted as an error too) */
+};
+
 struct rpc_proc {
-	const char *rp_name;
+	const char *rp_name;     /* in logs, `unionnfsd-ctl stats` and Prometheus labels */
 	xdrproc_t rp_xdr_args;
 	size_t rp_args_size;
 	xdrproc_t rp_xdr_res;
@@ -98,8 +105,13 @@ struct rpc_proc {
 	rpc_handler_fn rp_fn;
 };
 
+/*
+ * One program served: everything the transport, the dispatcher and the statistics need to
+ * know about it, so a new program is one such table and its handlers.
+ */
 struct rpc_program {
 	uint32_t rg_prog;
+	const char *rg_name;        /* the statistics' program label ("nfs") */
 	uint32_t rg_vers_min;
 	uint32_t rg_vers_max;
 	/* procs[vers - rg_vers_min][proc]; a NULL rp_fn means PROC_UNAVAIL */
@@ -113,6 +125,12 @@ struct rpc_program {
 	 */
 	const uint32_t *rg_big_replies;
 	size_t rg_reply_big;
+	/*
+	 * What the result res of procedure proc of version vers says, res being what the
+	 * handler filled for a reply accepted with SUCCESS; NULL: results carry no status
+	 * (every reply counts as RPC_STATUS_OK)
+	 */
+	enum rpc_status (*rg_status)(uint32_t vers, uint32_t proc, const void *res);
 };
 
 /* Parsed call header. Parsing never allocates; hostile input gives a clean error. */
@@ -144,8 +162,31 @@ enum rpc_parse rpc_parse_call(const void *rec, size_t len, struct rpc_call *call
  */
 size_t rpc_reply_max(const void *rec, size_t len);
 
-/* Registers the programs served and the context handed to their handlers. Call once. */
+#define RPC_MAX_PROGRAMS 16
+
+/*
+ * Registers the programs served and the context handed to their handlers. Call once,
+ * before serving (tests may call it again between runs).
+ */
 void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms, void *ctx);
+
+/*
+ * The registered programs, for whoever reports on them (the statistics): how many, the
+ * one at index i (0 <= i < rpc_program_count(), in rpc_dispatch_init's order), and the
+ * index of program number prog (-1: not registered). Any thread, once registered.
+ */
+int rpc_program_count(void);
+const struct rpc_program *rpc_program_at(int i);
+int rpc_program_index(uint32_t prog);
+
+/* Procedure proc of version vers of pg, or NULL when pg has no such version or procedure. */
+const struct rpc_proc *rpc_program_proc(const struct rpc_program *pg, uint32_t vers, uint32_t proc);
+
+/*
+ * The name of procedure proc of pg in its lowest version (the statistics count a
+ * procedure number across versions), or NULL when it has none.
+ */
+const char *rpc_proc_name(const struct rpc_program *pg, uint32_t proc);
 
 /*
  * Serves one complete record (worker thread): parses, dispatches, encodes. Returns a

@@ -24,13 +24,16 @@
 
 #define STATS_BUCKETS 32          /* up to 2^31 us, about 36 minutes */
 #define STATS_MAX_PROCS 32        /* per program; higher procedure numbers count as one */
+/*
+ * Calls are counted per program registered with the dispatcher (rpc_dispatch_init), shown
+ * in its order under the program's rg_name and its procedures' rp_name, and per every
+ * other program together ("other"): STATS_PROG_OTHER, or any unregistered number, names
+ * those counters.
+ */
+#define STATS_PROG_OTHER UINT32_MAX
 #define STATS_MAX_CLIENTS 4096    /* addresses remembered; later ones are only counted */
 
 struct rpc_call;
-
-/* The programs counted apart; every other one is STATS_PROG_OTHER. */
-enum stats_prog { STATS_PROG_NFS = 0, STATS_PROG_MOUNT, STATS_PROG_PORTMAP, STATS_PROG_OTHER,
-		  STATS_NPROGS };
 
 /* A monotonic clock in nanoseconds, for the start of a call. */
 uint64_t stats_clock(void);
@@ -38,8 +41,8 @@ uint64_t stats_clock(void);
 /*
  * One served record: call is NULL when the record was not a call to a procedure we have
  * (rejected, wrong program or version); res is the handler's result when the reply was
- * accepted with SUCCESS, else NULL (an NFS result begins with its nfsstat3: STALE and
- * other errors are counted from it). t0 comes from stats_clock().
+ * accepted with SUCCESS, else NULL (its program's rg_status tells errors and STALE
+ * replies from it). t0 comes from stats_clock().
  */
 void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t replylen,
 		const struct sockaddr *peer, socklen_t peerlen, const void *res);
@@ -79,12 +82,13 @@ unsigned stats_bucket(uint64_t ns);
 /* A copy of one procedure's figures. */
 struct stats_proc {
 	uint64_t sp_calls;
-	uint64_t sp_errors;           /* NFS: replies with a status other than NFS3_OK */
-	uint64_t sp_stale;            /* NFS: NFS3ERR_STALE replies */
+	uint64_t sp_errors;           /* results whose rg_status says RPC_STATUS_ERROR or _STALE */
+	uint64_t sp_stale;            /* results whose rg_status says RPC_STATUS_STALE */
 	uint64_t sp_ns;               /* summed latency */
 	uint64_t sp_hist[STATS_BUCKETS];
 };
-void stats_proc_get(enum stats_prog prog, unsigned proc, struct stats_proc *out);
+/* Program prog's (its number) procedure proc. */
+void stats_proc_get(uint32_t prog, unsigned proc, struct stats_proc *out);
 
 struct stats_totals {
 	uint64_t st_calls;
@@ -102,8 +106,7 @@ struct stats_totals {
 void stats_totals_get(struct stats_totals *out);
 
 /* A procedure's name ("GETATTR"), or NULL when the program has none at that number. */
-const char *stats_proc_name(enum stats_prog prog, unsigned proc);
-const char *stats_prog_name(enum stats_prog prog);
+const char *stats_proc_name(uint32_t prog, unsigned proc);
 
 /* One remembered client, for `clients`. */
 struct stats_client {

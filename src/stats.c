@@ -1,6 +1,8 @@
 /*
  * Server statistics (include/stats.h): relaxed atomics in static storage, fed by one-line
  * hooks in the dispatcher, the copy-up and the whiteout code, read by the control socket.
+ * What a program is called, what its procedures are called and what its results say
+ * come from its table (rpc.h): nothing here knows one program from another.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,11 +17,10 @@
 #include "rpc.h"
 #include "stats.h"
 
-#define STATS_NFS_PROG 100003u
-#define STATS_MOUNT_PROG 100005u
-#define STATS_PORTMAP_PROG 100000u
-#define STATS_NFS3ERR_STALE 70u
 #define STATS_CLIENT_CHAINS 1024u
+/* Counters of the registered programs by their index (rpc_program_index), then of all others. */
+#define STATS_SLOT_OTHER RPC_MAX_PROGRAMS
+#define STATS_SLOTS (RPC_MAX_PROGRAMS + 1)
 
 struct stats_counters {
 	atomic_uint_fast64_t sc_calls;
@@ -39,7 +40,7 @@ struct stats_client_ent {
 	atomic_uint_fast64_t ce_bytes;
 };
 
-static struct stats_counters stats_procs[STATS_NPROGS][STATS_MAX_PROCS];
+static struct stats_counters stats_procs[STATS_SLOTS][STATS_MAX_PROCS];
 static atomic_uint_fast64_t stats_rejected, stats_req_bytes, stats_reply_bytes;
 static atomic_uint_fast64_t stats_copyups, stats_whiteouts, stats_clients_dropped;
 static atomic_uint_fast64_t stats_copyup_joins, stats_copyup_queues;
@@ -60,18 +61,6 @@ static pthread_mutex_t stats_insert_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define ADD(c, v) atomic_fetch_add_explicit(&(c), (v), memory_order_relaxed)
 #define GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
-
-static const char *const stats_nfs_names[] = {
-	"NULL", "GETATTR", "SETATTR", "LOOKUP", "ACCESS", "READLINK", "READ", "WRITE",
-	"CREATE", "MKDIR", "SYMLINK", "MKNOD", "REMOVE", "RMDIR", "RENAME", "LINK", "READDIR",
-	"READDIRPLUS", "FSSTAT", "FSINFO", "PATHCONF", "COMMIT",
-};
-static const char *const stats_mount_names[] = {
-	"NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT",
-};
-static const char *const stats_portmap_names[] = {
-	"NULL", "SET", "UNSET", "GETPORT", "DUMP", "CALLIT",
-};
 
 uint64_t stats_clock(void)
 {
@@ -117,14 +106,41 @@ uint64_t stats_percentile(const uint64_t hist[STATS_BUCKETS], unsigned p)
 	return (uint64_t)1 << b;
 }
 
-static enum stats_prog stats_prog_of(uint32_t prog)
+static unsigned stats_slot(uint32_t prog)
 {
-	switch (prog) {
-	case STATS_NFS_PROG: return STATS_PROG_NFS;
-	case STATS_MOUNT_PROG: return STATS_PROG_MOUNT;
-	case STATS_PORTMAP_PROG: return STATS_PROG_PORTMAP;
-	default: return STATS_PROG_OTHER;
-	}
+	int i = rpc_program_index(prog);
+
+	return i >= 0 ? (unsigned)i : STATS_SLOT_OTHER;
+}
+
+/* Whether a report shows slot's counters: a registered program's, or the others'. */
+static bool stats_slot_shown(unsigned slot)
+{
+	return slot == STATS_SLOT_OTHER || (int)slot < rpc_program_count();
+}
+
+static const char *stats_slot_name(unsigned slot)
+{
+	const struct rpc_program *pg = rpc_program_at((int)slot);
+
+	return pg != NULL && pg->rg_name != NULL ? pg->rg_name : "other";
+}
+
+static const char *stats_slot_proc_name(unsigned slot, unsigned proc)
+{
+	const struct rpc_program *pg = rpc_program_at((int)slot);
+
+	return pg != NULL ? rpc_proc_name(pg, proc) : NULL;
+}
+
+/* What a successful call's result says, as its program reads it. */
+static enum rpc_status stats_status(unsigned slot, const struct rpc_call *call, const void *res)
+{
+	const struct rpc_program *pg = rpc_program_at((int)slot);
+
+	if (pg == NULL || pg->rg_status == NULL)
+		return RPC_STATUS_OK;
+	return pg->rg_status(call->rc_vers, call->rc_proc, res);
 }
 
 /* The peer as 16 address bytes; false for anything but IPv4 and IPv6. */
@@ -204,9 +220,9 @@ void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t 
 		const struct sockaddr *peer, socklen_t peerlen, const void *res)
 {
 	struct stats_counters *c;
-	enum stats_prog prog;
+	enum rpc_status status;
+	unsigned slot;
 	uint64_t ns = stats_clock() - t0;
-	uint32_t status;
 
 	ADD(stats_req_bytes, reqlen);
 	ADD(stats_reply_bytes, replylen);
@@ -215,17 +231,14 @@ void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t 
 		ADD(stats_rejected, 1);
 		return;
 	}
-	prog = stats_prog_of(call->rc_prog);
-	c = &stats_procs[prog][call->rc_proc < STATS_MAX_PROCS ? call->rc_proc : STATS_MAX_PROCS - 1];
+	slot = stats_slot(call->rc_prog);
+	c = &stats_procs[slot][call->rc_proc < STATS_MAX_PROCS ? call->rc_proc : STATS_MAX_PROCS - 1];
 	ADD(c->sc_calls, 1);
 	ADD(c->sc_ns, ns);
 	ADD(c->sc_hist[stats_bucket(ns)], 1);
-	/* Every NFS v3 result (but NULL's) is a union switched on its nfsstat3, first. */
-	if (prog == STATS_PROG_NFS && call->rc_vers == 3 && call->rc_proc != 0 && res != NULL) {
-		memcpy(&status, res, sizeof(status));
-		if (status != 0)
-			ADD(c->sc_errors, 1);
-		if (status == STATS_NFS3ERR_STALE) {
+	if (res != NULL && (status = stats_status(slot, call, res)) != RPC_STATUS_OK) {
+		ADD(c->sc_errors, 1);
+		if (status == RPC_STATUS_STALE) {
 			ADD(c->sc_stale, 1);
 			/* Unmarked STALE comes from the union layer: the object is not as recorded. */
 			ADD(stats_stale_by[stats_stale_mark >= 0 ? stats_stale_mark
@@ -271,14 +284,14 @@ int stats_whiteout(int r)
 	return r;
 }
 
-void stats_proc_get(enum stats_prog prog, unsigned proc, struct stats_proc *out)
+static void stats_slot_get(unsigned slot, unsigned proc, struct stats_proc *out)
 {
 	struct stats_counters *c;
 
 	memset(out, 0, sizeof(*out));
-	if ((unsigned)prog >= STATS_NPROGS || proc >= STATS_MAX_PROCS)
+	if (slot >= STATS_SLOTS || proc >= STATS_MAX_PROCS)
 		return;
-	c = &stats_procs[prog][proc];
+	c = &stats_procs[slot][proc];
 	out->sp_calls = GET(c->sc_calls);
 	out->sp_errors = GET(c->sc_errors);
 	out->sp_stale = GET(c->sc_stale);
@@ -287,14 +300,19 @@ void stats_proc_get(enum stats_prog prog, unsigned proc, struct stats_proc *out)
 		out->sp_hist[b] = GET(c->sc_hist[b]);
 }
 
+void stats_proc_get(uint32_t prog, unsigned proc, struct stats_proc *out)
+{
+	stats_slot_get(stats_slot(prog), proc, out);
+}
+
 void stats_totals_get(struct stats_totals *out)
 {
 	struct stats_proc sp;
 
 	memset(out, 0, sizeof(*out));
-	for (unsigned p = 0; p < STATS_NPROGS; p++) {
+	for (unsigned p = 0; p < STATS_SLOTS; p++) {
 		for (unsigned i = 0; i < STATS_MAX_PROCS; i++) {
-			stats_proc_get((enum stats_prog)p, i, &sp);
+			stats_slot_get(p, i, &sp);
 			out->st_calls += sp.sp_calls;
 			out->st_stale += sp.sp_stale;
 		}
@@ -311,26 +329,9 @@ void stats_totals_get(struct stats_totals *out)
 		out->st_stale_by[k] = GET(stats_stale_by[k]);
 }
 
-const char *stats_prog_name(enum stats_prog prog)
+const char *stats_proc_name(uint32_t prog, unsigned proc)
 {
-	switch (prog) {
-	case STATS_PROG_NFS: return "nfs";
-	case STATS_PROG_MOUNT: return "mount";
-	case STATS_PROG_PORTMAP: return "portmap";
-	default: return "other";
-	}
-}
-
-const char *stats_proc_name(enum stats_prog prog, unsigned proc)
-{
-#define STATS_NAME(t) (proc < sizeof(t) / sizeof(t[0]) ? t[proc] : NULL)
-	switch (prog) {
-	case STATS_PROG_NFS: return STATS_NAME(stats_nfs_names);
-	case STATS_PROG_MOUNT: return STATS_NAME(stats_mount_names);
-	case STATS_PROG_PORTMAP: return STATS_NAME(stats_portmap_names);
-	default: return NULL;
-	}
-#undef STATS_NAME
+	return stats_slot_proc_name(stats_slot(prog), proc);
 }
 
 void stats_clients_each(bool (*fn)(const struct stats_client *c, void *arg), void *arg)
@@ -424,19 +425,19 @@ int stats_report(char **buf, size_t *len, size_t *cap)
 		r = stats_appendf(buf, len, cap, "%-8s %-12s %10s %8s %8s %9s %9s %9s %9s\n",
 				  "program", "procedure", "calls", "errors", "stale", "avg_us",
 				  "p50_us", "p90_us", "p99_us");
-	for (unsigned p = 0; r == 0 && p < STATS_NPROGS; p++) {
-		for (unsigned i = 0; r == 0 && i < STATS_MAX_PROCS; i++) {
-			stats_proc_get((enum stats_prog)p, i, &sp);
+	for (unsigned p = 0; r == 0 && p < STATS_SLOTS; p++) {
+		for (unsigned i = 0; r == 0 && stats_slot_shown(p) && i < STATS_MAX_PROCS; i++) {
+			stats_slot_get(p, i, &sp);
 			if (sp.sp_calls == 0)
 				continue;
-			name = stats_proc_name((enum stats_prog)p, i);
+			name = stats_slot_proc_name(p, i);
 			if (name == NULL) {
 				snprintf(num, sizeof(num), "%s%u", i == STATS_MAX_PROCS - 1 ? ">=" : "#", i);
 				name = num;
 			}
 			r = stats_appendf(buf, len, cap,
 					  "%-8s %-12s %10llu %8llu %8llu %9llu %9llu %9llu %9llu\n",
-					  stats_prog_name((enum stats_prog)p), name,
+					  stats_slot_name(p), name,
 					  (unsigned long long)sp.sp_calls,
 					  (unsigned long long)sp.sp_errors,
 					  (unsigned long long)sp.sp_stale,
@@ -450,9 +451,9 @@ int stats_report(char **buf, size_t *len, size_t *cap)
 }
 
 /* A procedure's label value: its name, or its number when it has none. */
-static const char *stats_prom_procedure(enum stats_prog prog, unsigned proc, char num[16])
+static const char *stats_prom_procedure(unsigned slot, unsigned proc, char num[16])
 {
-	const char *name = stats_proc_name(prog, proc);
+	const char *name = stats_slot_proc_name(slot, proc);
 
 	if (name)
 		return name;
@@ -470,14 +471,14 @@ static int stats_prom_family(char **buf, size_t *len, size_t *cap, const char *n
 	int r;
 
 	r = stats_appendf(buf, len, cap, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-	for (unsigned p = 0; r == 0 && p < STATS_NPROGS; p++) {
-		for (unsigned i = 0; r == 0 && i < STATS_MAX_PROCS; i++) {
-			stats_proc_get((enum stats_prog)p, i, &sp);
+	for (unsigned p = 0; r == 0 && p < STATS_SLOTS; p++) {
+		for (unsigned i = 0; r == 0 && stats_slot_shown(p) && i < STATS_MAX_PROCS; i++) {
+			stats_slot_get(p, i, &sp);
 			if (sp.sp_calls == 0)
 				continue;
-			pname = stats_prom_procedure((enum stats_prog)p, i, num);
+			pname = stats_prom_procedure(p, i, num);
 			r = stats_appendf(buf, len, cap, "%s{program=\"%s\",procedure=\"%s\"} %llu\n", name,
-					  stats_prog_name((enum stats_prog)p), pname,
+					  stats_slot_name(p), pname,
 					  (unsigned long long)*(const uint64_t *)(const void *)((const char *)&sp + field));
 		}
 	}
@@ -496,19 +497,19 @@ static int stats_prom_histograms(char **buf, size_t *len, size_t *cap)
 	r = stats_appendf(buf, len, cap,
 			  "# HELP %s Time from a call's arrival at a worker to its encoded reply.\n"
 			  "# TYPE %s histogram\n", name, name);
-	for (unsigned p = 0; r == 0 && p < STATS_NPROGS; p++) {
-		for (unsigned i = 0; r == 0 && i < STATS_MAX_PROCS; i++) {
-			stats_proc_get((enum stats_prog)p, i, &sp);
+	for (unsigned p = 0; r == 0 && p < STATS_SLOTS; p++) {
+		for (unsigned i = 0; r == 0 && stats_slot_shown(p) && i < STATS_MAX_PROCS; i++) {
+			stats_slot_get(p, i, &sp);
 			if (sp.sp_calls == 0)
 				continue;
-			pname = stats_prom_procedure((enum stats_prog)p, i, num);
+			pname = stats_prom_procedure(p, i, num);
 			cum = 0;
 			/* Bucket b holds calls under 2^b us: the "le" bound of bucket b. */
 			for (unsigned b = 0; r == 0 && b < STATS_BUCKETS - 1; b++) {
 				cum += sp.sp_hist[b];
 				r = stats_appendf(buf, len, cap,
 						  "%s_bucket{program=\"%s\",procedure=\"%s\",le=\"%g\"} %llu\n",
-						  name, stats_prog_name((enum stats_prog)p), pname,
+						  name, stats_slot_name(p), pname,
 						  (double)((uint64_t)1 << b) / 1e6, (unsigned long long)cum);
 			}
 			if (r == 0)
@@ -516,11 +517,11 @@ static int stats_prom_histograms(char **buf, size_t *len, size_t *cap)
 						  "%s_bucket{program=\"%s\",procedure=\"%s\",le=\"+Inf\"} %llu\n"
 						  "%s_sum{program=\"%s\",procedure=\"%s\"} %.9f\n"
 						  "%s_count{program=\"%s\",procedure=\"%s\"} %llu\n",
-						  name, stats_prog_name((enum stats_prog)p), pname,
+						  name, stats_slot_name(p), pname,
 						  (unsigned long long)sp.sp_calls,
-						  name, stats_prog_name((enum stats_prog)p), pname,
+						  name, stats_slot_name(p), pname,
 						  (double)sp.sp_ns / 1e9,
-						  name, stats_prog_name((enum stats_prog)p), pname,
+						  name, stats_slot_name(p), pname,
 						  (unsigned long long)sp.sp_calls);
 		}
 	}

@@ -1,7 +1,10 @@
 /*
  * The dispatch tables of NFS v3 and MOUNT v1-v3: for each procedure its XDR routines,
- * argument and result sizes, and handler.
+ * argument and result sizes, handler and how its result tells its status; for each
+ * program its name in the statistics and which replies may be large.
  */
+#include <string.h>
+
 #include "nfs_internal.h"
 
 /* rpcgen's routines take typed pointers; the table holds the generic xdrproc_t. */
@@ -11,6 +14,20 @@
 	{ name, XDRP(xdr_##argt), sizeof(argt), XDRP(xdr_##rest), sizeof(rest), fn }
 #define PROC_VOID(name, fn) \
 	{ name, XDRP(xdr_void), 0, XDRP(xdr_void), 0, fn }
+
+/* Every NFS v3 result (but NULL's) is a union switched on its nfsstat3, first. */
+static enum rpc_status nfs3_status(uint32_t vers, uint32_t proc, const void *res)
+{
+	nfsstat3 status;
+
+	(void)vers;
+	if (proc == NFSPROC3_NULL)
+		return RPC_STATUS_OK;
+	memcpy(&status, res, sizeof(status));
+	if (status == NFS3_OK)
+		return RPC_STATUS_OK;
+	return status == NFS3ERR_STALE ? RPC_STATUS_STALE : RPC_STATUS_ERROR;
+}
 
 static const struct rpc_proc nfs3_procs[] = {
 	PROC_VOID("NULL", nfs3_null),
@@ -54,6 +71,7 @@ static const uint32_t nfs3_big_replies[] = {
 
 const struct rpc_program nfs3_program = {
 	.rg_prog = NFS_PROGRAM,
+	.rg_name = "nfs",
 	.rg_vers_min = NFS_V3,
 	.rg_vers_max = NFS_V3,
 	.rg_procs = nfs3_versions,
@@ -61,6 +79,7 @@ const struct rpc_program nfs3_program = {
 	.rg_nonidempotent = nfs3_nonidempotent,
 	.rg_big_replies = nfs3_big_replies,
 	.rg_reply_big = NFS_REPLY_MAX_BIG,
+	.rg_status = nfs3_status,
 };
 
 /* Versions 1 and 2 differ from 3 only in MNT's reply (v2's extra PATHCONF is not served). */
@@ -95,6 +114,7 @@ static const uint32_t mnt_big_replies[] = { MNT_BIG_REPLIES, MNT_BIG_REPLIES, MN
 
 const struct rpc_program mount_program = {
 	.rg_prog = MOUNT_PROGRAM,
+	.rg_name = "mount",
 	.rg_vers_min = MOUNT_V1,
 	.rg_vers_max = MOUNT_V3,
 	.rg_procs = mnt_versions,

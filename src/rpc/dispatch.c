@@ -27,7 +27,6 @@
 #include "stats.h"
 
 #define RPC_VERSION 2
-#define RPC_MAX_PROGRAMS 16
 #define ARENA_BLOCK 4096
 #define ARENA_ALIGN alignof(max_align_t)
 /* Record mark plus the accepted reply header in front of a result (dispatch_header_size). */
@@ -217,6 +216,43 @@ void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms,
 		dispatch_programs[i] = programs[i];
 	dispatch_nprograms = nprograms < 0 ? 0 : nprograms;
 	dispatch_ctx = ctx;
+}
+
+int rpc_program_count(void)
+{
+	return dispatch_nprograms;
+}
+
+const struct rpc_program *rpc_program_at(int i)
+{
+	return i >= 0 && i < dispatch_nprograms ? dispatch_programs[i] : NULL;
+}
+
+int rpc_program_index(uint32_t prog)
+{
+	for (int i = 0; i < dispatch_nprograms; i++)
+		if (dispatch_programs[i]->rg_prog == prog)
+			return i;
+	return -1;
+}
+
+const struct rpc_proc *rpc_program_proc(const struct rpc_program *pg, uint32_t vers, uint32_t proc)
+{
+	uint32_t v;
+
+	if (vers < pg->rg_vers_min || vers > pg->rg_vers_max)
+		return NULL;
+	v = vers - pg->rg_vers_min;
+	if (pg->rg_procs[v] == NULL || proc >= pg->rg_nprocs[v])
+		return NULL;
+	return &pg->rg_procs[v][proc];
+}
+
+const char *rpc_proc_name(const struct rpc_program *pg, uint32_t proc)
+{
+	const struct rpc_proc *p = rpc_program_proc(pg, pg->rg_vers_min, proc);
+
+	return p != NULL ? p->rp_name : NULL;
 }
 
 /* What to say in the reply, short of the result itself. */
@@ -467,10 +503,7 @@ static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *
 
 static const struct rpc_program *dispatch_find(uint32_t prog)
 {
-	for (int i = 0; i < dispatch_nprograms; i++)
-		if (dispatch_programs[i]->rg_prog == prog)
-			return dispatch_programs[i];
-	return NULL;
+	return rpc_program_at(rpc_program_index(prog));
 }
 
 static size_t dispatch_reply_max(uint32_t prog, uint32_t vers, uint32_t proc)
@@ -561,12 +594,7 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 		r.dr_high = prog->rg_vers_max;
 		goto encode;
 	}
-	{
-		uint32_t v = call.rc_vers - prog->rg_vers_min;
-
-		if (prog->rg_procs[v] != NULL && call.rc_proc < prog->rg_nprocs[v])
-			proc = &prog->rg_procs[v][call.rc_proc];
-	}
+	proc = rpc_program_proc(prog, call.rc_vers, call.rc_proc);
 	if (proc == NULL || proc->rp_fn == NULL) {
 		proc = NULL;
 		r.dr_code = PROC_UNAVAIL;

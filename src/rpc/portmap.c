@@ -311,6 +311,7 @@ static const uint32_t portmap_nprocs[] = {
 
 const struct rpc_program portmap_program = {
 	.rg_prog = PORTMAP_PROG,
+	.rg_name = "portmap",
 	.rg_vers_min = 2,
 	.rg_vers_max = 4,
 	.rg_procs = portmap_procs,
