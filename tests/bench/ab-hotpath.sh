@@ -1,0 +1,122 @@
+#!/bin/bash
+# A/B of the per-call cost: GETATTR and LOOKUP at 1 and 32 calls in flight, two unionnfsd
+# binaries, the same two-branch stack, rounds that alternate which binary goes first.
+#   tests/bench/ab-hotpath.sh OLD_BIN NEW_BIN
+# Environment:
+#   ROUNDS=N      rounds (default 5); each runs every workload once on each binary
+#   SECONDS_PER=S length of each timed load, after loadgen's 0.5 s warm-up (default 3)
+#   LOADGEN=path  the load generator (default build/bench/loadgen: make bench-tools)
+#   PORT=P        first of the four ports used on 127.0.0.1 (default 13071)
+# Prints, per workload, in-flight count and binary, the median rate in calls/s with the
+# lowest and highest round, then NEW's median against OLD's. Rates on a machine shared with
+# other work move by several percent from round to round: read the spread before a ratio.
+# Needs no portmapper (the servers run with --portmap off, loadgen is given the ports).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROUNDS=${ROUNDS:-5}
+SECS=${SECONDS_PER:-3}
+LOADGEN=${LOADGEN:-$ROOT/build/bench/loadgen}
+PORT=${PORT:-13071}
+NAMES=200
+
+log() { echo "ab-hotpath: $*" >&2; }
+die() {
+	log "$*"
+	exit 2
+}
+
+[ $# = 2 ] || die "usage: $0 OLD_BIN NEW_BIN"
+BIN=("$1" "$2")
+LABEL=(old new)
+for b in "${BIN[@]}"; do
+	[ -x "$b" ] || die "$b is not an executable unionnfsd"
+done
+[ -x "$LOADGEN" ] || die "$LOADGEN is missing; run make bench-tools (or set LOADGEN)"
+
+WORK=$(mktemp -d /tmp/ab-hotpath.XXXXXX) || die "cannot make a work directory under /tmp"
+PIDS=()
+cleanup() {
+	local p
+	trap - EXIT INT TERM
+	for p in "${PIDS[@]}"; do
+		kill -TERM "$p" 2> /dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		wait "$p" 2> /dev/null
+	done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+port_busy() { (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null; }
+
+# server I: binary I on ports PORT+2I (NFS) and PORT+2I+1 (MOUNT), its own upper and map
+server_start() {
+	local i=$1 port=$((PORT + 2 * $1)) n
+	port_busy "$port" && die "port $port is in use; stop what listens there (ss -ltnp 'sport = :$port') or set PORT"
+	mkdir -p "$WORK/upper$i" "$WORK/state$i"
+	"${BIN[$i]}" -f --listen 127.0.0.1 --port "$port" --mount-port $((port + 1)) --portmap off \
+		--state "$WORK/state$i" -e "/ab=$WORK/upper$i:$WORK/lower" -o rw,no_root_squash,insecure \
+		> "$WORK/server$i.log" 2>&1 &
+	PIDS+=($!)
+	# Nothing to wait on but the listening socket itself: poll it, bounded.
+	for n in $(seq 1 150); do
+		kill -0 "${PIDS[$i]}" 2> /dev/null ||
+			die "${BIN[$i]} exited at start-up: $(tail -n 5 "$WORK/server$i.log")"
+		port_busy "$port" && port_busy $((port + 1)) && return 0
+		sleep 0.1
+	done
+	die "${BIN[$i]} did not listen on port $port within 15 s; see $WORK/server$i.log"
+}
+
+# rate WORKLOAD INFLIGHT I: one timed load on server I, its rate in calls/s
+rate() {
+	local wl=$1 inflight=$2 port=$((PORT + 2 * $3)) path='' out
+	[ "$wl" = lookup ] && path="--path dir"
+	# shellcheck disable=SC2086
+	out=$("$LOADGEN" --url "nfs://127.0.0.1/ab?nfsport=$port&mountport=$((port + 1))" \
+		--workload "$wl" --inflight "$inflight" --seconds "$SECS" $path 2>&1)
+	echo "$out" | grep -oE 'rate=[0-9.]+' | head -n 1 | cut -d= -f2 | grep . ||
+		die "loadgen failed on ${BIN[$3]} ($wl, $inflight in flight): $out"
+}
+
+# median, lowest and highest of the numbers on stdin
+summary() { sort -n | awk '{ v[NR] = $1 } END { printf "%.0f %.0f %.0f", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
+
+mkdir -p "$WORK/lower/dir"
+for n in $(seq 1 $NAMES); do
+	echo x > "$WORK/lower/dir/f$n"
+done
+server_start 0
+server_start 1
+
+declare -A RATES=()
+CASES="getattr.1 getattr.32 lookup.1 lookup.32"
+for r in $(seq 1 "$ROUNDS"); do
+	# odd rounds old first, even rounds new first
+	order="0 1"
+	[ $((r % 2)) = 0 ] && order="1 0"
+	for c in $CASES; do
+		for i in $order; do
+			v=$(rate "${c%.*}" "${c#*.}" "$i") || exit 1
+			RATES[$c.$i]="${RATES[$c.$i]:-} $v"
+		done
+	done
+	log "round $r of $ROUNDS done"
+done
+
+printf '%-8s %8s %-4s %10s %10s %10s  %s\n' workload inflight bin median lowest highest rounds
+for c in $CASES; do
+	MED=()
+	for i in 0 1; do
+		read -r med lo hi < <(echo "${RATES[$c.$i]}" | tr ' ' '\n' | grep . | summary)
+		MED[i]=$med
+		printf '%-8s %8s %-4s %10s %10s %10s %s\n' "${c%.*}" "${c#*.}" "${LABEL[$i]}" \
+			"$med" "$lo" "$hi" "${RATES[$c.$i]}"
+	done
+	awk -v a="${MED[0]}" -v b="${MED[1]}" -v w="${c%.*}" -v n="${c#*.}" \
+		'BEGIN { printf "%-8s %8s new/old median %+.1f%%\n", w, n, (b / a - 1) * 100 }'
+done
