@@ -107,11 +107,14 @@ struct rpc_proc {
 
 /*
  * One program served: everything the transport, the dispatcher and the statistics need to
- * know about it, so a new program is one such table and its handlers.
+ * know about it, so a new program is one such table and its handlers, listed in the
+ * programs main hands to rpc_dispatch_init (src/nfs/program.c is an example; so is the
+ * toy program of tests/unit/test_rpc_dropin.c). Procedure numbers above 31 cannot be
+ * flagged in the per-version bit masks.
  */
 struct rpc_program {
 	uint32_t rg_prog;
-	const char *rg_name;        /* the statistics' program label ("nfs") */
+	const char *rg_name;        /* the statistics' program label ("nfs"); NULL: "other" */
 	uint32_t rg_vers_min;
 	uint32_t rg_vers_max;
 	/* procs[vers - rg_vers_min][proc]; a NULL rp_fn means PROC_UNAVAIL */
