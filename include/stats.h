@@ -24,6 +24,7 @@
 
 #define STATS_BUCKETS 32          /* up to 2^31 us, about 36 minutes */
 #define STATS_MAX_PROCS 32        /* per program; higher procedure numbers count as one */
+#define STATS_MAX_CLIENTS 4096    /* addresses remembered; later ones are only counted */
 /*
  * Calls are counted per program registered with the dispatcher (rpc_dispatch_init), shown
  * in its order under the program's rg_name and its procedures' rp_name, and per every
@@ -31,7 +32,6 @@
  * those counters.
  */
 #define STATS_PROG_OTHER UINT32_MAX
-#define STATS_MAX_CLIENTS 4096    /* addresses remembered; later ones are only counted */
 
 struct rpc_call;
 
