@@ -175,12 +175,13 @@ void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms,
 
 /*
  * The registered programs, for whoever reports on them (the statistics): how many, the
- * one at index i (0 <= i < rpc_program_count(), in rpc_dispatch_init's order), and the
- * index of program number prog (-1: not registered). Any thread, once registered.
+ * one at index i (0 <= i < rpc_program_count(), in rpc_dispatch_init's order; NULL past
+ * them), and the one numbered prog with its index in *index (NULL and -1: not
+ * registered). Any thread, once registered.
  */
 int rpc_program_count(void);
 const struct rpc_program *rpc_program_at(int i);
-int rpc_program_index(uint32_t prog);
+const struct rpc_program *rpc_program_find(uint32_t prog, int *index);
 
 /* Procedure proc of version vers of pg, or NULL when pg has no such version or procedure. */
 const struct rpc_proc *rpc_program_proc(const struct rpc_program *pg, uint32_t vers, uint32_t proc);

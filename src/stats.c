@@ -18,7 +18,7 @@
 #include "stats.h"
 
 #define STATS_CLIENT_CHAINS 1024u
-/* Counters of the registered programs by their index (rpc_program_index), then of all others. */
+/* Counters of the registered programs by their index (rpc_program_find), then of all others. */
 #define STATS_SLOT_OTHER RPC_MAX_PROGRAMS
 #define STATS_SLOTS (RPC_MAX_PROGRAMS + 1)
 
@@ -108,9 +108,9 @@ uint64_t stats_percentile(const uint64_t hist[STATS_BUCKETS], unsigned p)
 
 static unsigned stats_slot(uint32_t prog)
 {
-	int i = rpc_program_index(prog);
+	int i;
 
-	return i >= 0 ? (unsigned)i : STATS_SLOT_OTHER;
+	return rpc_program_find(prog, &i) != NULL ? (unsigned)i : STATS_SLOT_OTHER;
 }
 
 /* Whether a report shows slot's counters: a registered program's, or the others'. */
@@ -133,15 +133,6 @@ static const char *stats_slot_proc_name(unsigned slot, unsigned proc)
 	return pg != NULL ? rpc_proc_name(pg, proc) : NULL;
 }
 
-/* What a successful call's result says, as its program reads it. */
-static enum rpc_status stats_status(unsigned slot, const struct rpc_call *call, const void *res)
-{
-	const struct rpc_program *pg = rpc_program_at((int)slot);
-
-	if (pg == NULL || pg->rg_status == NULL)
-		return RPC_STATUS_OK;
-	return pg->rg_status(call->rc_vers, call->rc_proc, res);
-}
 
 /* The peer as 16 address bytes; false for anything but IPv4 and IPv6. */
 static bool stats_key(const struct sockaddr *sa, socklen_t len, uint8_t key[16])
@@ -219,9 +210,11 @@ static void stats_seen(const struct sockaddr *peer, socklen_t peerlen, uint64_t 
 void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t replylen,
 		const struct sockaddr *peer, socklen_t peerlen, const void *res)
 {
+	const struct rpc_program *pg;
 	struct stats_counters *c;
 	enum rpc_status status;
 	unsigned slot;
+	int i;
 	uint64_t ns = stats_clock() - t0;
 
 	ADD(stats_req_bytes, reqlen);
@@ -231,12 +224,15 @@ void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t 
 		ADD(stats_rejected, 1);
 		return;
 	}
-	slot = stats_slot(call->rc_prog);
+	pg = rpc_program_find(call->rc_prog, &i);
+	slot = pg != NULL ? (unsigned)i : STATS_SLOT_OTHER;
 	c = &stats_procs[slot][call->rc_proc < STATS_MAX_PROCS ? call->rc_proc : STATS_MAX_PROCS - 1];
 	ADD(c->sc_calls, 1);
 	ADD(c->sc_ns, ns);
 	ADD(c->sc_hist[stats_bucket(ns)], 1);
-	if (res != NULL && (status = stats_status(slot, call, res)) != RPC_STATUS_OK) {
+	/* res: the result of a reply accepted with SUCCESS, which its program can read */
+	if (res != NULL && pg != NULL && pg->rg_status != NULL &&
+	    (status = pg->rg_status(call->rc_vers, call->rc_proc, res)) != RPC_STATUS_OK) {
 		ADD(c->sc_errors, 1);
 		if (status == RPC_STATUS_STALE) {
 			ADD(c->sc_stale, 1);

@@ -218,6 +218,28 @@ void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms,
 	dispatch_ctx = ctx;
 }
 
+/* Static, so that the per-call paths (rpc_serve_at, rpc_reply_max) inline them. */
+static const struct rpc_program *dispatch_find(uint32_t prog)
+{
+	for (int i = 0; i < dispatch_nprograms; i++)
+		if (dispatch_programs[i]->rg_prog == prog)
+			return dispatch_programs[i];
+	return NULL;
+}
+
+static const struct rpc_proc *dispatch_proc(const struct rpc_program *pg, uint32_t vers,
+					    uint32_t proc)
+{
+	uint32_t v;
+
+	if (vers < pg->rg_vers_min || vers > pg->rg_vers_max)
+		return NULL;
+	v = vers - pg->rg_vers_min;
+	if (pg->rg_procs[v] == NULL || proc >= pg->rg_nprocs[v])
+		return NULL;
+	return &pg->rg_procs[v][proc];
+}
+
 int rpc_program_count(void)
 {
 	return dispatch_nprograms;
@@ -228,24 +250,21 @@ const struct rpc_program *rpc_program_at(int i)
 	return i >= 0 && i < dispatch_nprograms ? dispatch_programs[i] : NULL;
 }
 
-int rpc_program_index(uint32_t prog)
+const struct rpc_program *rpc_program_find(uint32_t prog, int *index)
 {
-	for (int i = 0; i < dispatch_nprograms; i++)
-		if (dispatch_programs[i]->rg_prog == prog)
-			return i;
-	return -1;
+	for (int i = 0; i < dispatch_nprograms; i++) {
+		if (dispatch_programs[i]->rg_prog == prog) {
+			*index = i;
+			return dispatch_programs[i];
+		}
+	}
+	*index = -1;
+	return NULL;
 }
 
 const struct rpc_proc *rpc_program_proc(const struct rpc_program *pg, uint32_t vers, uint32_t proc)
 {
-	uint32_t v;
-
-	if (vers < pg->rg_vers_min || vers > pg->rg_vers_max)
-		return NULL;
-	v = vers - pg->rg_vers_min;
-	if (pg->rg_procs[v] == NULL || proc >= pg->rg_nprocs[v])
-		return NULL;
-	return &pg->rg_procs[v][proc];
+	return dispatch_proc(pg, vers, proc);
 }
 
 const char *rpc_proc_name(const struct rpc_program *pg, uint32_t proc)
@@ -501,11 +520,6 @@ static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *
 	return out;
 }
 
-static const struct rpc_program *dispatch_find(uint32_t prog)
-{
-	return rpc_program_at(rpc_program_index(prog));
-}
-
 static size_t dispatch_reply_max(uint32_t prog, uint32_t vers, uint32_t proc)
 {
 	const struct rpc_program *pg = dispatch_find(prog);
@@ -594,7 +608,7 @@ void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, soc
 		r.dr_high = prog->rg_vers_max;
 		goto encode;
 	}
-	proc = rpc_program_proc(prog, call.rc_vers, call.rc_proc);
+	proc = dispatch_proc(prog, call.rc_vers, call.rc_proc);
 	if (proc == NULL || proc->rp_fn == NULL) {
 		proc = NULL;
 		r.dr_code = PROC_UNAVAIL;
