@@ -7,9 +7,11 @@
 #   SECONDS_PER=S length of each timed load, after loadgen's 0.5 s warm-up (default 3)
 #   LOADGEN=path  the load generator (default build/bench/loadgen: make bench-tools)
 #   PORT=P        first of the four ports used on 127.0.0.1 (default 13071)
-# Prints, per workload, in-flight count and binary, the median rate in calls/s with the
-# lowest and highest round, then NEW's median against OLD's. Rates on a machine shared with
-# other work move by several percent from round to round: read the spread before a ratio.
+# Prints two tables, per workload, in-flight count and binary: the rate in calls/s and the
+# server's CPU time per call (all its threads, from /proc/PID/task/*/schedstat), each as the
+# median with the lowest and highest round, then NEW's median against OLD's. On a machine
+# shared with other work rates move by tens of percent from round to round; CPU time per
+# call moves much less, as it does not count time spent waiting for a core.
 # Needs no portmapper (the servers run with --portmap off, loadgen is given the ports).
 set -uo pipefail
 
@@ -72,19 +74,29 @@ server_start() {
 	die "${BIN[$i]} did not listen on port $port within 15 s; see $WORK/server$i.log"
 }
 
-# rate WORKLOAD INFLIGHT I: one timed load on server I, its rate in calls/s
-rate() {
-	local wl=$1 inflight=$2 port=$((PORT + 2 * $3)) path='' out
+# CPU time all threads of process PID have used so far, in ns (the scheduler's own count)
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+
+# measure WORKLOAD INFLIGHT I: one timed load on server I; prints its rate in calls/s and the
+# server's CPU time per measured call in us (the warm-up's and the mount's CPU included)
+measure() {
+	local wl=$1 inflight=$2 port=$((PORT + 2 * $3)) pid=${PIDS[$3]} path='' out c0 c1 rate ops
 	[ "$wl" = lookup ] && path="--path dir"
+	c0=$(cpu_ns "$pid")
 	# shellcheck disable=SC2086
 	out=$("$LOADGEN" --url "nfs://127.0.0.1/ab?nfsport=$port&mountport=$((port + 1))" \
 		--workload "$wl" --inflight "$inflight" --seconds "$SECS" $path 2>&1)
-	echo "$out" | grep -oE 'rate=[0-9.]+' | head -n 1 | cut -d= -f2 | grep . ||
+	c1=$(cpu_ns "$pid")
+	rate=$(echo "$out" | grep -oE ' rate=[0-9.]+' | head -n 1 | cut -d= -f2)
+	ops=$(echo "$out" | grep -oE ' ops=[0-9]+' | head -n 1 | cut -d= -f2)
+	if [ -z "$rate" ] || [ -z "$ops" ] || [ "$ops" = 0 ]; then
 		die "loadgen failed on ${BIN[$3]} ($wl, $inflight in flight): $out"
+	fi
+	awk -v r="$rate" -v c=$((c1 - c0)) -v n="$ops" 'BEGIN { printf "%s %.2f\n", r, c / n / 1000 }'
 }
 
-# median, lowest and highest of the numbers on stdin
-summary() { sort -n | awk '{ v[NR] = $1 } END { printf "%.0f %.0f %.0f", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
+# median, lowest and highest of the numbers on stdin, with FORMAT for each
+summary() { sort -n | awk -v f="$1" '{ v[NR] = $1 } END { printf f " " f " " f, v[int((NR + 1) / 2)], v[1], v[NR] }'; }
 
 mkdir -p "$WORK/lower/dir"
 for n in $(seq 1 $NAMES); do
@@ -93,7 +105,13 @@ done
 server_start 0
 server_start 1
 
-declare -A RATES=()
+# A first load on each server, not counted: its first mount and first look at the files
+# cost what no later round pays.
+for i in 0 1; do
+	SECS=1 measure lookup 32 "$i" > /dev/null || exit 1
+done
+
+declare -A RATES=() CPU=()
 CASES="getattr.1 getattr.32 lookup.1 lookup.32"
 for r in $(seq 1 "$ROUNDS"); do
 	# odd rounds old first, even rounds new first
@@ -101,22 +119,33 @@ for r in $(seq 1 "$ROUNDS"); do
 	[ $((r % 2)) = 0 ] && order="1 0"
 	for c in $CASES; do
 		for i in $order; do
-			v=$(rate "${c%.*}" "${c#*.}" "$i") || exit 1
+			read -r v u < <(measure "${c%.*}" "${c#*.}" "$i") || exit 1
+			[ -n "$u" ] || exit 1
 			RATES[$c.$i]="${RATES[$c.$i]:-} $v"
+			CPU[$c.$i]="${CPU[$c.$i]:-} $u"
 		done
 	done
 	log "round $r of $ROUNDS done"
 done
 
-printf '%-8s %8s %-4s %10s %10s %10s  %s\n' workload inflight bin median lowest highest rounds
-for c in $CASES; do
-	MED=()
-	for i in 0 1; do
-		read -r med lo hi < <(echo "${RATES[$c.$i]}" | tr ' ' '\n' | grep . | summary)
-		MED[i]=$med
-		printf '%-8s %8s %-4s %10s %10s %10s %s\n' "${c%.*}" "${c#*.}" "${LABEL[$i]}" \
-			"$med" "$lo" "$hi" "${RATES[$c.$i]}"
+# report NAME ARRAY FORMAT: per case and binary, median, lowest, highest and every round
+report() {
+	local -n vals=$2
+	local c i med lo hi
+	local -a MED
+	echo "== $1"
+	printf '%-8s %8s %-4s %10s %10s %10s  %s\n' workload inflight bin median lowest highest rounds
+	for c in $CASES; do
+		for i in 0 1; do
+			read -r med lo hi < <(echo "${vals[$c.$i]}" | tr ' ' '\n' | grep . | summary "$3")
+			MED[i]=$med
+			printf '%-8s %8s %-4s %10s %10s %10s %s\n' "${c%.*}" "${c#*.}" "${LABEL[$i]}" \
+				"$med" "$lo" "$hi" "${vals[$c.$i]}"
+		done
+		awk -v a="${MED[0]}" -v b="${MED[1]}" -v w="${c%.*}" -v n="${c#*.}" \
+			'BEGIN { printf "%-8s %8s new/old median %+.1f%%\n", w, n, (b / a - 1) * 100 }'
 	done
-	awk -v a="${MED[0]}" -v b="${MED[1]}" -v w="${c%.*}" -v n="${c#*.}" \
-		'BEGIN { printf "%-8s %8s new/old median %+.1f%%\n", w, n, (b / a - 1) * 100 }'
-done
+}
+
+report "calls/s" RATES "%.0f"
+report "server CPU us per call" CPU "%.2f"
