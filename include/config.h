@@ -10,22 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CONFIG_MAX_BRANCHES 128
+#include "exports.h"
+#include "net.h"
+
 #define CONFIG_ERRLEN 512
 
-enum squash_mode { SQUASH_ROOT = 0, SQUASH_NONE, SQUASH_ALL };
-
-/* exports(5) words that apply to one export. */
-struct export_opts {
-	bool eo_ro;              /* "ro"; default rw */
-	enum squash_mode eo_squash;
-	uint32_t eo_anonuid;     /* default 65534 */
-	uint32_t eo_anongid;     /* default 65534 */
-	bool eo_secure;          /* default true: client source port must be < 1024 */
-	bool eo_async;           /* "async": namespace changes answered before they are on disk */
-};
-
-struct export_rule;          /* exports.h */
 struct hostmap;              /* hostmap.h */
 
 struct export_conf {
@@ -40,7 +29,7 @@ struct export_conf {
 	/*
 	 * Client rules, first match wins. A parsed config always has at least one ("*" with
 	 * ec_opts for the one-rule forms); an export built by hand with none admits every
-	 * client with ec_opts. Host names are already resolved.
+	 * client with ec_opts. Host names are resolved by config_resolve(), not by parsing.
 	 */
 	struct export_rule *ec_rules;
 	int ec_nrules;
@@ -65,8 +54,8 @@ struct config {
 	int cf_portmap_port;     /* built-in portmapper port, default 111 */
 	char *cf_state_dir;      /* default /var/lib/unionnfsd */
 	enum portmap_mode cf_portmap;
-	int cf_workers;          /* file system worker threads, default 32 */
-	uint32_t cf_max_record;  /* largest accepted RPC record, default 1 MiB + 4 KiB */
+	int cf_workers;          /* file system worker threads, default NET_DEFAULT_WORKERS */
+	uint32_t cf_max_record;  /* largest accepted RPC record, default NET_DEFAULT_MAX_RECORD */
 	unsigned cf_max_conns;   /* open TCP connections, default 1024 */
 	unsigned cf_max_conns_per_host; /* open TCP connections of one client address, default 128 */
 	unsigned cf_max_views_per_rule; /* open client views (upper=) per client rule, default 1024 */
@@ -75,11 +64,88 @@ struct config {
 	uint64_t cf_max_buffered;     /* buffered bytes across all connections, default 256 MiB */
 	struct export_conf *cf_exports;
 	int cf_nexports;
-	struct hostmap *cf_hosts;     /* --hosts FILE, names for upper=...%h; NULL: none */
+	char *cf_hosts_file;          /* --hosts FILE, names for upper=...%h; NULL: none */
+	char *cf_hosts_where;         /* where --hosts was given, to prefix messages about FILE */
+	struct hostmap *cf_hosts;     /* cf_hosts_file as read by config_resolve(); NULL: none */
 };
+
+/*
+ * The settings of the command line (--NAME VALUE) and the config file (NAME VALUE), one
+ * row each: X(id, name, kind, field, default, min, max, apply, hint)
+ *   kind    how the value is written: UINT (decimal in min..max), ADDR (numeric IP
+ *           address), PATH (absolute), PORTMAP (a mode), METRICS (ADDR:PORT), SWITCH (file
+ *           only: NAME, NAME yes, NAME no; the command line has its own flags -f, --udp)
+ *   apply   RELOAD: a SIGHUP takes it up; RESTART: only a restart does
+ *   hint    UINT: why the bounds are what they are; PATH: an example; else NULL
+ * The "unknown option" message lists the names in this order.
+ */
+#define CONFIG_SETTINGS(X) \
+	X(LISTEN, "listen", ADDR, cf_listen, NULL, 0, 0, RESTART, NULL) \
+	X(PORT, "port", UINT, cf_port, 2049, 0, 65535, RESTART, NULL) \
+	X(MOUNT_PORT, "mount-port", UINT, cf_mount_port, 20048, 0, 65535, RESTART, NULL) \
+	X(PORTMAP_PORT, "portmap-port", UINT, cf_portmap_port, 111, 0, 65535, RESTART, NULL) \
+	X(STATE, "state", PATH, cf_state_dir, "/var/lib/unionnfsd", 0, 0, RESTART, \
+	  "the full path, e.g. /var/lib/unionnfsd") \
+	X(PORTMAP, "portmap", PORTMAP, cf_portmap, PORTMAP_AUTO, 0, 0, RESTART, NULL) \
+	X(WORKERS, "workers", UINT, cf_workers, NET_DEFAULT_WORKERS, 1, 256, RESTART, NULL) \
+	X(MAX_RECORD, "max-record", UINT, cf_max_record, NET_DEFAULT_MAX_RECORD, \
+	  NET_DEFAULT_MAX_RECORD, 64 * 1024 * 1024, RESTART, \
+	  "smaller records could not carry the 1 MiB writes the server offers") \
+	X(MAX_CONNS, "max-connections", UINT, cf_max_conns, NET_DEFAULT_MAX_CONNS, 1, 1000000, \
+	  RESTART, NULL) \
+	X(MAX_CONNS_PER_HOST, "max-connections-per-host", UINT, cf_max_conns_per_host, \
+	  CONFIG_DEFAULT_MAX_CONNS_PER_HOST, 1, 1000000, RESTART, NULL) \
+	X(IDLE_TIMEOUT, "idle-timeout", UINT, cf_idle_timeout, 300, 0, 604800, RESTART, NULL) \
+	X(MAX_REQUESTS, "max-requests-per-connection", UINT, cf_max_requests, \
+	  NET_DEFAULT_MAX_REQUESTS, 1, 4096, RESTART, NULL) \
+	X(MAX_BUFFERED, "max-buffered", UINT, cf_max_buffered, NET_DEFAULT_MAX_BUFFERED, \
+	  4ull << 20, 1ull << 40, RESTART, NULL) \
+	X(MAX_VIEWS_PER_RULE, "max-views-per-rule", UINT, cf_max_views_per_rule, \
+	  CONFIG_DEFAULT_MAX_VIEWS_PER_RULE, 1, 65535, RESTART, NULL) \
+	X(METRICS, "metrics", METRICS, cf_metrics, NULL, 0, 0, RESTART, NULL) \
+	X(HOSTS, "hosts", PATH, cf_hosts_file, NULL, 0, 0, RELOAD, \
+	  "the full path of the host name map, e.g. /etc/unionnfsd/hosts") \
+	X(FOREGROUND, "foreground", SWITCH, cf_foreground, false, 0, 1, RESTART, NULL) \
+	X(UDP, "udp", SWITCH, cf_udp, false, 0, 1, RESTART, NULL)
+
+/* A kernel client needs one or two connections (nconnect: up to 16); a NAT gateway more. */
+#define CONFIG_DEFAULT_MAX_CONNS_PER_HOST 128
+/* Room for a few /24 rooms of netboot clients per rule; each open view holds descriptors. */
+#define CONFIG_DEFAULT_MAX_VIEWS_PER_RULE 1024
+
+enum config_setting {
+#define CONFIG_X_ENUM(id, ...) CONFIG_##id,
+	CONFIG_SETTINGS(CONFIG_X_ENUM)
+#undef CONFIG_X_ENUM
+	CONFIG_NSETTINGS
+};
+
+enum config_apply { CONFIG_RESTART = 0, CONFIG_RELOAD };
+
+/* The name of setting s as the config file spells it ("max-record"). */
+const char *config_setting_name(enum config_setting s);
+
+/* Whether a reload (SIGHUP) applies a change of setting s, or only a restart does. */
+enum config_apply config_setting_apply(enum config_setting s);
+
+/* The bounds of a UINT or SWITCH setting; false for settings that are no number. */
+bool config_setting_bounds(enum config_setting s, uint64_t *min, uint64_t *max);
+
+/*
+ * The settings that differ between a and b: bit (1 << s) for every setting s. Exports and
+ * client rules are not settings (a reload compares them export by export).
+ */
+uint64_t config_diff(const struct config *a, const struct config *b);
+
 
 /* Sets every default. */
 void config_init(struct config *cf);
+
+/*
+ * Parsing (config_parse_args, config_parse_file) reads the config text and nothing else:
+ * no DNS, no other file (so it is quick enough for the event loop). config_resolve() then
+ * does what may block: resolves the host names of client rules and reads the --hosts map.
+ */
 
 /*
  * Parses argv (including any -c FILE, read at the point it appears) into cf, which must
@@ -91,15 +157,15 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 /* Reads a config file into cf. Returns 0, or -1 with "FILE:LINE: message" in err. */
 int config_parse_file(struct config *cf, const char *path, char *err, size_t errlen);
 
-/* Applies comma-separated exports(5) words to opts. Returns 0, or -1 naming the bad word. */
-int config_parse_export_opts(struct export_opts *opts, const char *words, char *err, size_t errlen);
-
 /*
  * Appends the client rule "CLIENT(OPTS)" to export ec ("CLIENT()" takes the defaults:
- * rw, root_squash, anonuid/anongid 65534, secure), resolving a host name at once.
+ * rw, root_squash, anonuid/anongid 65534, secure); a host name stays unresolved until
+ * config_resolve(). where (may be NULL) says where the rule was written, e.g.
+ * "FILE:LINE: export /u: ", for the messages of that step.
  * Returns 0, or -1 naming the bad word and the fix in err.
  */
-int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t errlen);
+int config_add_rule(struct export_conf *ec, const char *word, const char *where, char *err,
+		    size_t errlen);
 
 /*
  * Checks an upper= template: absolute, naming the client by %a (address) or by %h (host
@@ -119,6 +185,19 @@ int config_upper_expand(const char *tmpl, const char *client, char *out, size_t 
 
 /* Checks the whole config (at least one export, no duplicate names, ...). */
 int config_validate(const struct config *cf, char *err, size_t errlen);
+
+/*
+ * The step after parsing that may block (DNS, reading the --hosts file): resolves every
+ * host name rule and loads cf_hosts. Returns 0, or -1 with a message naming where the
+ * failing rule or setting was written (as parsing does) and the fix.
+ */
+int config_resolve(struct config *cf, char *err, size_t errlen);
+
+/* Index of the export named name, or -1. */
+int config_find_export(const struct config *cf, const char *name);
+
+/* Whether two exports stack the same branches in the same order. */
+bool config_same_branches(const struct export_conf *a, const struct export_conf *b);
 
 void config_free(struct config *cf);
 

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "exports.h"
 #include "rpc.h"
 
 struct cred {

@@ -46,6 +46,13 @@ struct net_opts {
 	bool no_udp;                /* listeners take UDP datagrams too; false: TCP only */
 };
 
+/*
+ * The defaults of the limits, also what a user who sets nothing gets (config.c takes them
+ * from here). A record of 1 MiB + 4 KiB carries the 1 MiB WRITE that FSINFO offers on TCP
+ * with its RPC and NFS headers.
+ */
+#define NET_DEFAULT_WORKERS 32
+#define NET_DEFAULT_MAX_RECORD ((1u << 20) + (4u << 10))
 #define NET_DEFAULT_MAX_CONNS 1024u
 #define NET_DEFAULT_MAX_REQUESTS 64u
 #define NET_DEFAULT_MAX_BUFFERED (256ull << 20)

@@ -19,7 +19,7 @@ struct mount_entry;
 
 /* Everything the handlers share; built by main, handed to rpc_dispatch_init as ctx. */
 struct nfs_server {
-	const struct config *ns_cfg;
+	struct config *ns_cfg;                 /* its rules change only by nfs_server_swap_rules */
 	struct union_export **ns_exports;      /* [i] serves ns_cfg->cf_exports[i] */
 	int ns_nexports;
 	uint8_t ns_write_verf[NFS_WRITE_VERF_LEN]; /* new on every start: see nfs_write_verf */
@@ -27,7 +27,7 @@ struct nfs_server {
 	/*
 	 * Guards the client rules (ec_rules, ec_nrules, ec_opts of ns_cfg's exports) and the
 	 * host name map (cf_hosts): calls match under the read lock and copy the options out;
-	 * a SIGHUP reload swaps the tables under the write lock, so no call ever sees a
+	 * nfs_server_swap_rules swaps the tables under the write lock, so no call ever sees a
 	 * half-replaced table.
 	 */
 	pthread_rwlock_t ns_rules_lock;
@@ -47,7 +47,15 @@ void nfs_write_verf(const struct nfs_server *ns, uint8_t out[NFS_WRITE_VERF_LEN]
 extern const struct rpc_program mount_program;
 
 /* Sets up locks and a fresh write verifier; exports must be filled in by the caller. */
-void nfs_server_init(struct nfs_server *ns, const struct config *cf);
+void nfs_server_init(struct nfs_server *ns, struct config *cf);
+
+/*
+ * A reload: takes over next's host name map and, for every served export that next has
+ * with the same branch stack, its client rules and options; calls in flight finish with
+ * the old ones, later calls see the new ones. The old tables go to next, to be freed with
+ * it by the caller. Returns how many exports got new rules.
+ */
+int nfs_server_swap_rules(struct nfs_server *ns, struct config *next);
 void nfs_server_destroy(struct nfs_server *ns);
 
 /*

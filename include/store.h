@@ -24,6 +24,8 @@
 #define STORE_ROOT_INO 1
 #define STORE_NAME_MAX 255
 #define STORE_KEY_LEN 16
+/* Longest export name: the map keys exports by name, and meta keys stay under LMDB's 511 bytes. */
+#define STORE_EXPORT_NAME_MAX 400
 
 struct store;
 struct store_txn;

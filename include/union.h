@@ -26,8 +26,10 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include "config.h"
 #include "store.h"
+
+/* Branches in one union, the upper included (a branch index fits a byte). */
+#define UNION_MAX_BRANCHES 128
 
 struct union_export;
 
@@ -54,13 +56,20 @@ struct union_setattr {
 enum union_create_how { UNION_UNCHECKED = 0, UNION_GUARDED = 1, UNION_EXCLUSIVE = 2 };
 enum union_stable { UNION_UNSTABLE = 0, UNION_DATA_SYNC = 1, UNION_FILE_SYNC = 2 };
 
+/* union_open flags. */
+enum { UNION_OPEN_RO = 1 << 0 };   /* no writes at all, not even to branches[0] */
+
 /*
- * Opens the branch roots (each must be an existing directory), binds the export in the
- * store (refusing a stack the map was not built for) and returns the union. On failure
- * returns -errno with a message naming the cause and the fix in err.
+ * Opens the union named name (the export path clients mount) of the nbranches directories
+ * in branches, top first ([0] the writable upper unless UNION_OPEN_RO; each must be an
+ * existing directory), binds it in the store (refusing a stack the map was not built for)
+ * and returns it in *out. On failure returns -errno with a message naming the cause in
+ * err, followed where the branch list is at fault by fix: the caller's advice on changing
+ * it, in the words of its own interface (e.g. "fix -e").
  */
-int union_open(const struct export_conf *ec, struct store *st, struct union_export **out,
-	       char *err, size_t errlen);
+int union_open(const char *name, char *const *branches, int nbranches, unsigned flags,
+	       const char *fix, struct store *st, struct union_export **out, char *err,
+	       size_t errlen);
 void union_close(struct union_export *ux);
 
 /*

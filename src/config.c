@@ -8,6 +8,8 @@
 #include "exports.h"
 #include "hostmap.h"
 #include "log.h"
+#include "store.h"
+#include "union.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,36 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CONFIG_DEFAULT_STATE "/var/lib/unionnfsd"
-#define CONFIG_DEFAULT_PORT 2049
-#define CONFIG_DEFAULT_MOUNT_PORT 20048
-#define CONFIG_DEFAULT_PORTMAP_PORT 111
-#define CONFIG_DEFAULT_WORKERS 32
-#define CONFIG_DEFAULT_MAX_RECORD (1024 * 1024 + 4096)
-/* FSINFO advertises 1 MiB reads and writes on TCP: a WRITE of that size plus its headers must fit. */
-#define CONFIG_MIN_MAX_RECORD CONFIG_DEFAULT_MAX_RECORD
-#define CONFIG_MAX_MAX_RECORD (64 * 1024 * 1024)
-#define CONFIG_MAX_WORKERS 256
-#define CONFIG_DEFAULT_MAX_CONNS 1024
-#define CONFIG_MAX_MAX_CONNS 1000000
-/* A kernel client needs one or two connections (nconnect: up to 16); a NAT gateway more. */
-#define CONFIG_DEFAULT_MAX_CONNS_PER_HOST 128
-/* Room for a few /24 rooms of netboot clients per rule; each open view holds descriptors. */
-#define CONFIG_DEFAULT_MAX_VIEWS_PER_RULE 1024
-#define CONFIG_MAX_MAX_VIEWS_PER_RULE 65535
-#define CONFIG_DEFAULT_IDLE_TIMEOUT 300
-#define CONFIG_MAX_IDLE_TIMEOUT 604800           /* a week */
-#define CONFIG_DEFAULT_MAX_REQUESTS 64
-#define CONFIG_MAX_MAX_REQUESTS 4096
-#define CONFIG_DEFAULT_MAX_BUFFERED (256ull << 20)
-#define CONFIG_MIN_MAX_BUFFERED (4ull << 20)
-#define CONFIG_MAX_MAX_BUFFERED (1ull << 40)
-#define CONFIG_NAME_MAX 400      /* the inode map keys exports by name (store.c); MOUNT allows 1024 */
-#define CONFIG_ANON_ID 65534
-
-#define EXPORT_OPTS_EXPECTED \
-	"expected ro, rw, root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, " \
-	"secure, insecure, sync, async, upper=TEMPLATE"
+#define CONFIG_ANON_ID EXPORTS_ANON_ID
 
 static const char config_usage[] =
 	"usage: unionnfsd [-f] [-c FILE] [--listen ADDR] [--port N] [--mount-port N] [--state DIR]\n"
@@ -110,29 +83,27 @@ static const char config_usage[] =
 	"                      reverse DNS confirmed forward\n"
 	"  -h, --help          show this text\n";
 
+/* Settings of string kinds own a copy of their text; NULL stays NULL. */
+static char *config_strdup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+#define CONFIG_INIT_UINT(f, d) (f) = (d)
+#define CONFIG_INIT_PORTMAP(f, d) (f) = (d)
+#define CONFIG_INIT_SWITCH(f, d) (f) = (d)
+#define CONFIG_INIT_ADDR(f, d) (f) = config_strdup(d)
+#define CONFIG_INIT_PATH(f, d) (f) = config_strdup(d)
+#define CONFIG_INIT_METRICS(f, d) (f) = config_strdup(d)
+
 void config_init(struct config *cf)
 {
 	memset(cf, 0, sizeof(*cf));
-	cf->cf_foreground = false;
-	/* UDP is opt-in, as in current nfs-utils: its replies go wherever a datagram claims. */
-	cf->cf_udp = false;
-	cf->cf_listen = NULL;
-	cf->cf_port = CONFIG_DEFAULT_PORT;
-	cf->cf_mount_port = CONFIG_DEFAULT_MOUNT_PORT;
-	cf->cf_portmap_port = CONFIG_DEFAULT_PORTMAP_PORT;
-	/* NULL here is reported by config_validate: config_init has no way to fail. */
-	cf->cf_state_dir = strdup(CONFIG_DEFAULT_STATE);
-	cf->cf_portmap = PORTMAP_AUTO;
-	cf->cf_workers = CONFIG_DEFAULT_WORKERS;
-	cf->cf_max_record = CONFIG_DEFAULT_MAX_RECORD;
-	cf->cf_max_conns = CONFIG_DEFAULT_MAX_CONNS;
-	cf->cf_max_conns_per_host = CONFIG_DEFAULT_MAX_CONNS_PER_HOST;
-	cf->cf_max_views_per_rule = CONFIG_DEFAULT_MAX_VIEWS_PER_RULE;
-	cf->cf_idle_timeout = CONFIG_DEFAULT_IDLE_TIMEOUT;
-	cf->cf_max_requests = CONFIG_DEFAULT_MAX_REQUESTS;
-	cf->cf_max_buffered = CONFIG_DEFAULT_MAX_BUFFERED;
-	cf->cf_exports = NULL;
-	cf->cf_nexports = 0;
+	/* A NULL from a failed strdup is reported by config_validate: this cannot fail. */
+#define CONFIG_X_INIT(id, name, kind, field, def, min, max, apply, hint) \
+	CONFIG_INIT_##kind(cf->field, def);
+	CONFIG_SETTINGS(CONFIG_X_INIT)
+#undef CONFIG_X_INIT
 }
 
 static void config_export_free(struct export_conf *ec)
@@ -158,6 +129,8 @@ void config_free(struct config *cf)
 	free(cf->cf_listen);
 	free(cf->cf_metrics);
 	free(cf->cf_state_dir);
+	free(cf->cf_hosts_file);
+	free(cf->cf_hosts_where);
 	hostmap_free(cf->cf_hosts);
 	memset(cf, 0, sizeof(*cf));
 }
@@ -222,80 +195,6 @@ static int config_set_string(char **field, const char *value, char *err, size_t 
 	free(*field);
 	*field = copy;
 	return 0;
-}
-
-int config_parse_export_opts(struct export_opts *opts, const char *words, char *err,
-			     size_t errlen)
-{
-	struct export_opts o = *opts;
-	const char *p = words, *end;
-	char word[64];
-	size_t len;
-	uint64_t id;
-	int rc = -1;
-
-	if (!words || !*words) {
-		err_set(err, errlen, "no export options given (" EXPORT_OPTS_EXPECTED ")");
-		goto out;
-	}
-	for (;;) {
-		end = strchr(p, ',');
-		len = end ? (size_t)(end - p) : strlen(p);
-		if (len == 0) {
-			err_set(err, errlen, "empty export option in '%s' (" EXPORT_OPTS_EXPECTED ")",
-				   words);
-			goto out;
-		}
-		if (len >= sizeof(word)) {
-			err_set(err, errlen, "unknown export option '%.*s' (" EXPORT_OPTS_EXPECTED ")",
-				   (int)len, p);
-			goto out;
-		}
-		memcpy(word, p, len);
-		word[len] = '\0';
-		if (!strcmp(word, "rw")) {
-			o.eo_ro = false;
-		} else if (!strcmp(word, "ro")) {
-			o.eo_ro = true;
-		} else if (!strcmp(word, "root_squash")) {
-			o.eo_squash = SQUASH_ROOT;
-		} else if (!strcmp(word, "no_root_squash")) {
-			o.eo_squash = SQUASH_NONE;
-		} else if (!strcmp(word, "all_squash")) {
-			o.eo_squash = SQUASH_ALL;
-		} else if (!strcmp(word, "secure")) {
-			o.eo_secure = true;
-		} else if (!strcmp(word, "insecure")) {
-			o.eo_secure = false;
-		} else if (!strcmp(word, "sync")) {
-			o.eo_async = false;
-		} else if (!strcmp(word, "async")) {
-			o.eo_async = true;
-		} else if (!strncmp(word, "anonuid=", 8) || !strncmp(word, "anongid=", 8)) {
-			/* (uint32_t)-1 means "no id" to the kernel, so it cannot be an identity. */
-			if (config_parse_uint(word + 8, UINT32_MAX - 1, &id) < 0) {
-				err_set(err, errlen,
-					   "export option '%s': '%s' is not an id in 0..%u", word,
-					   word + 8, UINT32_MAX - 1);
-				goto out;
-			}
-			if (word[4] == 'u')
-				o.eo_anonuid = (uint32_t)id;
-			else
-				o.eo_anongid = (uint32_t)id;
-		} else {
-			err_set(err, errlen, "unknown export option '%s' (" EXPORT_OPTS_EXPECTED ")",
-				   word);
-			goto out;
-		}
-		if (!end)
-			break;
-		p = end + 1;
-	}
-	*opts = o;
-	rc = 0;
-out:
-	return rc;
 }
 
 #define CONFIG_MAX_RULES 256
@@ -452,11 +351,11 @@ static int config_export_opts(struct export_conf *ec, const char *words, char *e
 	int rc = 0;
 
 	if (!words || !*words)
-		return config_parse_export_opts(&ec->ec_opts, words, err, errlen);
+		return exports_parse_opts(&ec->ec_opts, words, err, errlen);
 	if (config_take_upper(ec, words, &rest, err, errlen) < 0)
 		return -1;
 	if (*rest)
-		rc = config_parse_export_opts(&ec->ec_opts, rest, err, errlen);
+		rc = exports_parse_opts(&ec->ec_opts, rest, err, errlen);
 	free(rest);
 	return rc;
 }
@@ -467,15 +366,6 @@ static void config_upper_ro(struct config *cf)
 	for (int i = 0; i < cf->cf_nexports; i++)
 		if (cf->cf_exports[i].ec_upper)
 			cf->cf_exports[i].ec_opts.eo_ro = true;
-}
-
-static void config_default_opts(struct export_opts *o)
-{
-	o->eo_ro = false;
-	o->eo_squash = SQUASH_ROOT;
-	o->eo_anonuid = CONFIG_ANON_ID;
-	o->eo_anongid = CONFIG_ANON_ID;
-	o->eo_secure = true;
 }
 
 /* Appends rule r (taken over, even on failure) to ec. */
@@ -503,7 +393,8 @@ fail:
 	return -1;
 }
 
-int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t errlen)
+int config_add_rule(struct export_conf *ec, const char *word, const char *where, char *err,
+		    size_t errlen)
 {
 	struct export_rule r;
 	const char *open = strchr(word, '(');
@@ -527,13 +418,15 @@ int config_add_rule(struct export_conf *ec, const char *word, char *err, size_t 
 	}
 	if (exports_parse_spec(spec, &r, err, errlen) < 0)
 		goto out;
-	config_default_opts(&r.er_opts);
+	exports_default_opts(&r.er_opts);
 	if (config_take_upper(ec, opts, &rest, err, errlen) < 0)
 		goto out;
-	if (*rest && config_parse_export_opts(&r.er_opts, rest, err, errlen) < 0)
+	if (*rest && exports_parse_opts(&r.er_opts, rest, err, errlen) < 0)
 		goto out;
-	if (exports_rule_resolve(&r, err, errlen) < 0)
+	if (where && !(r.er_where = strdup(where))) {
+		err_set(err, errlen, "out of memory");
 		goto out;
+	}
 	rc = config_push_rule(ec, &r, err, errlen);
 out:
 	exports_rule_free(&r);
@@ -568,9 +461,9 @@ static char *config_export_name(const char *name, char *err, size_t errlen)
 		err_set(err, errlen, "export name '%s' must start with '/', e.g. /union", name);
 		goto fail;
 	}
-	if (strlen(name) > CONFIG_NAME_MAX) {
+	if (strlen(name) > STORE_EXPORT_NAME_MAX) {
 		err_set(err, errlen, "export name is longer than %d bytes; use a shorter one",
-			   CONFIG_NAME_MAX);
+			   STORE_EXPORT_NAME_MAX);
 		goto fail;
 	}
 	out = malloc(strlen(name) + 1);
@@ -617,7 +510,7 @@ static int config_add_export(struct config *cf, const char *name, const char *br
 	int i, n = 1, rc = -1;
 
 	memset(&ec, 0, sizeof(ec));
-	config_default_opts(&ec.ec_opts);
+	exports_default_opts(&ec.ec_opts);
 
 	ec.ec_name = config_export_name(name, err, errlen);
 	if (!ec.ec_name)
@@ -638,9 +531,9 @@ static int config_add_export(struct config *cf, const char *name, const char *br
 	for (p = branches; *p; p++)
 		if (*p == ':')
 			n++;
-	if (n > CONFIG_MAX_BRANCHES) {
+	if (n > UNION_MAX_BRANCHES) {
 		err_set(err, errlen, "export %s has %d branches; at most %d are supported",
-			   ec.ec_name, n, CONFIG_MAX_BRANCHES);
+			   ec.ec_name, n, UNION_MAX_BRANCHES);
 		goto out;
 	}
 	ec.ec_branches = calloc((size_t)n, sizeof(*ec.ec_branches));
@@ -729,55 +622,74 @@ static int config_add_export_spec(struct config *cf, const char *spec, char *err
 	return rc;
 }
 
-enum config_key {
-	KEY_LISTEN,
-	KEY_PORT,
-	KEY_MOUNT_PORT,
-	KEY_PORTMAP_PORT,
-	KEY_STATE,
-	KEY_PORTMAP,
-	KEY_WORKERS,
-	KEY_MAX_RECORD,
-	KEY_MAX_CONNS,
-	KEY_MAX_CONNS_PER_HOST,
-	KEY_MAX_VIEWS_PER_RULE,
-	KEY_IDLE_TIMEOUT,
-	KEY_MAX_REQUESTS,
-	KEY_MAX_BUFFERED,
-	KEY_METRICS,
-	KEY_HOSTS,
+/* One row of CONFIG_SETTINGS, for code that walks the table. */
+enum config_kind { CONFIG_K_UINT, CONFIG_K_ADDR, CONFIG_K_PATH, CONFIG_K_PORTMAP,
+		   CONFIG_K_METRICS, CONFIG_K_SWITCH };
+
+static const struct config_row {
+	const char *cr_name;
+	enum config_kind cr_kind;
+	uint64_t cr_min, cr_max;
+	enum config_apply cr_apply;
+	const char *cr_hint;
+} config_rows[CONFIG_NSETTINGS] = {
+#define CONFIG_X_ROW(id, name, kind, field, def, min, max, apply, hint) \
+	[CONFIG_##id] = { name, CONFIG_K_##kind, min, max, CONFIG_##apply, hint },
+	CONFIG_SETTINGS(CONFIG_X_ROW)
+#undef CONFIG_X_ROW
 };
 
-/* Scalar settings: the flag --NAME and the config file directive NAME. */
-static const struct {
-	const char *ck_name;
-	enum config_key ck_key;
-} config_keys[] = {
-	{ "listen", KEY_LISTEN },
-	{ "port", KEY_PORT },
-	{ "mount-port", KEY_MOUNT_PORT },
-	{ "portmap-port", KEY_PORTMAP_PORT },
-	{ "state", KEY_STATE },
-	{ "portmap", KEY_PORTMAP },
-	{ "workers", KEY_WORKERS },
-	{ "max-record", KEY_MAX_RECORD },
-	{ "max-connections", KEY_MAX_CONNS },
-	{ "max-connections-per-host", KEY_MAX_CONNS_PER_HOST },
-	{ "max-views-per-rule", KEY_MAX_VIEWS_PER_RULE },
-	{ "idle-timeout", KEY_IDLE_TIMEOUT },
-	{ "max-requests-per-connection", KEY_MAX_REQUESTS },
-	{ "max-buffered", KEY_MAX_BUFFERED },
-	{ "metrics", KEY_METRICS },
-	{ "hosts", KEY_HOSTS },
-};
+const char *config_setting_name(enum config_setting s)
+{
+	return config_rows[s].cr_name;
+}
 
+enum config_apply config_setting_apply(enum config_setting s)
+{
+	return config_rows[s].cr_apply;
+}
+
+bool config_setting_bounds(enum config_setting s, uint64_t *min, uint64_t *max)
+{
+	if (config_rows[s].cr_kind != CONFIG_K_UINT && config_rows[s].cr_kind != CONFIG_K_SWITCH)
+		return false;
+	*min = config_rows[s].cr_min;
+	*max = config_rows[s].cr_max;
+	return true;
+}
+
+static bool config_str_differs(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+#define CONFIG_DIFF_UINT(a, b) ((a) != (b))
+#define CONFIG_DIFF_PORTMAP(a, b) ((a) != (b))
+#define CONFIG_DIFF_SWITCH(a, b) ((a) != (b))
+#define CONFIG_DIFF_ADDR(a, b) config_str_differs(a, b)
+#define CONFIG_DIFF_PATH(a, b) config_str_differs(a, b)
+#define CONFIG_DIFF_METRICS(a, b) config_str_differs(a, b)
+
+uint64_t config_diff(const struct config *a, const struct config *b)
+{
+	uint64_t mask = 0;
+
+#define CONFIG_X_DIFF(id, name, kind, field, def, min, max, apply, hint) \
+	if (CONFIG_DIFF_##kind(a->field, b->field)) \
+		mask |= 1ull << CONFIG_##id;
+	CONFIG_SETTINGS(CONFIG_X_DIFF)
+#undef CONFIG_X_DIFF
+	return mask;
+}
+
+_Static_assert(CONFIG_NSETTINGS <= 64, "config_diff returns one bit per setting");
+
+/* The setting named by the len bytes at name; -1 when there is none. */
 static int config_find_key(const char *name, size_t len)
 {
-	size_t i;
-
-	for (i = 0; i < sizeof(config_keys) / sizeof(config_keys[0]); i++)
-		if (strlen(config_keys[i].ck_name) == len && !strncmp(config_keys[i].ck_name, name, len))
-			return (int)i;
+	for (int i = 0; i < CONFIG_NSETTINGS; i++)
+		if (strlen(config_rows[i].cr_name) == len && !strncmp(config_rows[i].cr_name, name, len))
+			return i;
 	return -1;
 }
 
@@ -809,123 +721,108 @@ bad:
 	return -1;
 }
 
-static int config_set(struct config *cf, enum config_key key, const char *value, char *err,
+/* A value as a setting's kind parsed it: a number or text. */
+struct config_value {
+	uint64_t cv_num;
+	const char *cv_text;
+};
+
+static int config_check_uint(const struct config_row *row, const char *value, uint64_t *out,
+			     char *err, size_t errlen)
+{
+	if (config_parse_uint(value, row->cr_max, out) == 0 && *out >= row->cr_min)
+		return 0;
+	err_set(err, errlen, "'%s' is not a number in %llu..%llu%s%s%s", value,
+		(unsigned long long)row->cr_min, (unsigned long long)row->cr_max,
+		row->cr_hint ? " (" : "", row->cr_hint ? row->cr_hint : "", row->cr_hint ? ")" : "");
+	return -1;
+}
+
+/* Checks value against the kind of row and parses it into *v. */
+static int config_check(const struct config_row *row, const char *value, struct config_value *v,
+			char *err, size_t errlen)
+{
+	static const char *const portmap_modes[] = {
+		[PORTMAP_AUTO] = "auto", [PORTMAP_RPCBIND] = "rpcbind",
+		[PORTMAP_BUILTIN] = "builtin", [PORTMAP_OFF] = "off",
+	};
+	unsigned char addr[sizeof(struct in6_addr)];
+
+	v->cv_num = 0;
+	v->cv_text = value;
+	switch (row->cr_kind) {
+	case CONFIG_K_UINT:
+		return config_check_uint(row, value, &v->cv_num, err, errlen);
+	case CONFIG_K_ADDR:
+		if (inet_pton(AF_INET, value, addr) == 1 || inet_pton(AF_INET6, value, addr) == 1)
+			return 0;
+		err_set(err, errlen, "'%s' is not a numeric IPv4 or IPv6 address, e.g. 0.0.0.0 or ::1",
+			value);
+		return -1;
+	case CONFIG_K_PATH:
+		if (value[0] == '/')
+			return 0;
+		err_set(err, errlen, "'%s' is not an absolute path; give %s", value, row->cr_hint);
+		return -1;
+	case CONFIG_K_METRICS:
+		return config_metrics_check(value, err, errlen);
+	case CONFIG_K_PORTMAP:
+		for (size_t i = 0; i < sizeof(portmap_modes) / sizeof(portmap_modes[0]); i++) {
+			if (!strcmp(value, portmap_modes[i])) {
+				v->cv_num = i;
+				return 0;
+			}
+		}
+		err_set(err, errlen,
+			"unknown portmap mode '%s' (expected auto, rpcbind, builtin or off)", value);
+		return -1;
+	case CONFIG_K_SWITCH:
+		if (!strcmp(value, "yes") || !strcmp(value, "no")) {
+			v->cv_num = value[0] == 'y';
+			return 0;
+		}
+		err_set(err, errlen, "%s takes no value, yes or no", row->cr_name);
+		return -1;
+	}
+	err_set(err, errlen, "internal error: unknown kind of setting");
+	return -1;
+}
+
+#define CONFIG_STORE_UINT(f, v) ((f) = (__typeof__(f))(v)->cv_num, 0)
+#define CONFIG_STORE_PORTMAP(f, v) ((f) = (enum portmap_mode)(v)->cv_num, 0)
+#define CONFIG_STORE_SWITCH(f, v) ((f) = (v)->cv_num != 0, 0)
+#define CONFIG_STORE_ADDR(f, v) config_set_string(&(f), (v)->cv_text, err, errlen)
+#define CONFIG_STORE_PATH(f, v) config_set_string(&(f), (v)->cv_text, err, errlen)
+#define CONFIG_STORE_METRICS(f, v) config_set_string(&(f), (v)->cv_text, err, errlen)
+
+/* Sets setting s from its text; err gets the message without the "where" prefix. */
+static int config_set(struct config *cf, enum config_setting s, const char *value, char *err,
 		      size_t errlen)
 {
-	unsigned char addr[sizeof(struct in6_addr)];
-	uint64_t v;
+	struct config_value v;
 
-	switch (key) {
-	case KEY_LISTEN:
-		if (inet_pton(AF_INET, value, addr) != 1 && inet_pton(AF_INET6, value, addr) != 1) {
-			err_set(err, errlen,
-				   "'%s' is not a numeric IPv4 or IPv6 address, e.g. 0.0.0.0 or ::1", value);
-			return -1;
-		}
-		return config_set_string(&cf->cf_listen, value, err, errlen);
-	case KEY_METRICS:
-		if (config_metrics_check(value, err, errlen) < 0)
-			return -1;
-		return config_set_string(&cf->cf_metrics, value, err, errlen);
-	case KEY_HOSTS: {
-		struct hostmap *hm;
-
-		if (value[0] != '/') {
-			err_set(err, errlen,
-				   "'%s' is not an absolute path; give the full path of the host name map, e.g. /etc/unionnfsd/hosts",
-				   value);
-			return -1;
-		}
-		if (hostmap_load(value, &hm, err, errlen) < 0)
-			return -1;
-		hostmap_free(cf->cf_hosts);
-		cf->cf_hosts = hm;
-		return 0;
-	}
-	case KEY_PORT:
-	case KEY_MOUNT_PORT:
-	case KEY_PORTMAP_PORT:
-		if (config_parse_range(value, 0, 65535, &v, err, errlen) < 0)
-			return -1;
-		if (key == KEY_PORT)
-			cf->cf_port = (int)v;
-		else if (key == KEY_MOUNT_PORT)
-			cf->cf_mount_port = (int)v;
-		else
-			cf->cf_portmap_port = (int)v;
-		return 0;
-	case KEY_STATE:
-		if (value[0] != '/') {
-			err_set(err, errlen,
-				   "'%s' is not an absolute path; give the full path, e.g. /var/lib/unionnfsd",
-				   value);
-			return -1;
-		}
-		return config_set_string(&cf->cf_state_dir, value, err, errlen);
-	case KEY_PORTMAP:
-		if (!strcmp(value, "auto")) {
-			cf->cf_portmap = PORTMAP_AUTO;
-		} else if (!strcmp(value, "rpcbind")) {
-			cf->cf_portmap = PORTMAP_RPCBIND;
-		} else if (!strcmp(value, "builtin")) {
-			cf->cf_portmap = PORTMAP_BUILTIN;
-		} else if (!strcmp(value, "off")) {
-			cf->cf_portmap = PORTMAP_OFF;
-		} else {
-			err_set(err, errlen,
-				   "unknown portmap mode '%s' (expected auto, rpcbind, builtin or off)", value);
-			return -1;
-		}
-		return 0;
-	case KEY_WORKERS:
-		if (config_parse_range(value, 1, CONFIG_MAX_WORKERS, &v, err, errlen) < 0)
-			return -1;
-		cf->cf_workers = (int)v;
-		return 0;
-	case KEY_MAX_RECORD:
-		if (config_parse_uint(value, CONFIG_MAX_MAX_RECORD, &v) < 0 ||
-		    v < CONFIG_MIN_MAX_RECORD) {
-			err_set(err, errlen,
-				   "'%s' is not a number in %d..%d (smaller records could not carry the 1 MiB writes the server offers)",
-				   value, CONFIG_MIN_MAX_RECORD, CONFIG_MAX_MAX_RECORD);
-			return -1;
-		}
-		cf->cf_max_record = (uint32_t)v;
-		return 0;
-	case KEY_MAX_CONNS:
-		if (config_parse_range(value, 1, CONFIG_MAX_MAX_CONNS, &v, err, errlen) < 0)
-			return -1;
-		cf->cf_max_conns = (unsigned)v;
-		return 0;
-	case KEY_MAX_CONNS_PER_HOST:
-		if (config_parse_range(value, 1, CONFIG_MAX_MAX_CONNS, &v, err, errlen) < 0)
-			return -1;
-		cf->cf_max_conns_per_host = (unsigned)v;
-		return 0;
-	case KEY_MAX_VIEWS_PER_RULE:
-		if (config_parse_range(value, 1, CONFIG_MAX_MAX_VIEWS_PER_RULE, &v, err, errlen) < 0)
-			return -1;
-		cf->cf_max_views_per_rule = (unsigned)v;
-		return 0;
-	case KEY_IDLE_TIMEOUT:
-		if (config_parse_range(value, 0, CONFIG_MAX_IDLE_TIMEOUT, &v, err, errlen) < 0)
-			return -1;
-		cf->cf_idle_timeout = (unsigned)v;
-		return 0;
-	case KEY_MAX_REQUESTS:
-		if (config_parse_range(value, 1, CONFIG_MAX_MAX_REQUESTS, &v, err, errlen) < 0)
-			return -1;
-		cf->cf_max_requests = (unsigned)v;
-		return 0;
-	case KEY_MAX_BUFFERED:
-		if (config_parse_range(value, CONFIG_MIN_MAX_BUFFERED, CONFIG_MAX_MAX_BUFFERED, &v, err,
-				       errlen) < 0)
-			return -1;
-		cf->cf_max_buffered = v;
-		return 0;
+	if (config_check(&config_rows[s], value, &v, err, errlen) < 0)
+		return -1;
+	switch (s) {
+#define CONFIG_X_STORE(id, name, kind, field, def, min, max, apply, hint) \
+	case CONFIG_##id: \
+		return CONFIG_STORE_##kind(cf->field, &v);
+	CONFIG_SETTINGS(CONFIG_X_STORE)
+#undef CONFIG_X_STORE
+	case CONFIG_NSETTINGS:
+		break;
 	}
 	err_set(err, errlen, "internal error: unknown setting");
 	return -1;
+}
+
+/* Remembers where --hosts was given: config_resolve reads the file and names that place. */
+static int config_set_where(struct config *cf, enum config_setting s, const char *where,
+			    char *err, size_t errlen)
+{
+	if (s != CONFIG_HOSTS)
+		return 0;
+	return config_set_string(&cf->cf_hosts_where, where, err, errlen);
 }
 
 /* Splits line into whitespace-separated words in place; '#' at a word's start ends the line. */
@@ -951,21 +848,17 @@ static int config_split(char *line, char **words, int max)
 	return n;
 }
 
-#define CONFIG_FILE_KEYS \
-	"listen, port, mount-port, portmap-port, state, portmap, workers, max-record, " \
-	"max-connections, max-connections-per-host, idle-timeout, max-requests-per-connection, " \
-	"max-buffered, max-views-per-rule, metrics, hosts, export, " \
-	"foreground, udp"
-
 #define CONFIG_MAX_WORDS (3 + CONFIG_MAX_RULES)
 
 /*
  * "export NAME BRANCHES [OPTS]" is the one rule "*(OPTS)"; "export NAME BRANCHES
  * CLIENT(OPTS)..." lists the rules. A lone word without '(' stays OPTS, as before rules.
  */
-static int config_file_export(struct config *cf, char **w, int n, char *err, size_t errlen)
+static int config_file_export(struct config *cf, char **w, int n, const char *origin, char *err,
+			      size_t errlen)
 {
 	struct export_conf *ec;
+	char where[PATH_MAX + 96];
 	int i;
 
 	if (n < 3) {
@@ -981,35 +874,61 @@ static int config_file_export(struct config *cf, char **w, int n, char *err, siz
 			return -1;
 		return config_add_default_rule(ec, err, errlen);
 	}
+	snprintf(where, sizeof(where), "%sexport %.40s: ", origin, ec->ec_name);
 	for (i = 3; i < n; i++) {
-		if (config_add_rule(ec, w[i], err, errlen) < 0) {
-			char prefix[64];
-
-			snprintf(prefix, sizeof(prefix), "export %.40s: ", ec->ec_name);
-			config_err_prefix(err, errlen, prefix);
+		if (config_add_rule(ec, w[i], where, err, errlen) < 0) {
+			config_err_prefix(err, errlen, where + strlen(origin));
 			return -1;
 		}
 	}
 	return 0;
 }
 
-/* A directive that is on or off: "NAME" or "NAME yes" turn it on, "NAME no" off. */
-static int config_file_switch(char **w, int n, bool *field, char *err, size_t errlen)
+/* The names of the config file's directives, in the order of the table, for a message. */
+static void config_file_keys(char *out, size_t len)
 {
-	if (n == 1 || (n == 2 && !strcmp(w[1], "yes"))) {
-		*field = true;
-	} else if (n == 2 && !strcmp(w[1], "no")) {
-		*field = false;
-	} else {
-		err_set(err, errlen, "%s takes no value, yes or no", w[0]);
-		return -1;
+	size_t used = 0;
+	int n;
+
+	out[0] = '\0';
+	for (int i = 0; i < CONFIG_NSETTINGS && used < len; i++) {
+		/* export is no setting; it is listed before the switches, which take no value */
+		n = snprintf(out + used, len - used, "%s%s%s", used ? ", " : "",
+			     config_rows[i].cr_kind == CONFIG_K_SWITCH &&
+			     config_rows[i - 1].cr_kind != CONFIG_K_SWITCH ? "export, " : "",
+			     config_rows[i].cr_name);
+		if (n < 0)
+			return;
+		used += (size_t)n;
 	}
-	return 0;
 }
 
-static int config_file_line(struct config *cf, char *line, char *err, size_t errlen)
+/* The words after the directive's name: one value; a switch also takes none ("udp"). */
+static const char *config_file_value(const struct config_row *row, char **w, int n, char *err,
+				     size_t errlen)
+{
+	if (row->cr_kind == CONFIG_K_SWITCH) {
+		if (n == 1)
+			return "yes";
+		if (n == 2 && (!strcmp(w[1], "yes") || !strcmp(w[1], "no")))
+			return w[1];
+		err_set(err, errlen, "%s takes no value, yes or no", w[0]);
+		return NULL;
+	}
+	if (n != 2) {
+		err_set(err, errlen, "%s takes exactly one value", w[0]);
+		return NULL;
+	}
+	return w[1];
+}
+
+/* origin: "FILE:LINE: ", the prefix of this line's messages. */
+static int config_file_line(struct config *cf, char *line, const char *origin, char *err,
+			    size_t errlen)
 {
 	char *w[CONFIG_MAX_WORDS + 1];
+	char keys[512], where[PATH_MAX + 64];
+	const char *value;
 	int n, k;
 
 	n = config_split(line, w, CONFIG_MAX_WORDS);
@@ -1021,28 +940,22 @@ static int config_file_line(struct config *cf, char *line, char *err, size_t err
 		return -1;
 	}
 	if (!strcmp(w[0], "export"))
-		return config_file_export(cf, w, n, err, errlen);
-	if (!strcmp(w[0], "foreground"))
-		return config_file_switch(w, n, &cf->cf_foreground, err, errlen);
-	if (!strcmp(w[0], "udp"))
-		return config_file_switch(w, n, &cf->cf_udp, err, errlen);
+		return config_file_export(cf, w, n, origin, err, errlen);
 	k = config_find_key(w[0], strlen(w[0]));
 	if (k < 0) {
-		err_set(err, errlen, "unknown option '%s' (expected " CONFIG_FILE_KEYS ")", w[0]);
+		config_file_keys(keys, sizeof(keys));
+		err_set(err, errlen, "unknown option '%s' (expected %s)", w[0], keys);
 		return -1;
 	}
-	if (n != 2) {
-		err_set(err, errlen, "%s takes exactly one value", w[0]);
+	value = config_file_value(&config_rows[k], w, n, err, errlen);
+	if (!value)
+		return -1;
+	snprintf(where, sizeof(where), "%s%s: ", origin, w[0]);
+	if (config_set(cf, (enum config_setting)k, value, err, errlen) < 0) {
+		config_err_prefix(err, errlen, where + strlen(origin));
 		return -1;
 	}
-	if (config_set(cf, config_keys[k].ck_key, w[1], err, errlen) < 0) {
-		char prefix[32];
-
-		snprintf(prefix, sizeof(prefix), "%s: ", w[0]);
-		config_err_prefix(err, errlen, prefix);
-		return -1;
-	}
-	return 0;
+	return config_set_where(cf, (enum config_setting)k, where, err, errlen);
 }
 
 int config_parse_file(struct config *cf, const char *path, char *err, size_t errlen)
@@ -1069,7 +982,7 @@ int config_parse_file(struct config *cf, const char *path, char *err, size_t err
 				   prefix);
 			goto out;
 		}
-		if (config_file_line(cf, line, err, errlen) < 0) {
+		if (config_file_line(cf, line, prefix, err, errlen) < 0) {
 			config_err_prefix(err, errlen, prefix);
 			goto out;
 		}
@@ -1105,7 +1018,7 @@ static const char *config_arg_value(int argc, char **argv, int *i, const char *i
 int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_t errlen)
 {
 	const char *arg, *val, *eq;
-	char optname[48];
+	char optname[48], where[64];
 	int i, k, last_e = -1, first_e = -1;
 	bool last_e_opts = false;
 	size_t nlen;
@@ -1153,7 +1066,8 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 					   val);
 				return -1;
 			}
-			if (config_add_rule(&cf->cf_exports[last_e], val, err, errlen) < 0) {
+			if (config_add_rule(&cf->cf_exports[last_e], val, "option --client: ", err,
+					    errlen) < 0) {
 				config_err_prefix(err, errlen, "option --client: ");
 				return -1;
 			}
@@ -1182,22 +1096,23 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 			eq = strchr(arg + 2, '=');
 			nlen = eq ? (size_t)(eq - (arg + 2)) : strlen(arg + 2);
 			k = config_find_key(arg + 2, nlen);
-			if (k < 0) {
+			/* switches have their own flags (-f, --udp) */
+			if (k < 0 || config_rows[k].cr_kind == CONFIG_K_SWITCH) {
 				err_set(err, errlen, "unknown option '%.*s'; see unionnfsd --help",
 					   (int)(nlen + 2 < 200 ? nlen + 2 : 200), arg);
 				return -1;
 			}
-			snprintf(optname, sizeof(optname), "--%s", config_keys[k].ck_name);
+			snprintf(optname, sizeof(optname), "--%s", config_rows[k].cr_name);
 			if (!(val = config_arg_value(argc, argv, &i, eq ? eq + 1 : NULL, optname, err,
 						     errlen)))
 				return -1;
-			if (config_set(cf, config_keys[k].ck_key, val, err, errlen) < 0) {
-				char prefix[64];
-
-				snprintf(prefix, sizeof(prefix), "option %s: ", optname);
-				config_err_prefix(err, errlen, prefix);
+			snprintf(where, sizeof(where), "option %s: ", optname);
+			if (config_set(cf, (enum config_setting)k, val, err, errlen) < 0) {
+				config_err_prefix(err, errlen, where);
 				return -1;
 			}
+			if (config_set_where(cf, (enum config_setting)k, where, err, errlen) < 0)
+				return -1;
 		} else if (arg[0] == '-') {
 			err_set(err, errlen, "unknown option '%.200s'; see unionnfsd --help", arg);
 			return -1;
@@ -1217,6 +1132,30 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 		}
 	}
 	config_upper_ro(cf);
+	return 0;
+}
+
+#define CONFIG_NUM_UINT(f) ((uint64_t)(f))
+#define CONFIG_NUM_SWITCH(f) ((uint64_t)(f))
+#define CONFIG_NUM_PORTMAP(f) ((uint64_t)(f))
+#define CONFIG_NUM_ADDR(f) 0
+#define CONFIG_NUM_PATH(f) 0
+#define CONFIG_NUM_METRICS(f) 0
+
+/* Numbers set by hand (not parsed) must still lie in the table's bounds. */
+static int config_validate_settings(const struct config *cf, char *err, size_t errlen)
+{
+	uint64_t v, lo, hi;
+
+#define CONFIG_X_VALIDATE(id, name, kind, field, def, min, max, apply, hint) \
+	v = CONFIG_NUM_##kind(cf->field); \
+	if (config_setting_bounds(CONFIG_##id, &lo, &hi) && (v < lo || v > hi)) { \
+		err_set(err, errlen, "%s must be %llu..%llu", name, (unsigned long long)lo, \
+			(unsigned long long)hi); \
+		return -1; \
+	}
+	CONFIG_SETTINGS(CONFIG_X_VALIDATE)
+#undef CONFIG_X_VALIDATE
 	return 0;
 }
 
@@ -1241,9 +1180,9 @@ int config_validate(const struct config *cf, char *err, size_t errlen)
 				   ec->ec_name ? ec->ec_name : "");
 			return -1;
 		}
-		if (ec->ec_nbranches < 1 || ec->ec_nbranches > CONFIG_MAX_BRANCHES) {
+		if (ec->ec_nbranches < 1 || ec->ec_nbranches > UNION_MAX_BRANCHES) {
 			err_set(err, errlen, "export %s has %d branches; give 1 to %d", ec->ec_name,
-				   ec->ec_nbranches, CONFIG_MAX_BRANCHES);
+				   ec->ec_nbranches, UNION_MAX_BRANCHES);
 			return -1;
 		}
 		for (j = 0; j < ec->ec_nbranches; j++) {
@@ -1262,34 +1201,47 @@ int config_validate(const struct config *cf, char *err, size_t errlen)
 			}
 		}
 	}
-	if (cf->cf_port < 0 || cf->cf_port > 65535 || cf->cf_mount_port < 0 ||
-	    cf->cf_mount_port > 65535 || cf->cf_portmap_port < 0 || cf->cf_portmap_port > 65535) {
-		err_set(err, errlen, "a port is outside 0..65535");
-		return -1;
+	return config_validate_settings(cf, err, errlen);
+}
+
+
+int config_resolve(struct config *cf, char *err, size_t errlen)
+{
+	struct hostmap *hm = NULL;
+
+	for (int i = 0; i < cf->cf_nexports; i++) {
+		struct export_conf *ec = &cf->cf_exports[i];
+
+		for (int j = 0; j < ec->ec_nrules; j++)
+			if (exports_rule_resolve(&ec->ec_rules[j], err, errlen) < 0)
+				return -1;
 	}
-	if (cf->cf_workers < 1 || cf->cf_workers > CONFIG_MAX_WORKERS) {
-		err_set(err, errlen, "workers must be 1..%d", CONFIG_MAX_WORKERS);
-		return -1;
+	if (cf->cf_hosts_file) {
+		if (hostmap_load(cf->cf_hosts_file, &hm, err, errlen) < 0) {
+			if (cf->cf_hosts_where)
+				config_err_prefix(err, errlen, cf->cf_hosts_where);
+			return -1;
+		}
 	}
-	if (cf->cf_max_record < CONFIG_MIN_MAX_RECORD || cf->cf_max_record > CONFIG_MAX_MAX_RECORD) {
-		err_set(err, errlen, "max-record must be %d..%d", CONFIG_MIN_MAX_RECORD,
-			   CONFIG_MAX_MAX_RECORD);
-		return -1;
-	}
-	if (cf->cf_max_conns < 1 || cf->cf_max_conns > CONFIG_MAX_MAX_CONNS ||
-	    cf->cf_max_conns_per_host < 1 || cf->cf_max_conns_per_host > CONFIG_MAX_MAX_CONNS ||
-	    cf->cf_max_views_per_rule < 1 ||
-	    cf->cf_max_views_per_rule > CONFIG_MAX_MAX_VIEWS_PER_RULE ||
-	    cf->cf_idle_timeout > CONFIG_MAX_IDLE_TIMEOUT || cf->cf_max_requests < 1 ||
-	    cf->cf_max_requests > CONFIG_MAX_MAX_REQUESTS ||
-	    cf->cf_max_buffered < CONFIG_MIN_MAX_BUFFERED ||
-	    cf->cf_max_buffered > CONFIG_MAX_MAX_BUFFERED) {
-		err_set(err, errlen,
-			   "max-connections and max-connections-per-host must be 1..%d, max-views-per-rule 1..%d, idle-timeout 0..%d, max-requests-per-connection 1..%d and max-buffered %llu..%llu",
-			   CONFIG_MAX_MAX_CONNS, CONFIG_MAX_MAX_VIEWS_PER_RULE, CONFIG_MAX_IDLE_TIMEOUT,
-			   CONFIG_MAX_MAX_REQUESTS,
-			   CONFIG_MIN_MAX_BUFFERED, CONFIG_MAX_MAX_BUFFERED);
-		return -1;
-	}
+	hostmap_free(cf->cf_hosts);
+	cf->cf_hosts = hm;
 	return 0;
+}
+
+int config_find_export(const struct config *cf, const char *name)
+{
+	for (int i = 0; i < cf->cf_nexports; i++)
+		if (!strcmp(cf->cf_exports[i].ec_name, name))
+			return i;
+	return -1;
+}
+
+bool config_same_branches(const struct export_conf *a, const struct export_conf *b)
+{
+	if (a->ec_nbranches != b->ec_nbranches)
+		return false;
+	for (int i = 0; i < a->ec_nbranches; i++)
+		if (strcmp(a->ec_branches[i], b->ec_branches[i]) != 0)
+			return false;
+	return true;
 }

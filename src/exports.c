@@ -1,4 +1,4 @@
-/* Client rules of exports: parsing specifiers, resolving host names, matching peers. */
+/* Client rules of exports: parsing specifiers and options, resolving host names, matching peers. */
 #include "exports.h"
 #include "log.h"
 
@@ -8,6 +8,120 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define EXPORTS_OPTS_EXPECTED \
+	"expected ro, rw, root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, " \
+	"secure, insecure, sync, async, upper=TEMPLATE"
+
+void exports_default_opts(struct export_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->eo_ro = false;
+	o->eo_squash = SQUASH_ROOT;
+	o->eo_anonuid = EXPORTS_ANON_ID;
+	o->eo_anongid = EXPORTS_ANON_ID;
+	o->eo_secure = true;
+	o->eo_async = false;
+}
+
+/* Decimal 0..UINT32_MAX - 1: (uint32_t)-1 means "no id" to the kernel, so it is no identity. */
+static int exports_parse_id(const char *s, uint32_t *out)
+{
+	uint64_t v = 0;
+
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(*s - '0');
+		if (v > UINT32_MAX - 1)
+			return -1;
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* One word of exports_parse_opts. */
+static int exports_opt_word(struct export_opts *o, const char *word, char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		int squash;          /* -1: not a squash word */
+		int ro, secure, async;
+	} words[] = {
+		{ "rw", -1, 0, -1, -1 },           { "ro", -1, 1, -1, -1 },
+		{ "root_squash", SQUASH_ROOT, -1, -1, -1 },
+		{ "no_root_squash", SQUASH_NONE, -1, -1, -1 },
+		{ "all_squash", SQUASH_ALL, -1, -1, -1 },
+		{ "secure", -1, -1, 1, -1 },       { "insecure", -1, -1, 0, -1 },
+		{ "sync", -1, -1, -1, 0 },         { "async", -1, -1, -1, 1 },
+	};
+	uint32_t id;
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		if (strcmp(word, words[i].name))
+			continue;
+		if (words[i].squash >= 0)
+			o->eo_squash = (enum squash_mode)words[i].squash;
+		if (words[i].ro >= 0)
+			o->eo_ro = words[i].ro;
+		if (words[i].secure >= 0)
+			o->eo_secure = words[i].secure;
+		if (words[i].async >= 0)
+			o->eo_async = words[i].async;
+		return 0;
+	}
+	if (!strncmp(word, "anonuid=", 8) || !strncmp(word, "anongid=", 8)) {
+		if (exports_parse_id(word + 8, &id) < 0) {
+			err_set(err, errlen, "export option '%s': '%s' is not an id in 0..%u", word,
+				word + 8, UINT32_MAX - 1);
+			return -1;
+		}
+		if (word[4] == 'u')
+			o->eo_anonuid = id;
+		else
+			o->eo_anongid = id;
+		return 0;
+	}
+	err_set(err, errlen, "unknown export option '%s' (" EXPORTS_OPTS_EXPECTED ")", word);
+	return -1;
+}
+
+int exports_parse_opts(struct export_opts *opts, const char *words, char *err, size_t errlen)
+{
+	struct export_opts o = *opts;
+	const char *p = words, *end;
+	char word[64];
+	size_t len;
+
+	if (!words || !*words) {
+		err_set(err, errlen, "no export options given (" EXPORTS_OPTS_EXPECTED ")");
+		return -1;
+	}
+	for (;; p = end + 1) {
+		end = strchr(p, ',');
+		len = end ? (size_t)(end - p) : strlen(p);
+		if (len == 0) {
+			err_set(err, errlen, "empty export option in '%s' (" EXPORTS_OPTS_EXPECTED ")",
+				words);
+			return -1;
+		}
+		if (len >= sizeof(word)) {
+			err_set(err, errlen, "unknown export option '%.*s' (" EXPORTS_OPTS_EXPECTED ")",
+				(int)len, p);
+			return -1;
+		}
+		memcpy(word, p, len);
+		word[len] = '\0';
+		if (exports_opt_word(&o, word, err, errlen) < 0)
+			return -1;
+		if (!end)
+			break;
+	}
+	*opts = o;
+	return 0;
+}
 
 static void exports_map_v4(const struct in_addr *a4, struct in6_addr *out)
 {
@@ -163,8 +277,8 @@ int exports_rule_resolve(struct export_rule *r, char *err, size_t errlen)
 	gai = getaddrinfo(r->er_spec, NULL, &hints, &res);
 	if (gai != 0) {
 		err_set(err, errlen,
-			    "client host name '%s' does not resolve (%s); fix the name, add it to /etc/hosts, or give its address",
-			    r->er_spec, gai_strerror(gai));
+			    "%sclient host name '%s' does not resolve (%s); fix the name, add it to /etc/hosts, or give its address",
+			    r->er_where ? r->er_where : "", r->er_spec, gai_strerror(gai));
 		goto out;
 	}
 	for (ai = res; ai; ai = ai->ai_next)
@@ -189,8 +303,8 @@ int exports_rule_resolve(struct export_rule *r, char *err, size_t errlen)
 	}
 	if (n == 0) {
 		err_set(err, errlen,
-			    "client host name '%s' has no IPv4 or IPv6 address; give its address instead",
-			    r->er_spec);
+			    "%sclient host name '%s' has no IPv4 or IPv6 address; give its address instead",
+			    r->er_where ? r->er_where : "", r->er_spec);
 		goto out;
 	}
 	free(r->er_nets);
@@ -264,6 +378,7 @@ void exports_rule_free(struct export_rule *r)
 {
 	free(r->er_spec);
 	free(r->er_nets);
+	free(r->er_where);
 	memset(r, 0, sizeof(*r));
 }
 

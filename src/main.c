@@ -13,7 +13,6 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,14 +62,15 @@ struct main_ctx {
 	int mc_argc;                        /* the command line, re-read on SIGHUP */
 	char **mc_argv;                     /* with -c paths made absolute (we chdir to /) */
 	/*
-	 * A reload parses (and resolves host names) on its own thread, so a slow DNS server
-	 * never stalls the loop; the loop applies the result when mc_reload_done fires.
+	 * A reload parses on the loop (parsing never blocks) and resolves host names on its
+	 * own thread, so a slow DNS server never stalls the loop; the loop applies the result
+	 * when mc_reload_done fires.
 	 */
-	pthread_t mc_reload_thread;
-	bool mc_reloading;                  /* the thread runs or its result waits */
+	pthread_t mc_resolve_thread;
+	bool mc_reloading;                  /* the resolve thread runs or its result waits */
 	bool mc_reload_again;               /* SIGHUP during a reload: one more after it */
 	ev_async mc_reload_done;
-	struct config mc_reload_cfg;
+	struct config mc_reload_cfg;        /* parsed and valid; being resolved */
 	int mc_reload_rc;
 	char mc_reload_err[MAIN_ERRLEN];
 	bool mc_signals;
@@ -293,7 +293,7 @@ static void main_on_stop(struct ev_loop *loop, ev_signal *w, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
-/* Host names in client rules were resolved while parsing; say to what. */
+/* Host names in client rules were resolved by config_resolve; say to what. */
 static void main_log_rules(const struct config *cf)
 {
 	char addrs[512];
@@ -336,33 +336,6 @@ static void main_log_serving(const struct export_conf *ec)
 			 ec->ec_nbranches == 1 ? "" : "es", rules);
 }
 
-static bool main_same_branches(const struct export_conf *a, const struct export_conf *b)
-{
-	int i;
-
-	if (a->ec_nbranches != b->ec_nbranches)
-		return false;
-	for (i = 0; i < a->ec_nbranches; i++)
-		if (strcmp(a->ec_branches[i], b->ec_branches[i]) != 0)
-			return false;
-	return true;
-}
-
-static int main_find_export(const struct config *cf, const char *name)
-{
-	int i;
-
-	for (i = 0; i < cf->cf_nexports; i++)
-		if (!strcmp(cf->cf_exports[i].ec_name, name))
-			return i;
-	return -1;
-}
-
-/*
- * SIGHUP, on the loop once the reload thread has parsed the original command line (and so
- * the -c file) again: swaps in the client rules of every export whose branch stack is
- * unchanged. Anything else needs a restart and is left as it was.
- */
 static bool main_str_differs(const char *a, const char *b)
 {
 	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
@@ -371,85 +344,49 @@ static bool main_str_differs(const char *a, const char *b)
 /* Names the settings a reload cannot apply, so nobody waits for them to take effect. */
 static void main_reload_other_settings(const struct config *oc, const struct config *nc)
 {
-	char names[256] = "";
+	uint64_t changed = config_diff(oc, nc);
+	char names[512] = "";
 	size_t used = 0;
 	int n;
 
-#define MAIN_CHANGED(cond, name) \
-	do { \
-		if ((cond) && used < sizeof(names)) { \
-			n = snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "", name); \
-			if (n > 0) \
-				used += (size_t)n; \
-		} \
-	} while (0)
-	MAIN_CHANGED(main_str_differs(oc->cf_listen, nc->cf_listen), "listen");
-	MAIN_CHANGED(oc->cf_port != nc->cf_port, "port");
-	MAIN_CHANGED(oc->cf_mount_port != nc->cf_mount_port, "mount-port");
-	MAIN_CHANGED(oc->cf_portmap_port != nc->cf_portmap_port, "portmap-port");
-	MAIN_CHANGED(oc->cf_portmap != nc->cf_portmap, "portmap");
-	MAIN_CHANGED(main_str_differs(oc->cf_state_dir, nc->cf_state_dir), "state");
-	MAIN_CHANGED(oc->cf_workers != nc->cf_workers, "workers");
-	MAIN_CHANGED(oc->cf_max_record != nc->cf_max_record, "max-record");
-	MAIN_CHANGED(oc->cf_max_conns != nc->cf_max_conns, "max-connections");
-	MAIN_CHANGED(oc->cf_max_conns_per_host != nc->cf_max_conns_per_host,
-		     "max-connections-per-host");
-	MAIN_CHANGED(oc->cf_max_views_per_rule != nc->cf_max_views_per_rule, "max-views-per-rule");
-	MAIN_CHANGED(oc->cf_idle_timeout != nc->cf_idle_timeout, "idle-timeout");
-	MAIN_CHANGED(oc->cf_max_requests != nc->cf_max_requests, "max-requests-per-connection");
-	MAIN_CHANGED(oc->cf_max_buffered != nc->cf_max_buffered, "max-buffered");
-	MAIN_CHANGED(main_str_differs(oc->cf_metrics, nc->cf_metrics), "metrics");
-	MAIN_CHANGED(oc->cf_udp != nc->cf_udp, "udp");
-#undef MAIN_CHANGED
+	for (int s = 0; s < CONFIG_NSETTINGS; s++) {
+		if (!(changed & (1ull << s)) || config_setting_apply(s) != CONFIG_RESTART ||
+		    used >= sizeof(names))
+			continue;
+		n = snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "",
+			     config_setting_name(s));
+		if (n > 0)
+			used += (size_t)n;
+	}
 	if (used > 0)
 		log_warn("SIGHUP: changed settings need a restart of unionnfsd to take effect: %s", names);
 }
 
+/*
+ * SIGHUP, on the loop once the new configuration (the original command line, and so the
+ * -c file, parsed again) is resolved: swaps in the client rules of every export whose
+ * branch stack is unchanged. Anything else needs a restart and is left as it was.
+ */
 static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 {
 	struct config *oc = &mc->mc_cfg;
-	int i, j, n = 0;
+	int i, j, n;
 
 	main_log_rules(nc);
 	main_reload_other_settings(oc, nc);
 	for (j = 0; j < nc->cf_nexports; j++)
-		if (main_find_export(oc, nc->cf_exports[j].ec_name) < 0)
+		if (config_find_export(oc, nc->cf_exports[j].ec_name) < 0)
 			log_warn("SIGHUP: export %s is new; it needs a restart of unionnfsd to be served",
 				 nc->cf_exports[j].ec_name);
-	pthread_rwlock_wrlock(&mc->mc_nfs.ns_rules_lock);
-	/* Views read the host map under the rules lock; the old one goes away with nc. */
-	{
-		struct hostmap *hm = oc->cf_hosts;
-
-		oc->cf_hosts = nc->cf_hosts;
-		nc->cf_hosts = hm;
-		atomic_fetch_add(&mc->mc_nfs.ns_names_gen, 1);
-	}
-	for (i = 0; i < oc->cf_nexports; i++) {
-		struct export_conf *o = &oc->cf_exports[i], *ne, tmp;
-
-		j = main_find_export(nc, o->ec_name);
-		if (j < 0 || !main_same_branches(o, &nc->cf_exports[j]))
-			continue;
-		ne = &nc->cf_exports[j];
-		tmp = *o;
-		o->ec_rules = ne->ec_rules;
-		o->ec_nrules = ne->ec_nrules;
-		o->ec_opts = ne->ec_opts;
-		/* the old table goes away with nc, after the lock is released */
-		ne->ec_rules = tmp.ec_rules;
-		ne->ec_nrules = tmp.ec_nrules;
-		n++;
-	}
-	pthread_rwlock_unlock(&mc->mc_nfs.ns_rules_lock);
+	n = nfs_server_swap_rules(&mc->mc_nfs, nc);
 	for (i = 0; i < oc->cf_nexports; i++) {
 		const struct export_conf *o = &oc->cf_exports[i];
 
-		j = main_find_export(nc, o->ec_name);
+		j = config_find_export(nc, o->ec_name);
 		if (j < 0)
 			log_warn("SIGHUP: export %s is no longer configured; it is still served with its old rules until unionnfsd is restarted",
 				 o->ec_name);
-		else if (!main_same_branches(o, &nc->cf_exports[j]))
+		else if (!config_same_branches(o, &nc->cf_exports[j]))
 			log_warn("SIGHUP: the branches of export %s changed; that needs a restart of unionnfsd, until then it is served as before (old branches and rules)",
 				 o->ec_name);
 		else if (main_str_differs(o->ec_upper, nc->cf_exports[j].ec_upper))
@@ -457,7 +394,7 @@ static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 				 o->ec_name, o->ec_upper ? o->ec_upper : "the export's own upper");
 		else
 			main_log_serving(o);
-		if (j >= 0 && main_same_branches(o, &nc->cf_exports[j]) && !o->ec_opts.eo_ro &&
+		if (j >= 0 && config_same_branches(o, &nc->cf_exports[j]) && !o->ec_opts.eo_ro &&
 		    mc->mc_exports[i] && union_read_only(mc->mc_exports[i]))
 			log_warn("SIGHUP: export %s was started 'ro'; it becomes writable only after a restart of unionnfsd",
 				 o->ec_name);
@@ -466,18 +403,29 @@ static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 		 n, n == 1 ? "" : "s");
 }
 
-static void *main_reload_thread(void *arg)
+/* The part of a reload that may block on DNS, off the loop. */
+static void *main_resolve_thread(void *arg)
 {
 	struct main_ctx *mc = arg;
 
-	config_init(&mc->mc_reload_cfg);
-	mc->mc_reload_rc = config_parse_args(&mc->mc_reload_cfg, mc->mc_argc, mc->mc_argv,
-					     mc->mc_reload_err, sizeof(mc->mc_reload_err));
-	if (mc->mc_reload_rc == 0)
-		mc->mc_reload_rc = config_validate(&mc->mc_reload_cfg, mc->mc_reload_err,
-						   sizeof(mc->mc_reload_err));
+	mc->mc_reload_rc = config_resolve(&mc->mc_reload_cfg, mc->mc_reload_err,
+					  sizeof(mc->mc_reload_err));
 	ev_async_send(mc->mc_loop, &mc->mc_reload_done);
 	return NULL;
+}
+
+/* Parses and checks the configuration again on the loop; 0 when it may be applied. */
+static int main_reload_parse(struct main_ctx *mc, struct config *nc)
+{
+	char err[MAIN_ERRLEN];
+
+	config_init(nc);
+	if (config_parse_args(nc, mc->mc_argc, mc->mc_argv, err, sizeof(err)) == 0 &&
+	    config_validate(nc, err, sizeof(err)) == 0)
+		return 0;
+	log_err("SIGHUP: the new configuration has an error, keeping the running one: %s", err);
+	config_free(nc);
+	return -1;
 }
 
 static void main_reload_start(struct main_ctx *mc)
@@ -490,21 +438,24 @@ static void main_reload_start(struct main_ctx *mc)
 		return;
 	}
 	log_info("SIGHUP: reloading the configuration");
-	rc = pthread_create(&mc->mc_reload_thread, NULL, main_reload_thread, mc);
+	if (main_reload_parse(mc, &mc->mc_reload_cfg) < 0)
+		return;
+	rc = pthread_create(&mc->mc_resolve_thread, NULL, main_resolve_thread, mc);
 	if (rc != 0) {
-		log_err("SIGHUP: cannot start the reload thread: %s; the configuration is unchanged, send SIGHUP again",
+		log_err("SIGHUP: cannot start the thread resolving host names: %s; the configuration is unchanged, send SIGHUP again",
 			strerror(rc));
+		config_free(&mc->mc_reload_cfg);
 		return;
 	}
 	mc->mc_reloading = true;
 }
 
-/* Waits for a reload thread (a DNS timeout at most) and frees what it parsed. */
+/* Waits for a resolve thread (a DNS timeout at most). */
 static void main_reload_join(struct main_ctx *mc)
 {
 	if (!mc->mc_reloading)
 		return;
-	pthread_join(mc->mc_reload_thread, NULL);
+	pthread_join(mc->mc_resolve_thread, NULL);
 	mc->mc_reloading = false;
 }
 
@@ -691,8 +642,12 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		return -1;
 	}
 	for (i = 0; i < cf->cf_nexports; i++) {
+		const struct export_conf *ec = &cf->cf_exports[i];
+
 		/* union_open's messages already name the export. */
-		rc = union_open(&cf->cf_exports[i], mc->mc_store, &mc->mc_exports[i], err, errlen);
+		rc = union_open(ec->ec_name, ec->ec_branches, ec->ec_nbranches,
+				ec->ec_opts.eo_ro ? UNION_OPEN_RO : 0, "fix -e", mc->mc_store,
+				&mc->mc_exports[i], err, errlen);
 		if (rc < 0) {
 			mc->mc_exports[i] = NULL;
 			return -1;
@@ -860,6 +815,7 @@ int main(int argc, char **argv)
 		return MAIN_EXIT_OK;
 	}
 	if (rc < 0 || config_validate(&mc.mc_cfg, err, sizeof(err)) < 0 ||
+	    config_resolve(&mc.mc_cfg, err, sizeof(err)) < 0 ||
 	    main_check_branches(&mc.mc_cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "unionnfsd: %s\n", err);
 		config_free(&mc.mc_cfg);

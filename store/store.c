@@ -51,7 +51,6 @@
 #define STORE_MAXDBS 8
 #define STORE_MAX_EXPORTS 65535
 #define STORE_MAX_BRANCHES 255           /* si_branch is one byte */
-#define STORE_EXPORT_NAME_MAX 400        /* meta keys must stay under LMDB's 511-byte limit */
 /*
  * File pages mapped into the process (the binary, libraries and the map) above which the
  * map's pages are unmapped: a working set of the map up to about this size never pays a

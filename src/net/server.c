@@ -62,8 +62,6 @@
 #include "rpc.h"
 #include "workers.h"
 
-#define NET_DEFAULT_WORKERS 4
-#define NET_DEFAULT_MAX_RECORD ((1u << 20) + (64u << 10))
 #define NET_MAX_INBYTES (16u << 20)         /* request bytes in flight per TCP connection */
 #define NET_MAX_OUTQ (4u << 20)             /* queued reply bytes per TCP connection */
 #define NET_UDP_MAX_INFLIGHT 256           /* calls per UDP socket */

@@ -18,7 +18,7 @@
 #include "stats.h"
 #include "views.h"
 
-void nfs_server_init(struct nfs_server *ns, const struct config *cf)
+void nfs_server_init(struct nfs_server *ns, struct config *cf)
 {
 	struct timespec ts;
 	uint64_t now;
@@ -43,6 +43,38 @@ void nfs_server_init(struct nfs_server *ns, const struct config *cf)
 	if (nfs_views_new(&ns->ns_views) < 0)
 		log_warn("no memory for the table of client views; exports with upper= will "
 			 "refuse mounts");
+}
+
+int nfs_server_swap_rules(struct nfs_server *ns, struct config *next)
+{
+	struct config *live = ns->ns_cfg;
+	struct hostmap *hm;
+	int n = 0;
+
+	pthread_rwlock_wrlock(&ns->ns_rules_lock);
+	/* Views read the host map under the rules lock. */
+	hm = live->cf_hosts;
+	live->cf_hosts = next->cf_hosts;
+	next->cf_hosts = hm;
+	atomic_fetch_add(&ns->ns_names_gen, 1);
+	for (int i = 0; i < live->cf_nexports; i++) {
+		struct export_conf *o = &live->cf_exports[i], *ne, tmp;
+		int j = config_find_export(next, o->ec_name);
+
+		if (j < 0 || !config_same_branches(o, &next->cf_exports[j]))
+			continue;
+		ne = &next->cf_exports[j];
+		tmp = *o;
+		o->ec_rules = ne->ec_rules;
+		o->ec_nrules = ne->ec_nrules;
+		o->ec_opts = ne->ec_opts;
+		ne->ec_rules = tmp.ec_rules;
+		ne->ec_nrules = tmp.ec_nrules;
+		ne->ec_opts = tmp.ec_opts;
+		n++;
+	}
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	return n;
 }
 
 void nfs_write_verf(const struct nfs_server *ns, uint8_t out[NFS_WRITE_VERF_LEN])

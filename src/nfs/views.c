@@ -38,7 +38,6 @@
 #define VIEWS_IDS 65536
 #define VIEWS_ADDR_MAX 64        /* INET6_ADDRSTRLEN and then some */
 #define VIEWS_KEY_MAX (HOSTMAP_NAME_MAX + 1)
-#define VIEWS_NAME_MAX 400       /* the inode map's limit on export names */
 #define VIEWS_DENY_SECONDS 60    /* a refused address is not looked up again for this long */
 /*
  * A view without a call for this long (and without a mount) may be closed for another:
@@ -595,9 +594,8 @@ static int views_open_locked(struct nfs_server *ns, struct nfs_view *vw, const c
 	struct nfs_views *vt = ns->ns_views;
 	int i = vw->vw_export;
 	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
-	char upper[PATH_MAX], name[VIEWS_NAME_MAX + 1];
+	char upper[PATH_MAX], name[STORE_EXPORT_NAME_MAX + 1];
 	struct union_export *ux;
-	struct export_conf vc;
 	struct stat base;
 	char **branches;
 	bool first;
@@ -650,13 +648,9 @@ static int views_open_locked(struct nfs_server *ns, struct nfs_view *vw, const c
 	branches[0] = upper;
 	for (int j = 0; j < ec->ec_nbranches; j++)
 		branches[j + 1] = ec->ec_branches[j];
-	memset(&vc, 0, sizeof(vc));
-	vc.ec_name = name;
-	vc.ec_branches = branches;
-	vc.ec_nbranches = ec->ec_nbranches + 1;
-	vc.ec_opts = ec->ec_opts;
-	vc.ec_opts.eo_ro = false; /* the base is read-only; the view writes to its upper */
-	r = union_open(&vc, union_store(ns->ns_exports[i]), &ux, err, errlen);
+	/* The base is read-only; the view writes to its upper. */
+	r = union_open(name, branches, ec->ec_nbranches + 1, 0, "fix the export's upper= or its branches",
+		       union_store(ns->ns_exports[i]), &ux, err, errlen);
 	free(branches);
 	if (r < 0)
 		return r;
@@ -768,7 +762,7 @@ int nfs_views_for_client(struct nfs_server *ns, int i, const char *addr,
 static struct nfs_view *views_bound_locked(struct nfs_server *ns, uint16_t id,
 					   enum stats_stale_cause *why)
 {
-	char name[VIEWS_NAME_MAX + 1];
+	char name[STORE_EXPORT_NAME_MAX + 1];
 	struct nfs_view *vw;
 	char *sep;
 	int i;
@@ -913,7 +907,7 @@ int nfs_views_walk(struct nfs_server *ns, int i,
 		   int (*fn)(struct union_export *ux, const char *key, void *arg), void *arg)
 {
 	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
-	char name[VIEWS_NAME_MAX + 1];
+	char name[STORE_EXPORT_NAME_MAX + 1];
 	struct nfs_views *vt = ns->ns_views;
 	size_t len = strlen(ec->ec_name);
 	int r = 0;
@@ -1071,7 +1065,7 @@ static int views_retire_locked(struct nfs_server *ns, int i, const char *key, ch
 {
 	struct nfs_views *vt = ns->ns_views;
 	const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
-	char upper[PATH_MAX], name[VIEWS_NAME_MAX + 1];
+	char upper[PATH_MAX], name[STORE_EXPORT_NAME_MAX + 1];
 	struct nfs_view *vw = views_find_locked(vt, i, key);
 	bool had = false;
 	int r;

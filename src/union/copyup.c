@@ -151,7 +151,7 @@ int ucopy_dir(struct union_export *ux, uint64_t pino, const struct udirset *pare
 	struct stat st;
 	int r, fd = -1, upfd = parent->ds_fd[0];
 
-	if (parent->ds_n == 0 || parent->ds_branch[0] != 0 || ds->ds_n >= CONFIG_MAX_BRANCHES)
+	if (parent->ds_n == 0 || parent->ds_branch[0] != 0 || ds->ds_n >= UNION_MAX_BRANCHES)
 		return -EROFS;
 	ucopy_times(&f->uf_st, ts);
 	fsio_become_root(&ids);

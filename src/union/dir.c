@@ -510,7 +510,7 @@ struct udir_fresh {
 static bool udir_still(void *ctx)
 {
 	struct udir_fresh *fr = ctx;
-	struct udir_src src[CONFIG_MAX_BRANCHES];
+	struct udir_src src[UNION_MAX_BRANCHES];
 
 	return udir_sources(fr->uf_ds, src) == 0 && udir_valid(fr->uf_list, fr->uf_ds->ds_n, src);
 }

@@ -130,8 +130,8 @@ static bool union_inside(const char *a, const char *b)
 }
 
 /* A branch inside another would show the union its own copy-ups through the other. */
-static int union_check_overlap(const char *name, char **paths, int n, char *err,
-			       size_t errlen)
+static int union_check_overlap(const char *name, char **paths, int n, const char *fix,
+			       char *err, size_t errlen)
 {
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < n; j++) {
@@ -139,11 +139,11 @@ static int union_check_overlap(const char *name, char **paths, int n, char *err,
 				continue;
 			if (!strcmp(paths[i], paths[j]))
 				snprintf(err, errlen, "export %s: branch %s is listed twice; give "
-					 "each branch once in -e", name, paths[i]);
+					 "each branch once: %s", name, paths[i], fix);
 			else
 				snprintf(err, errlen, "export %s: branch %s lies inside branch %s; "
-					 "branches must not overlap, fix -e", name, paths[i],
-					 paths[j]);
+					 "branches must not overlap, %s", name, paths[i],
+					 paths[j], fix);
 			return -EINVAL;
 		}
 	return 0;
@@ -184,34 +184,35 @@ static void union_free(struct union_export *ux)
 	free(ux);
 }
 
-int union_open(const struct export_conf *ec, struct store *st, struct union_export **out,
-	       char *err, size_t errlen)
+int union_open(const char *name, char *const *branches, int nbranches, unsigned flags,
+	       const char *fix, struct store *st, struct union_export **out, char *err,
+	       size_t errlen)
 {
 	struct store_branch_id *ids = NULL;
 	struct union_export *ux;
 	char canon[PATH_MAX];
-	int n = ec->ec_nbranches, r;
+	int n = nbranches, r;
 
 	*out = NULL;
-	if (n < 1 || n > CONFIG_MAX_BRANCHES) {
-		snprintf(err, errlen, "export %s: %d branches; give 1 to %d with -e", ec->ec_name,
-			 n, CONFIG_MAX_BRANCHES);
+	if (n < 1 || n > UNION_MAX_BRANCHES) {
+		snprintf(err, errlen, "export %s: %d branches; give 1 to %d: %s", name, n,
+			 UNION_MAX_BRANCHES, fix);
 		return -EINVAL;
 	}
 	if (sodium_init() < 0) {
-		snprintf(err, errlen, "export %s: libsodium failed to initialise", ec->ec_name);
+		snprintf(err, errlen, "export %s: libsodium failed to initialise", name);
 		return -EIO;
 	}
 	ux = calloc(1, sizeof(*ux));
 	if (!ux) {
-		snprintf(err, errlen, "export %s: out of memory", ec->ec_name);
+		snprintf(err, errlen, "export %s: out of memory", name);
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&ux->ux_work_lock, NULL);
 	ux->ux_workfd = -1;
 	ux->ux_store = st;
-	ux->ux_ro = ec->ec_opts.eo_ro;
-	ux->ux_name = strdup(ec->ec_name);
+	ux->ux_ro = (flags & UNION_OPEN_RO) != 0;
+	ux->ux_name = strdup(name);
 	ux->ux_rootfd = malloc((size_t)n * sizeof(*ux->ux_rootfd));
 	ux->ux_dev = calloc((size_t)n, sizeof(*ux->ux_dev));
 	ux->ux_paths = calloc((size_t)n, sizeof(*ux->ux_paths));
@@ -224,14 +225,17 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	for (int i = 0; i < n; i++, ux->ux_nbranches++) {
 		struct stat rst;
 
-		r = fsio_open_root(ec->ec_branches[i], canon, sizeof(canon), &ux->ux_rootfd[i]);
+		r = fsio_open_root(branches[i], canon, sizeof(canon), &ux->ux_rootfd[i]);
 		if (r == 0)
 			r = fsio_stat(ux->ux_rootfd[i], &rst);
 		if (r < 0) {
-			snprintf(err, errlen, "export %s: branch %s: %s; %s", ec->ec_name,
-				 ec->ec_branches[i], strerror(-r), fsio_short_of_resources(r)
-				 ? "raise the open files limit (ulimit -n, LimitNOFILE=)"
-				 : "create it or fix -e");
+			if (fsio_short_of_resources(r))
+				snprintf(err, errlen, "export %s: branch %s: %s; raise the open "
+					 "files limit (ulimit -n, LimitNOFILE=)", name, branches[i],
+					 strerror(-r));
+			else
+				snprintf(err, errlen, "export %s: branch %s: %s; create it or %s",
+					 name, branches[i], strerror(-r), fix);
 			ux->ux_nbranches++;
 			goto fail;
 		}
@@ -249,7 +253,7 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	ux->ux_max_size = (uint64_t)INT64_MAX;
 	if (!ux->ux_ro)
 		fsio_max_file_size(ux->ux_rootfd[0], &ux->ux_max_size);
-	r = union_check_overlap(ec->ec_name, ux->ux_paths, n, err, errlen);
+	r = union_check_overlap(name, ux->ux_paths, n, fix, err, errlen);
 	if (r < 0)
 		goto fail;
 	r = udir_cache_new(&ux->ux_dcache);
@@ -257,14 +261,14 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 		r = ucache_new(n, &ux->ux_ucache);
 	if (r < 0)
 		goto fail;
-	r = store_bind_export(st, ec->ec_name, ids, n, &ux->ux_id, err, errlen);
+	r = store_bind_export(st, name, ids, n, &ux->ux_id, err, errlen);
 	if (r < 0)
 		goto fail;
 	union_cookie_key(st, ux->ux_cookie_key);
 	r = uhl_open(ux);
 	if (r < 0) {
 		snprintf(err, errlen, "export %s: hard-link index in %s/%s: %s; check the upper "
-			 "branch", ec->ec_name, ux->ux_paths[0], UNION_WORK_NAME, strerror(-r));
+			 "branch", name, ux->ux_paths[0], UNION_WORK_NAME, strerror(-r));
 		goto fail;
 	}
 	r = ufd_register(ux);
@@ -273,7 +277,7 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	r = uint_recover(ux);
 	if (r < 0) {
 		snprintf(err, errlen, "export %s: settling changes cut short by a crash: %s; check "
-			 "the state directory and the upper branch", ec->ec_name, strerror(-r));
+			 "the state directory and the upper branch", name, strerror(-r));
 		goto fail;
 	}
 	free(ids);
@@ -281,7 +285,7 @@ int union_open(const struct export_conf *ec, struct store *st, struct union_expo
 	return 0;
 fail:
 	if (r == -ENOMEM)
-		snprintf(err, errlen, "export %s: out of memory", ec->ec_name);
+		snprintf(err, errlen, "export %s: out of memory", name);
 	free(ids);
 	union_free(ux);
 	return r;

@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "config.h"
 #include "store.h"
 #include "union.h"
 
@@ -43,8 +42,8 @@ struct union_export {
 struct udirset {
 	int ds_n;
 	bool ds_borrowed;        /* the fds are the branch roots: never closed */
-	int ds_fd[CONFIG_MAX_BRANCHES];
-	uint8_t ds_branch[CONFIG_MAX_BRANCHES];
+	int ds_fd[UNION_MAX_BRANCHES];
+	uint8_t ds_branch[UNION_MAX_BRANCHES];
 };
 
 void uds_init(struct udirset *ds);

@@ -119,7 +119,9 @@ static void senv_start(void)
 
 	if (store_open(senv.se_state, &senv.se_store, err, sizeof(err)) != 0)
 		senv_die("store_open", err);
-	if (union_open(&senv.se_ec, senv.se_store, &senv.se_ux, err, sizeof(err)) != 0)
+	if (union_open(senv.se_ec.ec_name, senv.se_ec.ec_branches, senv.se_ec.ec_nbranches,
+		       senv.se_ec.ec_opts.eo_ro ? UNION_OPEN_RO : 0, "fix -e", senv.se_store,
+		       &senv.se_ux, err, sizeof(err)) != 0)
 		senv_die("union_open", err);
 	nfs_server_init(&senv.se_ns, &senv.se_cf);
 	senv.se_exports[0] = senv.se_ux;
@@ -184,7 +186,7 @@ void senv_open(void)
 	for (size_t i = 0; i < sizeof(senv_rules) / sizeof(senv_rules[0]); i++) {
 		char err[512];
 
-		if (config_add_rule(&senv.se_ec, senv_rules[i], err, sizeof(err)) != 0)
+		if (config_add_rule(&senv.se_ec, senv_rules[i], NULL, err, sizeof(err)) != 0)
 			senv_die(senv_rules[i], err);
 	}
 	senv_start();

@@ -1,4 +1,7 @@
-/* Unit tests for src/exports.c: client specifiers, matching order, v4-mapped peers, CIDR edges. */
+/*
+ * Unit tests for src/exports.c: export options, client specifiers, matching order,
+ * v4-mapped peers, CIDR edges.
+ */
 #include <arpa/inet.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -241,6 +244,76 @@ static void test_other_family(void **state)
 	exports_rules_free(r, n);
 }
 
+static void test_each_export_option(void **state)
+{
+	struct export_opts o;
+	char err[512];
+	size_t n = sizeof(err);
+
+	(void)state;
+	memset(&o, 0, sizeof(o));
+	o.eo_secure = true;
+	assert_int_equal(exports_parse_opts(&o, "ro", err, n), 0);
+	assert_true(o.eo_ro);
+	assert_int_equal(exports_parse_opts(&o, "rw", err, n), 0);
+	assert_false(o.eo_ro);
+	assert_int_equal(exports_parse_opts(&o, "no_root_squash", err, n), 0);
+	assert_int_equal(o.eo_squash, SQUASH_NONE);
+	assert_int_equal(exports_parse_opts(&o, "all_squash", err, n), 0);
+	assert_int_equal(o.eo_squash, SQUASH_ALL);
+	assert_int_equal(exports_parse_opts(&o, "root_squash", err, n), 0);
+	assert_int_equal(o.eo_squash, SQUASH_ROOT);
+	assert_int_equal(exports_parse_opts(&o, "insecure", err, n), 0);
+	assert_false(o.eo_secure);
+	assert_int_equal(exports_parse_opts(&o, "secure", err, n), 0);
+	assert_true(o.eo_secure);
+	assert_false(o.eo_async);
+	assert_int_equal(exports_parse_opts(&o, "async", err, n), 0);
+	assert_true(o.eo_async);
+	assert_int_equal(exports_parse_opts(&o, "sync", err, n), 0);
+	assert_false(o.eo_async);
+	assert_int_equal(exports_parse_opts(&o, "anonuid=1000,anongid=0", err, n), 0);
+	assert_int_equal(o.eo_anonuid, 1000);
+	assert_int_equal(o.eo_anongid, 0);
+	assert_int_equal(exports_parse_opts(&o, "anonuid=4294967294", err, n), 0);
+	assert_int_equal(o.eo_anonuid, 4294967294u);
+	assert_int_equal(exports_parse_opts(&o, "ro,no_root_squash,insecure", err, n), 0);
+	assert_true(o.eo_ro);
+	assert_int_equal(o.eo_squash, SQUASH_NONE);
+	assert_false(o.eo_secure);
+}
+
+static void test_bad_export_options(void **state)
+{
+	struct export_opts o, before;
+	char err[512];
+	size_t n = sizeof(err);
+
+	(void)state;
+	memset(&o, 0, sizeof(o));
+	before = o;
+	assert_int_equal(exports_parse_opts(&o, "ro,rww", err, n), -1);
+	assert_string_equal(err, "unknown export option 'rww' (expected ro, rw, root_squash, "
+				 "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
+				 "async, upper=TEMPLATE)");
+	/* All or nothing: the good "ro" before the bad word did not stick. */
+	assert_memory_equal(&o, &before, sizeof(o));
+	assert_int_equal(exports_parse_opts(&o, "ro,,rw", err, n), -1);
+	assert_non_null(strstr(err, "empty export option in 'ro,,rw'"));
+	assert_int_equal(exports_parse_opts(&o, "", err, n), -1);
+	assert_int_equal(exports_parse_opts(&o, "anonuid=-1", err, n), -1);
+	assert_string_equal(err, "export option 'anonuid=-1': '-1' is not an id in 0..4294967294");
+	assert_int_equal(exports_parse_opts(&o, "anongid=4294967295", err, n), -1);
+	assert_int_equal(exports_parse_opts(&o, "anonuid=", err, n), -1);
+	assert_int_equal(exports_parse_opts(&o, "anonuid", err, n), -1);
+	assert_int_equal(exports_parse_opts(&o, "RO", err, n), -1);
+	assert_int_equal(exports_parse_opts(
+				 &o, "a_very_long_export_option_word_that_is_longer_than_sixty_four_bytes_xx",
+				 err, n),
+			 -1);
+	assert_non_null(strstr(err, "unknown export option 'a_very_long"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +325,8 @@ int main(void)
 		cmocka_unit_test(test_unresolvable),
 		cmocka_unit_test(test_addrs_text),
 		cmocka_unit_test(test_other_family),
+		cmocka_unit_test(test_each_export_option),
+		cmocka_unit_test(test_bad_export_options),
 	};
 
 	return cmocka_run_group_tests_name("exports", tests, NULL, NULL);

@@ -44,18 +44,14 @@ static void fx_path(struct fx *f __attribute__((unused)), char *out, const char 
 
 static void fx_open(struct fx *f)
 {
-	struct export_conf ec = { 0 };
 	char err[512] = "";
 	int r;
 
 	r = store_open(f->state, &f->st, err, sizeof(err));
 	if (r < 0)
 		fail_msg("store_open: %s", err);
-	ec.ec_name = "/union";
-	ec.ec_branches = f->branches;
-	ec.ec_nbranches = f->nbranches;
-	ec.ec_opts.eo_ro = f->ro;
-	r = union_open(&ec, f->st, &f->ux, err, sizeof(err));
+	r = union_open("/union", f->branches, f->nbranches, f->ro ? UNION_OPEN_RO : 0, "fix -e",
+		       f->st, &f->ux, err, sizeof(err));
 	if (r < 0)
 		fail_msg("union_open: %s", err);
 }
@@ -914,38 +910,36 @@ static int teardown_unmount(void **state)
 static void test_open_errors(void **state)
 {
 	struct fx *f = *state;
-	struct export_conf ec = { 0 };
 	struct union_export *ux = NULL;
 	char err[512] = "", missing[PATH_MAX], inner[PATH_MAX];
 	char *br[2];
-	int r;
+	int nbr = 2, r;
 
+#define OPEN_BR() union_open("/union", br, nbr, 0, "fix -e", f->st, &ux, err, sizeof(err))
 	r = store_open(f->state, &f->st, err, sizeof(err));
 	assert_int_equal(r, 0);
-	ec.ec_name = "/union";
-	ec.ec_branches = br;
-	ec.ec_nbranches = 2;
 	fx_path(f, missing, f->base, "missing");
 	br[0] = f->up;
 	br[1] = missing;
-	assert_int_equal(union_open(&ec, f->st, &ux, err, sizeof(err)), -ENOENT);
+	assert_int_equal(OPEN_BR(), -ENOENT);
 	assert_non_null(strstr(err, "missing: No such file or directory; create it or fix -e"));
 	br[1] = f->up;
-	assert_int_equal(union_open(&ec, f->st, &ux, err, sizeof(err)), -EINVAL);
+	assert_int_equal(OPEN_BR(), -EINVAL);
 	assert_non_null(strstr(err, "listed twice"));
 	fx_path(f, inner, f->lo, "inner");
 	put_dir(f->lo, "inner", 0755);
 	br[0] = inner;
 	br[1] = f->lo;
-	assert_int_equal(union_open(&ec, f->st, &ux, err, sizeof(err)), -EINVAL);
+	assert_int_equal(OPEN_BR(), -EINVAL);
 	assert_non_null(strstr(err, "inside"));
 	assert_null(ux);
 	/* Once bound, the export refuses another stack. */
 	br[0] = f->up;
-	assert_int_equal(union_open(&ec, f->st, &ux, err, sizeof(err)), 0);
+	assert_int_equal(OPEN_BR(), 0);
 	union_close(ux);
-	ec.ec_nbranches = 1;
-	assert_true(union_open(&ec, f->st, &ux, err, sizeof(err)) < 0);
+	nbr = 1;
+	assert_true(OPEN_BR() < 0);
+#undef OPEN_BR
 	store_close(f->st);
 	f->st = NULL;
 }

@@ -45,15 +45,11 @@ static const struct union_setattr no_sa;
 
 static void fx_open(struct fx *f)
 {
-	struct export_conf ec = { 0 };
 	char err[512] = "";
 
 	if (store_open(f->state, &f->st, err, sizeof(err)) < 0)
 		fail_msg("store_open: %s", err);
-	ec.ec_name = "/u";
-	ec.ec_branches = f->branches;
-	ec.ec_nbranches = f->n;
-	if (union_open(&ec, f->st, &f->ux, err, sizeof(err)) < 0)
+	if (union_open("/u", f->branches, f->n, 0, "fix -e", f->st, &f->ux, err, sizeof(err)) < 0)
 		fail_msg("union_open: %s", err);
 }
 

@@ -129,7 +129,7 @@ static void test_o_flag(void **state)
 	config_free(&cf);
 }
 
-/* --hosts and the config file's hosts: the map is read at once, errors name its line. */
+/* --hosts and the config file's hosts: config_resolve reads the map, errors name its line. */
 static void test_hosts(void **state)
 {
 	char map[] = "/tmp/unfs-hosts-XXXXXX", conf[] = "/tmp/unfs-hconf-XXXXXX";
@@ -144,6 +144,7 @@ static void test_hosts(void **state)
 	close(fd);
 	config_init(&cf);
 	assert_int_equal(PARSE(&cf, err, "--hosts", map, "-e", "/u=/srv/b", "-o", "upper=/c/%h"), 0);
+	assert_int_equal(config_resolve(&cf, err, sizeof(err)), 0);
 	assert_non_null(cf.cf_hosts);
 	config_free(&cf);
 
@@ -154,6 +155,7 @@ static void test_hosts(void **state)
 	close(fd);
 	config_init(&cf);
 	assert_int_equal(config_parse_file(&cf, conf, err, sizeof(err)), 0);
+	assert_int_equal(config_resolve(&cf, err, sizeof(err)), 0);
 	assert_non_null(cf.cf_hosts);
 	config_free(&cf);
 
@@ -167,7 +169,8 @@ static void test_hosts(void **state)
 	assert_int_equal(write(fd, "10.0.0.5\n", 9), 9);
 	close(fd);
 	config_init(&cf);
-	assert_int_equal(config_parse_file(&cf, conf, err, sizeof(err)), -1);
+	assert_int_equal(config_parse_file(&cf, conf, err, sizeof(err)), 0);
+	assert_int_equal(config_resolve(&cf, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, ":2: "));
 	assert_non_null(strstr(err, ":1: '10.0.0.5' has no host name"));
 	config_free(&cf);
