@@ -128,7 +128,7 @@ const char *config_setting_name(enum config_setting s);
 /* Whether a reload (SIGHUP) applies a change of setting s, or only a restart does. */
 enum config_apply config_setting_apply(enum config_setting s);
 
-/* The bounds of a UINT or SWITCH setting; false for settings that are no number. */
+/* The bounds of a UINT setting; false for settings of other kinds. */
 bool config_setting_bounds(enum config_setting s, uint64_t *min, uint64_t *max);
 
 /*

@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CONFIG_ANON_ID EXPORTS_ANON_ID
-
 static const char config_usage[] =
 	"usage: unionnfsd [-f] [-c FILE] [--listen ADDR] [--port N] [--mount-port N] [--state DIR]\n"
 	"                 [--portmap auto|rpcbind|builtin|off] [-e NAME=BRANCH[:BRANCH...]\n"
@@ -651,7 +649,7 @@ enum config_apply config_setting_apply(enum config_setting s)
 
 bool config_setting_bounds(enum config_setting s, uint64_t *min, uint64_t *max)
 {
-	if (config_rows[s].cr_kind != CONFIG_K_UINT && config_rows[s].cr_kind != CONFIG_K_SWITCH)
+	if (config_rows[s].cr_kind != CONFIG_K_UINT)
 		return false;
 	*min = config_rows[s].cr_min;
 	*max = config_rows[s].cr_max;

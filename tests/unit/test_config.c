@@ -1,4 +1,9 @@
-/* Unit tests for src/config.c: flags, config files, export options and their messages. */
+/*
+ * Unit tests for src/config.c: flags, config files, the settings table, config_diff, the
+ * resolve step after parsing, and their messages.
+ */
+#include <dlfcn.h>
+#include <netdb.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -776,6 +781,247 @@ static void test_client_flag(void **state)
 				     "prefix length 0..32; write e.g. 10.0.0.0/8");
 }
 
+/*
+ * Every getaddrinfo of this test binary passes here, so a test can tell whether a step
+ * asked the resolver at all; the real one answers.
+ */
+static unsigned dns_calls;
+
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+		struct addrinfo **res)
+{
+	int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+
+	dns_calls++;
+	*(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
+	return real(node, service, hints, res);
+}
+
+/* A value every setting of its kind accepts, and one it refuses (NULL: none). */
+static void sample_values(enum config_setting s, char *good, char *bad, size_t len)
+{
+	uint64_t min, max;
+
+	bad[0] = '\0';
+	if (config_setting_bounds(s, &min, &max)) {
+		snprintf(good, len, "%llu", (unsigned long long)max);
+		snprintf(bad, len, "%llu", (unsigned long long)max + 1);
+		return;
+	}
+	switch (s) {
+	case CONFIG_LISTEN:
+		snprintf(good, len, "::1");
+		snprintf(bad, len, "localhost");
+		break;
+	case CONFIG_PORTMAP:
+		snprintf(good, len, "builtin");
+		snprintf(bad, len, "sometimes");
+		break;
+	case CONFIG_METRICS:
+		snprintf(good, len, "127.0.0.1:9249");
+		snprintf(bad, len, "127.0.0.1");
+		break;
+	case CONFIG_FOREGROUND:
+	case CONFIG_UDP:
+		snprintf(good, len, "yes");
+		snprintf(bad, len, "maybe");
+		break;
+	default:                 /* the paths */
+		snprintf(good, len, "/no/such/dir/%s", config_setting_name(s));
+		snprintf(bad, len, "relative");
+		break;
+	}
+}
+
+/*
+ * Every row of the settings table: the file directive parses a good value, refuses a bad
+ * one naming itself, and the parsed value differs from the default in that setting only.
+ */
+static void test_every_setting_parses(void **state)
+{
+	struct fixture *fx = *state;
+	struct config def;
+	char good[64], bad[64], text[160], want[96];
+
+	config_init(&def);
+	for (int s = 0; s < CONFIG_NSETTINGS; s++) {
+		const char *name = config_setting_name(s);
+		/* switches have flags of their own (-f, --udp), tested with the flags */
+		bool sw = s == CONFIG_FOREGROUND || s == CONFIG_UDP;
+
+		sample_values(s, good, bad, sizeof(good));
+		config_free(&fx->cf);
+		config_init(&fx->cf);
+		snprintf(text, sizeof(text), "%s %s\n", name, good);
+		unlink(fx->path);
+		assert_int_equal(config_parse_file(&fx->cf, write_file(fx, text), fx->err,
+						   sizeof(fx->err)), 0);
+		assert_int_equal(config_diff(&def, &fx->cf), 1ull << s);
+		if (!sw) {
+			/* the same on the command line, --NAME VALUE */
+			config_free(&fx->cf);
+			config_init(&fx->cf);
+			snprintf(want, sizeof(want), "--%s", name);
+			assert_int_equal(PARSE(fx, want, good), 0);
+			assert_int_equal(config_diff(&def, &fx->cf), 1ull << s);
+			assert_int_equal(PARSE(fx, want, bad), -1);
+			snprintf(want, sizeof(want), "option --%s: ", name);
+			assert_ptr_equal(strstr(fx->err, want), fx->err);
+			snprintf(want, sizeof(want), "'%s'", bad);
+			assert_non_null(strstr(fx->err, want));
+		}
+	}
+	config_free(&def);
+}
+
+/* The bounds of every number setting, at both ends, with the table's own message. */
+static void test_setting_bounds(void **state)
+{
+	struct fixture *fx = *state;
+	char opt[64], val[32], want[160];
+	uint64_t min, max;
+	int numbers = 0;
+
+	for (int s = 0; s < CONFIG_NSETTINGS; s++) {
+		if (!config_setting_bounds(s, &min, &max))
+			continue;
+		numbers++;
+		snprintf(opt, sizeof(opt), "--%s", config_setting_name(s));
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)min);
+		assert_int_equal(PARSE(fx, opt, val), 0);
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)max);
+		assert_int_equal(PARSE(fx, opt, val), 0);
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)max + 1);
+		assert_int_equal(PARSE(fx, opt, val), -1);
+		snprintf(want, sizeof(want), "option %s: '%s' is not a number in %llu..%llu", opt, val,
+			 (unsigned long long)min, (unsigned long long)max);
+		assert_non_null(strstr(fx->err, want));
+		if (min > 0) {
+			snprintf(val, sizeof(val), "%llu", (unsigned long long)min - 1);
+			assert_int_equal(PARSE(fx, opt, val), -1);
+			assert_non_null(strstr(fx->err, "is not a number in"));
+		}
+	}
+	assert_int_equal(numbers, 11);
+	/* a value set by hand outside the bounds is caught by config_validate */
+	assert_int_equal(PARSE(fx, "-e", "/u=/srv/a"), 0);
+	fx->cf.cf_workers = 0;
+	assert_int_equal(config_validate(&fx->cf, fx->err, sizeof(fx->err)), -1);
+	assert_string_equal(fx->err, "workers must be 1..256");
+}
+
+/* The defaults the user gets are the ones the owning modules define, and --help says so. */
+static void test_setting_defaults(void **state)
+{
+	struct fixture *fx = *state;
+	static char big[8192];
+	char opt[64];
+	const char *p;
+	uint64_t min, max;
+
+	assert_int_equal(fx->cf.cf_workers, NET_DEFAULT_WORKERS);
+	assert_int_equal(fx->cf.cf_max_record, NET_DEFAULT_MAX_RECORD);
+	assert_int_equal(fx->cf.cf_max_record, 1024 * 1024 + 4096);
+	assert_int_equal(fx->cf.cf_max_conns, NET_DEFAULT_MAX_CONNS);
+	assert_int_equal(fx->cf.cf_max_requests, NET_DEFAULT_MAX_REQUESTS);
+	assert_int_equal(fx->cf.cf_max_buffered, NET_DEFAULT_MAX_BUFFERED);
+	assert_int_equal(config_parse_args(&fx->cf, 2, (char *[]){ "unionnfsd", "--help", NULL },
+					   big, sizeof(big)), 1);
+	config_free(&fx->cf);
+	config_init(&fx->cf);
+	for (int s = 0; s < CONFIG_NSETTINGS; s++) {
+		struct config one;
+		unsigned long long shown;
+		char text[64];
+
+		if (!config_setting_bounds(s, &min, &max))
+			continue;
+		/* the option's own line of the usage text, then its "(default N)" */
+		snprintf(opt, sizeof(opt), "\n  --%s ", config_setting_name(s));
+		p = strstr(big, opt);
+		assert_non_null(p);
+		p = strstr(p, "(default ");
+		assert_non_null(p);
+		shown = strtoull(p + 9, NULL, 10);
+		/* the default parsed back is no change from config_init */
+		config_init(&one);
+		snprintf(text, sizeof(text), "--%s=%llu", config_setting_name(s), shown);
+		assert_int_equal(config_parse_args(&one, 2, (char *[]){ "unionnfsd", text, NULL },
+						   fx->err, sizeof(fx->err)), 0);
+		assert_int_equal(config_diff(&fx->cf, &one), 0);
+		config_free(&one);
+	}
+}
+
+/* config_diff names exactly the settings that differ; only hosts is applied by a reload. */
+static void test_config_diff(void **state)
+{
+	struct fixture *fx = *state;
+	struct config b;
+
+	config_init(&b);
+	assert_int_equal(config_diff(&fx->cf, &b), 0);
+	assert_int_equal(config_parse_args(&b, 5, (char *[]){ "unionnfsd", "--port", "2050",
+				"--listen=::1", "--workers=8", NULL }, fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(config_diff(&fx->cf, &b),
+			 (1ull << CONFIG_PORT) | (1ull << CONFIG_LISTEN) | (1ull << CONFIG_WORKERS));
+	assert_int_equal(config_diff(&b, &fx->cf), config_diff(&fx->cf, &b));
+	/* exports and their rules are no settings */
+	assert_int_equal(PARSE(fx, "-e", "/u=/srv/a", "--port", "2050", "--listen", "::1",
+			       "--workers", "8"), 0);
+	assert_int_equal(config_diff(&fx->cf, &b), 0);
+	/* a string setting unset on one side */
+	assert_int_equal(PARSE(fx, "--metrics", "127.0.0.1:9249", "--hosts", "/etc/h"), 0);
+	assert_int_equal(config_diff(&fx->cf, &b), (1ull << CONFIG_METRICS) | (1ull << CONFIG_HOSTS));
+	config_free(&b);
+
+	for (int s = 0; s < CONFIG_NSETTINGS; s++)
+		assert_int_equal(config_setting_apply(s),
+				 s == CONFIG_HOSTS ? CONFIG_RELOAD : CONFIG_RESTART);
+	assert_string_equal(config_setting_name(CONFIG_MAX_REQUESTS), "max-requests-per-connection");
+}
+
+/*
+ * Parsing asks no resolver and reads no file but the config text: a host name that does
+ * not resolve and a --hosts map that does not exist both parse; config_resolve fails on
+ * them, naming where each was written.
+ */
+static void test_parse_no_dns(void **state)
+{
+	struct fixture *fx = *state;
+
+	dns_calls = 0;
+	assert_int_equal(PARSE(fx, "-e", "/u=/srv/a", "--client", "no-such-host.invalid(ro)",
+			       "--client", "localhost(rw)"), 0);
+	assert_int_equal(dns_calls, 0);
+	assert_int_equal(fx->cf.cf_exports[0].ec_rules[0].er_kind, EXPORTS_HOST);
+	assert_int_equal(fx->cf.cf_exports[0].ec_rules[0].er_nnets, 0);
+	assert_int_equal(config_validate(&fx->cf, fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(dns_calls, 0);
+	assert_int_equal(config_resolve(&fx->cf, fx->err, sizeof(fx->err)), -1);
+	assert_true(dns_calls >= 1);
+	assert_non_null(strstr(fx->err, "option --client: client host name 'no-such-host.invalid' "
+				   "does not resolve ("));
+
+	config_free(&fx->cf);
+	config_init(&fx->cf);
+	assert_int_equal(PARSE(fx, "-e", "/u=/srv/a", "--hosts", "/no/such/hosts/map"), 0);
+	assert_null(fx->cf.cf_hosts);
+	assert_int_equal(config_resolve(&fx->cf, fx->err, sizeof(fx->err)), -1);
+	assert_non_null(strstr(fx->err, "option --hosts: "));
+	assert_non_null(strstr(fx->err, "/no/such/hosts/map"));
+
+	/* the file form names FILE:LINE of the rule */
+	config_free(&fx->cf);
+	config_init(&fx->cf);
+	dns_calls = 0;
+	assert_int_equal(config_parse_file(&fx->cf, write_file(fx, "\nexport /u /a no-such-host.invalid(ro)\n"),
+					   fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(dns_calls, 0);
+	assert_int_equal(config_resolve(&fx->cf, fx->err, sizeof(fx->err)), -1);
+	assert_non_null(strstr(fx->err, ":2: export /u: client host name 'no-such-host.invalid'"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -811,6 +1057,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_o_after_c, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_error_via_flag, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_small_error_buffer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_every_setting_parses, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_setting_bounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_setting_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_diff, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parse_no_dns, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

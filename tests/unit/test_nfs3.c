@@ -1076,6 +1076,48 @@ static void test_dispatch(void **state)
 	free(out);
 }
 
+/*
+ * A reload hands nfs a new configuration: exports with the same branch stack take its
+ * rules (calls see them at once), others keep theirs; the old tables go back to the caller.
+ */
+static void test_swap_rules(void **state)
+{
+	struct env *e = *state;
+	struct export_opts eo;
+	struct config next;
+	char spec[256], err[CONFIG_ERRLEN];
+
+	assert_true(nfs_rule_for(&e->e_ns, 0, req(e), &eo));
+	snprintf(spec, sizeof(spec), "/union=%s:%s", e->e_upper, e->e_lower);
+	config_init(&next);
+	assert_int_equal(config_parse_args(&next, 5, (char *[]){ "unionnfsd", "-e", spec,
+				"--client", "10.0.0.0/8(ro)", NULL }, err, sizeof(err)), 0);
+	assert_int_equal(config_resolve(&next, err, sizeof(err)), 0);
+	assert_int_equal(nfs_server_swap_rules(&e->e_ns, &next), 1);
+	assert_int_equal(e->e_ec.ec_nrules, 1);
+	assert_int_equal(next.cf_exports[0].ec_nrules, 0);
+	/* the loopback peer is no longer admitted; a 10/8 one is, read-only */
+	assert_false(nfs_rule_for(&e->e_ns, 0, req(e), &eo));
+	((struct sockaddr_in *)&req(e)->rq_peer)->sin_addr.s_addr = htonl(0x0a000001);
+	assert_true(nfs_rule_for(&e->e_ns, 0, &e->e_rq, &eo));
+	assert_true(eo.eo_ro);
+	/* swapping back restores the hand-built export; next owns the parsed rules again */
+	assert_int_equal(nfs_server_swap_rules(&e->e_ns, &next), 1);
+	assert_int_equal(e->e_ec.ec_nrules, 0);
+	assert_true(nfs_rule_for(&e->e_ns, 0, req(e), &eo));
+	config_free(&next);
+
+	/* another branch stack under the same name keeps the running rules */
+	snprintf(spec, sizeof(spec), "/union=%s", e->e_lower);
+	config_init(&next);
+	assert_int_equal(config_parse_args(&next, 5, (char *[]){ "unionnfsd", "-e", spec,
+				"--client", "10.0.0.0/8(ro)", NULL }, err, sizeof(err)), 0);
+	assert_int_equal(nfs_server_swap_rules(&e->e_ns, &next), 0);
+	assert_int_equal(e->e_ec.ec_nrules, 0);
+	assert_true(nfs_rule_for(&e->e_ns, 0, req(e), &eo));
+	config_free(&next);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1096,6 +1138,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_credentials, env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_mount, env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_dispatch, env_setup, env_teardown),
+		cmocka_unit_test_setup_teardown(test_swap_rules, env_setup, env_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
