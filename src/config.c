@@ -3,6 +3,10 @@
  * directive in the file and the flag of the same name behave identically and give the
  * same message; only the prefix differs ("option --port: " versus "FILE:LINE: ").
  * Settings apply in the order they are read, so a later one wins; exports accumulate.
+ *
+ * Every scalar setting is one row of CONFIG_SETTINGS (config.h); defaults, parsing,
+ * validation and config_diff are all generated from it. Parsing never blocks: host names
+ * and the --hosts map wait for config_resolve, which knows where each was written.
  */
 #include "config.h"
 #include "exports.h"

@@ -37,8 +37,6 @@
 #define MAIN_ERRLEN 1024
 #define MAIN_REPORT_LEN 4096
 #define MAIN_MAX_MAPS 16
-#define PMAP_PROG 100000u
-#define PMAP_VERS 2u
 
 struct main_ctx {
 	struct config mc_cfg;
@@ -217,9 +215,13 @@ static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
 		return port;
 	n = mc->mc_nmaps;
 	memcpy(all, mc->mc_maps, (size_t)n * sizeof(all[0]));
-	all[n++] = (struct portmap_mapping){ PMAP_PROG, PMAP_VERS, IPPROTO_TCP, (uint32_t)port };
+	/* The portmapper's own entry, as rpcbind lists it: version 2. */
+	all[n++] = (struct portmap_mapping){ portmap_program.rg_prog, portmap_program.rg_vers_min,
+					     IPPROTO_TCP, (uint32_t)port };
 	if (mc->mc_cfg.cf_udp)
-		all[n++] = (struct portmap_mapping){ PMAP_PROG, PMAP_VERS, IPPROTO_UDP, (uint32_t)port };
+		all[n++] = (struct portmap_mapping){ portmap_program.rg_prog,
+						     portmap_program.rg_vers_min, IPPROTO_UDP,
+						     (uint32_t)port };
 	portmap_builtin_set(all, n);
 	log_info("built-in portmapper on port %d", port);
 	return 0;
