@@ -229,4 +229,20 @@ void union_shed_fds(struct union_export *ux);
 /* File system statistics of the upper branch (of the first branch if read-only). */
 int union_statfs(struct union_export *ux, uint64_t ino, struct statvfs *sv);
 
+/*
+ * How long the resolve cache trusts where it found a name: a change made by hand in a
+ * branch (a new copy of a directory, a copy or whiteout over a name) is seen within this.
+ */
+#define UNION_CACHE_TRUST_MS 1000
+
+/* Milliseconds on a monotonic clock. */
+typedef int64_t (*union_clock_fn)(void);
+
+/*
+ * Replaces the clock by which the resolve cache of ux ages its entries (NULL: the system's
+ * monotonic clock), so a test can let UNION_CACHE_TRUST_MS pass without waiting for it.
+ * Set it before the first call on ux, or after the last.
+ */
+void union_set_clock(struct union_export *ux, union_clock_fn now_ms);
+
 #endif

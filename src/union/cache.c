@@ -5,7 +5,7 @@
  * An entry holds open fds: a directory's copies, or the directory copy holding a file
  * and the file's name there. It is trusted only while nothing changed the union's
  * namespace (every change through the server bumps the export's epoch) and only for
- * UCACHE_TTL_MS, which bounds how long a change made by hand in a branch can go unseen.
+ * UNION_CACHE_TRUST_MS, which bounds how long a change made by hand in a branch can go unseen.
  * Even then every use stats the object again and checks it is still the very copy the
  * entry names, so a stale entry costs a miss, never wrong attributes or data. For a file,
  * "the very copy" is its inode number and birth time, which the stat gives in the same
@@ -33,7 +33,6 @@
 #include "fsio.h"
 #include "uint.h"
 
-#define UCACHE_TTL_MS 1000
 #define UCACHE_MAX 65536
 /* Longer than a tick of the clock that stamps birth times (jiffies: 10 ms at HZ=100). */
 #define UCACHE_BIRTH_MARGIN_NS 20000000LL
@@ -65,14 +64,23 @@ struct ucache {
 	struct ucent *uc_oldest, *uc_newest;
 	size_t uc_n, uc_max;
 	atomic_uint_fast64_t uc_epoch;
+	_Atomic(union_clock_fn) uc_clock; /* NULL: the system's */
 };
 
-static int64_t ucache_now_ms(void)
+static int64_t ucache_now_ms(struct ucache *c)
 {
+	union_clock_fn clock = atomic_load_explicit(&c->uc_clock, memory_order_relaxed);
 	struct timespec ts;
 
+	if (clock)
+		return clock();
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void union_set_clock(struct union_export *ux, union_clock_fn now_ms)
+{
+	atomic_store(&ux->ux_ucache->uc_clock, now_ms);
 }
 
 /* The birth time an entry made now may trust for its file: 0 when none (see above). */
@@ -211,13 +219,14 @@ uint64_t ucache_epoch(const struct union_export *ux)
 
 static bool ucent_live(const struct ucache *c, const struct ucent *e, int64_t now)
 {
-	return e->ce_epoch == atomic_load(&c->uc_epoch) && now - e->ce_born_ms < UCACHE_TTL_MS;
+	return e->ce_epoch == atomic_load(&c->uc_epoch) &&
+	       now - e->ce_born_ms < UNION_CACHE_TRUST_MS;
 }
 
 struct ucent *ucache_get(struct union_export *ux, uint64_t ino)
 {
 	struct ucache *c = ux->ux_ucache;
-	int64_t now = ucache_now_ms();
+	int64_t now = ucache_now_ms(c);
 	struct ucent *e;
 
 	pthread_rwlock_rdlock(&c->uc_lock);
@@ -233,7 +242,7 @@ struct ucent *ucache_get(struct union_export *ux, uint64_t ino)
 struct ucent *ucache_get_name(struct union_export *ux, uint64_t dir, const char *name)
 {
 	struct ucache *c = ux->ux_ucache;
-	int64_t now = ucache_now_ms();
+	int64_t now = ucache_now_ms(c);
 	size_t b = ucache_name_hash(dir, name) & (c->uc_nbuckets - 1);
 	struct ucent *e;
 
@@ -288,14 +297,15 @@ static void ucache_insert(struct union_export *ux, struct ucent *e)
 	pthread_rwlock_unlock(&c->uc_lock);
 }
 
-static struct ucent *ucent_new(uint64_t epoch, uint64_t ino, const struct store_inode *rec)
+static struct ucent *ucent_new(struct ucache *c, uint64_t epoch, uint64_t ino,
+			       const struct store_inode *rec)
 {
 	struct ucent *e = calloc(1, sizeof(*e));
 
 	if (!e)
 		return NULL;
 	e->ce_epoch = epoch;
-	e->ce_born_ms = ucache_now_ms();
+	e->ce_born_ms = ucache_now_ms(c);
 	e->ce_ino = ino;
 	e->ce_rec = *rec;
 	uds_init(&e->ce_dirs);
@@ -310,7 +320,7 @@ struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t i
 
 	if (ds->ds_borrowed || ds->ds_n == 0)
 		return NULL;
-	e = ucent_new(epoch, ino, rec);
+	e = ucent_new(ux->ux_ucache, epoch, ino, rec);
 	if (!e)
 		return NULL;
 	e->ce_dirs = *ds;
@@ -319,8 +329,8 @@ struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t i
 	return e;
 }
 
-static struct ucent *ucent_new_file(uint64_t epoch, uint64_t ino, uint64_t dir,
-				    const char *name, uint8_t branch, const struct stat *st)
+static struct ucent *ucent_new_file(struct ucache *c, uint64_t epoch, uint64_t ino,
+				    uint64_t dir, const char *name, uint8_t branch, const struct stat *st)
 {
 	struct store_inode rec;
 
@@ -333,7 +343,7 @@ static struct ucent *ucent_new_file(uint64_t epoch, uint64_t ino, uint64_t dir,
 	rec.si_branch = branch;
 	rec.si_real_ino = (uint64_t)st->st_ino;
 	rec.si_type = (uint8_t)((st->st_mode & S_IFMT) >> 12);
-	return ucent_new(epoch, ino, &rec);
+	return ucent_new(c, epoch, ino, &rec);
 }
 
 /*
@@ -372,7 +382,7 @@ void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint
 	if (!parent->uo_cent && !parent->uo_dirs.ds_borrowed &&
 	    fsio_dup(parent->uo_dirs.ds_fd[pidx], &fd) < 0)
 		return;
-	e = ucent_new_file(epoch, ino, dir, name, branch, st);
+	e = ucent_new_file(ux->ux_ucache, epoch, ino, dir, name, branch, st);
 	if (!e) {
 		fsio_close(fd);
 		return;
@@ -395,8 +405,8 @@ struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struc
 {
 	struct ucent *e;
 
-	e = ucent_new_file(epoch, o->uo_rec.si_ino, o->uo_rec.si_parent, o->uo_rec.si_name,
-			   o->uo_rec.si_branch, &o->uo_st);
+	e = ucent_new_file(ux->ux_ucache, epoch, o->uo_rec.si_ino, o->uo_rec.si_parent,
+			   o->uo_rec.si_name, o->uo_rec.si_branch, &o->uo_st);
 	if (!e)
 		return NULL;
 	e->ce_rec.si_real_id = o->uo_rec.si_real_id;
@@ -500,7 +510,7 @@ int ucache_lookup(struct union_export *ux, const struct udirset *parent, uint64_
 void ucache_sweep(struct union_export *ux, bool all)
 {
 	struct ucache *c = ux->ux_ucache;
-	int64_t now = ucache_now_ms();
+	int64_t now = ucache_now_ms(c);
 
 	/* Oldest first: entries are born in this order, so the expired ones lead. */
 	pthread_rwlock_wrlock(&c->uc_lock);
