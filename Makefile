@@ -79,7 +79,10 @@ $(BUILD)/unionnfsd-ctl: $(BUILD)/obj/$(CTL_SRC:.c=.o)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB_O) $(LIBS) -lcmocka
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $(filter %.c,$^) $(LIB_O) $(LIBS) -lcmocka
+# The union unit tests share one fixture.
+$(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics: \
+		tests/unit/union_fixture.c tests/unit/union_fixture.h
 
 $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_COMMON) $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)

@@ -20,193 +20,7 @@
 #include <unistd.h>
 
 #include "cred.h"
-#include "store.h"
-#include "union.h"
-
-struct fx {
-	char base[PATH_MAX];
-	char up[PATH_MAX];
-	char lo[PATH_MAX];
-	char state[PATH_MAX];
-	char *branches[2];
-	int nbranches;
-	bool ro;
-	struct store *st;
-	struct union_export *ux;
-};
-
-static const struct union_setattr no_sa;
-
-static void fx_path(struct fx *f __attribute__((unused)), char *out, const char *dir, const char *rel)
-{
-	assert_true(snprintf(out, PATH_MAX, "%s/%s", dir, rel) < PATH_MAX);
-}
-
-static void fx_open(struct fx *f)
-{
-	char err[512] = "";
-	int r;
-
-	r = store_open(f->state, &f->st, err, sizeof(err));
-	if (r < 0)
-		fail_msg("store_open: %s", err);
-	r = union_open("/union", f->branches, f->nbranches, f->ro ? UNION_OPEN_RO : 0, "fix -e",
-		       f->st, &f->ux, err, sizeof(err));
-	if (r < 0)
-		fail_msg("union_open: %s", err);
-}
-
-static void fx_close(struct fx *f)
-{
-	union_close(f->ux);
-	store_close(f->st);
-	f->ux = NULL;
-	f->st = NULL;
-}
-
-static struct fx *fx_new(int nbranches)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	assert_non_null(f);
-	strcpy(f->base, "/tmp/test_union.XXXXXX");
-	assert_non_null(mkdtemp(f->base));
-	fx_path(f, f->up, f->base, "upper");
-	fx_path(f, f->lo, f->base, "lower");
-	fx_path(f, f->state, f->base, "state");
-	assert_int_equal(mkdir(f->up, 0755), 0);
-	assert_int_equal(mkdir(f->lo, 0755), 0);
-	f->branches[0] = f->up;
-	f->branches[1] = f->lo;
-	f->nbranches = nbranches;
-	return f;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void fx_free(struct fx *f)
-{
-	if (f->ux)
-		fx_close(f);
-	nftw(f->base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	free(f);
-}
-
-static int setup1(void **state)
-{
-	struct fx *f = fx_new(1);
-
-	fx_open(f);
-	*state = f;
-	return 0;
-}
-
-static int setup2(void **state)
-{
-	*state = fx_new(2); /* tests fill the branches, then fx_open */
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx_free(*state);
-	return 0;
-}
-
-static void put_file(const char *dir, const char *rel, const char *data, mode_t mode)
-{
-	char p[PATH_MAX];
-	int fd;
-
-	assert_true(snprintf(p, sizeof(p), "%s/%s", dir, rel) < (int)sizeof(p));
-	fd = open(p, O_CREAT | O_TRUNC | O_WRONLY, mode);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
-	fchmod(fd, mode);
-	close(fd);
-}
-
-static void put_dir(const char *dir, const char *rel, mode_t mode)
-{
-	char p[PATH_MAX];
-
-	assert_true(snprintf(p, sizeof(p), "%s/%s", dir, rel) < (int)sizeof(p));
-	assert_int_equal(mkdir(p, mode), 0);
-	chmod(p, mode);
-}
-
-static void get_file(const char *dir, const char *rel, char *buf, size_t size)
-{
-	char p[PATH_MAX];
-	ssize_t n;
-	int fd;
-
-	assert_true(snprintf(p, sizeof(p), "%s/%s", dir, rel) < (int)sizeof(p));
-	fd = open(p, O_RDONLY);
-	assert_true(fd >= 0);
-	n = read(fd, buf, size - 1);
-	assert_true(n >= 0);
-	buf[n] = '\0';
-	close(fd);
-}
-
-static uint64_t lk(struct fx *f, uint64_t dir, const char *name)
-{
-	struct stat st;
-	uint64_t ino = 0;
-
-	assert_int_equal(union_lookup(f->ux, dir, name, &ino, &st), 0);
-	assert_true(ino != 0);
-	assert_int_equal(st.st_ino, ino);
-	assert_int_equal(st.st_dev, union_fsid(f->ux));
-	return ino;
-}
-
-static uint64_t mk_file(struct fx *f, uint64_t dir, const char *name)
-{
-	uint64_t ino = 0;
-	struct stat st;
-
-	assert_int_equal(union_create(f->ux, dir, name, UNION_GUARDED, &no_sa, NULL, &ino, &st,
-				      NULL, NULL), 0);
-	return ino;
-}
-
-static uint64_t mk_dir(struct fx *f, uint64_t dir, const char *name)
-{
-	uint64_t ino = 0;
-	struct stat st;
-
-	assert_int_equal(union_mkdir(f->ux, dir, name, &no_sa, &ino, &st, NULL, NULL), 0);
-	assert_true(S_ISDIR(st.st_mode));
-	return ino;
-}
-
-static void wr(struct fx *f, uint64_t ino, uint64_t off, const char *data)
-{
-	enum union_stable c;
-	uint32_t n;
-
-	assert_int_equal(union_write(f->ux, ino, off, (uint32_t)strlen(data), data,
-				     UNION_FILE_SYNC, &n, &c, NULL, NULL), 0);
-	assert_int_equal(n, strlen(data));
-}
-
-static void rd(struct fx *f, uint64_t ino, char *buf, uint32_t size)
-{
-	uint32_t n;
-	bool eof;
-
-	assert_int_equal(union_read(f->ux, ino, 0, size - 1, buf, &n, &eof, NULL), 0);
-	buf[n] = '\0';
-	assert_true(eof);
-}
+#include "union_fixture.h"
 
 /* ---- single branch ---- */
 
@@ -904,7 +718,7 @@ static int teardown_unmount(void **state)
 	if (f->ux)
 		fx_close(f);
 	umount2(f->lo, MNT_DETACH);
-	return teardown(state);
+	return fx_teardown(state);
 }
 
 static void test_open_errors(void **state)
@@ -1493,35 +1307,35 @@ static void test_unlink_closes_cached(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_lookup_getattr, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_names, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_symlink_never_followed, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_create_modes, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_mkdir_symlink_mknod, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_rw_commit, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_setattr, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_remove_rmdir, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_rename, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_link, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_reopen_keeps_inos, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_replaced_behind_back, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_readdir, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_readdir_behind_back, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_read_only, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_concurrent_lookups, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_concurrent_changes, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_unlink_closes_cached, setup1, teardown),
-		cmocka_unit_test_setup_teardown(test_open_errors, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_access_read_only_lower, setup2,
+		cmocka_unit_test_setup_teardown(test_lookup_getattr, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_names, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_never_followed, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_create_modes, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_mkdir_symlink_mknod, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rw_commit, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_setattr, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_remove_rmdir, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rename, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_link, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_reopen_keeps_inos, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_replaced_behind_back, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_readdir, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_readdir_behind_back, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_read_only, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_lookups, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_changes, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_unlink_closes_cached, fx_setup1, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_open_errors, fx_setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_access_read_only_lower, fx_setup2,
 						teardown_unmount),
-		cmocka_unit_test_setup_teardown(test_two_shadow_and_merge, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_two_create_in_lower_dir, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_two_copy_up, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_two_rename_and_dirs, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_two_cache_hand_shadow, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_two_cache_copy_up, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_two_cache_chmod_dir, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_two_cache_search_permission, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_two_shadow_and_merge, fx_setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_two_create_in_lower_dir, fx_setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_two_copy_up, fx_setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_two_rename_and_dirs, fx_setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_two_cache_hand_shadow, fx_setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_two_cache_copy_up, fx_setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_two_cache_chmod_dir, fx_setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_two_cache_search_permission, fx_setup2, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

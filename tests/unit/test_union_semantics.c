@@ -26,131 +26,23 @@
 #include <unistd.h>
 
 #include "cred.h"
-#include "store.h"
-#include "union.h"
-
-#define MAXB 3
-
-struct fx {
-	char base[64];
-	char br[MAXB][256];          /* [0] upper, then the lowers top-down */
-	char state[256];
-	char *branches[MAXB];
-	int n;
-	struct store *st;
-	struct union_export *ux;
-};
-
-static const struct union_setattr no_sa;
-
-static void fx_open(struct fx *f)
-{
-	char err[512] = "";
-
-	if (store_open(f->state, &f->st, err, sizeof(err)) < 0)
-		fail_msg("store_open: %s", err);
-	if (union_open("/u", f->branches, f->n, 0, "fix -e", f->st, &f->ux, err, sizeof(err)) < 0)
-		fail_msg("union_open: %s", err);
-}
-
-static void fx_close(struct fx *f)
-{
-	union_close(f->ux);
-	store_close(f->st);
-	f->ux = NULL;
-	f->st = NULL;
-}
-
-/* A server restart. */
-static void fx_restart(struct fx *f)
-{
-	fx_close(f);
-	fx_open(f);
-}
-
-static struct fx *fx_new(int n)
-{
-	static const char *const names[MAXB] = { "upper", "middle", "lower" };
-	struct fx *f = calloc(1, sizeof(*f));
-
-	assert_non_null(f);
-	strcpy(f->base, "/tmp/test_union_sem.XXXXXX");
-	assert_non_null(mkdtemp(f->base));
-	snprintf(f->state, sizeof(f->state), "%s/state", f->base);
-	for (int i = 0; i < n; i++) {
-		char path[sizeof(f->br[0])];
-
-		snprintf(path, sizeof(path), "%s/%s", f->base, names[n == 2 && i == 1 ? 2 : i]);
-		strcpy(f->br[i], path);
-		assert_int_equal(mkdir(f->br[i], 0755), 0);
-		f->branches[i] = f->br[i];
-	}
-	f->n = n;
-	return f;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
+#include "union_fixture.h"
 
 static int setup2(void **state)
 {
 	if (geteuid() != 0)
 		skip(); /* whiteouts and trusted.* xattrs need root */
-	*state = fx_new(2);
-	return 0;
+	return fx_setup2(state);
 }
 
 static int setup3(void **state)
 {
 	if (geteuid() != 0)
 		skip();
-	*state = fx_new(3);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	if (!f)
-		return 0;
-	if (f->ux)
-		fx_close(f);
-	nftw(f->base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	free(f);
-	return 0;
+	return fx_setup3(state);
 }
 
 /* ---- building branches by hand ---- */
-
-static const char *P(struct fx *f, int b, const char *rel)
-{
-	static char buf[4][PATH_MAX];
-	static int k;
-
-	k = (k + 1) % 4;
-	assert_true(snprintf(buf[k], PATH_MAX, "%s/%s", f->br[b], rel) < PATH_MAX);
-	return buf[k];
-}
-
-static void put(struct fx *f, int b, const char *rel, const char *data)
-{
-	int fd = open(P(f, b, rel), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
-	close(fd);
-}
-
-static void pdir(struct fx *f, int b, const char *rel)
-{
-	assert_int_equal(mkdir(P(f, b, rel), 0755), 0);
-}
 
 static void pwh(struct fx *f, int b, const char *rel)
 {
@@ -187,18 +79,6 @@ static bool xattr_is(struct fx *f, int b, const char *rel, const char *attr, con
 	return !strcmp(buf, val);
 }
 
-static void disk_read(struct fx *f, int b, const char *rel, char *buf, size_t size)
-{
-	int fd = open(P(f, b, rel), O_RDONLY);
-	ssize_t n;
-
-	assert_true(fd >= 0);
-	n = read(fd, buf, size - 1);
-	assert_true(n >= 0);
-	buf[n] = '\0';
-	close(fd);
-}
-
 /* Whether an upper directory holds any of our temporary names. */
 static bool has_tmp(struct fx *f, const char *rel)
 {
@@ -230,40 +110,6 @@ static int count_dir(struct fx *f, const char *rel)
 
 /* ---- through the union ---- */
 
-/* The ino of a slash-separated path from the root; 0 when it is not there. */
-static uint64_t walk(struct fx *f, const char *path)
-{
-	char buf[PATH_MAX], *save = NULL, *c;
-	uint64_t ino = STORE_ROOT_INO;
-	struct stat st;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-		int r = union_lookup(f->ux, ino, c, &ino, &st);
-
-		if (r == -ENOENT)
-			return 0;
-		assert_int_equal(r, 0);
-		assert_int_equal(st.st_ino, ino);
-	}
-	return ino;
-}
-
-static uint64_t W(struct fx *f, const char *path)
-{
-	uint64_t ino = walk(f, path);
-
-	if (!ino)
-		fail_msg("%s: not found through the union", path);
-	return ino;
-}
-
-static void gone(struct fx *f, const char *path)
-{
-	if (walk(f, path))
-		fail_msg("%s: still visible through the union", path);
-}
-
 static mode_t type_of(struct fx *f, uint64_t ino)
 {
 	struct stat st;
@@ -273,30 +119,12 @@ static mode_t type_of(struct fx *f, uint64_t ino)
 	return st.st_mode & S_IFMT;
 }
 
-static void rd(struct fx *f, uint64_t ino, char *buf, uint32_t size)
-{
-	uint32_t n;
-	bool eof;
-
-	assert_int_equal(union_read(f->ux, ino, 0, size - 1, buf, &n, &eof, NULL), 0);
-	buf[n] = '\0';
-}
-
 static void expect_data(struct fx *f, const char *path, const char *data)
 {
 	char buf[256];
 
 	rd(f, W(f, path), buf, sizeof(buf));
 	assert_string_equal(buf, data);
-}
-
-static void wr(struct fx *f, uint64_t ino, const char *data)
-{
-	enum union_stable c;
-	uint32_t n;
-
-	assert_int_equal(union_write(f->ux, ino, 0, (uint32_t)strlen(data), data,
-				     UNION_FILE_SYNC, &n, &c, NULL, NULL), 0);
 }
 
 struct names {
@@ -362,26 +190,6 @@ static const char *ls(struct fx *f, const char *path)
 	return out;
 }
 
-static uint64_t mk(struct fx *f, const char *dirpath, const char *name)
-{
-	uint64_t ino;
-	struct stat st;
-
-	assert_int_equal(union_create(f->ux, W(f, dirpath), name, UNION_GUARDED, &no_sa, NULL,
-				      &ino, &st, NULL, NULL), 0);
-	return ino;
-}
-
-static uint64_t mkd(struct fx *f, const char *dirpath, const char *name)
-{
-	uint64_t ino;
-	struct stat st;
-
-	assert_int_equal(union_mkdir(f->ux, W(f, dirpath), name, &no_sa, &ino, &st, NULL, NULL),
-			 0);
-	return ino;
-}
-
 static int rm(struct fx *f, const char *dirpath, const char *name)
 {
 	return union_remove(f->ux, W(f, dirpath), name, NULL, NULL);
@@ -406,45 +214,45 @@ static void plink(struct fx *f, int b, const char *from, const char *to);
 static void build_markers(struct fx *f)
 {
 	/* lower: the oldest layer */
-	put(f, 2, "a", "lower a");
-	put(f, 2, "b", "lower b");
-	put(f, 2, "c", "lower c");
-	put(f, 2, "keep", "lower keep");
-	pdir(f, 2, "d");
-	put(f, 2, "d/x", "");
-	pdir(f, 2, "e");
-	put(f, 2, "e/z", "");
-	put(f, 2, "f", "lower file f");
-	pdir(f, 2, "g");
-	put(f, 2, "g/k", "");
-	pdir(f, 2, "w");
-	put(f, 2, "w/old", "");
-	pdir(f, 2, "s");
-	put(f, 2, "s/deep", "");
-	put(f, 2, "s/both", "lower both");
+	put_file(f->br[2], "a", "lower a", 0644);
+	put_file(f->br[2], "b", "lower b", 0644);
+	put_file(f->br[2], "c", "lower c", 0644);
+	put_file(f->br[2], "keep", "lower keep", 0644);
+	put_dir(f->br[2], "d", 0755);
+	put_file(f->br[2], "d/x", "", 0644);
+	put_dir(f->br[2], "e", 0755);
+	put_file(f->br[2], "e/z", "", 0644);
+	put_file(f->br[2], "f", "lower file f", 0644);
+	put_dir(f->br[2], "g", 0755);
+	put_file(f->br[2], "g/k", "", 0644);
+	put_dir(f->br[2], "w", 0755);
+	put_file(f->br[2], "w/old", "", 0644);
+	put_dir(f->br[2], "s", 0755);
+	put_file(f->br[2], "s/deep", "", 0644);
+	put_file(f->br[2], "s/both", "lower both", 0644);
 	/* middle: overlayfs and OCI markers over the lower */
 	pwh(f, 1, "a");
-	put(f, 1, ".wh.b", "");
-	pdir(f, 1, "d");
+	put_file(f->br[1], ".wh.b", "", 0644);
+	put_dir(f->br[1], "d", 0755);
 	pxattr(f, 1, "d", "trusted.overlay.opaque", "y");
-	put(f, 1, "d/m", "");
-	pdir(f, 1, "e");
-	put(f, 1, "e/.wh..wh..opq", "");
-	put(f, 1, "e/n", "");
-	pdir(f, 1, "f");
-	put(f, 1, "f/q", "");
-	put(f, 1, "g", "middle file g");
+	put_file(f->br[1], "d/m", "", 0644);
+	put_dir(f->br[1], "e", 0755);
+	put_file(f->br[1], "e/.wh..wh..opq", "", 0644);
+	put_file(f->br[1], "e/n", "", 0644);
+	put_dir(f->br[1], "f", 0755);
+	put_file(f->br[1], "f/q", "", 0644);
+	put_file(f->br[1], "g", "middle file g", 0644);
 	pwh(f, 1, "w");
-	pdir(f, 1, "s");
-	put(f, 1, "s/.wh.deep", "");
-	put(f, 1, "s/both", "middle both");
-	put(f, 1, "s/.wh.both", ""); /* hides only below: the middle's own stays */
+	put_dir(f->br[1], "s", 0755);
+	put_file(f->br[1], "s/.wh.deep", "", 0644);
+	put_file(f->br[1], "s/both", "middle both", 0644);
+	put_file(f->br[1], "s/.wh.both", "", 0644); /* hides only below: the middle's own stays */
 	/* upper */
-	put(f, 0, "c", "");
+	put_file(f->br[0], "c", "", 0644);
 	pxattr(f, 0, "c", "user.overlay.whiteout", "y");
-	pdir(f, 0, "w");
-	put(f, 0, "w/new", "");
-	put(f, 0, "empty", "");
+	put_dir(f->br[0], "w", 0755);
+	put_file(f->br[0], "w/new", "", 0644);
+	put_file(f->br[0], "empty", "", 0644);
 	pwh(f, 0, "ghost"); /* a whiteout hiding nothing is no file either */
 }
 
@@ -493,9 +301,9 @@ static void test_marker_names(void **state)
 	struct stat st;
 	uint64_t ino, a;
 
-	put(f, 1, "lf", "x");
+	put_file(f->br[1], "lf", "x", 0644);
 	fx_open(f);
-	a = mk(f, "/", "a");
+	a = mk_file(f, W(f, "/"), "a");
 	assert_int_equal(union_create(f->ux, 1, ".wh.a", UNION_GUARDED, &no_sa, NULL, &ino, &st,
 				      NULL, NULL), -EACCES);
 	assert_int_equal(union_create(f->ux, 1, ".wh..wh..opq", UNION_UNCHECKED, &no_sa, NULL, &ino,
@@ -512,7 +320,7 @@ static void test_marker_names(void **state)
 			 -EPERM);
 	assert_false(on_disk(f, 0, ".wh.a", NULL));
 	assert_false(on_disk(f, 0, ".wh.lf", NULL));
-	put(f, 0, ".wh.zz", "");
+	put_file(f->br[0], ".wh.zz", "", 0644);
 	assert_int_equal(rm(f, "/", ".wh.zz"), -ENOENT);
 	assert_int_equal(union_lookup(f->ux, 1, ".wh.zz", &ino, &st), -ENOENT);
 	assert_string_equal(ls(f, "/"), "a,lf");
@@ -527,12 +335,12 @@ static void test_remove(void **state)
 	uint64_t lo, bo;
 	struct stat st;
 
-	put(f, 1, "lowonly", "low");
-	put(f, 1, "both", "lower");
-	put(f, 0, "both", "upper");
-	put(f, 0, "pure", "pure");
-	pdir(f, 1, "ld");
-	put(f, 1, "ld/x", "");
+	put_file(f->br[1], "lowonly", "low", 0644);
+	put_file(f->br[1], "both", "lower", 0644);
+	put_file(f->br[0], "both", "upper", 0644);
+	put_file(f->br[0], "pure", "pure", 0644);
+	put_dir(f->br[1], "ld", 0755);
+	put_file(f->br[1], "ld/x", "", 0644);
 	fx_open(f);
 	lo = W(f, "lowonly");
 	bo = W(f, "both");
@@ -553,7 +361,7 @@ static void test_remove(void **state)
 		assert_true(is_wh(f, 0, "lowonly"));
 		assert_true(is_wh(f, 0, "both"));
 		assert_false(on_disk(f, 0, "pure", NULL));
-		disk_read(f, 1, "lowonly", buf, sizeof(buf));
+		get_file(f->br[1], "lowonly", buf, sizeof(buf));
 		assert_string_equal(buf, "low");
 		assert_false(has_tmp(f, ""));
 		fx_restart(f);
@@ -569,21 +377,21 @@ static void test_rmdir(void **state)
 	struct fx *f = *state;
 	uint64_t d, ino;
 
-	pdir(f, 1, "d");
-	put(f, 1, "d/a", "");
-	put(f, 1, "d/b", "");
-	pdir(f, 0, "d");
-	put(f, 0, "d/u", "");
-	pdir(f, 1, "ld");
-	pdir(f, 1, "ld/sub");
-	put(f, 1, "ld/sub/x", "");
-	pdir(f, 0, "pd");
+	put_dir(f->br[1], "d", 0755);
+	put_file(f->br[1], "d/a", "", 0644);
+	put_file(f->br[1], "d/b", "", 0644);
+	put_dir(f->br[0], "d", 0755);
+	put_file(f->br[0], "d/u", "", 0644);
+	put_dir(f->br[1], "ld", 0755);
+	put_dir(f->br[1], "ld/sub", 0755);
+	put_file(f->br[1], "ld/sub/x", "", 0644);
+	put_dir(f->br[0], "pd", 0755);
 	pwh(f, 0, "pd/stray");
-	pdir(f, 1, "t");
-	pdir(f, 1, "t/x");
-	pdir(f, 1, "t/x/y");
-	put(f, 1, "t/x/y/z", "");
-	put(f, 1, "t/x/f", "");
+	put_dir(f->br[1], "t", 0755);
+	put_dir(f->br[1], "t/x", 0755);
+	put_dir(f->br[1], "t/x/y", 0755);
+	put_file(f->br[1], "t/x/y/z", "", 0644);
+	put_file(f->br[1], "t/x/f", "", 0644);
 	fx_open(f);
 	d = W(f, "d");
 	assert_int_equal(rmd(f, "/", "d"), -ENOTEMPTY);
@@ -617,10 +425,10 @@ static void test_rmdir(void **state)
 		fx_restart(f);
 	}
 	/* mkdir where a lower directory was removed: a new, empty, opaque directory. */
-	ino = mkd(f, "/", "d");
+	ino = mk_dir(f, W(f, "/"), "d");
 	assert_true(ino != d);
-	mkd(f, "/", "ld");
-	mkd(f, "/", "t");
+	mk_dir(f, W(f, "/"), "ld");
+	mk_dir(f, W(f, "/"), "t");
 	for (int pass = 0; pass < 2; pass++) {
 		assert_string_equal(ls(f, "d"), "");
 		assert_string_equal(ls(f, "ld"), "");
@@ -633,7 +441,7 @@ static void test_rmdir(void **state)
 		fx_restart(f);
 	}
 	/* ... and it is then an ordinary directory to remove again. */
-	mk(f, "d", "n");
+	mk_file(f, W(f, "d"), "n");
 	assert_int_equal(rmd(f, "/", "d"), -ENOTEMPTY);
 	assert_int_equal(rm(f, "d", "n"), 0);
 	assert_int_equal(rmd(f, "/", "d"), 0);
@@ -654,12 +462,12 @@ static void test_create_over_whiteout(void **state)
 		char name[16];
 
 		snprintf(name, sizeof(name), "f%d", i);
-		put(f, 1, name, "old lower data");
+		put_file(f->br[1], name, "old lower data", 0644);
 	}
-	pdir(f, 1, "D");
-	put(f, 1, "D/c", "");
-	pdir(f, 1, "E");
-	put(f, 1, "E/c", "");
+	put_dir(f->br[1], "D", 0755);
+	put_file(f->br[1], "D/c", "", 0644);
+	put_dir(f->br[1], "E", 0755);
+	put_file(f->br[1], "E/c", "", 0644);
 	fx_open(f);
 	for (int i = 1; i <= 7; i++) {
 		char name[16];
@@ -672,8 +480,8 @@ static void test_create_over_whiteout(void **state)
 	assert_int_equal(rmd(f, "/", "D"), 0);
 	assert_int_equal(rm(f, "E", "c"), 0);
 	assert_int_equal(rmd(f, "/", "E"), 0);
-	x = mk(f, "/", "x");
-	wr(f, x, "xdata");
+	x = mk_file(f, W(f, "/"), "x");
+	wr(f, x, 0, "xdata");
 	/* Each kind of object over a whiteout: the new object only. */
 	assert_int_equal(union_create(f->ux, 1, "f1", UNION_GUARDED, &no_sa, NULL, &e, &st, NULL,
 				      NULL), 0);
@@ -683,7 +491,7 @@ static void test_create_over_whiteout(void **state)
 	assert_int_equal(union_mknod(f->ux, 1, "f3", S_IFIFO, 0, &no_sa, &e, &st, NULL, NULL), 0);
 	assert_int_equal(union_link(f->ux, x, 1, "f4", &st, NULL, NULL), 0);
 	assert_int_equal(st.st_nlink, 2);
-	mkd(f, "/", "f5");
+	mk_dir(f, W(f, "/"), "f5");
 	assert_int_equal(union_create(f->ux, 1, "f6", UNION_EXCLUSIVE, NULL, v, &e, &st, NULL,
 				      NULL), 0);
 	assert_int_equal(union_create(f->ux, 1, "f6", UNION_EXCLUSIVE, NULL, v, &e2, &st, NULL,
@@ -691,8 +499,8 @@ static void test_create_over_whiteout(void **state)
 	assert_int_equal(e2, e);
 	assert_int_equal(union_create(f->ux, 1, "f7", UNION_UNCHECKED, &no_sa, NULL, &e, &st, NULL,
 				      NULL), 0);
-	mk(f, "/", "D");
-	mkd(f, "/", "E");
+	mk_file(f, W(f, "/"), "D");
+	mk_dir(f, W(f, "/"), "E");
 	assert_false(has_tmp(f, ""));
 	for (int pass = 0; pass < 2; pass++) {
 		expect_data(f, "f1", "");
@@ -721,19 +529,19 @@ static void test_rename_files(void **state)
 	uint64_t lo1, both, pu, pu2, lt, la, lb, x, w;
 	struct stat st;
 
-	put(f, 1, "lo1", "lo1 data");
-	put(f, 1, "both", "both lower");
-	put(f, 0, "both", "both upper");
-	put(f, 0, "pu", "pu data");
-	put(f, 0, "pu2", "pu2 data");
-	put(f, 1, "lt", "lt lower");
-	put(f, 1, "la", "la data");
-	put(f, 1, "lb", "lb data");
-	put(f, 0, "x", "x data");
-	put(f, 1, "w", "w lower");
-	pdir(f, 1, "ldir");
-	put(f, 1, "ldir/old", "");
-	pdir(f, 1, "ldir2");
+	put_file(f->br[1], "lo1", "lo1 data", 0644);
+	put_file(f->br[1], "both", "both lower", 0644);
+	put_file(f->br[0], "both", "both upper", 0644);
+	put_file(f->br[0], "pu", "pu data", 0644);
+	put_file(f->br[0], "pu2", "pu2 data", 0644);
+	put_file(f->br[1], "lt", "lt lower", 0644);
+	put_file(f->br[1], "la", "la data", 0644);
+	put_file(f->br[1], "lb", "lb data", 0644);
+	put_file(f->br[0], "x", "x data", 0644);
+	put_file(f->br[1], "w", "w lower", 0644);
+	put_dir(f->br[1], "ldir", 0755);
+	put_file(f->br[1], "ldir/old", "", 0644);
+	put_dir(f->br[1], "ldir2", 0755);
 	fx_open(f);
 	lo1 = W(f, "lo1");
 	both = W(f, "both");
@@ -795,16 +603,16 @@ static void test_rename_dirs(void **state)
 	struct stat st;
 	char buf[64];
 
-	pdir(f, 1, "A");
-	put(f, 1, "A/f1", "f1 data");
-	pdir(f, 1, "A/sub");
-	put(f, 1, "A/sub/g", "g data");
-	pdir(f, 1, "B");
-	put(f, 1, "B/l", "l");
-	pdir(f, 0, "B");
-	put(f, 0, "B/u", "u");
-	pdir(f, 1, "full");
-	put(f, 1, "full/x", "");
+	put_dir(f->br[1], "A", 0755);
+	put_file(f->br[1], "A/f1", "f1 data", 0644);
+	put_dir(f->br[1], "A/sub", 0755);
+	put_file(f->br[1], "A/sub/g", "g data", 0644);
+	put_dir(f->br[1], "B", 0755);
+	put_file(f->br[1], "B/l", "l", 0644);
+	put_dir(f->br[0], "B", 0755);
+	put_file(f->br[0], "B/u", "u", 0644);
+	put_dir(f->br[1], "full", 0755);
+	put_file(f->br[1], "full/x", "", 0644);
 	fx_open(f);
 	A = W(f, "A");
 	f1 = W(f, "A/f1");
@@ -820,7 +628,7 @@ static void test_rename_dirs(void **state)
 	assert_false(on_disk(f, 0, "C/f1", NULL));
 	assert_false(on_disk(f, 0, "C/sub", NULL));
 	/* A merged directory into a new one. */
-	mkd(f, "/", "D");
+	mk_dir(f, W(f, "/"), "D");
 	assert_int_equal(mv(f, "/", "B", "D", "B2"), 0);
 	assert_true(xattr_is(f, 0, "D/B2", "trusted.overlay.redirect", "/B"));
 	/* A child of a renamed directory: its redirect names its lower place, not the union's. */
@@ -831,7 +639,7 @@ static void test_rename_dirs(void **state)
 	assert_int_equal(mv(f, "/", "C", "/", "F"), 0);
 	assert_true(xattr_is(f, 0, "F", "trusted.overlay.redirect", "/A"));
 	/* The old name is free for a new, empty directory. */
-	mkd(f, "/", "A");
+	mk_dir(f, W(f, "/"), "A");
 	/* Errors leave everything as it was. */
 	assert_int_equal(mv(f, "/", "F", "/", "full"), -ENOTEMPTY);
 	assert_int_equal(mv(f, "/", "F", "F", "inside"), -EINVAL);
@@ -859,18 +667,18 @@ static void test_rename_dirs(void **state)
 		fx_restart(f);
 	}
 	/* Writing through the renamed directory copies the file up there, ino kept. */
-	wr(f, f1, "F1");
+	wr(f, f1, 0, "F1");
 	fx_restart(f);
 	assert_int_equal(W(f, "F/f1"), f1);
 	expect_data(f, "F/f1", "F1 data");
-	disk_read(f, 0, "F/f1", buf, sizeof(buf));
+	get_file(f->br[0], "F/f1", buf, sizeof(buf));
 	assert_string_equal(buf, "F1 data");
-	disk_read(f, 1, "A/f1", buf, sizeof(buf));
+	get_file(f->br[1], "A/f1", buf, sizeof(buf));
 	assert_string_equal(buf, "f1 data");
 	/* A pure-upper directory over an empty lower one becomes opaque. */
-	pdir(f, 1, "elow");
-	mkd(f, "/", "nd");
-	mk(f, "nd", "inside");
+	put_dir(f->br[1], "elow", 0755);
+	mk_dir(f, W(f, "/"), "nd");
+	mk_file(f, W(f, "nd"), "inside");
 	assert_int_equal(mv(f, "/", "nd", "/", "elow"), 0);
 	assert_true(xattr_is(f, 0, "elow", "trusted.overlay.opaque", "y"));
 	assert_string_equal(ls(f, "elow"), "inside");
@@ -882,14 +690,14 @@ static void test_rename_dir_targets(void **state)
 	struct fx *f = *state;
 	uint64_t y, p, q;
 
-	pdir(f, 1, "X");
-	put(f, 1, "X/oldx", "");
-	pdir(f, 1, "Y");
-	put(f, 1, "Y/y", "y");
-	pdir(f, 1, "D");
-	put(f, 1, "D/a", "");
-	pdir(f, 1, "E");
-	put(f, 1, "E/e", "");
+	put_dir(f->br[1], "X", 0755);
+	put_file(f->br[1], "X/oldx", "", 0644);
+	put_dir(f->br[1], "Y", 0755);
+	put_file(f->br[1], "Y/y", "y", 0644);
+	put_dir(f->br[1], "D", 0755);
+	put_file(f->br[1], "D/a", "", 0644);
+	put_dir(f->br[1], "E", 0755);
+	put_file(f->br[1], "E/e", "", 0644);
 	fx_open(f);
 	/* A lower directory over the whiteout of a removed lower directory. */
 	assert_int_equal(rm(f, "X", "oldx"), 0);
@@ -898,13 +706,13 @@ static void test_rename_dir_targets(void **state)
 	assert_int_equal(mv(f, "/", "Y", "/", "X"), 0);
 	/* A pure-upper directory over one holding only whiteouts. */
 	assert_int_equal(rm(f, "D", "a"), 0);
-	p = mkd(f, "/", "P");
-	mk(f, "P", "pf");
+	p = mk_dir(f, W(f, "/"), "P");
+	mk_file(f, W(f, "P"), "pf");
 	assert_int_equal(mv(f, "/", "P", "/", "D"), 0);
 	/* A pure-upper directory over a whiteout, where nothing else needs one. */
 	assert_int_equal(rm(f, "E", "e"), 0);
 	assert_int_equal(rmd(f, "/", "E"), 0);
-	q = mkd(f, "/", "Q");
+	q = mk_dir(f, W(f, "/"), "Q");
 	assert_int_equal(mv(f, "/", "Q", "/", "E"), 0);
 	assert_false(has_tmp(f, ""));
 	for (int pass = 0; pass < 2; pass++) {
@@ -930,10 +738,10 @@ static void test_rename_cycles(void **state)
 	struct fx *f = *state;
 	uint64_t a, b, c, h;
 
-	put(f, 1, "a", "A");
-	put(f, 1, "b", "B");
-	put(f, 1, "c", "C");
-	put(f, 1, "h", "H");
+	put_file(f->br[1], "a", "A", 0644);
+	put_file(f->br[1], "b", "B", 0644);
+	put_file(f->br[1], "c", "C", 0644);
+	put_file(f->br[1], "h", "H", 0644);
 	plink(f, 1, "h", "h2");
 	fx_open(f);
 	a = W(f, "a");
@@ -971,12 +779,12 @@ static void test_rename_dir_three(void **state)
 	struct fx *f = *state;
 	uint64_t a, m, l;
 
-	pdir(f, 1, "A");
-	put(f, 1, "A/m", "m");
-	pdir(f, 2, "A");
-	put(f, 2, "A/l", "l");
-	put(f, 2, "A/hid", "");
-	put(f, 1, "A/.wh.hid", "");
+	put_dir(f->br[1], "A", 0755);
+	put_file(f->br[1], "A/m", "m", 0644);
+	put_dir(f->br[2], "A", 0755);
+	put_file(f->br[2], "A/l", "l", 0644);
+	put_file(f->br[2], "A/hid", "", 0644);
+	put_file(f->br[1], "A/.wh.hid", "", 0644);
 	fx_open(f);
 	a = W(f, "A");
 	m = W(f, "A/m");
@@ -1001,25 +809,25 @@ static void test_oci_layers(void **state)
 	uint64_t keep;
 
 	/* The older layer. */
-	put(f, 2, "gone", "");
-	pdir(f, 2, "dir");
-	put(f, 2, "dir/old", "");
-	put(f, 2, "keep", "keep");
-	pdir(f, 2, "sub");
-	put(f, 2, "sub/a", "");
-	put(f, 2, "sub/b", "");
-	pdir(f, 2, "same");
-	put(f, 2, "same/lowest", "");
+	put_file(f->br[2], "gone", "", 0644);
+	put_dir(f->br[2], "dir", 0755);
+	put_file(f->br[2], "dir/old", "", 0644);
+	put_file(f->br[2], "keep", "keep", 0644);
+	put_dir(f->br[2], "sub", 0755);
+	put_file(f->br[2], "sub/a", "", 0644);
+	put_file(f->br[2], "sub/b", "", 0644);
+	put_dir(f->br[2], "same", 0755);
+	put_file(f->br[2], "same/lowest", "", 0644);
 	/* The newer layer, as an image unpacks it. */
-	put(f, 1, ".wh.gone", "");
-	pdir(f, 1, "dir");
-	put(f, 1, "dir/.wh..wh..opq", "");
-	put(f, 1, "dir/new", "");
-	pdir(f, 1, "sub");
-	put(f, 1, "sub/.wh.a", "");
-	pdir(f, 1, "same");
-	put(f, 1, "same/mine", "");
-	put(f, 1, ".wh.same", ""); /* replaced in this layer: its own copy shows, alone */
+	put_file(f->br[1], ".wh.gone", "", 0644);
+	put_dir(f->br[1], "dir", 0755);
+	put_file(f->br[1], "dir/.wh..wh..opq", "", 0644);
+	put_file(f->br[1], "dir/new", "", 0644);
+	put_dir(f->br[1], "sub", 0755);
+	put_file(f->br[1], "sub/.wh.a", "", 0644);
+	put_dir(f->br[1], "same", 0755);
+	put_file(f->br[1], "same/mine", "", 0644);
+	put_file(f->br[1], ".wh.same", "", 0644); /* replaced in this layer: its own copy shows, alone */
 	fx_open(f);
 	for (int pass = 0; pass < 2; pass++) {
 		gone(f, "gone");
@@ -1049,22 +857,22 @@ static void test_middle_whiteout(void **state)
 	struct fx *f = *state;
 	uint64_t ino;
 
-	put(f, 2, "f", "lowest");
+	put_file(f->br[2], "f", "lowest", 0644);
 	pwh(f, 1, "f");
-	put(f, 2, "g", "lowest");
-	put(f, 1, ".wh.g", "");
-	pdir(f, 2, "m");
-	put(f, 2, "m/old", "");
+	put_file(f->br[2], "g", "lowest", 0644);
+	put_file(f->br[1], ".wh.g", "", 0644);
+	put_dir(f->br[2], "m", 0755);
+	put_file(f->br[2], "m/old", "", 0644);
 	pwh(f, 1, "m");
-	pdir(f, 0, "m");
-	put(f, 0, "m/new", "");
+	put_dir(f->br[0], "m", 0755);
+	put_file(f->br[0], "m/new", "", 0644);
 	fx_open(f);
 	gone(f, "f");
 	gone(f, "g");
 	assert_string_equal(ls(f, "m"), "new");
 	/* Made again through the union: the new object only, here to stay. */
-	ino = mk(f, "/", "f");
-	mkd(f, "/", "g");
+	ino = mk_file(f, W(f, "/"), "f");
+	mk_dir(f, W(f, "/"), "g");
 	assert_int_equal(rm(f, "m", "new"), 0);
 	assert_int_equal(rmd(f, "/", "m"), 0);
 	for (int pass = 0; pass < 2; pass++) {
@@ -1111,16 +919,16 @@ static void test_hardlink_write(void **state)
 	struct stat st;
 	uint64_t ino;
 
-	put(f, 1, "foo", "old data");
-	pdir(f, 1, "d");
-	pdir(f, 1, "e");
+	put_file(f->br[1], "foo", "old data", 0644);
+	put_dir(f->br[1], "d", 0755);
+	put_dir(f->br[1], "e", 0755);
 	plink(f, 1, "foo", "d/bar");
 	plink(f, 1, "foo", "e/baz");
 	fx_open(f);
 	ino = W(f, "foo");
 	assert_int_equal(W(f, "d/bar"), ino);
 	assert_int_equal(nlink_of(f, ino), 3);
-	wr(f, ino, "NEW");
+	wr(f, ino, 0, "NEW");
 	assert_int_equal(nlink_of(f, ino), 3);
 	expect_data(f, "foo", "NEW data");
 	/* The other names see the new data before they are even looked up again. */
@@ -1152,13 +960,13 @@ static void test_hardlink_names(void **state)
 	uint64_t x, p, r, s;
 	struct stat st;
 
-	put(f, 1, "x", "x");
+	put_file(f->br[1], "x", "x", 0644);
 	plink(f, 1, "x", "y");
-	put(f, 1, "p", "p data");
+	put_file(f->br[1], "p", "p data", 0644);
 	plink(f, 1, "p", "q");
-	put(f, 1, "r1", "r");
+	put_file(f->br[1], "r1", "r", 0644);
 	plink(f, 1, "r1", "r2");
-	put(f, 1, "s1", "s");
+	put_file(f->br[1], "s1", "s", 0644);
 	plink(f, 1, "s1", "s2");
 	fx_open(f);
 	x = W(f, "x");
@@ -1206,12 +1014,12 @@ static void test_hardlink_waiting(void **state)
 	struct fx *f = *state;
 	uint64_t t;
 
-	put(f, 1, "t1", "old");
-	pdir(f, 1, "far");
+	put_file(f->br[1], "t1", "old", 0644);
+	put_dir(f->br[1], "far", 0755);
 	plink(f, 1, "t1", "far/t2");
 	fx_open(f);
 	t = W(f, "t1");
-	wr(f, t, "new");
+	wr(f, t, 0, "new");
 	assert_int_equal(rm(f, "/", "t1"), 0);
 	assert_int_equal(nlink_of(f, t), 1);
 	fx_restart(f);
@@ -1259,7 +1067,7 @@ static void test_hardlink_race(void **state)
 	pthread_t th[4];
 	uint64_t ino;
 
-	put(f, 1, "h0", "....");
+	put_file(f->br[1], "h0", "....", 0644);
 	for (int i = 1; i < 4; i++) {
 		char name[16];
 
@@ -1315,28 +1123,28 @@ static void test_as_client(void **state)
 
 	pown(f, 0, "", 1000, 0755);
 	pown(f, 1, "", 1000, 0755);
-	put(f, 1, "mine", "m");
+	put_file(f->br[1], "mine", "m", 0644);
 	pown(f, 1, "mine", 1000, 0644);
-	pdir(f, 1, "d");
+	put_dir(f->br[1], "d", 0755);
 	pown(f, 1, "d", 1000, 0755);
-	put(f, 1, "d/f", "f");
-	pdir(f, 1, "ro");
-	put(f, 1, "ro/x", "x");
-	pdir(f, 1, "tmp");
+	put_file(f->br[1], "d/f", "f", 0644);
+	put_dir(f->br[1], "ro", 0755);
+	put_file(f->br[1], "ro/x", "x", 0644);
+	put_dir(f->br[1], "tmp", 0755);
 	pown(f, 1, "tmp", 0, 01777);
-	put(f, 1, "tmp/other", "o");
+	put_file(f->br[1], "tmp/other", "o", 0644);
 	pown(f, 1, "tmp/other", 2000, 0666);
-	put(f, 1, "tmp/own", "o");
+	put_file(f->br[1], "tmp/own", "o", 0644);
 	pown(f, 1, "tmp/own", 1000, 0644);
-	put(f, 1, "hl1", "old");
+	put_file(f->br[1], "hl1", "old", 0644);
 	pown(f, 1, "hl1", 1000, 0600);
-	pdir(f, 1, "far");
+	put_dir(f->br[1], "far", 0755);
 	plink(f, 1, "hl1", "far/hl2");
 	fx_open(f);
 	as_user(1000);
 	/* Hard links: a copy reached through the index, linked up later, as the client. */
 	ino = W(f, "hl1");
-	wr(f, ino, "new");
+	wr(f, ino, 0, "new");
 	assert_int_equal(rm(f, "/", "hl1"), 0);
 	{
 		char buf[16];
@@ -1355,7 +1163,7 @@ static void test_as_client(void **state)
 	assert_int_equal(rm(f, "tmp", "other"), -EPERM);
 	assert_int_equal(mv(f, "tmp", "other", "tmp", "o2"), -EPERM);
 	assert_int_equal(rm(f, "tmp", "own"), 0);
-	mkd(f, "/", "mine");
+	mk_dir(f, W(f, "/"), "mine");
 	assert_int_equal(rmd(f, "/", "d2"), -ENOTEMPTY);
 	cred_restore();
 	assert_false(on_disk(f, 0, "ro", NULL));
@@ -1382,22 +1190,22 @@ static void test_copy_up_xattrs(void **state)
 	char buf[64];
 	uint64_t a, d;
 
-	put(f, 1, "a", "a");
+	put_file(f->br[1], "a", "a", 0644);
 	pxattr(f, 1, "a", "user.note", "kept");
 	pxattr(f, 1, "a", "trusted.overlay.origin", "theirs");
-	pdir(f, 1, "d");
+	put_dir(f->br[1], "d", 0755);
 	pxattr(f, 1, "d", "user.dirnote", "kept too");
 	pxattr(f, 1, "d", "trusted.overlay.redirect", "/elsewhere");
 	fx_open(f);
 	a = W(f, "a");
 	d = W(f, "d");
-	wr(f, a, "A");
-	mk(f, "d", "new");
+	wr(f, a, 0, "A");
+	mk_file(f, W(f, "d"), "new");
 	assert_true(xattr_is(f, 0, "a", "user.note", "kept"));
 	assert_false(xattr_is(f, 0, "a", "trusted.overlay.origin", "theirs"));
 	assert_true(xattr_is(f, 0, "d", "user.dirnote", "kept too"));
 	assert_false(xattr_is(f, 0, "d", "trusted.overlay.redirect", "/elsewhere"));
-	disk_read(f, 1, "a", buf, sizeof(buf));
+	get_file(f->br[1], "a", buf, sizeof(buf));
 	assert_string_equal(buf, "a");
 	assert_int_equal(W(f, "d"), d);
 	assert_string_equal(ls(f, "d"), "new");
@@ -1414,11 +1222,11 @@ static void test_lower_changed(void **state)
 	uint32_t n;
 	bool eof;
 
-	put(f, 1, "a", "a");
-	pdir(f, 1, "d");
-	put(f, 1, "d/x", "x");
-	put(f, 1, "r", "first");
-	put(f, 1, "m", "before");
+	put_file(f->br[1], "a", "a", 0644);
+	put_dir(f->br[1], "d", 0755);
+	put_file(f->br[1], "d/x", "x", 0644);
+	put_file(f->br[1], "r", "first", 0644);
+	put_file(f->br[1], "m", "before", 0644);
 	fx_open(f);
 	a = W(f, "a");
 	d = W(f, "d");
@@ -1426,7 +1234,7 @@ static void test_lower_changed(void **state)
 	r = W(f, "r");
 	assert_string_equal(ls(f, "/"), "a,d,m,r");
 	usleep(30000); /* past the window in which listings are not trusted */
-	put(f, 1, "new", "n");
+	put_file(f->br[1], "new", "n", 0644);
 	assert_string_equal(ls(f, "/"), "a,d,m,new,r");
 	assert_int_equal(unlink(P(f, 1, "a")), 0);
 	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
@@ -1439,13 +1247,13 @@ static void test_lower_changed(void **state)
 	gone(f, "d");
 	/* Replaced by another file: the old handle is stale, the name a new object. */
 	assert_int_equal(unlink(P(f, 1, "r")), 0);
-	put(f, 1, "r", "second");
+	put_file(f->br[1], "r", "second", 0644);
 	assert_int_equal(union_read(f->ux, r, 0, 10, buf, &n, &eof, NULL), -ESTALE);
 	r2 = W(f, "r");
 	assert_true(r2 != r);
 	expect_data(f, "r", "second");
 	/* Changed in place: the same file, its new data. */
-	put(f, 1, "m", "after");
+	put_file(f->br[1], "m", "after", 0644);
 	expect_data(f, "m", "after");
 	/* A whiteout put in the upper by hand hides the lower file, once the resolve cache's
 	 * one second of trust in what it found has run out. */
@@ -1461,25 +1269,25 @@ static void test_lower_changed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_read_markers, setup3, teardown),
-		cmocka_unit_test_setup_teardown(test_marker_names, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_remove, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_rmdir, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_create_over_whiteout, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_rename_files, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_rename_dirs, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_rename_dir_targets, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_rename_cycles, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_rename_dir_three, setup3, teardown),
-		cmocka_unit_test_setup_teardown(test_oci_layers, setup3, teardown),
-		cmocka_unit_test_setup_teardown(test_middle_whiteout, setup3, teardown),
-		cmocka_unit_test_setup_teardown(test_hardlink_write, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_hardlink_names, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_hardlink_waiting, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_hardlink_race, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_copy_up_xattrs, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_as_client, setup2, teardown),
-		cmocka_unit_test_setup_teardown(test_lower_changed, setup2, teardown),
+		cmocka_unit_test_setup_teardown(test_read_markers, setup3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_marker_names, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_remove, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rmdir, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_create_over_whiteout, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rename_files, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rename_dirs, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rename_dir_targets, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rename_cycles, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rename_dir_three, setup3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_oci_layers, setup3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_middle_whiteout, setup3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_hardlink_write, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_hardlink_names, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_hardlink_waiting, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_hardlink_race, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_copy_up_xattrs, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_as_client, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_lower_changed, setup2, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
