@@ -1129,6 +1129,7 @@ static void test_two_cache_hand_shadow(void **state)
 
 	put_dir(f->lo, "d", 0755);
 	put_file(f->lo, "d/a", "lower", 0644);
+	f->clock = fx_clock_now;
 	fx_open(f);
 	d = lk(f, 1, "d");
 	a = lk(f, d, "a");
@@ -1136,7 +1137,7 @@ static void test_two_cache_hand_shadow(void **state)
 	assert_string_equal(buf, "lower");
 	put_dir(f->up, "d", 0755);
 	put_file(f->up, "d/a", "upper!", 0644);
-	usleep(1100 * 1000);
+	fx_clock_advance(UNION_CACHE_TRUST_MS);
 	assert_int_equal(union_getattr(f->ux, a, &st), -ESTALE);
 	a = lk(f, d, "a");
 	rd(f, a, buf, sizeof(buf));
