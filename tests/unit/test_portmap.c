@@ -6,7 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <rpc/rpc.h>
 #include <rpc/pmap_prot.h>
@@ -296,11 +302,114 @@ static void test_hostile_args(void **state)
 	reply_done(&r);
 }
 
+/* ---- the probe for a system rpcbind ---- */
+
+/*
+ * The probe asks 127.0.0.1:111, so it runs in a network namespace of its own (a thread's:
+ * namespaces are per thread), where this test decides what answers there: nothing, a
+ * stand-in rpcbind, or something else on the port.
+ */
+enum stand_in { NOBODY, RPCBIND_LIKE, DENIES };
+
+struct probe_case {
+	enum stand_in pc_who;
+	int pc_fd;               /* the stand-in's socket */
+	bool pc_netns;           /* a namespace of our own was made */
+	bool pc_up;              /* what the probe said */
+};
+
+static void *stand_in_run(void *arg)
+{
+	struct probe_case *pc = arg;
+	uint32_t call[64], reply[6];
+	struct sockaddr_in from;
+	socklen_t fromlen = sizeof(from);
+	ssize_t n;
+
+	while ((n = recvfrom(pc->pc_fd, call, sizeof(call), 0, (struct sockaddr *)&from,
+			     &fromlen)) > 0) { /* 0: shut down */
+		if (n < 40)
+			continue;
+		reply[0] = call[0];
+		reply[1] = htonl(REPLY);
+		if (pc->pc_who == RPCBIND_LIKE) {
+			/* MSG_ACCEPTED, an empty AUTH_NONE verifier, SUCCESS, no result */
+			reply[2] = htonl(MSG_ACCEPTED);
+			reply[3] = htonl(AUTH_NONE);
+			reply[4] = 0;
+			reply[5] = htonl(SUCCESS);
+		} else {
+			/* MSG_DENIED, AUTH_ERROR, AUTH_TOOWEAK */
+			reply[2] = htonl(MSG_DENIED);
+			reply[3] = htonl(AUTH_ERROR);
+			reply[4] = htonl(AUTH_TOOWEAK);
+			reply[5] = 0;
+		}
+		sendto(pc->pc_fd, reply, sizeof(reply), 0, (struct sockaddr *)&from, fromlen);
+	}
+	return NULL;
+}
+
+static bool loopback_up(void)
+{
+	struct ifreq ifr = { .ifr_name = "lo" };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
+	ifr.ifr_flags |= IFF_UP;
+	ok = ok && ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
+	close(fd);
+	return ok;
+}
+
+static void *probe_run(void *arg)
+{
+	struct probe_case *pc = arg;
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(111) };
+	pthread_t th;
+
+	if (unshare(CLONE_NEWNET) != 0 || !loopback_up())
+		return NULL;
+	pc->pc_netns = true;
+	pc->pc_fd = -1;
+	if (pc->pc_who != NOBODY) {
+		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		pc->pc_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		assert_true(pc->pc_fd >= 0);
+		assert_int_equal(bind(pc->pc_fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+		assert_int_equal(pthread_create(&th, NULL, stand_in_run, pc), 0);
+	}
+	pc->pc_up = portmap_rpcbind_running();
+	if (pc->pc_fd >= 0) {
+		shutdown(pc->pc_fd, SHUT_RDWR); /* ends stand_in_run's recvfrom */
+		pthread_join(th, NULL);
+		close(pc->pc_fd);
+	}
+	return NULL;
+}
+
+static bool probe_with(enum stand_in who)
+{
+	struct probe_case pc = { .pc_who = who };
+	pthread_t th;
+
+	assert_int_equal(pthread_create(&th, NULL, probe_run, &pc), 0);
+	pthread_join(th, NULL);
+	if (!pc.pc_netns)
+		skip(); /* making a network namespace needs CAP_SYS_ADMIN */
+	return pc.pc_up;
+}
+
+/* Only an accepted, successful reply to its NULL call means a system rpcbind runs. */
 static void test_rpcbind_probe(void **state)
 {
 	(void)state;
-	/* Whatever the answer on this machine, it comes back promptly and cleanly. */
-	(void)portmap_rpcbind_running();
+	assert_false(probe_with(NOBODY));
+	assert_true(probe_with(RPCBIND_LIKE));
+	assert_false(probe_with(DENIES));
 }
 
 int main(void)
