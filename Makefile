@@ -41,7 +41,7 @@ UNIT_SRC = $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_SRC = $(sort $(wildcard tests/integration/test_*.c))
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
-INTEG_COMMON = $(wildcard tests/integration/common.c)
+INTEG_COMMON = $(wildcard tests/integration/common.c) tests/wait.c
 # libFuzzer targets (tests/fuzz/fuzz_*.c): `make fuzz` runs them (clang, build/fuzz/),
 # `make test` replays their corpus through the same sources built with $(CC).
 FUZZ_TARGETS = $(patsubst tests/fuzz/%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
@@ -83,6 +83,7 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_O) $(GEN_H)
 # The union unit tests share one fixture.
 $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics: \
 		tests/unit/union_fixture.c tests/unit/union_fixture.h
+$(BUILD)/tests/unit/test_net: tests/wait.c tests/wait.h
 
 $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_COMMON) $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)

@@ -25,6 +25,7 @@
 #include <rpc/rpc.h>
 
 #include "nfs3.h"
+#include "../wait.h"
 
 #include <nfsc/libnfs.h>
 

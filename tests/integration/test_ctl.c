@@ -27,6 +27,7 @@
 #define T_HTTP_IDLE 24           /* more than the server's CONTROL_HTTP_MAX_CONNS */
 #define T_HTTP_CLOSED_WITHIN 4.0 /* seconds: its CONTROL_HTTP_TIMEOUT and some slack */
 #define T_NFS_CONNS 100
+#define T_ACCEPTED_WITHIN_MS 5000
 #define T_STATUS_WITHIN 5.0      /* seconds for `status` to answer */
 
 static int setup(void **state)
@@ -190,7 +191,6 @@ static void test_garbage(void **state)
 	it_nfs_unmount(nfs);
 	for (int i = 0; i < T_IDLE_CONNS; i++)
 		close(fds[i]);
-	usleep(200000);
 	assert_int_equal(ctl(it_srv.is_state, out, "status", NULL), 0);
 }
 
@@ -334,6 +334,14 @@ static bool closed_by(int fd, double deadline)
 }
 
 /* `unionnfsd-ctl status`, which must answer (rc 0) within T_STATUS_WITHIN; its time in ms. */
+/* Waits until the server has accepted (and kept or closed) every connection offered on port. */
+static void taken_in(int port)
+{
+	if (!wait_accepted(port, T_ACCEPTED_WITHIN_MS))
+		fail_msg("port %d: connections still wait to be accepted after %d ms (%d of them)",
+			 port, T_ACCEPTED_WITHIN_MS, tcp_accept_queue(port));
+}
+
 static double status_ms(const char *when)
 {
 	static char out[T_OUT];
@@ -409,7 +417,7 @@ static void test_metrics_idle(void **state)
 	t_open = now_s();
 	for (int i = 0; i < T_HTTP_IDLE; i++)
 		fds[i] = tcp_open(port);
-	usleep(200 * 1000);
+	taken_in(port);
 	status_ms("with idle --metrics connections");
 	http_get(port, "GET /metrics HTTP/1.0\r\n\r\n", out, sizeof(out));
 	assert_non_null(strstr(out, "HTTP/1.0 200 OK"));
@@ -443,7 +451,7 @@ static void test_status_at_limits(void **state)
 	assert_int_equal(it_server_start(&it_srv), 0);
 	for (int i = 0; i < 24; i++)
 		fds[i] = tcp_open(it_srv.is_nfs_port);
-	usleep(200 * 1000);
+	taken_in(it_srv.is_nfs_port);
 	status_ms("with NFS connections at max-connections");
 	for (int i = 0; i < 24; i++)
 		close(fds[i]);
@@ -458,7 +466,7 @@ static void test_status_at_limits(void **state)
 	it_server_nofile(&it_srv, limit);
 	for (int i = 0; i < T_NFS_CONNS; i++)
 		fds[i] = tcp_open(it_srv.is_nfs_port);
-	usleep(300 * 1000);
+	taken_in(it_srv.is_nfs_port);
 	after = it_server_fds(&it_srv);
 	fprintf(stderr, "# server descriptors: %d idle, %d with %d connections offered (limit %llu)\n",
 		base, after, T_NFS_CONNS, (unsigned long long)limit);

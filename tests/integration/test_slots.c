@@ -27,6 +27,7 @@
 #define MAX_PER_HOST 6
 #define HOG_CONNS 20
 #define SERVED_WITHIN 2.0        /* seconds for the good client's MNT, NULL and GETATTR */
+#define TAKEN_IN_WITHIN_MS 5000  /* for the server to accept and read what hogs send */
 
 static struct it_server srv;
 static char cfgpath[PATH_MAX];
@@ -95,6 +96,33 @@ static bool is_closed(int fd)
 	return recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) <= 0;
 }
 
+struct conns {
+	const int *c_fds;
+	int c_n;
+};
+
+/* Whether the server has taken in every connection: accepted it, and read its byte or closed it. */
+static bool taken_in(void *arg)
+{
+	const struct conns *c = arg;
+
+	if (tcp_accept_queue(srv.is_nfs_port) != 0)
+		return false;
+	for (int i = 0; i < c->c_n; i++)
+		if (!is_closed(c->c_fds[i]) && tcp_peer_unread(c->c_fds[i]) != 0)
+			return false;
+	return true;
+}
+
+static void wait_taken_in(const int *fds, int n)
+{
+	struct conns c = { fds, n };
+
+	if (!wait_until(taken_in, &c, TAKEN_IN_WITHIN_MS))
+		fail_msg("the server did not take in %d connections within %d ms", n,
+			 TAKEN_IN_WITHIN_MS);
+}
+
 /* Whether the server closes fd within ms milliseconds. */
 static bool closed_within(int fd, int ms)
 {
@@ -155,7 +183,7 @@ static void test_hogs_do_not_lock_out(void **state)
 	start();
 	for (int i = 0; i < HOG_CONNS; i++)
 		hog[i] = hog_connect("127.0.0.1");
-	usleep(300 * 1000);
+	wait_taken_in(hog, HOG_CONNS);
 	open1 = count_open(hog, HOG_CONNS);
 	fprintf(stderr, "# one host opened %d connections holding a byte each: %d kept (per-host bound %d)\n",
 		HOG_CONNS, open1, MAX_PER_HOST);
@@ -168,7 +196,7 @@ static void test_hogs_do_not_lock_out(void **state)
 			fail_msg("the hog's connection #%d was closed while older ones stayed", i);
 	for (int i = 0; i < MAX_CONNS - MAX_PER_HOST; i++)
 		hog2[i] = hog_connect("127.0.0.4");
-	usleep(200 * 1000);
+	wait_taken_in(hog2, MAX_CONNS - MAX_PER_HOST);
 	open2 = count_open(hog2, MAX_CONNS - MAX_PER_HOST);
 	assert_int_equal(open1 + open2, MAX_CONNS);
 	assert_int_equal(count_open(hog, HOG_CONNS), MAX_PER_HOST);
@@ -198,14 +226,14 @@ static void test_unadmitted_costs_no_slot(void **state)
 		hog[i] = hog_connect("127.0.0.1");
 	for (int i = MAX_PER_HOST; i < MAX_CONNS; i++)
 		hog[i] = hog_connect("127.0.0.4");
-	usleep(200 * 1000);
+	wait_taken_in(hog, MAX_CONNS);
 	assert_int_equal(count_open(hog, MAX_CONNS), MAX_CONNS);
 	for (int i = 0; i < 10; i++) {
 		stranger = hog_connect("127.0.0.3");
 		closed_at_once += closed_within(stranger, 1000);
 		close(stranger);
 	}
-	usleep(100 * 1000);
+	wait_taken_in(hog, MAX_CONNS);
 	fprintf(stderr, "# a client no rule admits: %d of 10 connections closed at once; slots held by others: %d of %d\n",
 		closed_at_once, count_open(hog, MAX_CONNS), MAX_CONNS);
 	assert_int_equal(closed_at_once, 10);

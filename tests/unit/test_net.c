@@ -25,11 +25,13 @@
 #include "net.h"
 #include "record.h"
 #include "rpc.h"
+#include "../wait.h"
 
 #define TEST_PROG 300000
 #define P_ECHO 1
 #define P_SLOW 2
 #define P_WHERE 3
+#define WAIT_MS 5000             /* for the server to take in what a test sent */
 
 /* ---- the fake program ---- */
 
@@ -423,10 +425,10 @@ static void client_tcp(struct harness *h)
 	frame(hdr, 10, false);
 	write_all(fd, hdr, 4);
 	write_all(fd, req, 10);
-	usleep(20000);
+	assert_true(wait_peer_read(fd, WAIT_MS)); /* so the server reads it apart */
 	frame(hdr, 20, false);
 	write_all(fd, hdr, 2);
-	usleep(20000);
+	assert_true(wait_peer_read(fd, WAIT_MS));
 	write_all(fd, hdr + 2, 2);
 	write_all(fd, req + 10, 20);
 	frame(hdr, (uint32_t)(n - 30), true);
@@ -485,7 +487,6 @@ static void client_tcp(struct harness *h)
 			n = mkcall(req + 4, sizeof(req) - 4, 0x3100, TEST_PROG, 0, NULL, 0, false);
 			frame(req, (uint32_t)n, true);
 			write_all(cc2->cc_fd, req, n + 4);
-			usleep(100000);
 			rec = read_record(cc2, &len);
 			assert_non_null(rec);
 			free(rec);
@@ -682,7 +683,7 @@ static void test_net_shutdown(void **state)
 		off += n + 4;
 	}
 	write_all(cc->cc_fd, req, off);
-	usleep(50000);
+	assert_true(wait_peer_read(cc->cc_fd, WAIT_MS)); /* the calls are in flight */
 	harness_stop(&h);
 	while ((rec = read_record(cc, &len)) != NULL) {
 		struct rep r;
@@ -943,7 +944,7 @@ static void test_net_max_conns(void **state)
 	/* Both busy for a while (8 slow calls each, two workers): nothing can make room. */
 	cc_busy(b, 100, 8);
 	cc_busy(c, 200, 8);
-	usleep(200 * 1000);
+	assert_true(wait_peer_read(b->cc_fd, WAIT_MS) && wait_peer_read(c->cc_fd, WAIT_MS));
 	d = cc_open(h.port);
 	send_call(d, 5, 0);
 	assert_false(reply_or_eof(d, 5));
@@ -990,7 +991,7 @@ static void test_net_per_host(void **state)
 	/* Both of its connections busy: its next one is closed, the other address's is not. */
 	cc_busy(a2, 100, 4);
 	cc_busy(a3, 200, 4);
-	usleep(100 * 1000);
+	assert_true(wait_peer_read(a2->cc_fd, WAIT_MS) && wait_peer_read(a3->cc_fd, WAIT_MS));
 	a4 = cc_open_from("127.0.0.1", h.port);
 	send_call(a4, 7, 0);
 	assert_false(reply_or_eof(a4, 7));
@@ -1019,13 +1020,13 @@ static void test_net_trickle_is_idle(void **state)
 	harness_start_opts(&h, &no);
 	x = cc_open_from("127.0.0.1", h.port);
 	write_all(x->cc_fd, &mark, 1);
-	usleep(50 * 1000);
+	assert_true(wait_peer_read(x->cc_fd, WAIT_MS));
 	y = cc_open_from("127.0.0.1", h.port);
 	write_all(y->cc_fd, &mark, 1);
-	usleep(50 * 1000);
+	assert_true(wait_peer_read(y->cc_fd, WAIT_MS));
 	/* The newest byte does not make x newer than y: x holds no call. */
 	write_all(x->cc_fd, &mark, 1);
-	usleep(50 * 1000);
+	assert_true(wait_peer_read(x->cc_fd, WAIT_MS));
 	z = cc_open_from("127.0.0.2", h.port);
 	send_call(z, 1, 0);
 	assert_true(reply_or_eof(z, 1));
