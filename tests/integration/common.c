@@ -141,6 +141,25 @@ bool it_server_log_contains(const struct it_server *s, const char *text)
 	return found;
 }
 
+struct it_log_want {
+	const struct it_server *lt_srv;
+	const char *lt_text;
+};
+
+static bool it_log_has(void *arg)
+{
+	const struct it_log_want *lt = arg;
+
+	return it_server_log_contains(lt->lt_srv, lt->lt_text);
+}
+
+bool it_server_log_wait(const struct it_server *s, const char *text, int timeout_ms)
+{
+	struct it_log_want lt = { s, text };
+
+	return wait_until(it_log_has, &lt, timeout_ms);
+}
+
 /* Finds "<key> N" in text and returns N, or 0. */
 static int it_find_port(const char *text, const char *key)
 {

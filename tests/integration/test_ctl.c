@@ -143,14 +143,11 @@ static void test_status_clients_stats(void **state)
 static void test_reload_and_reset(void **state)
 {
 	static char out[T_OUT];
-	int i;
 
 	(void)state;
 	assert_int_equal(ctl(it_srv.is_state, out, "reload", NULL), 0);
 	assert_non_null(strstr(out, "reload started"));
-	for (i = 0; i < 100 && !it_server_log_contains(&it_srv, "configuration reloaded"); i++)
-		usleep(50000);
-	assert_true(it_server_log_contains(&it_srv, "configuration reloaded"));
+	assert_true(it_server_log_wait(&it_srv, "configuration reloaded", 5000));
 
 	assert_int_equal(ctl(it_srv.is_state, out, "reset", "192.0.2.1"), 1);
 	assert_non_null(strstr(out, "error: reset: no export has per-client upper branches"));

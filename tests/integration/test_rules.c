@@ -574,9 +574,7 @@ static void test_sighup_burst(void **state)
 		assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
 	reload("127.0.0.1(rw,insecure) localhost(ro)", RELOADED);
 	/* the last reload may still be queued: wait until the rules are the newest ones */
-	for (i = 0; i < 500 && !it_server_log_contains(&srv, "clients 127.0.0.1 rw, localhost ro"); i++)
-		usleep(20000);
-	assert_true(it_server_log_contains(&srv, "clients 127.0.0.1 rw, localhost ro"));
+	assert_true(it_server_log_wait(&srv, "clients 127.0.0.1 rw, localhost ro", 10000));
 	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
 	assert_int_equal(kill(srv.is_pid, SIGHUP), 0);

@@ -101,7 +101,7 @@ struct conns {
 	int c_n;
 };
 
-/* Whether the server has taken in every connection: accepted it, and read its byte or closed it. */
+/* Whether the server has taken in every connection: accepted it, read its byte or closed it. */
 static bool taken_in(void *arg)
 {
 	const struct conns *c = arg;
