@@ -241,7 +241,7 @@ typedef int64_t (*union_clock_fn)(void);
 /*
  * Replaces the clock by which the resolve cache of ux ages its entries (NULL: the system's
  * monotonic clock), so a test can let UNION_CACHE_TRUST_MS pass without waiting for it.
- * Set it before the first call on ux, or after the last.
+ * Set it right after union_open: entries made on another clock would get meaningless ages.
  */
 void union_set_clock(struct union_export *ux, union_clock_fn now_ms);
 
