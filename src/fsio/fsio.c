@@ -1011,3 +1011,167 @@ bool fsio_owns(const struct stat *st)
 
 	return uid == 0 || uid == st->st_uid;
 }
+
+/*
+ * Trees, walked one name at a time from directory fds: a tree a client can write may hold
+ * symbolic links anywhere, and a path given to the kernel whole would follow them.
+ */
+
+/* Deeper trees are left (-ELOOP): every level holds a descriptor and a stack frame. */
+#define FSIO_TREE_DEPTH_MAX 1024
+
+int fsio_mkdir_p(int dirfd, const char *path, mode_t mode, int *fd)
+{
+	char name[NAME_MAX + 1];
+	const char *p = path, *end;
+	int cur, next, r = 0, made = 0;
+
+	cur = openat(*p == '/' ? AT_FDCWD : dirfd, *p == '/' ? "/" : ".",
+		     O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0)
+		return fsio_err();
+	for (; *p; p = end) {
+		while (*p == '/')
+			p++;
+		end = strchrnul(p, '/');
+		if (end == p || (end - p == 1 && *p == '.'))
+			continue;
+		if (end - p > NAME_MAX) {
+			r = -ENAMETOOLONG;
+			break;
+		}
+		memcpy(name, p, (size_t)(end - p));
+		name[end - p] = '\0';
+		made = 0;
+		r = fsio_open_dir(cur, name, &next);
+		if (r == -ENOENT) {
+			r = fsio_mkdir(cur, name, mode);
+			made = r == 0;
+			if (r == 0 || r == -EEXIST) /* EEXIST: made by someone else meanwhile */
+				r = fsio_open_dir(cur, name, &next);
+		}
+		if (r < 0)
+			break;
+		close(cur);
+		cur = next;
+	}
+	if (r < 0 || !fd)
+		close(cur);
+	else
+		*fd = cur;
+	return r < 0 ? r : made;
+}
+
+struct fsio_tree {
+	dev_t ft_dev; /* the file system of the tree's top: mount points below it stay */
+	int ft_err;   /* the first failure; the walk goes on with the rest */
+};
+
+static void fsio_tree_fail(struct fsio_tree *t, int err)
+{
+	if (!t->ft_err)
+		t->ft_err = err;
+}
+
+/* Opens directory name for reading; -ENOTDIR for anything else, a symlink too. */
+static int fsio_tree_enter(int dirfd, const char *name, int *fd)
+{
+	const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+
+	*fd = openat(dirfd, name, flags);
+	if (*fd < 0 && fsio_shed_retry())
+		*fd = openat(dirfd, name, flags);
+	if (*fd >= 0)
+		return 0;
+	return errno == ELOOP ? -ENOTDIR : fsio_err();
+}
+
+static void fsio_tree_empty(struct fsio_tree *t, int fd, int depth);
+
+/* Removes entry name of directory dirfd, emptying it first if it is a directory. */
+static bool fsio_tree_remove(struct fsio_tree *t, int dirfd, const char *name,
+			     unsigned char dtype, int depth)
+{
+	struct stat st;
+	int fd, r;
+
+	if (dtype != DT_DIR && dtype != DT_UNKNOWN) {
+		if (unlinkat(dirfd, name, 0) == 0)
+			return true;
+		if (errno != EISDIR) { /* EISDIR: a directory took the name since */
+			fsio_tree_fail(t, fsio_err());
+			return false;
+		}
+	}
+	r = fsio_tree_enter(dirfd, name, &fd);
+	if (r == -ENOTDIR) /* a file or a symlink took the name: the link goes, not its target */
+		r = unlinkat(dirfd, name, 0) < 0 ? fsio_err() : 1;
+	if (r != 0) {
+		if (r < 0)
+			fsio_tree_fail(t, r);
+		return r > 0;
+	}
+	if (fstat(fd, &st) < 0 || st.st_dev != t->ft_dev || depth >= FSIO_TREE_DEPTH_MAX) {
+		fsio_tree_fail(t, depth >= FSIO_TREE_DEPTH_MAX ? -ELOOP : -EBUSY);
+		close(fd);
+		return false;
+	}
+	fsio_tree_empty(t, fd, depth + 1);
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0) {
+		fsio_tree_fail(t, fsio_err());
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Removes what directory fd holds (fd is closed). Passes repeat while one removes
+ * something: a directory read while its entries go may skip some.
+ */
+static void fsio_tree_empty(struct fsio_tree *t, int fd, int depth)
+{
+	DIR *d = fdopendir(fd);
+	struct dirent *de;
+	bool removed = true;
+
+	if (!d) {
+		fsio_tree_fail(t, fsio_err());
+		close(fd);
+		return;
+	}
+	while (removed) {
+		removed = false;
+		rewinddir(d);
+		for (errno = 0; (de = readdir(d)) != NULL; errno = 0) {
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				removed |= fsio_tree_remove(t, dirfd(d), de->d_name, de->d_type, depth);
+		}
+		if (errno)
+			fsio_tree_fail(t, -errno);
+	}
+	closedir(d);
+}
+
+int fsio_remove_tree(int dirfd, const char *name)
+{
+	struct fsio_tree t = { 0 };
+	struct stat st;
+	int fd, r;
+
+	if (!*name || strchr(name, '/'))
+		return -EINVAL;
+	r = fsio_tree_enter(dirfd, name, &fd);
+	if (r == -ENOTDIR)
+		return fsio_unlink(dirfd, name, false);
+	if (r < 0)
+		return r;
+	if (fstat(fd, &st) < 0) {
+		r = fsio_err();
+		close(fd);
+		return r;
+	}
+	t.ft_dev = st.st_dev;
+	fsio_tree_empty(&t, fd, 1);
+	r = fsio_unlink(dirfd, name, true);
+	return t.ft_err ? t.ft_err : r;
+}

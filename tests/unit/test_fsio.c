@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -522,6 +523,124 @@ static void test_may_as_kernel(void **state)
 	assert_true(mattered);
 }
 
+
+/* Creates an empty file at path (relative to dirfd): set-up, so by path. */
+static void touch_at(int dirfd, const char *path)
+{
+	int fd = openat(dirfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+/* A directory outside the fixture's tree, standing for what a planted link points at. */
+static void outside_dir(char *dir, size_t len)
+{
+	snprintf(dir, len, "/tmp/test_fsio_outside.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+}
+
+static void test_mkdir_p(void **state)
+{
+	struct fx *f = *state;
+	char outside[PATH_MAX], abs[PATH_MAX + 16], path[PATH_MAX + 32];
+	struct stat st;
+	int fd;
+
+	assert_int_equal(fsio_mkdir_p(f->fd, "a/b//./c/", 0750, &fd), 1);
+	assert_int_equal(fsio_stat(fd, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0750);
+	fsio_close(fd);
+	assert_int_equal(fsio_mkdir_p(f->fd, "a/b/c", 0750, NULL), 0);
+	assert_int_equal(fsio_mkdir_p(f->fd, "a/b/d", 0700, NULL), 1);
+	snprintf(abs, sizeof(abs), "%s/x/y", f->dir);
+	assert_int_equal(fsio_mkdir_p(-1, abs, 0755, NULL), 1);
+	assert_int_equal(fsio_statat(f->fd, "x", &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+
+	/* A file, or a symlink to a directory, is no directory to make below. */
+	assert_int_equal(fsio_open_file(f->fd, "file", O_WRONLY | O_CREAT, 0644, &fd), 0);
+	fsio_close(fd);
+	assert_int_equal(fsio_mkdir_p(f->fd, "file/z", 0755, NULL), -ENOTDIR);
+	outside_dir(outside, sizeof(outside));
+	assert_int_equal(fsio_symlink(outside, f->fd, "link"), 0);
+	assert_int_equal(fsio_mkdir_p(f->fd, "link/z", 0755, NULL), -ENOTDIR);
+	assert_int_equal(fsio_mkdir_p(f->fd, "link", 0755, NULL), -ENOTDIR);
+	snprintf(path, sizeof(path), "%s/z", outside);
+	assert_int_equal(stat(path, &st), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(rmdir(outside), 0);
+}
+
+/*
+ * A tree with a client's symlinks in it: to a directory outside (with a file in it), to a
+ * file outside, and the top named through a link. The links go; what they point at stays.
+ */
+static void test_remove_tree_keeps_link_targets(void **state)
+{
+	struct fx *f = *state;
+	char outside[PATH_MAX], kept[PATH_MAX + 16];
+	struct stat st;
+	int fd;
+
+	outside_dir(outside, sizeof(outside));
+	snprintf(kept, sizeof(kept), "%s/kept", outside);
+	touch_at(AT_FDCWD, kept);
+	assert_int_equal(fsio_mkdir_p(f->fd, "t/d1/d2/d3", 0755, NULL), 1);
+	assert_int_equal(fsio_mkdir_p(f->fd, "t/empty", 0755, NULL), 1);
+	assert_int_equal(fsio_mkdir_p(f->fd, "t/d1", 0755, &fd), 0);
+	for (int i = 0; i < 50; i++) {
+		char name[16];
+		int ffd;
+
+		snprintf(name, sizeof(name), "f%d", i);
+		assert_int_equal(fsio_open_file(fd, name, O_WRONLY | O_CREAT, 0644, &ffd), 0);
+		fsio_close(ffd);
+	}
+	assert_int_equal(fsio_symlink(outside, fd, "to_outside_dir"), 0);
+	assert_int_equal(fsio_symlink(kept, fd, "to_outside_file"), 0);
+	assert_int_equal(fsio_mknod(fd, "fifo", S_IFIFO | 0600, 0), 0);
+	fsio_close(fd);
+	/* Not writable by its owner: root removes it all the same, as the views' reset did. */
+	assert_int_equal(fsio_mkdir_p(f->fd, "t/d1/d2/ro", 0555, NULL), 1);
+	assert_int_equal(fsio_symlink(outside, f->fd, "toplink"), 0);
+
+	assert_int_equal(fsio_remove_tree(f->fd, "t"), 0);
+	assert_int_equal(fsio_statat(f->fd, "t", &st), -ENOENT);
+	/* The top a symlink: the link goes, the directory it points at is not entered. */
+	assert_int_equal(fsio_remove_tree(f->fd, "toplink"), 0);
+	assert_int_equal(fsio_statat(f->fd, "toplink", &st), -ENOENT);
+	assert_int_equal(stat(kept, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(fsio_remove_tree(f->fd, "t"), -ENOENT);
+	assert_int_equal(unlink(kept), 0);
+	assert_int_equal(rmdir(outside), 0);
+}
+
+/* A mount point inside stays, with what holds it; the rest goes. */
+static void test_remove_tree_stays_on_its_file_system(void **state)
+{
+	struct fx *f = *state;
+	char mnt[PATH_MAX + 16];
+	struct stat st;
+
+	assert_int_equal(fsio_mkdir_p(f->fd, "t/a/mnt", 0755, NULL), 1);
+	touch_at(f->fd, "t/gone");
+	snprintf(mnt, sizeof(mnt), "%s/t/a/mnt", f->dir);
+	if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") < 0) {
+		fprintf(stderr, "SKIP mount point case: cannot mount a tmpfs: %s\n", strerror(errno));
+		return;
+	}
+	touch_at(f->fd, "t/a/mnt/inside");
+	assert_int_equal(fsio_remove_tree(f->fd, "t"), -EBUSY);
+	assert_int_equal(fstatat(f->fd, "t/gone", &st, AT_SYMLINK_NOFOLLOW), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(fstatat(f->fd, "t/a/mnt/inside", &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(umount(mnt), 0);
+	assert_int_equal(fsio_remove_tree(f->fd, "t"), 0);
+}
+
 /* The attribute tests, which run again where fchmodat2 fails as before Linux 6.6. */
 static const struct CMUnitTest attr_tests[] = {
 	cmocka_unit_test_setup_teardown(test_symlinks_not_followed, setup, teardown),
@@ -642,6 +761,9 @@ int main(void)
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test_setup_teardown(test_shed_on_emfile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_may_as_kernel, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_remove_tree_keeps_link_targets, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_remove_tree_stays_on_its_file_system, setup, teardown),
 	};
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
 
