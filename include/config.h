@@ -167,22 +167,6 @@ int config_parse_file(struct config *cf, const char *path, char *err, size_t err
 int config_add_rule(struct export_conf *ec, const char *word, const char *where, char *err,
 		    size_t errlen);
 
-/*
- * Checks an upper= template: absolute, naming the client by %a (address) or by %h (host
- * name), not both, %% for a '%', nothing else after a '%'. Returns 0, or -1 naming the
- * fault and the fix in err.
- */
-int config_upper_check(const char *tmpl, char *err, size_t errlen);
-
-/* Whether a checked template names clients by host name (%h) rather than address (%a). */
-bool config_upper_by_name(const char *tmpl);
-
-/*
- * Expands a checked template for the client named client (its address as text for %a,
- * its host name for %h) into out. Returns 0, or -1 if it does not fit outlen bytes.
- */
-int config_upper_expand(const char *tmpl, const char *client, char *out, size_t outlen);
-
 /* Checks the whole config (at least one export, no duplicate names, ...). */
 int config_validate(const struct config *cf, char *err, size_t errlen);
 

@@ -47,11 +47,13 @@
 struct ev_loop;
 struct config;
 struct nfs_server;
+struct views;
 struct control;
 
 struct control_env {
 	const struct config *ce_cfg;      /* exports, branches, state directory */
 	struct nfs_server *ce_nfs;        /* the MOUNT list and the rules lock */
+	struct views *ce_views;           /* per-client views (upper=); NULL: none */
 	void (*ce_reload)(void *arg);     /* what SIGHUP does; runs on the loop */
 	void *ce_reload_arg;
 };

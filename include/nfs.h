@@ -10,12 +10,36 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "nfs3.h"
 #include "rpc.h"
 #include "union.h"
 
 #define NFS_WRITE_VERF_LEN 8
 
 struct mount_entry;
+struct view;
+
+/*
+ * How nfs reaches the per-client views of exports with upper= (include/views.h), which sit
+ * above it and hand nfs these calls at start (nfs_server_set_views). vo_table is theirs.
+ *
+ * vo_for_client: the view of export index i for the client at addr (nfs_peer_host's text),
+ *   made if it has none, for its MNT. Returns 0 with *vw held and its union in *ux, or
+ *   -errno with a message naming cause and fix in err (-EACCES: the client has no usable
+ *   host name; -ENOSPC: no room under the bounds).
+ * vo_by_id: the view with export id for a call from addr, with its export's index in *i,
+ *   held in *vw, its union in *ux. NFS3_OK, NFS3ERR_STALE when no view has the id (or it
+ *   cannot be opened), NFS3ERR_ACCES when it belongs to another client, NFS3ERR_JUKEBOX when
+ *   the host name of addr cannot be looked up now or there is no room to open it.
+ * vo_put: gives back the hold of either (NULL is fine).
+ */
+struct nfs_views_ops {
+	int (*vo_for_client)(void *vo_table, int i, const char *addr, struct view **vw,
+			     struct union_export **ux, char *err, size_t errlen);
+	nfsstat3 (*vo_by_id)(void *vo_table, uint16_t id, const char *addr, int *i,
+			     struct view **vw, struct union_export **ux);
+	void (*vo_put)(struct view *vw);
+};
 
 /* Everything the handlers share; built by main, handed to rpc_dispatch_init as ctx. */
 struct nfs_server {
@@ -34,7 +58,8 @@ struct nfs_server {
 	_Atomic unsigned ns_names_gen;         /* +1 by every reload: host names may differ */
 	pthread_mutex_t ns_mounts_lock;        /* guards ns_mounts (MOUNT DUMP/UMNT) */
 	struct mount_entry *ns_mounts;
-	struct nfs_views *ns_views;            /* per-client views (upper=), views.h */
+	const struct nfs_views_ops *ns_views_ops; /* per-client views (upper=); NULL: none */
+	void *ns_views;
 };
 
 extern const struct rpc_program nfs3_program;
@@ -57,6 +82,16 @@ void nfs_server_init(struct nfs_server *ns, struct config *cf);
  */
 int nfs_server_swap_rules(struct nfs_server *ns, struct config *next);
 void nfs_server_destroy(struct nfs_server *ns);
+/* Hands nfs the per-client views (ops NULL takes them away again). */
+void nfs_server_set_views(struct nfs_server *ns, const struct nfs_views_ops *ops, void *table);
+
+/*
+ * Calls fn for every entry of the MOUNT list (a client's address and the path it mounted)
+ * under the list's lock, so fn must not block; stops at fn's first non-zero return and
+ * returns it, 0 when done.
+ */
+int nfs_mounts_each(struct nfs_server *ns,
+		    int (*fn)(const char *host, const char *path, void *arg), void *arg);
 
 /*
  * The options of the first rule of export index i admitting rq's peer, copied to *out.

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "store.h"
 #include "union.h"
+#include "views.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -201,91 +202,6 @@ static int config_set_string(char **field, const char *value, char *err, size_t 
 
 #define CONFIG_MAX_RULES 256
 
-int config_upper_check(const char *tmpl, char *err, size_t errlen)
-{
-	bool has_addr = false, has_name = false;
-	const char *p;
-
-	if (tmpl[0] != '/') {
-		err_set(err, errlen,
-			   "upper=%.200s is not an absolute path; give a template like upper=/srv/clients/%%a",
-			   tmpl);
-		return -1;
-	}
-	if (strlen(tmpl) > PATH_MAX / 2) {
-		err_set(err, errlen, "upper= template is longer than %d bytes; use a shorter path",
-			   PATH_MAX / 2);
-		return -1;
-	}
-	for (p = tmpl; *p; p++) {
-		if (*p != '%')
-			continue;
-		p++;
-		if (*p == 'a') {
-			has_addr = true;
-		} else if (*p == 'h') {
-			has_name = true;
-		} else if (*p != '%') {
-			err_set(err, errlen,
-				   "upper=%.200s: unknown '%%%c' (expected %%a for the client address, %%h for its host name or %%%% for a '%%')",
-				   tmpl, *p ? *p : ' ');
-			return -1;
-		}
-	}
-	if (has_addr && has_name) {
-		err_set(err, errlen,
-			   "upper=%.200s names the client by both %%a and %%h; one of them names a client's layer, keep one",
-			   tmpl);
-		return -1;
-	}
-	if (!has_addr && !has_name) {
-		err_set(err, errlen,
-			   "upper=%.200s has no %%a or %%h, so every client would share one upper branch; put %%a (address) or %%h (host name) in it, e.g. upper=/srv/clients/%%a",
-			   tmpl);
-		return -1;
-	}
-	return 0;
-}
-
-bool config_upper_by_name(const char *tmpl)
-{
-	for (const char *p = tmpl; *p; p++) {
-		if (*p != '%')
-			continue;
-		if (p[1] == 'h')
-			return true;
-		if (p[1])
-			p++;
-	}
-	return false;
-}
-
-int config_upper_expand(const char *tmpl, const char *client, char *out, size_t outlen)
-{
-	size_t n = 0, clen = strlen(client);
-	const char *p;
-
-	for (p = tmpl; *p; p++) {
-		if (*p == '%' && (p[1] == 'a' || p[1] == 'h')) {
-			if (n + clen >= outlen)
-				return -1;
-			memcpy(out + n, client, clen);
-			n += clen;
-			p++;
-			continue;
-		}
-		if (*p == '%' && p[1] == '%')
-			p++;
-		if (n + 1 >= outlen)
-			return -1;
-		out[n++] = *p;
-	}
-	if (n >= outlen)
-		return -1;
-	out[n] = '\0';
-	return 0;
-}
-
 /*
  * Takes the export-wide option upper=TEMPLATE out of the comma-separated words: it is
  * stored in ec (a second, different template is an error) and *rest receives the other
@@ -314,7 +230,7 @@ static int config_take_upper(struct export_conf *ec, const char *words, char **r
 				err_set(err, errlen, "out of memory");
 				goto fail;
 			}
-			if (config_upper_check(tmpl, err, errlen) < 0) {
+			if (views_upper_check(tmpl, err, errlen) < 0) {
 				free(tmpl);
 				goto fail;
 			}

@@ -31,6 +31,7 @@
 #include "rpc.h"
 #include "store.h"
 #include "union.h"
+#include "views.h"
 
 #define MAIN_EXIT_OK 0
 #define MAIN_EXIT_START 2
@@ -43,6 +44,7 @@ struct main_ctx {
 	struct store *mc_store;
 	struct union_export **mc_exports;   /* [i] serves mc_cfg.cf_exports[i]; owned here */
 	struct nfs_server mc_nfs;
+	struct views *mc_views;              /* per-client views (upper=) */
 	bool mc_nfs_ready;
 	struct ev_loop *mc_loop;
 	struct net_server *mc_net;
@@ -567,6 +569,8 @@ static void main_teardown(struct main_ctx *mc)
 		mc->mc_store = NULL;
 	}
 	if (mc->mc_nfs_ready) {
+		views_free(mc->mc_views);
+		mc->mc_views = NULL;
 		nfs_server_destroy(&mc->mc_nfs);
 		mc->mc_nfs_ready = false;
 	}
@@ -583,7 +587,7 @@ static void main_teardown(struct main_ctx *mc)
 static int main_control(struct main_ctx *mc, char *err, size_t errlen)
 {
 	struct control_env env = {
-		.ce_cfg = &mc->mc_cfg, .ce_nfs = &mc->mc_nfs,
+		.ce_cfg = &mc->mc_cfg, .ce_nfs = &mc->mc_nfs, .ce_views = mc->mc_views,
 		.ce_reload = main_ctl_reload, .ce_reload_arg = mc,
 	};
 	char lerr[MAIN_ERRLEN];
@@ -660,6 +664,9 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	mc->mc_nfs_ready = true;
 	mc->mc_nfs.ns_exports = mc->mc_exports;
 	mc->mc_nfs.ns_nexports = cf->cf_nexports;
+	if (views_new(&mc->mc_nfs, &mc->mc_views) < 0)
+		log_warn("no memory for the table of client views; exports with upper= will "
+			 "refuse mounts");
 	store_handle_key(mc->mc_store, mc->mc_nfs.ns_handle_key);
 	rpc_dispatch_init(programs, (int)(sizeof(programs) / sizeof(programs[0])), &mc->mc_nfs);
 

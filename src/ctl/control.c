@@ -28,8 +28,8 @@
 #include "stats.h"
 #include "store.h"
 #include "union.h"
+#include "views.h"
 #include "../nfs/nfs_internal.h"
-#include "../nfs/views.h"
 
 #define CTL_MAX_WORDS 4
 #define CTL_HTTP_MAX 4096           /* bytes of a metrics request's head */
@@ -170,7 +170,7 @@ static void ctl_status(struct control *ctl, struct ctl_out *o)
 			ec->ec_nbranches == 1 ? "" : "es", ro && ec->ec_upper == NULL ? ", read-only" : "");
 		/* With upper= every listed branch is a lower; each client writes to its own. */
 		if (ec->ec_upper != NULL) {
-			int views = nfs_views_open_count(ns, i);
+			int views = views_open_count(ctl->ct_env.ce_views, i);
 
 			ctl_put(o, "  upper %s (one per client; %d client view%s open)\n",
 				ec->ec_upper, views, views == 1 ? "" : "s");
@@ -189,6 +189,7 @@ struct ctl_clients {
 	struct ctl_out *cl_out;
 	const struct config *cl_cfg;
 	struct nfs_server *cl_ns;
+	struct views *cl_views;
 	time_t cl_now;
 };
 
@@ -203,7 +204,7 @@ static void ctl_client_layers(struct ctl_clients *cl, const char *addr)
 
 		if (ec->ec_upper == NULL)
 			continue;
-		if (nfs_views_upper_of(cl->cl_ns, i, addr, dir, sizeof(dir)) < 0)
+		if (views_upper_of(cl->cl_views, i, addr, dir, sizeof(dir)) < 0)
 			ctl_put(cl->cl_out, "  its upper in %s: not known yet (its host name is "
 				"looked up when it mounts)\n", ec->ec_name);
 		else
@@ -244,7 +245,8 @@ static bool ctl_client_line(const struct stats_client *c, void *arg)
 static void ctl_clients(struct control *ctl, struct ctl_out *o)
 {
 	struct ctl_clients cl = { .cl_out = o, .cl_cfg = ctl->ct_env.ce_cfg,
-				  .cl_ns = ctl->ct_env.ce_nfs, .cl_now = time(NULL) };
+				  .cl_ns = ctl->ct_env.ce_nfs, .cl_views = ctl->ct_env.ce_views,
+				  .cl_now = time(NULL) };
 
 	ctl_put(o, "%-20s %-16s %-23s %-23s %-9s %10s %12s\n", "client", "mounted", "first seen",
 		"last seen", "idle", "calls", "bytes");
@@ -384,7 +386,7 @@ static void ctl_check_export(struct ctl_check *ck, int i)
 	if (ctl_check_union(ck, ec->ec_upper ? "shared lowers" : "records", ns->ns_exports[i]) < 0)
 		return;
 	if (ec->ec_upper)
-		nfs_views_walk(ns, i, ctl_check_view, ck);
+		views_walk(ck->ck_ctl->ct_env.ce_views, i, ctl_check_view, ck);
 }
 
 /* Discarding a client's layer removes a directory tree: never on the loop. */
@@ -393,7 +395,7 @@ static void ctl_reset_client(struct control *ctl, struct ctl_out *o)
 	char msg[1024];
 	int r;
 
-	r = nfs_views_reset(ctl->ct_env.ce_nfs, ctl->ct_reset_addr, ctl->ct_reset_force, msg,
+	r = views_reset(ctl->ct_env.ce_views, ctl->ct_reset_addr, ctl->ct_reset_force, msg,
 			    sizeof(msg));
 	ctl_put(o, "%s%s\n", r < 0 ? "error: reset: " : "", msg);
 }

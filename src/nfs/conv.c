@@ -3,7 +3,6 @@
 #include <sys/sysmacros.h>
 
 #include "nfs_internal.h"
-#include "views.h"
 
 static ftype3 conv_type(mode_t mode)
 {
@@ -37,7 +36,7 @@ void nfs_fattr(const struct nfs_call *nc, const struct stat *st, fattr3 *fa)
 	fa->rdev.specdata1 = major(st->st_rdev);
 	fa->rdev.specdata2 = minor(st->st_rdev);
 	fa->fsid = union_fsid(nc->nc_ux);
-	fa->fileid = nfs_views_fileid(nc->nc_ns, nc->nc_ux, st->st_ino);
+	fa->fileid = nfs_fileid(nc, st->st_ino);
 	conv_time(&st->st_atim, &fa->atime);
 	conv_time(&st->st_mtim, &fa->mtime);
 	conv_time(&st->st_ctim, &fa->ctime);
@@ -137,4 +136,11 @@ void nfs_post_fh(const struct nfs_call *nc, uint64_t ino, post_op_fh3 *out)
 {
 	out->handle_follows = TRUE;
 	nfs_fh_make(nc, ino, &out->post_op_fh3_u.handle);
+}
+
+uint64_t nfs_fileid(const struct nfs_call *nc, uint64_t ino)
+{
+	if (!nc->nc_view)
+		return ino;
+	return (uint64_t)union_export_id(nc->nc_ux) << 48 | (ino & ((UINT64_C(1) << 48) - 1));
 }

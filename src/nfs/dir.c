@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "nfs_internal.h"
-#include "views.h"
 
 #define XDR_UNIT 4
 #define XDR_PAD(n) (((n) + 3u) & ~3u)
@@ -55,7 +54,7 @@ static int dir_add(void *ctx, const struct union_dirent *de)
 	memcpy(name, de->ud_name, namelen);
 	if (df->df_plus) {
 		ep = rpc_alloc(rq, sizeof(*ep));
-		ep->fileid = nfs_views_fileid(df->df_nc->nc_ns, df->df_nc->nc_ux, de->ud_ino);
+		ep->fileid = nfs_fileid(df->df_nc, de->ud_ino);
 		ep->name = name;
 		ep->cookie = de->ud_cookie;
 		nfs_post_attr(df->df_nc, de->ud_st, &ep->name_attributes);
@@ -65,7 +64,7 @@ static int dir_add(void *ctx, const struct union_dirent *de)
 		df->df_tailplus = &ep->nextentry;
 	} else {
 		e = rpc_alloc(rq, sizeof(*e));
-		e->fileid = nfs_views_fileid(df->df_nc->nc_ns, df->df_nc->nc_ux, de->ud_ino);
+		e->fileid = nfs_fileid(df->df_nc, de->ud_ino);
 		e->name = name;
 		e->cookie = de->ud_cookie;
 		*df->df_tail = e;

@@ -19,7 +19,6 @@
 #include "exports.h"
 #include "log.h"
 #include "nfs_internal.h"
-#include "views.h"
 
 /* DUMP is advisory; a client mounting in a loop must not grow the list without bound. */
 #define MNT_LIST_MAX 4096
@@ -202,6 +201,18 @@ static void mnt_list_remove(struct nfs_server *ns, const char *host, const char 
 	pthread_mutex_unlock(&ns->ns_mounts_lock);
 }
 
+int nfs_mounts_each(struct nfs_server *ns,
+		    int (*fn)(const char *host, const char *path, void *arg), void *arg)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&ns->ns_mounts_lock);
+	for (struct mount_entry *me = ns->ns_mounts; me && r == 0; me = me->me_next)
+		r = fn(me->me_host, me->me_path, arg);
+	pthread_mutex_unlock(&ns->ns_mounts_lock);
+	return r;
+}
+
 /* The common part of MNT v1 and v3: the handle of path, in rpc_alloc() memory. */
 static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 {
@@ -209,7 +220,7 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	char host[INET6_ADDRSTRLEN];
 	const struct export_conf *ec;
 	struct union_export *ux;
-	struct nfs_view *view = NULL;
+	struct view *view = NULL;
 	struct export_opts eo;
 	struct nfs_call nc;
 	char verr[512];
@@ -247,7 +258,7 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	ux = ns->ns_exports[i];
 	/* With upper= the client mounts its own view: made on its first mount. */
 	if (ec->ec_upper) {
-		int r = nfs_views_for_client(ns, i, host, &view, &ux, verr, sizeof(verr));
+		int r = nfs_view_for_client(ns, i, host, &view, &ux, verr, sizeof(verr));
 
 		if (r < 0) {
 			log_err("MOUNT of %s from %s refused (mount status %d): %s", path, host,
@@ -257,7 +268,7 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	}
 	st = mnt_walk(rq, ux, rest, &ino);
 	if (st != MNT3_OK) {
-		nfs_views_put(view);
+		nfs_view_put(ns, view);
 		log_info("MOUNT of %s from %s refused: mount status %d", path, host, (int)st);
 		return st;
 	}
@@ -268,7 +279,7 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 	nfs_fh_make(&nc, ino, fh);
 	/* Listed before the view is let go: a view with a mount is never closed for room. */
 	mnt_list_add(ns, host, ec->ec_name);
-	nfs_views_put(view);
+	nfs_view_put(ns, view);
 	return MNT3_OK;
 }
 

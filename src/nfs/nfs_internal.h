@@ -51,7 +51,7 @@ struct nfs_call {
 	struct rpc_req *nc_rq;
 	struct nfs_server *nc_ns;
 	struct union_export *nc_ux;
-	struct nfs_view *nc_view;    /* held while the call runs when nc_ux is a client's view */
+	struct view *nc_view;        /* held while the call runs when nc_ux is a client's view */
 	struct export_opts nc_opts;  /* of the client rule that admitted the caller */
 	uint64_t nc_ino;         /* object named by the call's first handle */
 	struct cred nc_cred;     /* squashed identity, applied to this thread */
@@ -70,6 +70,21 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 void nfs_call_end(struct nfs_call *nc);
 /* Resolves a second handle of the call (RENAME's target dir, LINK's dir): same export only. */
 nfsstat3 nfs_call_handle(const struct nfs_call *nc, const nfs_fh3 *fh, uint64_t *ino);
+
+/*
+ * The NFS fileid of union inode ino in the call's export: ino itself for an export of the
+ * config; in a client's view, ino with the view's export id in the top 16 bits, so copies
+ * of one path in two clients' views never share a fileid (each view numbers its inodes
+ * from 1).
+ */
+uint64_t nfs_fileid(const struct nfs_call *nc, uint64_t ino);
+
+/* The calls of ns_views_ops (nfs.h), answering as if there were no views when none are set. */
+int nfs_view_for_client(struct nfs_server *ns, int i, const char *addr, struct view **vw,
+			struct union_export **ux, char *err, size_t errlen);
+nfsstat3 nfs_view_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
+			struct view **vw, struct union_export **ux);
+void nfs_view_put(struct nfs_server *ns, struct view *vw);
 
 /* errno (negative or positive) to nfsstat3, through the one table in status.c. */
 nfsstat3 nfs_status(int err);

@@ -3,6 +3,7 @@
  * handle -> export -> port rule -> credentials.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <sodium.h>
 #include <stdatomic.h>
@@ -16,7 +17,6 @@
 #include "log.h"
 #include "nfs_internal.h"
 #include "stats.h"
-#include "views.h"
 
 void nfs_server_init(struct nfs_server *ns, struct config *cf)
 {
@@ -40,9 +40,39 @@ void nfs_server_init(struct nfs_server *ns, struct config *cf)
 	pthread_mutex_init(&ns->ns_mounts_lock, NULL);
 	pthread_rwlock_init(&ns->ns_rules_lock, NULL);
 	ns->ns_mounts = NULL;
-	if (nfs_views_new(&ns->ns_views) < 0)
-		log_warn("no memory for the table of client views; exports with upper= will "
-			 "refuse mounts");
+}
+
+void nfs_server_set_views(struct nfs_server *ns, const struct nfs_views_ops *ops, void *table)
+{
+	ns->ns_views_ops = ops;
+	ns->ns_views = ops ? table : NULL;
+}
+
+int nfs_view_for_client(struct nfs_server *ns, int i, const char *addr, struct view **vw,
+			struct union_export **ux, char *err, size_t errlen)
+{
+	*vw = NULL;
+	if (!ns->ns_views_ops) {
+		snprintf(err, errlen, "export %s: the server has no table of client views (out of "
+			 "memory at start); restart it", ns->ns_cfg->cf_exports[i].ec_name);
+		return -ENOMEM;
+	}
+	return ns->ns_views_ops->vo_for_client(ns->ns_views, i, addr, vw, ux, err, errlen);
+}
+
+nfsstat3 nfs_view_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
+			struct view **vw, struct union_export **ux)
+{
+	*vw = NULL;
+	if (!ns->ns_views_ops)
+		return (nfsstat3)stats_stale(NFS3ERR_STALE, STATS_STALE_UNKNOWN_EXPORT);
+	return ns->ns_views_ops->vo_by_id(ns->ns_views, id, addr, i, vw, ux);
+}
+
+void nfs_view_put(struct nfs_server *ns, struct view *vw)
+{
+	if (vw)
+		ns->ns_views_ops->vo_put(vw);
 }
 
 int nfs_server_swap_rules(struct nfs_server *ns, struct config *next)
@@ -132,8 +162,6 @@ void nfs_server_destroy(struct nfs_server *ns)
 		free(me);
 	}
 	ns->ns_mounts = NULL;
-	nfs_views_free(ns->ns_views);
-	ns->ns_views = NULL;
 	pthread_mutex_destroy(&ns->ns_mounts_lock);
 	pthread_rwlock_destroy(&ns->ns_rules_lock);
 }
@@ -247,7 +275,7 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 	struct nfs_server *ns = rq->rq_ctx;
 	const struct export_conf *ec;
 	struct union_export *ux;
-	struct nfs_view *view = NULL;
+	struct view *view = NULL;
 	char host[INET6_ADDRSTRLEN];
 	struct fh h;
 	int i;
@@ -265,7 +293,7 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 	} else {
 		/* Not an export of the config: a client's view of one (upper=), or stale. */
 		nfs_peer_host(rq, host, sizeof(host));
-		*status = nfs_views_by_id(ns, h.fh_export, host, &i, &view, &ux);
+		*status = nfs_view_by_id(ns, h.fh_export, host, &i, &view, &ux);
 		if (*status != NFS3_OK)
 			return false;
 	}
@@ -299,7 +327,7 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 	nc->nc_view = view;
 	return true;
 refused:
-	nfs_views_put(view);
+	nfs_view_put(ns, view);
 	return false;
 }
 
@@ -309,7 +337,7 @@ refused:
  */
 void nfs_call_end(struct nfs_call *nc)
 {
-	nfs_views_put(nc->nc_view);
+	nfs_view_put(nc->nc_ns, nc->nc_view);
 	nc->nc_view = NULL;
 }
 

@@ -30,6 +30,7 @@
 #include "exports.h"
 #include "hostmap.h"
 #include "union.h"
+#include "views.h"
 
 #define FUZZ_CONFIG_FD 200
 #define FUZZ_HOSTS_FD 201
@@ -139,7 +140,7 @@ static void fuzz_check_upper(const char *tmpl)
 	char err[CONFIG_ERRLEN], out[256], ref[256];
 
 	fuzz_check(tmpl[0] == '/');
-	fuzz_check(config_upper_check(tmpl, err, sizeof(err)) == 0);
+	fuzz_check(views_upper_check(tmpl, err, sizeof(err)) == 0);
 	for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
 		size_t n = 0;
 		int fits = 1;
@@ -159,7 +160,7 @@ static void fuzz_check_upper(const char *tmpl)
 				memcpy(ref + n, put, plen), n += plen;
 		}
 		ref[n] = '\0';
-		if (config_upper_expand(tmpl, clients[i], out, sizeof(out)) == 0)
+		if (views_upper_expand(tmpl, clients[i], out, sizeof(out)) == 0)
 			fuzz_check(fits && !strcmp(out, ref));
 		else
 			fuzz_check(!fits);

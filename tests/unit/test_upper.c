@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "exports.h"
+#include "views.h"
 
 #define PARSE(cf, err, ...) \
 	parse_list((cf), (err), (const char *[]){ "unionnfsd", __VA_ARGS__, NULL })
@@ -35,29 +36,29 @@ static void test_expand(void **state)
 	char out[64];
 
 	(void)state;
-	assert_int_equal(config_upper_expand("/srv/c/%a", "10.0.0.5", out, sizeof(out)), 0);
+	assert_int_equal(views_upper_expand("/srv/c/%a", "10.0.0.5", out, sizeof(out)), 0);
 	assert_string_equal(out, "/srv/c/10.0.0.5");
-	assert_int_equal(config_upper_expand("/srv/%a/%a", "fd00::1", out, sizeof(out)), 0);
+	assert_int_equal(views_upper_expand("/srv/%a/%a", "fd00::1", out, sizeof(out)), 0);
 	assert_string_equal(out, "/srv/fd00::1/fd00::1");
-	assert_int_equal(config_upper_expand("/srv/100%%/%a", "1.2.3.4", out, sizeof(out)), 0);
+	assert_int_equal(views_upper_expand("/srv/100%%/%a", "1.2.3.4", out, sizeof(out)), 0);
 	assert_string_equal(out, "/srv/100%/1.2.3.4");
 	/* Exactly full, then one byte short. */
-	assert_int_equal(config_upper_expand("/%a", "1.2.3.4", out, 9), 0);
+	assert_int_equal(views_upper_expand("/%a", "1.2.3.4", out, 9), 0);
 	assert_string_equal(out, "/1.2.3.4");
-	assert_int_equal(config_upper_expand("/%a", "1.2.3.4", out, 8), -1);
-	assert_int_equal(config_upper_expand("/abcdefgh/%a", "1", out, 8), -1);
+	assert_int_equal(views_upper_expand("/%a", "1.2.3.4", out, 8), -1);
+	assert_int_equal(views_upper_expand("/abcdefgh/%a", "1", out, 8), -1);
 	/* %h takes the host name the same way. */
-	assert_int_equal(config_upper_expand("/srv/%h/up", "lab01", out, sizeof(out)), 0);
+	assert_int_equal(views_upper_expand("/srv/%h/up", "lab01", out, sizeof(out)), 0);
 	assert_string_equal(out, "/srv/lab01/up");
 }
 
 static void test_by_name(void **state)
 {
 	(void)state;
-	assert_true(config_upper_by_name("/srv/%h"));
-	assert_false(config_upper_by_name("/srv/%a"));
-	assert_false(config_upper_by_name("/srv/%%h/%a"));
-	assert_true(config_upper_by_name("/srv/%%/%h"));
+	assert_true(views_upper_by_name("/srv/%h"));
+	assert_false(views_upper_by_name("/srv/%a"));
+	assert_false(views_upper_by_name("/srv/%%h/%a"));
+	assert_true(views_upper_by_name("/srv/%%/%h"));
 }
 
 static void test_check(void **state)
@@ -65,20 +66,20 @@ static void test_check(void **state)
 	char err[CONFIG_ERRLEN];
 
 	(void)state;
-	assert_int_equal(config_upper_check("/srv/clients/%a", err, sizeof(err)), 0);
-	assert_int_equal(config_upper_check("/srv/%%x/%a", err, sizeof(err)), 0);
-	assert_int_equal(config_upper_check("srv/%a", err, sizeof(err)), -1);
+	assert_int_equal(views_upper_check("/srv/clients/%a", err, sizeof(err)), 0);
+	assert_int_equal(views_upper_check("/srv/%%x/%a", err, sizeof(err)), 0);
+	assert_int_equal(views_upper_check("srv/%a", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "not an absolute path"));
-	assert_int_equal(config_upper_check("/srv/clients", err, sizeof(err)), -1);
+	assert_int_equal(views_upper_check("/srv/clients", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "has no %a or %h"));
-	assert_int_equal(config_upper_check("/srv/%%a", err, sizeof(err)), -1);
+	assert_int_equal(views_upper_check("/srv/%%a", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "has no %a or %h"));
-	assert_int_equal(config_upper_check("/srv/%h", err, sizeof(err)), 0);
-	assert_int_equal(config_upper_check("/srv/%h/%a", err, sizeof(err)), -1);
+	assert_int_equal(views_upper_check("/srv/%h", err, sizeof(err)), 0);
+	assert_int_equal(views_upper_check("/srv/%h/%a", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "both %a and %h"));
-	assert_int_equal(config_upper_check("/srv/%a/%x", err, sizeof(err)), -1);
+	assert_int_equal(views_upper_check("/srv/%a/%x", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "unknown '%x'"));
-	assert_int_equal(config_upper_check("/srv/%a%", err, sizeof(err)), -1);
+	assert_int_equal(views_upper_check("/srv/%a%", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "unknown '% '"));
 }
 
