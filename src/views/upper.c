@@ -136,9 +136,12 @@ static int upper_open_parent(const struct export_conf *ec, const char *key, bool
 static int upper_make_like(int pfd, const char *leaf, const struct stat *like)
 {
 	struct stat st;
-	int r = fsio_mkdir(pfd, leaf, like->st_mode & 07777);
+	int r = fsio_statat(pfd, leaf, &st);
 
-	if (r == -EEXIST) {
+	if (r == 0)
+		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	r = fsio_mkdir(pfd, leaf, like->st_mode & 07777);
+	if (r == -EEXIST) { /* made by someone else meanwhile */
 		r = fsio_statat(pfd, leaf, &st);
 		return r < 0 ? r : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 	}

@@ -8,13 +8,19 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -730,6 +736,165 @@ static void test_view_bounds(void **state)
 	}
 }
 
+
+/* --- opening a view holds up no other client (strace holds the upper's mkdir) --- */
+
+#define LATCH_DELAY_MS 4000      /* how long strace holds the return of a mkdir */
+#define LATCH_DELAY_US "4000000"
+
+/* strace on every thread of the server, holding each mkdir(at)'s return LATCH_DELAY_MS. */
+static pid_t strace_mkdir_attach(void)
+{
+	char pid[32], line[512];
+	size_t len = 0;
+	pid_t sp;
+	int pfd[2];
+
+	snprintf(pid, sizeof(pid), "%d", (int)srv.is_pid);
+	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+	sp = fork();
+	assert_true(sp >= 0);
+	if (sp == 0) {
+		dup2(pfd[1], 2);
+		execlp("strace", "strace", "-f", "-o", "/dev/null", "-p", pid, "-e",
+		       "trace=/^mkdir(at)?$", "-e",
+		       "inject=/^mkdir(at)?$:delay_exit=" LATCH_DELAY_US, (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	/* "strace: Process N attached with M threads": every thread is traced from then on. */
+	for (;;) {
+		ssize_t n = read(pfd[0], line + len, sizeof(line) - 1 - len);
+
+		if (n <= 0)
+			fail_msg("strace did not attach to the server: %.*s", (int)len, line);
+		len += (size_t)n;
+		line[len] = '\0';
+		if (strstr(line, "attached"))
+			break;
+		if (len == sizeof(line) - 1)
+			len = 0;
+	}
+	close(pfd[0]);
+	return sp;
+}
+
+struct first_mnt {
+	const char *fm_src;
+	nfs_fh3 fm_fh;
+	int fm_status;
+	_Atomic bool fm_done;
+};
+
+static void *first_mnt_main(void *arg)
+{
+	struct first_mnt *fm = arg;
+
+	fm->fm_status = mnt_status_from(fm->fm_src, &fm->fm_fh);
+	atomic_store(&fm->fm_done, true);
+	return NULL;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* How many lines of the server's log since its start contain text. */
+static int log_count(const char *text)
+{
+	char *log, *at;
+	size_t len;
+	int n = 0;
+
+	log = it_read_file(srv.is_log, &len);
+	assert_non_null(log);
+	for (at = log + srv.is_log_off; (at = strstr(at, text)) != NULL; at += strlen(text))
+		n++;
+	free(log);
+	return n;
+}
+
+/*
+ * Two first MNTs of one client while the mkdir of its upper is held: the view is made and
+ * opened once, the second MNT waits for it and gets the same root handle. Meanwhile a
+ * MNT of another client (whose view is open: it makes no directory) is answered at once,
+ * not after the held mkdir: no table lock is held across the file system work.
+ */
+static void test_open_latch(void **state)
+{
+	struct first_mnt a1 = { .fm_src = "127.0.0.1" }, a2 = { .fm_src = "127.0.0.1" };
+	pthread_t t1, t2;
+	long long t0, took;
+	nfs_fh3 fhb;
+	pid_t sp;
+	int ino, status;
+
+	(void)state;
+	if (system("command -v strace >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "SKIP: strace is not installed (deploy/install-deps installs it); "
+				"this test holds the server's mkdir with it\n");
+		return;
+	}
+	start(true);
+	/* 127.0.0.3 has its view open (its next MNT makes no directory); 127.0.0.1 has none. */
+	mnt_from("127.0.0.3", &fhb);
+	it_fh_free(&fhb);
+	ino = inotify_init1(IN_CLOEXEC);
+	assert_true(ino >= 0);
+	assert_true(inotify_add_watch(ino, clients, IN_CREATE) >= 0);
+	sp = strace_mkdir_attach();
+
+	assert_int_equal(pthread_create(&t1, NULL, first_mnt_main, &a1), 0);
+	/* Made, and the mkdir's return held: the view is being opened. */
+	for (bool made = false; !made;) {
+		char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+		struct pollfd p = { .fd = ino, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, 10000) != 1)
+			fail_msg("the first MNT of 127.0.0.1 made no upper within 10 s");
+		n = read(ino, buf, sizeof(buf));
+		assert_true(n > 0);
+		for (char *at = buf; at < buf + n;) {
+			struct inotify_event *e = (struct inotify_event *)at;
+
+			made |= e->len && !strcmp(e->name, "127.0.0.1");
+			at += sizeof(*e) + e->len;
+		}
+	}
+	close(ino);
+	assert_int_equal(pthread_create(&t2, NULL, first_mnt_main, &a2), 0);
+
+	t0 = now_ms();
+	mnt_from("127.0.0.3", &fhb);
+	took = now_ms() - t0;
+	fprintf(stderr, "# MNT of another client while a view opens: %lld ms (mkdir held %d ms)\n",
+		took, LATCH_DELAY_MS);
+	if (took >= LATCH_DELAY_MS / 2 || atomic_load(&a1.fm_done)) {
+		it_server_dump_log(&srv);
+		fail_msg("the MNT of 127.0.0.3 waited %lld ms, for the view of 127.0.0.1 being "
+			 "opened (its mkdir held %d ms)", took, LATCH_DELAY_MS);
+	}
+	assert_false(atomic_load(&a2.fm_done));
+
+	assert_int_equal(pthread_join(t1, NULL), 0);
+	assert_int_equal(pthread_join(t2, NULL), 0);
+	assert_int_equal(kill(sp, SIGTERM), 0); /* strace detaches */
+	assert_int_equal(waitpid(sp, &status, 0), sp);
+	assert_int_equal(a1.fm_status, IT_MNT_OK);
+	assert_int_equal(a2.fm_status, IT_MNT_OK);
+	assert_true(it_fh_equal(&a1.fm_fh, &a2.fm_fh));
+	assert_int_equal(log_count("client 127.0.0.1 served from its own upper"), 1);
+	assert_int_equal(log_count("client 127.0.0.3 served from its own upper"), 1);
+	it_fh_free(&a1.fm_fh);
+	it_fh_free(&a2.fm_fh);
+	it_fh_free(&fhb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -742,6 +907,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_stale_causes, after_each),
 		cmocka_unit_test_teardown(test_check_views, after_each),
 		cmocka_unit_test_teardown(test_view_bounds, after_each),
+		cmocka_unit_test_teardown(test_open_latch, after_each),
 	};
 
 	return cmocka_run_group_tests_name("views", tests, NULL, NULL);
