@@ -10,7 +10,6 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "nfs3.h"
 #include "rpc.h"
 #include "union.h"
 
@@ -28,16 +27,17 @@ struct view;
  *   -errno with a message naming cause and fix in err (-EACCES: the client has no usable
  *   host name; -ENOSPC: no room under the bounds).
  * vo_by_id: the view with export id for a call from addr, with its export's index in *i,
- *   held in *vw, its union in *ux. NFS3_OK, NFS3ERR_STALE when no view has the id (or it
- *   cannot be opened), NFS3ERR_ACCES when it belongs to another client, NFS3ERR_JUKEBOX when
- *   the host name of addr cannot be looked up now or there is no room to open it.
- * vo_put: gives back the hold of either (NULL is fine).
+ *   held in *vw, its union in *ux. Returns 0; -ESTALE when no view has the id (or it cannot
+ *   be opened; the cause marked with stats_stale); -EACCES when it belongs to another
+ *   client; -EAGAIN when the host name of addr cannot be looked up now or there is no room
+ *   to open it (the client is to try again).
+ * vo_put: gives back a hold of either.
  */
 struct nfs_views_ops {
 	int (*vo_for_client)(void *vo_table, int i, const char *addr, struct view **vw,
 			     struct union_export **ux, char *err, size_t errlen);
-	nfsstat3 (*vo_by_id)(void *vo_table, uint16_t id, const char *addr, int *i,
-			     struct view **vw, struct union_export **ux);
+	int (*vo_by_id)(void *vo_table, uint16_t id, const char *addr, int *i, struct view **vw,
+			struct union_export **ux);
 	void (*vo_put)(struct view *vw);
 };
 

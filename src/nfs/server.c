@@ -63,10 +63,20 @@ int nfs_view_for_client(struct nfs_server *ns, int i, const char *addr, struct v
 nfsstat3 nfs_view_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
 			struct view **vw, struct union_export **ux)
 {
+	int r;
+
 	*vw = NULL;
 	if (!ns->ns_views_ops)
 		return (nfsstat3)stats_stale(NFS3ERR_STALE, STATS_STALE_UNKNOWN_EXPORT);
-	return ns->ns_views_ops->vo_by_id(ns->ns_views, id, addr, i, vw, ux);
+	r = ns->ns_views_ops->vo_by_id(ns->ns_views, id, addr, i, vw, ux);
+	switch (r) {
+	case 0:
+		return NFS3_OK;
+	case -EAGAIN: /* not now: the client retries, its handle is not stale */
+		return NFS3ERR_JUKEBOX;
+	default:
+		return nfs_status(r);
+	}
 }
 
 void nfs_view_put(struct nfs_server *ns, struct view *vw)

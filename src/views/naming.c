@@ -165,10 +165,11 @@ void views_set_found(struct view *vw, const char *addr, bool seen, unsigned gen)
 }
 
 /*
- * Whether a call from addr may use view vw: addr is its client. For %h that takes a name
- * lookup the first time an address shows up (after a restart, or a new lease).
+ * Whether a call from addr may use view vw: 0 when addr is its client, -EACCES when not,
+ * -EAGAIN when the name lookups are all busy. For %h that takes a name lookup the first
+ * time an address shows up (after a restart, or a new lease).
  */
-nfsstat3 views_owned_by(struct views *vt, struct view *vw, const char *addr)
+int views_owned_by(struct views *vt, struct view *vw, const char *addr)
 {
 	char key[VIEWS_KEY_MAX], err[512];
 	unsigned gen = atomic_load(&vt->vt_ns->ns_names_gen);
@@ -176,7 +177,7 @@ nfsstat3 views_owned_by(struct views *vt, struct view *vw, const char *addr)
 	int r;
 
 	if (!vw->vw_by_name)
-		return strcmp(vw->vw_key, addr) ? NFS3ERR_ACCES : NFS3_OK;
+		return strcmp(vw->vw_key, addr) ? -EACCES : 0;
 	pthread_mutex_lock(&vw->vw_lock);
 	if (vw->vw_names_gen == gen) {
 		known = !strcmp(vw->vw_seen, addr);
@@ -185,14 +186,14 @@ nfsstat3 views_owned_by(struct views *vt, struct view *vw, const char *addr)
 	}
 	pthread_mutex_unlock(&vw->vw_lock);
 	if (known || denied)
-		return known ? NFS3_OK : NFS3ERR_ACCES;
+		return known ? 0 : -EACCES;
 	r = views_client_key(vt, vw->vw_export, addr, key, sizeof(key), err, sizeof(err));
 	/* The lookups are all busy: no answer yet, so the client is told to try again. */
 	if (r == -EAGAIN)
-		return NFS3ERR_JUKEBOX;
+		return -EAGAIN;
 	ok = r == 0 && !strcmp(key, vw->vw_key);
 	views_set_found(vw, addr, ok, gen);
-	return ok ? NFS3_OK : NFS3ERR_ACCES;
+	return ok ? 0 : -EACCES;
 }
 
 struct views_mount_probe {

@@ -599,16 +599,19 @@ static int views_hold_by_id(struct views *vt, uint16_t id, struct view *vw, cons
 	return r;
 }
 
-/* Opens closed view vw for a call from addr; a refusal is logged (once a minute). */
-static nfsstat3 views_reopen(struct views *vt, uint16_t id, struct view *vw, const char *addr,
-			     struct union_export **ux)
+/*
+ * Opens closed view vw for a call from addr; a refusal is logged (once a minute): -EAGAIN
+ * when it may open later (no room, descriptors or memory now), else -ESTALE.
+ */
+static int views_reopen(struct views *vt, uint16_t id, struct view *vw, const char *addr,
+			struct union_export **ux)
 {
 	static _Atomic time_t last_full, last_gone;
 	char err[600];
 	int r = views_hold_by_id(vt, id, vw, addr, ux, err, sizeof(err));
 
 	if (r == 0)
-		return NFS3_OK;
+		return 0;
 	/*
 	 * Room comes back as other views fall idle, descriptors and memory as calls end: the
 	 * client is told to retry, its handles are not stale.
@@ -616,45 +619,45 @@ static nfsstat3 views_reopen(struct views *vt, uint16_t id, struct view *vw, con
 	if (r == -ENOSPC || fsio_short_of_resources(r)) {
 		if (views_log_due(&last_full))
 			log_warn("NFS call from %s answered NFS3ERR_JUKEBOX: %s", addr, err);
-		return NFS3ERR_JUKEBOX;
+		return -EAGAIN;
 	}
 	if (views_log_due(&last_gone))
 		log_warn("cannot open again the view of client %s (%s); its handles get "
 			 "NFS3ERR_STALE until it mounts again", vw->vw_key, err);
-	return (nfsstat3)stats_stale(NFS3ERR_STALE, STATS_STALE_VIEW_UNAVAILABLE);
+	return stats_stale(-ESTALE, STATS_STALE_VIEW_UNAVAILABLE);
 }
 
-static nfsstat3 views_by_id(void *table, uint16_t id, const char *addr, int *i,
-			    struct view **vwp, struct union_export **ux)
+static int views_by_id(void *table, uint16_t id, const char *addr, int *i, struct view **vwp,
+		       struct union_export **ux)
 {
 	static _Atomic time_t last;
 	struct views *vt = table;
 	enum stats_stale_cause why = STATS_STALE_UNKNOWN_EXPORT;
 	struct union_export *held;
 	struct view *vw;
-	nfsstat3 st;
+	int st;
 
 	vw = views_by_id_find(vt, id, &why);
 	if (!vw)
-		return (nfsstat3)stats_stale(NFS3ERR_STALE, why);
+		return stats_stale(-ESTALE, why);
 	/* A handle names one client's view: no other client may reach that upper with it. */
 	st = views_owned_by(vt, vw, addr);
-	if (st == NFS3ERR_ACCES && views_log_due(&last))
+	if (st == -EACCES && views_log_due(&last))
 		log_warn("refusing NFS call from %s with NFS3ERR_ACCES: its handle belongs "
 			 "to the view of client %s of export %s", addr, vw->vw_key,
 			 views_export(vt, vw->vw_export)->ec_name);
-	if (st != NFS3_OK)
+	if (st != 0)
 		return st;
 	held = views_hold(vw);
 	if (!held) {
 		st = views_reopen(vt, id, vw, addr, &held);
-		if (st != NFS3_OK)
+		if (st != 0)
 			return st;
 	}
 	*i = vw->vw_export;
 	*vwp = vw;
 	*ux = held;
-	return NFS3_OK;
+	return 0;
 }
 
 static const struct nfs_views_ops views_nfs_ops = {

@@ -120,7 +120,7 @@ int views_rule_of(struct views *vt, int i, const char *addr);
 int views_rule_locked(struct views *vt, struct view *vw);
 void views_client_addr(struct view *vw, char *addr, size_t len);
 void views_set_found(struct view *vw, const char *addr, bool seen, unsigned gen);
-nfsstat3 views_owned_by(struct views *vt, struct view *vw, const char *addr);
+int views_owned_by(struct views *vt, struct view *vw, const char *addr);
 bool views_mounted(struct views *vt, int i, const char *addr);
 
 /* upper.c */
