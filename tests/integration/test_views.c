@@ -347,6 +347,41 @@ static void test_reset(void **state)
 	it_fh_free(&fha2);
 }
 
+/*
+ * A reset removes a client's upper without following the symlinks the client made in it
+ * (to a directory outside, at the top and deeper down): the links go, their targets stay.
+ */
+static void test_reset_planted_links(void **state)
+{
+	char upa[PATH_MAX], outside[PATH_MAX], path[PATH_MAX + 32], out[4096];
+	nfs_fh3 fha;
+	CLIENT *ca;
+
+	(void)state;
+	start(false);
+	mnt_from("127.0.0.1", &fha);
+	it_path(upa, "%s/127.0.0.1", clients);
+	ca = nfs_from("127.0.0.1");
+	it_assert_status(it_create(ca, &fha, "mine"), NFS3_OK);
+	it_clnt_destroy(ca);
+	it_path(outside, "%s/outside", srv.is_dir);
+	assert_int_equal(mkdir(outside, 0755), 0);
+	it_path(path, "%s/keep", outside);
+	it_write_file(path, "keep", 4);
+	it_path(path, "%s/to-outside", upa);
+	assert_int_equal(symlink(outside, path), 0);
+	it_path(path, "%s/d", upa);
+	assert_int_equal(mkdir(path, 0755), 0);
+	it_path(path, "%s/d/to-outside", upa);
+	assert_int_equal(symlink(outside, path), 0);
+
+	assert_int_equal(ctl_reset("127.0.0.1", true, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "1 layer discarded"));
+	assert_false(it_exists(upa));
+	assert_file(outside, "keep", "keep");
+	it_fh_free(&fha);
+}
+
 static char hostsmap[PATH_MAX];
 
 static void write_hosts(const char *text)
@@ -922,6 +957,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_restart, after_each),
 		cmocka_unit_test_teardown(test_upper_in_lower, after_each),
 		cmocka_unit_test_teardown(test_reset, after_each),
+		cmocka_unit_test_teardown(test_reset_planted_links, after_each),
 		cmocka_unit_test_teardown(test_by_name, after_each),
 		cmocka_unit_test_teardown(test_no_name, after_each),
 		cmocka_unit_test_teardown(test_stale_causes, after_each),
