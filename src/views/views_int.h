@@ -1,7 +1,7 @@
 /*
  * Shared by the files of src/views/ only: the table, one client's view, and the calls
- * between registry.c (the table and its latches), naming.c (who a client is), upper.c (a
- * view's upper directory on disk) and reset.c.
+ * between registry.c (the table and its latches), room.c (closing idle views for others),
+ * naming.c (who a client is), upper.c (a view's upper directory on disk) and reset.c.
  *
  * Locking. vt_lock guards the table (vt_list, vt_byid's changes, every view's vw_state)
  * and is only ever held for work in memory: the file system work of opening or closing a
@@ -32,6 +32,12 @@
 #define VIEWS_DENY_SECONDS 60    /* a refused address is not looked up again for this long */
 #define VIEWS_NONAME_KEPT 64     /* addresses remembered as having no host name */
 #define VIEWS_REVERSE_MAX 4      /* reverse DNS lookups at once; more calls are refused */
+/*
+ * A view without a call for this long (and without a mount) may be closed for another:
+ * reopening costs a few milliseconds, so this only keeps clients that call all the time
+ * from closing each other's views over and over.
+ */
+#define VIEWS_IDLE_SECONDS 2
 
 enum view_state {
 	VIEW_CLOSED,   /* no union; the next MNT or call opens it */
@@ -112,6 +118,10 @@ void views_wait_locked(struct views *vt, struct view *vw);
 bool views_close_locked(struct views *vt, struct view *vw);
 void views_finish_close(struct views *vt, struct view *vw);
 bool views_log_due(_Atomic time_t *last);
+
+/* room.c */
+int views_make_room_locked(struct views *vt, int i, int rule, struct view **evicted,
+			   char *err, size_t errlen);
 
 /* naming.c */
 int views_client_key(struct views *vt, int i, const char *addr, char *key, size_t keylen,
