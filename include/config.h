@@ -37,7 +37,7 @@ struct export_conf {
 	 * The export option "upper=TEMPLATE": NULL, or an absolute path with %a (the client's
 	 * address) or %h (its host name) that names each client's own writable upper branch. Then every branch of
 	 * ec_branches is a read-only lower, the export itself is opened read-only (ec_opts.eo_ro)
-	 * and each client is served its own view: its upper over these lowers (nfs/views.c).
+	 * and each client is served its own view: its upper over these lowers (src/views/).
 	 */
 	char *ec_upper;
 };
