@@ -48,7 +48,8 @@ void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t 
 		const struct sockaddr *peer, socklen_t peerlen, const void *res);
 /*
  * Why a handle is stale, for the NFS3ERR_STALE replies counted by cause. The code that finds
- * the cause marks it on its thread; the dispatcher's stats_call counts it with the reply.
+ * the cause marks it in the call's context (call_ctx.h); the dispatcher's stats_call counts
+ * it with the reply and the mark ends there, or with the call.
  */
 enum stats_stale_cause {
 	STATS_STALE_OBJECT_GONE = 0,  /* the map knows the object, no branch has it as recorded
@@ -60,7 +61,7 @@ enum stats_stale_cause {
 	STATS_STALE_VIEW_UNAVAILABLE, /* its per-client view cannot be opened (upper removed) */
 	STATS_STALE_NCAUSES
 };
-/* Marks the cause of the STALE this thread's call may answer; returns err. */
+/* Marks the cause of the STALE the current call may answer; returns err. */
 int stats_stale(int err, enum stats_stale_cause cause);
 /* A cause's name, as in `stats` and the Prometheus label ("no_record"). */
 const char *stats_stale_cause_name(enum stats_stale_cause cause);

@@ -73,9 +73,10 @@ int union_open(const char *name, char *const *branches, int nbranches, unsigned 
 void union_close(struct union_export *ux);
 
 /*
- * Whether the calling thread's next namespace changes (create, remove, rename, link...)
- * must be on disk before they return (the default), or may be answered first (the export
- * option "async"): a per-call setting, made before the call like the caller's identity.
+ * Whether the current call's namespace changes (create, remove, rename, link...) must be
+ * on disk before they return (the default), or may be answered first (the export option
+ * "async"): a per-call setting, made before the call like the caller's identity, kept in
+ * the call's context (call_ctx.h), so it ends with the call.
  * The inode map and copy-ups are durable either way.
  */
 void union_set_sync(bool sync);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call_ctx.h"
 #include "rpc.h"
 #include "stats.h"
 
@@ -46,8 +47,6 @@ static atomic_uint_fast64_t stats_copyups, stats_whiteouts, stats_clients_droppe
 static atomic_uint_fast64_t stats_copyup_joins, stats_copyup_queues;
 static atomic_uint_fast64_t stats_stale_by[STATS_STALE_NCAUSES];
 /* The cause marked by this thread's current call; cleared when the call is counted. */
-static __thread int stats_stale_mark = -1;
-
 static const char *const stats_stale_names[STATS_STALE_NCAUSES] = {
 	[STATS_STALE_OBJECT_GONE] = "object_gone",
 	[STATS_STALE_NO_RECORD] = "no_record",
@@ -216,7 +215,9 @@ void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t 
 	unsigned slot;
 	int i;
 	uint64_t ns = stats_clock() - t0;
+	unsigned mark = call_ctx()->cc_stale_mark;
 
+	call_ctx()->cc_stale_mark = 0; /* taken by its count: a mark is about one reply */
 	ADD(stats_req_bytes, reqlen);
 	ADD(stats_reply_bytes, replylen);
 	stats_seen(peer, peerlen, (uint64_t)reqlen + replylen);
@@ -237,17 +238,15 @@ void stats_call(const struct rpc_call *call, uint64_t t0, size_t reqlen, size_t 
 		if (status == RPC_STATUS_STALE) {
 			ADD(c->sc_stale, 1);
 			/* Unmarked STALE comes from the union layer: the object is not as recorded. */
-			ADD(stats_stale_by[stats_stale_mark >= 0 ? stats_stale_mark
-								 : STATS_STALE_OBJECT_GONE], 1);
+			ADD(stats_stale_by[mark > 0 ? mark - 1 : STATS_STALE_OBJECT_GONE], 1);
 		}
 	}
-	stats_stale_mark = -1;
 }
 
 int stats_stale(int err, enum stats_stale_cause cause)
 {
 	if ((unsigned)cause < STATS_STALE_NCAUSES)
-		stats_stale_mark = (int)cause;
+		call_ctx()->cc_stale_mark = (uint8_t)(cause + 1);
 	return err;
 }
 

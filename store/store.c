@@ -29,17 +29,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "group.h"
 #include "intent.h"
 #include "log.h"
 #include "store.h"
+#include "trim.h"
 
 #define STORE_SCHEMA 2
 #define STORE_SCHEMA_NO_ID 1     /* before records kept the real identity */
@@ -51,20 +49,6 @@
 #define STORE_MAXDBS 8
 #define STORE_MAX_EXPORTS 65535
 #define STORE_MAX_BRANCHES 255           /* si_branch is one byte */
-/*
- * File pages mapped into the process (the binary, libraries and the map) above which the
- * map's pages are unmapped: a working set of the map up to about this size never pays a
- * re-fault, and a walk of a huge map leaves RSS bounded (see store_trim).
- */
-#define STORE_MAPPED_BUDGET ((size_t)12 << 20)
-/*
- * Every this many reads a thread looks at its minor faults, and past STORE_TRIM_FAULTS of
- * them since its last look at the process's mapped pages. A read fault maps up to 16
- * pages the page cache holds around the one asked for (fault-around), so growth between
- * looks stays within a few MiB per thread.
- */
-#define STORE_TRIM_EVERY 64
-#define STORE_TRIM_FAULTS 16
 
 #define META_SCHEMA "schema"
 #define META_KEY "handle-key"
@@ -86,9 +70,7 @@ struct store {
 	MDB_dbi st_reals;
 	MDB_dbi st_meta;
 	int st_lockfd;
-	void *st_map;                    /* LMDB's read-only mapping of the map file, for trimming */
-	size_t st_maplen;
-	_Atomic bool st_trim_off;        /* trimming failed once: said so, do not retry */
+	struct strim st_trim;            /* keeps the map's pages out of our memory (trim.h) */
 	uint8_t st_key[STORE_KEY_LEN];
 	char *st_dir;
 	pthread_mutex_t st_group_lock;   /* guards making st_group */
@@ -403,35 +385,6 @@ out:
 	return rc;
 }
 
-/*
- * Finds LMDB's mapping of the map file in /proc/self/maps (mdb_env_info reports its address
- * only for MDB_FIXEDMAP). Without it store_trim does nothing; the server still works.
- */
-static void store_find_map(struct store *st, const char *path)
-{
-	unsigned long start, end;
-	unsigned long long off, ino;
-	unsigned maj, min;
-	char perms[5], line[PATH_MAX + 128];
-	struct stat sb;
-	FILE *f;
-
-	if (stat(path, &sb) < 0 || !(f = fopen("/proc/self/maps", "re")))
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx %4s %llx %x:%x %llu", &start, &end, perms, &off, &maj, &min,
-			   &ino) != 7)
-			continue;
-		if (ino == (unsigned long long)sb.st_ino && maj == major(sb.st_dev) &&
-		    min == minor(sb.st_dev) && off == 0 && perms[3] == 's' && end > start) {
-			st->st_map = (void *)start;
-			st->st_maplen = end - start;
-			break;
-		}
-	}
-	fclose(f);
-}
-
 static int store_open_env(struct store *st, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
@@ -470,7 +423,7 @@ static int store_open_env(struct store *st, char *err, size_t errlen)
 			"permissions or free space, or choose another --state", path, mdb_strerror(rc));
 		return rc > 0 ? -rc : -EIO;
 	}
-	store_find_map(st, path);
+	strim_find_map(&st->st_trim, st->st_env);
 	return 0;
 }
 
@@ -1072,26 +1025,6 @@ out:
 
 /* ---- lookups ---- */
 
-/* Called on every read: keeps the map's mapped pages within budget (see store_trim). */
-static void store_tick(struct store *st)
-{
-	static __thread unsigned reads;
-	static __thread long faults;
-	struct rusage ru;
-	int r;
-
-	if (++reads % STORE_TRIM_EVERY != 0 || !st->st_map || atomic_load(&st->st_trim_off))
-		return;
-	if (getrusage(RUSAGE_THREAD, &ru) < 0 || ru.ru_minflt - faults < STORE_TRIM_FAULTS)
-		return;
-	faults = ru.ru_minflt;
-	r = store_trim(st, STORE_MAPPED_BUDGET);
-	if (r < 0 && !atomic_exchange(&st->st_trim_off, true))
-		log_warn("inode map in %s: cannot unmap its pages (%s): the server's memory may "
-			 "grow up to the map's size; check that /proc is mounted", st->st_dir,
-			 strerror(-r));
-}
-
 int store_get(struct store_txn *txn, uint16_t exp, uint64_t ino, struct store_inode *out)
 {
 	struct store *st = txn->tx_store;
@@ -1099,7 +1032,7 @@ int store_get(struct store_txn *txn, uint16_t exp, uint64_t ino, struct store_in
 	MDB_val key = ino_key(kbuf, exp, ino), val;
 	int rc;
 
-	store_tick(st);
+	strim_tick(&st->st_trim, st->st_env, st->st_dir);
 	rc = mdb_get(txn->tx_txn, st->st_inodes, &key, &val);
 	if (rc != 0)
 		return store_errno(st, rc, "inode lookup");
@@ -1116,7 +1049,7 @@ static int index_get(struct store_txn *txn, MDB_dbi dbi, MDB_val *key, uint64_t 
 	MDB_val val;
 	int rc;
 
-	store_tick(st);
+	strim_tick(&st->st_trim, st->st_env, st->st_dir);
 	rc = mdb_get(txn->tx_txn, dbi, key, &val);
 	if (rc != 0)
 		return store_errno(st, rc, what);
@@ -1363,49 +1296,10 @@ int store_delete(struct store_txn *txn, uint16_t exp, uint64_t ino)
 	return store_errno(st, mdb_del(txn->tx_txn, st->st_inodes, &key, NULL), "inode delete");
 }
 
-/* Bytes of file-backed (and shared) pages mapped into the process, or -errno. */
-static long long store_mapped_file_bytes(void)
-{
-	char buf[256];
-	unsigned long long size, resident, shared;
-	ssize_t n;
-	int fd;
-
-	fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	if (sscanf(buf, "%llu %llu %llu", &size, &resident, &shared) != 3)
-		return -EIO;
-	return (long long)(shared * (unsigned long long)sysconf(_SC_PAGESIZE));
-}
 
 int store_trim(struct store *st, size_t budget)
 {
-	MDB_envinfo info;
-	MDB_stat ms;
-	long long mapped;
-	size_t len;
-
-	if (!st->st_map)
-		return -ENOENT;
-	mapped = store_mapped_file_bytes();
-	/* Without /proc we cannot tell, and trimming too often only costs minor faults. */
-	if (mapped >= 0 && (unsigned long long)mapped <= budget)
-		return 0;
-	if (mdb_env_info(st->st_env, &info) != 0 || mdb_env_stat(st->st_env, &ms) != 0)
-		return -EIO;
-	/* Pages past the last one in use were never read; a newer one is trimmed next time. */
-	len = (info.me_last_pgno + 1) * (size_t)ms.ms_psize;
-	if (len > st->st_maplen)
-		len = st->st_maplen;
-	if (madvise(st->st_map, len, MADV_DONTNEED) < 0)
-		return -errno;
-	return 1;
+	return strim_trim(&st->st_trim, st->st_env, budget);
 }
 
 int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count)

@@ -42,6 +42,9 @@ void cred_squash(const struct rpc_cred *rc, const struct export_opts *eo, struct
  * What this thread acts as right now. Switching costs three system calls (and the kernel
  * copies the credentials each time), while most calls in a row come from the same user:
  * a thread keeps its identity between calls and switches only when the next differs.
+ * So this is not part of a call's context (call_ctx.h), which ends with each call: it is
+ * what the kernel holds for the thread, and every call that touches a branch sets the
+ * identity it needs (cred_apply, or cred_restore to act as the server) before it does.
  */
 static __thread struct cred cred_current;
 static __thread bool cred_known;

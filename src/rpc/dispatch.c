@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "blocking.h"
+#include "call_ctx.h"
 #include "drc.h"
 #include "log.h"
 #include "rpc.h"
@@ -64,6 +65,8 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *pool_bufs[POOL_MAX_BUFS];
 static size_t pool_sizes[POOL_MAX_BUFS];
 static size_t pool_n, pool_bytes;
+
+__thread struct call_ctx call_ctx_self;
 
 static const struct rpc_program *dispatch_programs[RPC_MAX_PROGRAMS];
 static int dispatch_nprograms;
@@ -560,8 +563,9 @@ static bool dispatch_within_bound(const struct rpc_call *call, const struct rpc_
 	return false;
 }
 
-void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, socklen_t peerlen,
-		   const struct sockaddr *local, socklen_t locallen, int protocol, size_t *outlen)
+static void *dispatch_serve(const void *rec, size_t len, const struct sockaddr *peer,
+			    socklen_t peerlen, const struct sockaddr *local, socklen_t locallen,
+			    int protocol, size_t *outlen)
 {
 	struct rpc_call call;
 	struct rpc_req rq;
@@ -698,6 +702,18 @@ out:
 	stats_call(proc != NULL ? &call : NULL, stats_t0, len, out != NULL ? *outlen : 0, peer, peerlen,
 		   r.dr_stat == MSG_ACCEPTED && r.dr_code == SUCCESS ? r.dr_res : NULL);
 	rpc_alloc_free(&rq);
+	return out;
+}
+
+/* The one place a call's context (call_ctx.h) is set up and cleared. */
+void *rpc_serve_at(const void *rec, size_t len, const struct sockaddr *peer, socklen_t peerlen,
+		   const struct sockaddr *local, socklen_t locallen, int protocol, size_t *outlen)
+{
+	void *out;
+
+	call_ctx_clear(); /* whatever ran on this thread since the last call is not this call */
+	out = dispatch_serve(rec, len, peer, peerlen, local, locallen, protocol, outlen);
+	call_ctx_clear();
 	return out;
 }
 

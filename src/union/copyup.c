@@ -11,6 +11,14 @@
  * park on the one in flight (blocking.h) and run again once it is done, finding the upper
  * copy; they hold no worker while they wait, and no second copy is ever built. Copying a
  * large file is long work, of which the worker pool lets only a few calls do at once.
+ *
+ * Copy-up and resolve (resolve.c) call each other, and must: a copy needs its parent
+ * directories in the upper, which resolving the object with URES_UPPER makes on the way
+ * down (ucopy_resolve -> ures_resolve -> ucopy_dir), and after copying, the object is
+ * resolved again to find its record moved to the copy (ucopy_run). It ends there:
+ * ucopy_dir copies one directory and resolves nothing, resolving without URES_UPPER
+ * (ucopy_run, and hlink.c looking for a link's copy) never copies, and a walk down takes
+ * at most UNION_MAX_DEPTH steps. So the recursion is at most two calls deep.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,4 +1,7 @@
-/* Opening an export's branch stack, and the small helpers every union file uses. */
+/*
+ * Opening and closing an export's branch stack, and its public accessors. The top of the
+ * union layer: it calls the other union files, none of them calls it.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -9,115 +12,6 @@
 
 #include "fsio.h"
 #include "uint.h"
-
-#define UNION_FSID_BASE 0x756e696f6e000000ULL /* "union" */
-
-void uds_init(struct udirset *ds)
-{
-	ds->ds_n = 0;
-	ds->ds_borrowed = false;
-}
-
-void uds_root(const struct union_export *ux, struct udirset *ds)
-{
-	ds->ds_n = ux->ux_nbranches;
-	ds->ds_borrowed = true;
-	for (int i = 0; i < ux->ux_nbranches; i++) {
-		ds->ds_fd[i] = ux->ux_rootfd[i];
-		ds->ds_branch[i] = (uint8_t)i;
-	}
-}
-
-void uds_release(struct udirset *ds)
-{
-	if (!ds->ds_borrowed)
-		for (int i = 0; i < ds->ds_n; i++)
-			fsio_close(ds->ds_fd[i]);
-	ds->ds_n = 0;
-	ds->ds_borrowed = false;
-}
-
-int uds_take(struct udirset *ds, int i)
-{
-	int fd, r;
-
-	if (ds->ds_borrowed) {
-		r = fsio_dup(ds->ds_fd[i], &fd);
-		return r < 0 ? r : fd;
-	}
-	fd = ds->ds_fd[i];
-	ds->ds_fd[i] = -1;
-	return fd;
-}
-
-int uds_index_of(const struct udirset *ds, uint8_t b)
-{
-	for (int i = 0; i < ds->ds_n; i++)
-		if (ds->ds_branch[i] == b)
-			return i;
-	return -1;
-}
-
-int uds_fd_of(const struct udirset *ds, uint8_t b)
-{
-	int i = uds_index_of(ds, b);
-
-	return i < 0 ? -1 : ds->ds_fd[i];
-}
-
-int uds_may_search(const struct udirset *ds, int n)
-{
-	struct stat st;
-	int r = 0;
-
-	/* "." is a name like any other: the kernel checks search permission to look it up. */
-	for (int i = 0; i < n && i < ds->ds_n && r == 0; i++)
-		r = fsio_statat(ds->ds_fd[i], ".", &st);
-	return r;
-}
-
-int uds_may_list(const struct udirset *ds)
-{
-	int r = 0, fd;
-
-	for (int i = 0; i < ds->ds_n && r == 0; i++) {
-		r = fsio_access(ds->ds_fd[i], R_OK);
-		if (r != -ENOSYS)
-			continue;
-		/* Before Linux 5.8 (no faccessat2): opening it for reading, as a listing does. */
-		r = fsio_reopen_dir(ds->ds_fd[i], &fd);
-		if (r == 0)
-			fsio_close(fd);
-	}
-	return r;
-}
-
-int uname_check(const char *name)
-{
-	size_t len;
-
-	if (!name || !*name || strchr(name, '/'))
-		return -EINVAL;
-	len = strlen(name);
-	return len > STORE_NAME_MAX ? -ENAMETOOLONG : 0;
-}
-
-bool uname_dot(const char *name)
-{
-	return !strcmp(name, ".") || !strcmp(name, "..");
-}
-
-bool uname_hidden(uint64_t dir, const char *name)
-{
-	return uwh_marker(name) || (dir == STORE_ROOT_INO && !strcmp(name, UNION_WORK_NAME));
-}
-
-void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino)
-{
-	uhl_fix_nlink(ux, st, ino);
-	st->st_ino = (ino_t)ino;
-	st->st_dev = (dev_t)union_fsid(ux);
-}
 
 /* Whether path a lies inside (or is) directory b. */
 static bool union_inside(const char *a, const char *b)
@@ -162,6 +56,20 @@ static void union_cookie_key(const struct store *st, uint8_t out[STORE_KEY_LEN])
 	crypto_generichash(out, STORE_KEY_LEN, (const unsigned char *)label, sizeof(label) - 1,
 			   key, sizeof(key));
 	sodium_memzero(key, sizeof(key));
+}
+
+/* A change an earlier run was killed in, settled by its kind (intent.c knows no kinds). */
+static int union_settle(struct union_export *ux, struct store_txn *t,
+			const struct store_intent *in)
+{
+	switch (in->sn_op) {
+	case STORE_INTENT_RENAME:
+		return urn_settle(ux, t, in);
+	case STORE_INTENT_REMOVE:
+		return urm_settle(ux, t, in);
+	default:
+		return -EINVAL;
+	}
 }
 
 static void union_free(struct union_export *ux)
@@ -274,7 +182,7 @@ int union_open(const char *name, char *const *branches, int nbranches, unsigned 
 	r = ufd_register(ux);
 	if (r < 0)
 		goto fail;
-	r = uint_recover(ux);
+	r = uint_recover(ux, union_settle);
 	if (r < 0) {
 		snprintf(err, errlen, "export %s: settling changes cut short by a crash: %s; check "
 			 "the state directory and the upper branch", name, strerror(-r));
@@ -310,7 +218,7 @@ struct store *union_store(const struct union_export *ux)
 
 uint64_t union_fsid(const struct union_export *ux)
 {
-	return UNION_FSID_BASE | ux->ux_id;
+	return uexp_fsid(ux);
 }
 
 bool union_read_only(const struct union_export *ux)

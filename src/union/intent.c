@@ -47,7 +47,8 @@ int uint_intent_begin(struct union_export *ux, struct store_intent *in, uint8_t 
 }
 
 /* Brings the map in line with what the branches show of the change in. */
-static int uint_settle(struct union_export *ux, const struct store_intent *in)
+static int uint_settle(struct union_export *ux, const struct store_intent *in,
+		       uint_settle_fn *settle)
 {
 	struct store_txn *t;
 	int r;
@@ -55,20 +56,15 @@ static int uint_settle(struct union_export *ux, const struct store_intent *in)
 	r = uop_begin(ux, &t);
 	if (r < 0)
 		return r;
-	if (in->sn_op == STORE_INTENT_RENAME)
-		r = urn_settle(ux, t, in);
-	else if (in->sn_op == STORE_INTENT_REMOVE)
-		r = urm_settle(ux, t, in);
-	else
-		r = -EINVAL;
+	r = settle(ux, t, in);
 	return uop_end(ux, t, r);
 }
 
 /* Kept for the next start when it cannot be settled now. */
-static int uint_recover_one(void *arg, const struct store_intent *in)
+static int uint_settle_or_keep(struct union_export *ux, const struct store_intent *in,
+			       uint_settle_fn *settle)
 {
-	struct union_export *ux = arg;
-	int r = uint_settle(ux, in);
+	int r = uint_settle(ux, in, settle);
 
 	if (r < 0)
 		log_warn("export %s: cannot bring the inode map in line with the branch after a "
@@ -78,18 +74,32 @@ static int uint_recover_one(void *arg, const struct store_intent *in)
 	return r < 0 ? 1 : 0;
 }
 
-int uint_recover(struct union_export *ux)
+struct uint_recovery {
+	struct union_export *ur_ux;
+	uint_settle_fn *ur_settle;
+};
+
+static int uint_recover_one(void *arg, const struct store_intent *in)
 {
-	return store_intent_recover(ux->ux_store, ux->ux_id, uint_recover_one, ux);
+	const struct uint_recovery *rc = arg;
+
+	return uint_settle_or_keep(rc->ur_ux, in, rc->ur_settle);
+}
+
+int uint_recover(struct union_export *ux, uint_settle_fn *settle)
+{
+	struct uint_recovery rc = { .ur_ux = ux, .ur_settle = settle };
+
+	return store_intent_recover(ux->ux_store, ux->ux_id, uint_recover_one, &rc);
 }
 
 void uint_intent_end(struct union_export *ux, int slot, const struct store_intent *in,
-		     bool failed)
+		     bool failed, uint_settle_fn *settle)
 {
 	if (slot < 0)
 		return;
 	/* A failed change may have changed the branch before it gave up. */
-	if (failed && uint_recover_one(ux, in) != 0)
+	if (failed && uint_settle_or_keep(ux, in, settle) != 0)
 		return;
 	store_intent_end(ux->ux_store, slot);
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "call_ctx.h"
 #include "fsio.h"
 #include "log.h"
 #include "uint.h"
@@ -166,21 +167,19 @@ int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj
 	return r;
 }
 
-static __thread bool uop_async;
-
 void union_set_sync(bool sync)
 {
-	uop_async = !sync;
+	call_ctx()->cc_async = !sync;
 }
 
 int uop_sync_file(int fd)
 {
-	return uop_async ? 0 : fsio_fsync(fd);
+	return call_ctx()->cc_async ? 0 : fsio_fsync(fd);
 }
 
 int uop_sync_dir(int dirfd)
 {
-	return uop_async ? 0 : fsio_fsync_dir(dirfd);
+	return call_ctx()->cc_async ? 0 : fsio_fsync_dir(dirfd);
 }
 
 int uop_begin(struct union_export *ux, struct store_txn **t)

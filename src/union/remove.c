@@ -289,7 +289,7 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpost);
 	r = uop_end(ux, t, r);
 	/* Not taken by the map: the branch is settled with it again (now, or at the next start). */
-	uint_intent_end(ux, slot, &in, r < 0);
+	uint_intent_end(ux, slot, &in, r < 0, urm_settle);
 	if (r < 0 && done)
 		r = uop_kept(name, r);
 	if (r < 0)

@@ -479,7 +479,7 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 	}
 	r = uop_end(ux, t, r);
 	/* Not taken by the map: the branch is settled with it again (now, or at the next start). */
-	uint_intent_end(ux, slot, &in, r < 0);
+	uint_intent_end(ux, slot, &in, r < 0, urn_settle);
 	if (r < 0 && moved)
 		r = uop_kept(toname, r);
 	if (r < 0)

@@ -151,14 +151,12 @@ static bool ures_is_dir_rec(const struct store_inode *rec)
 	return rec->si_type == (S_IFDIR >> 12);
 }
 
-static uint8_t ures_type(const struct stat *st)
-{
-	return (uint8_t)((st->st_mode & S_IFMT) >> 12);
-}
 
-bool ures_same_number(const struct stat *st, dev_t dev, uint64_t ino, uint8_t type)
+void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino)
 {
-	return st->st_dev == dev && (uint64_t)st->st_ino == ino && ures_type(st) == type;
+	uhl_fix_nlink(ux, st, ino);
+	st->st_ino = (ino_t)ino;
+	st->st_dev = (dev_t)uexp_fsid(ux);
 }
 
 /*
@@ -330,7 +328,11 @@ static int ures_rekey(struct union_export *ux, struct store_txn *wtxn,
 	return r == -ENOENT ? -ESTALE : r;
 }
 
-/* Walks one directory level down: set becomes the copies of name; opath follows. */
+/*
+ * Walks one directory level down: set becomes the copies of name; opath follows. With
+ * URES_UPPER the directory is copied up on the way (with ures_final_dir, the only calls
+ * from resolve into copy-up, both ucopy_dir; copyup.c says why that recursion ends).
+ */
 static int ures_step(struct union_export *ux, struct udirset *set, uint64_t pino,
 		     const char *name, int flags, char *opath)
 {

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "store.h"
@@ -38,6 +39,14 @@ struct union_export {
 	uint64_t ux_max_size;        /* largest file the upper's file system holds */
 };
 
+#define UNION_FSID_BASE 0x756e696f6e000000ULL /* "union" */
+
+/* The file system id the export shows (st_dev, FSINFO's fsid): union_fsid. */
+static inline uint64_t uexp_fsid(const struct union_export *ux)
+{
+	return UNION_FSID_BASE | ux->ux_id;
+}
+
 /* The copies of one union directory, top-down. */
 struct udirset {
 	int ds_n;
@@ -46,6 +55,7 @@ struct udirset {
 	uint8_t ds_branch[UNION_MAX_BRANCHES];
 };
 
+/* Its operations (dirset.c). */
 void uds_init(struct udirset *ds);
 void uds_root(const struct union_export *ux, struct udirset *ds);
 void uds_release(struct udirset *ds);
@@ -155,13 +165,22 @@ struct ures_hints {
 int ures_map_batch(struct union_export *ux, uint64_t pino, const struct udirset *parent,
 		   size_t n, const char *const *names, const struct ures_hints *hints,
 		   uint64_t *inos);
+/* A record's type of st (si_type): its S_IFMT bits, shifted down to one byte. */
+static inline uint8_t ures_type(const struct stat *st)
+{
+	return (uint8_t)((st->st_mode & S_IFMT) >> 12);
+}
 /*
  * Whether st shows the copy (device, inode number, type) a record or an earlier stat named:
  * the one check by number. An fd held on the copy keeps its number from passing to another
  * file, so against a stat of that fd this is its identity; a copy found again by name also
  * needs its identity (si_real_id) or birth time compared.
  */
-bool ures_same_number(const struct stat *st, dev_t dev, uint64_t ino, uint8_t type);
+static inline bool ures_same_number(const struct stat *st, dev_t dev, uint64_t ino,
+				    uint8_t type)
+{
+	return st->st_dev == dev && (uint64_t)st->st_ino == ino && ures_type(st) == type;
+}
 /* Replaces the real identity in st by the union one. */
 void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino);
 
@@ -169,7 +188,7 @@ void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino)
 int uop_sync_file(int fd);
 int uop_sync_dir(int dirfd);
 
-/* Name checks: 0, -EINVAL ("", '/'), -ENAMETOOLONG. */
+/* Name checks (names.c): 0, -EINVAL ("", '/'), -ENAMETOOLONG. */
 int uname_check(const char *name);
 bool uname_dot(const char *name);
 /* Internal names that clients never see: the work directory and every marker name. */
@@ -177,6 +196,12 @@ bool uname_hidden(uint64_t dir, const char *name);
 
 /* Markers (whiteout.c). */
 #define UWH_PREFIX ".wh."
+
+/* Whether name is a marker name (".wh.*"), which clients never see or make. */
+static inline bool uwh_marker(const char *name)
+{
+	return !strncmp(name, UWH_PREFIX, sizeof(UWH_PREFIX) - 1);
+}
 #define UWH_OPAQUE ".wh..wh..opq"
 /* Temporary names in upper directories; marker names, so never visible. */
 #define UWH_TMP_PREFIX ".wh..unionnfsd."
@@ -187,8 +212,6 @@ bool uname_hidden(uint64_t dir, const char *name);
  * the client may look in is checked on its own).
  */
 int uwh_statat(int dirfd, const char *name, struct stat *st);
-/* Whether name is a marker name (".wh.*"), which clients never see or make. */
-bool uwh_marker(const char *name);
 /* Whether the object st at name in dirfd is an overlayfs whiteout. */
 bool uwh_is_whiteout(int dirfd, const char *name, const struct stat *st);
 /* Whether dirfd holds the OCI whiteout ".wh.<name>". */
@@ -446,14 +469,21 @@ bool uint_is_object(const struct store_intent *in, const struct ufound *f);
  */
 int uint_intent_begin(struct union_export *ux, struct store_intent *in, uint8_t op,
 		      uint8_t branch, uint64_t real_ino, mode_t mode);
+/*
+ * Inside t: the map follows what the branches show of change in. Each kind of change has
+ * its own (urn_settle, urm_settle), which intent.c is handed rather than calls by name:
+ * it sits below the changes it records.
+ */
+typedef int uint_settle_fn(struct union_export *ux, struct store_txn *t,
+			   const struct store_intent *in);
 /* After the map commit (slot < 0: none); failed: settles the map with the branch first. */
 void uint_intent_end(struct union_export *ux, int slot, const struct store_intent *in,
-		     bool failed);
-/* At start: settles the changes an earlier run was killed in. */
-int uint_recover(struct union_export *ux);
-/* Inside t: the map follows what the branches show of a RENAME / REMOVE in. */
-int urn_settle(struct union_export *ux, struct store_txn *t, const struct store_intent *in);
-int urm_settle(struct union_export *ux, struct store_txn *t, const struct store_intent *in);
+		     bool failed, uint_settle_fn *settle);
+/* At start: settles the changes an earlier run was killed in, each with settle. */
+int uint_recover(struct union_export *ux, uint_settle_fn *settle);
+/* A RENAME's / a REMOVE's. */
+uint_settle_fn urn_settle;
+uint_settle_fn urm_settle;
 
 /*
  * Attribute changes on the object fd (an O_PATH fd, or any fd of it) refers to, whose

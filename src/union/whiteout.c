@@ -32,11 +32,6 @@
 
 static const char *const uwh_ns[] = { "trusted.overlay.", "user.overlay." };
 
-bool uwh_marker(const char *name)
-{
-	return !strncmp(name, UWH_PREFIX, strlen(UWH_PREFIX));
-}
-
 /* Retries a marker read as root when the client's identity may not make it. */
 static int uwh_getx(int dirfd, const char *name, const char *attr, char *buf, size_t size,
 		    size_t *len)
