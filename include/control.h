@@ -34,6 +34,15 @@
 	"  reset CLIENT [--force]  discard a client's own upper branch (exports with upper=...)\n" \
 	"  help           this list\n"
 #define CONTROL_TIMEOUT 10.0          /* seconds a connection may take to send and read */
+/*
+ * A long command (check) sends, before its reply, a line "progress: WHAT: DONE/TOTAL
+ * records" every CONTROL_PROGRESS_EVERY seconds in which it moved on; unionnfsd-ctl shows
+ * them on a terminal and takes each as a sign of life.
+ */
+#define CONTROL_PROGRESS_PREFIX "progress: "
+#define CONTROL_PROGRESS_EVERY 0.25
+/* The totals line of check's reply (its first three numbers), which unionnfsd-ctl reads. */
+#define CONTROL_CHECK_TOTALS "%llu stale, %llu dropped, %llu errors"
 #define CONTROL_MAX_CONNS 16          /* control socket connections open at once */
 /*
  * --metrics connections have a budget of their own, so scrapes (or a crowd holding HTTP

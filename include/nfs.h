@@ -105,5 +105,7 @@ bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
  * everyone): a client no rule admits gets no TCP connection (net_opts.no_admit).
  */
 bool nfs_peer_admitted(struct nfs_server *ns, const struct sockaddr *peer);
+/* Whether export i is read-only for every client (its "ro" option), as a reload left it. */
+bool nfs_export_read_only(struct nfs_server *ns, int i);
 
 #endif

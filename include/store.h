@@ -189,6 +189,12 @@ int store_trim(struct store *st, size_t budget);
 
 /* Number of inode records of an export (for status and tests). */
 int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count);
+/*
+ * Calls fn for every ino of exp in ascending order, in one pass of one cursor; stops at the
+ * first nonzero fn returns and returns it (0 when all were seen, or -errno).
+ */
+int store_each_ino(struct store_txn *txn, uint16_t exp, int (*fn)(uint64_t ino, void *arg),
+		   void *arg);
 /* The smallest ino above after that has a record in exp (a walk of the map): 0 or -ENOENT. */
 int store_next_ino(struct store_txn *txn, uint16_t exp, uint64_t after, uint64_t *ino);
 

@@ -109,6 +109,38 @@ int union_access(struct union_export *ux, uint64_t ino, int want, int *granted,
  */
 int union_forget_stale(struct union_export *ux, uint64_t ino);
 
+/* What union_check found. */
+struct union_check_counts {
+	uint64_t cc_records;      /* records checked */
+	uint64_t cc_stale;        /* no branch has their object any more */
+	uint64_t cc_dropped;      /* of those, records repair dropped */
+	uint64_t cc_errors;       /* records that could not be checked */
+};
+
+/* Where union_check reports; its functions are called one at a time, from its threads. */
+struct union_check_sink {
+	unsigned cs_threads;      /* records resolved at once (0: one) */
+	unsigned cs_pace_us;      /* a pause after each record, per thread (slow storage) */
+	/*
+	 * A record that does not resolve: r -ESTALE (stale), 1 (stale, its record dropped) or
+	 * another -errno (not checked). NULL: only counted.
+	 */
+	void (*cs_record)(void *arg, uint64_t ino, int r);
+	/* done of total records checked, every few hundred records; false stops the check. */
+	bool (*cs_progress)(void *arg, uint64_t done, uint64_t total);
+	void *cs_arg;
+};
+
+/*
+ * Resolves every record of the export's map as a client's call would (records of objects
+ * that moved are updated on the way) and counts those no branch has an object for any
+ * more; with repair, drops them (union_forget_stale). Reads the map in one pass and
+ * resolves in sink->cs_threads threads of lower CPU priority than client calls. Returns 0,
+ * -ECANCELED when cs_progress stopped it, or -errno when the map cannot be read.
+ */
+int union_check(struct union_export *ux, const struct union_check_sink *sink, bool repair,
+		struct union_check_counts *out);
+
 /*
  * Looks name up in directory dir ("." and ".." included; ".." of the root is the root).
  * Like knfsd, only for a caller allowed to search dir: -EACCES otherwise, from the cache

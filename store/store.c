@@ -1328,6 +1328,32 @@ int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count)
 	return 0;
 }
 
+int store_each_ino(struct store_txn *txn, uint16_t exp, int (*fn)(uint64_t ino, void *arg),
+		   void *arg)
+{
+	struct store *st = txn->tx_store;
+	uint8_t kbuf[INO_KEY_LEN];
+	MDB_cursor *cur;
+	MDB_val key = ino_key(kbuf, exp, 0), val;
+	MDB_cursor_op op = MDB_SET_RANGE;
+	int rc, r = 0;
+
+	rc = mdb_cursor_open(txn->tx_txn, st->st_inodes, &cur);
+	if (rc != 0)
+		return store_errno(st, rc, "walk");
+	while (r == 0 && (rc = mdb_cursor_get(cur, &key, &val, op)) == 0) {
+		if (key.mv_size != INO_KEY_LEN || be16_get(key.mv_data) != exp)
+			break;
+		r = fn(be64_get((const uint8_t *)key.mv_data + 2), arg);
+		strim_tick(&st->st_trim, st->st_env, st->st_dir);
+		op = MDB_NEXT;
+	}
+	mdb_cursor_close(cur);
+	if (r == 0 && rc != 0 && rc != MDB_NOTFOUND)
+		r = store_errno(st, rc, "walk");
+	return r;
+}
+
 int store_next_ino(struct store_txn *txn, uint16_t exp, uint64_t after, uint64_t *ino)
 {
 	struct store *st = txn->tx_store;

@@ -27,13 +27,20 @@
 #include "log.h"
 #include "stats.h"
 #include "store.h"
+#include "metrics.h"
+#include "nfs.h"
 #include "union.h"
 #include "views.h"
-#include "../nfs/nfs_internal.h"
 
 #define CTL_MAX_WORDS 4
-#define CTL_HTTP_MAX 4096           /* bytes of a metrics request's head */
 #define CTL_CHECK_LIST 20          /* stale records named one by one; more are only counted */
+#define CTL_CHECK_THREADS_PER_CPU 2 /* resolving waits on the disk too */
+/*
+ * Microseconds each check thread pauses after a record (default none): spares a slow disk,
+ * and lets tests have a check outlast unionnfsd-ctl's timeout on a small map.
+ */
+#define CTL_CHECK_PACE_ENV "UNIONNFSD_CHECK_PACE_US"
+#define CTL_CHECK_PACE_MAX 1000000
 #define CTL_ACCEPT_BACKOFF 1.0      /* seconds accepting pauses when out of descriptors */
 #define CTL_WARN_EVERY 60.0         /* seconds between repeated warnings */
 
@@ -45,7 +52,8 @@ struct ctl_conn {
 	ev_io cc_wio;
 	ev_timer cc_timer;
 	bool cc_http;                     /* a metrics scrape, not a control command */
-	char cc_in[CTL_HTTP_MAX + 1];
+	bool cc_streaming;                /* progress lines go out; the reply is yet to come */
+	char cc_in[METRICS_HEAD_MAX + 1];
 	size_t cc_inlen;
 	char *cc_out;
 	size_t cc_outlen, cc_outoff;
@@ -84,6 +92,13 @@ struct control {
 	atomic_bool ct_check_cancel;
 	char *ct_check_report;
 	ev_async ct_check_done;
+	/* Where the check is (ctl_check_progress), sent to its connection now and then. */
+	pthread_mutex_t ct_prog_lock;
+	char ct_prog_label[320];
+	uint64_t ct_prog_done, ct_prog_total;
+	uint64_t ct_prog_gen;             /* +1 by every update */
+	uint64_t ct_prog_sent;            /* the update last sent (loop only) */
+	ev_timer ct_progress;
 };
 
 /* A reply being composed: stats_appendf's growing string and its first error. */
@@ -131,15 +146,19 @@ static void ctl_uptime(struct control *ctl, struct ctl_out *o)
 		up, since);
 }
 
+static int ctl_count_mount(const char *host, const char *path, void *arg)
+{
+	(void)host;
+	(void)path;
+	(*(unsigned *)arg)++;
+	return 0;
+}
+
 static unsigned ctl_count_mounts(struct nfs_server *ns)
 {
-	struct mount_entry *me;
 	unsigned n = 0;
 
-	pthread_mutex_lock(&ns->ns_mounts_lock);
-	for (me = ns->ns_mounts; me != NULL; me = me->me_next)
-		n++;
-	pthread_mutex_unlock(&ns->ns_mounts_lock);
+	nfs_mounts_each(ns, ctl_count_mount, &n);
 	return n;
 }
 
@@ -163,9 +182,7 @@ static void ctl_status(struct control *ctl, struct ctl_out *o)
 	for (int i = 0; i < cf->cf_nexports; i++) {
 		const struct export_conf *ec = &cf->cf_exports[i];
 
-		pthread_rwlock_rdlock(&ns->ns_rules_lock);
-		ro = ec->ec_opts.eo_ro;
-		pthread_rwlock_unlock(&ns->ns_rules_lock);
+		ro = nfs_export_read_only(ns, i);
 		ctl_put(o, "export %s (%d branch%s%s)\n", ec->ec_name, ec->ec_nbranches,
 			ec->ec_nbranches == 1 ? "" : "es", ro && ec->ec_upper == NULL ? ", read-only" : "");
 		/* With upper= every listed branch is a lower; each client writes to its own. */
@@ -212,30 +229,43 @@ static void ctl_client_layers(struct ctl_clients *cl, const char *addr)
 	}
 }
 
+/* The paths one client mounted, comma-separated, as far as they fit. */
+struct ctl_mounted {
+	const char *cm_host;
+	char cm_list[512];
+	size_t cm_used;
+};
+
+/* Stops (1) once the list is full. */
+static int ctl_mounted_path(const char *host, const char *path, void *arg)
+{
+	struct ctl_mounted *m = arg;
+	size_t room = sizeof(m->cm_list) - m->cm_used;
+	int n;
+
+	if (strcmp(host, m->cm_host) != 0)
+		return 0;
+	n = snprintf(m->cm_list + m->cm_used, room, "%s%s", m->cm_used ? "," : "", path);
+	if (n < 0 || (size_t)n >= room) {
+		m->cm_list[m->cm_used] = '\0';
+		return 1;
+	}
+	m->cm_used += (size_t)n;
+	return 0;
+}
+
 static bool ctl_client_line(const struct stats_client *c, void *arg)
 {
 	struct ctl_clients *cl = arg;
-	struct mount_entry *me;
-	char first[64], last[64], ago[48], mounts[512];
-	size_t used = 0;
-	int n;
+	struct ctl_mounted m = { .cm_host = c->sc_addr };
+	char first[64], last[64], ago[48];
 
-	mounts[0] = '\0';
-	pthread_mutex_lock(&cl->cl_ns->ns_mounts_lock);
-	for (me = cl->cl_ns->ns_mounts; me != NULL; me = me->me_next) {
-		if (strcmp(me->me_host, c->sc_addr) != 0)
-			continue;
-		n = snprintf(mounts + used, sizeof(mounts) - used, "%s%s", used ? "," : "", me->me_path);
-		if (n < 0 || (size_t)n >= sizeof(mounts) - used)
-			break;
-		used += (size_t)n;
-	}
-	pthread_mutex_unlock(&cl->cl_ns->ns_mounts_lock);
+	nfs_mounts_each(cl->cl_ns, ctl_mounted_path, &m);
 	ctl_time(c->sc_first, first, sizeof(first));
 	ctl_time(c->sc_last, last, sizeof(last));
 	ctl_duration((long long)(cl->cl_now - c->sc_last), ago, sizeof(ago));
 	ctl_put(cl->cl_out, "%-20s %-16s %-23s %-23s %-9s %10llu %12llu\n", c->sc_addr,
-		used ? mounts : "-", first, last, ago, (unsigned long long)c->sc_calls,
+		m.cm_used ? m.cm_list : "-", first, last, ago, (unsigned long long)c->sc_calls,
 		(unsigned long long)c->sc_bytes);
 	ctl_client_layers(cl, c->sc_addr);
 	return cl->cl_out->co_err == 0;
@@ -289,12 +319,40 @@ static bool ctl_printable(const char *s)
 struct ctl_check {
 	struct control *ck_ctl;
 	struct ctl_out *ck_out;
-	uint64_t ck_stale;
-	uint64_t ck_dropped;
-	uint64_t ck_errors;
+	unsigned ck_threads;
+	unsigned ck_pace_us;
+	const char *ck_label;             /* of the union being walked */
+	struct union_check_counts ck_total;
 	uint64_t ck_listed;
 	uint64_t ck_views;
 };
+
+/* Called by union_check one at a time: the first CTL_CHECK_LIST records are named. */
+static void ctl_check_record(void *arg, uint64_t ino, int r)
+{
+	struct ctl_check *ck = arg;
+
+	if (ck->ck_listed++ < CTL_CHECK_LIST)
+		ctl_put(ck->ck_out, "  %s ino %llu: %s\n", ck->ck_label, (unsigned long long)ino,
+			r == -ESTALE ? "stale: no branch has the object any more"
+			: r > 0 ? "stale: no branch has the object any more; record dropped"
+			: strerror(-r));
+}
+
+/* Where the walk is, for the loop's progress lines (ctl_progress_cb). */
+static bool ctl_check_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct ctl_check *ck = arg;
+	struct control *ctl = ck->ck_ctl;
+
+	pthread_mutex_lock(&ctl->ct_prog_lock);
+	snprintf(ctl->ct_prog_label, sizeof(ctl->ct_prog_label), "%s", ck->ck_label);
+	ctl->ct_prog_done = done;
+	ctl->ct_prog_total = total;
+	ctl->ct_prog_gen++;
+	pthread_mutex_unlock(&ctl->ct_prog_lock);
+	return !atomic_load(&ctl->ct_check_cancel);
+}
 
 /*
  * One union's walk: every record resolved as a client's call would resolve it; with
@@ -304,57 +362,32 @@ static int ctl_check_union(struct ctl_check *ck, const char *label, struct union
 {
 	struct control *ctl = ck->ck_ctl;
 	struct ctl_out *o = ck->ck_out;
-	struct store_txn *t;
-	struct stat st;
-	uint64_t ino = 0, n = 0, stale = 0, errors = 0, dropped = 0;
+	struct union_check_sink sink = { .cs_threads = ck->ck_threads, .cs_pace_us = ck->ck_pace_us,
+					 .cs_record = ctl_check_record,
+					 .cs_progress = ctl_check_progress, .cs_arg = ck };
+	struct union_check_counts n;
 	int r;
 
-	for (;;) {
-		if (atomic_load(&ctl->ct_check_cancel)) {
-			ctl_put(o, "  interrupted: the server is stopping\n");
-			return -ECANCELED;
-		}
-		r = store_begin(union_store(ux), false, &t);
-		if (r == 0) {
-			r = store_next_ino(t, union_export_id(ux), ino, &ino);
-			store_abort(t);
-		}
-		if (r == -ENOENT)
-			break;
-		if (r < 0) {
-			ctl_put(o, "  %s: error: reading the inode map: %s; see the log\n", label,
-				strerror(-r));
-			errors++;
-			break;
-		}
-		n++;
-		r = union_getattr(ux, ino, &st);
-		if (r == 0)
-			continue;
-		if (r == -ESTALE || r == -ENOENT) {
-			stale++;
-			if (ctl->ct_check_repair) {
-				r = union_forget_stale(ux, ino);
-				if (r > 0)
-					dropped++;
-				else if (r < 0)
-					errors++;
-			}
-		} else {
-			errors++;
-		}
-		if (ck->ck_listed++ < CTL_CHECK_LIST)
-			ctl_put(o, "  %s ino %llu: %s\n", label, (unsigned long long)ino,
-				r == -ESTALE || r == -ENOENT ? "stale: no branch has the object any more"
-				: r > 0 ? "stale: no branch has the object any more; record dropped"
-				: r == 0 ? "resolves again" : strerror(-r));
+	ck->ck_label = label;
+	r = union_check(ux, &sink, ctl->ct_check_repair, &n);
+	if (r == -ECANCELED) {
+		ctl_put(o, "  interrupted: the server is stopping\n");
+		return r;
+	}
+	if (r < 0) {
+		ctl_put(o, "  %s: error: reading the inode map: %s; see the log\n", label, strerror(-r));
+		ck->ck_total.cc_errors++;
+		return 0;
 	}
 	ctl_put(o, "  %s: %llu records, %llu resolve, %llu stale%s, %llu errors\n", label,
-		(unsigned long long)n, (unsigned long long)(n - stale - errors),
-		(unsigned long long)stale, dropped ? " (dropped)" : "", (unsigned long long)errors);
-	ck->ck_stale += stale;
-	ck->ck_dropped += dropped;
-	ck->ck_errors += errors;
+		(unsigned long long)n.cc_records,
+		(unsigned long long)(n.cc_records - n.cc_stale - n.cc_errors),
+		(unsigned long long)n.cc_stale, n.cc_dropped ? " (dropped)" : "",
+		(unsigned long long)n.cc_errors);
+	ck->ck_total.cc_records += n.cc_records;
+	ck->ck_total.cc_stale += n.cc_stale;
+	ck->ck_total.cc_dropped += n.cc_dropped;
+	ck->ck_total.cc_errors += n.cc_errors;
 	return 0;
 }
 
@@ -368,7 +401,7 @@ static int ctl_check_view(struct union_export *ux, const char *key, void *arg)
 	if (ux == NULL) {
 		ctl_put(ck->ck_out, "  %s: its view cannot be opened (upper removed? see the log); "
 			"its handles get NFS3ERR_STALE; `reset %s --force` discards it\n", label, key);
-		ck->ck_errors++;
+		ck->ck_total.cc_errors++;
 		return 0;
 	}
 	return ctl_check_union(ck, label, ux);
@@ -400,6 +433,29 @@ static void ctl_reset_client(struct control *ctl, struct ctl_out *o)
 	ctl_put(o, "%s%s\n", r < 0 ? "error: reset: " : "", msg);
 }
 
+/*
+ * Records resolved at once: as many as the workers serving clients (the check runs at a
+ * lower priority than they do), but no more than a few per CPU.
+ */
+static unsigned ctl_check_threads(const struct control *ctl)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int workers = ctl->ct_env.ce_cfg->cf_workers;
+	unsigned n = (unsigned)(cpus > 0 ? cpus : 1) * CTL_CHECK_THREADS_PER_CPU;
+
+	if (workers > 0 && (unsigned)workers < n)
+		n = (unsigned)workers;
+	return n;
+}
+
+static unsigned ctl_check_pace(void)
+{
+	const char *v = getenv(CTL_CHECK_PACE_ENV);
+	unsigned long us = v ? strtoul(v, NULL, 10) : 0;
+
+	return us > CTL_CHECK_PACE_MAX ? CTL_CHECK_PACE_MAX : (unsigned)us;
+}
+
 static void *ctl_check_thread(void *arg)
 {
 	struct control *ctl = arg;
@@ -409,16 +465,17 @@ static void *ctl_check_thread(void *arg)
 		ctl_reset_client(ctl, &o);
 		goto out;
 	}
-	struct ctl_check ck = { .ck_ctl = ctl, .ck_out = &o };
+	struct ctl_check ck = { .ck_ctl = ctl, .ck_out = &o, .ck_threads = ctl_check_threads(ctl),
+				.ck_pace_us = ctl_check_pace() };
 
 	for (int i = 0; i < ctl->ct_env.ce_nfs->ns_nexports; i++)
 		ctl_check_export(&ck, i);
 	if (ck.ck_listed > CTL_CHECK_LIST)
 		ctl_put(&o, "(%llu more records not listed)\n",
 			(unsigned long long)(ck.ck_listed - CTL_CHECK_LIST));
-	ctl_put(&o, "%llu stale, %llu dropped, %llu errors, %llu client view%s\n",
-		(unsigned long long)ck.ck_stale, (unsigned long long)ck.ck_dropped,
-		(unsigned long long)ck.ck_errors, (unsigned long long)ck.ck_views,
+	ctl_put(&o, CONTROL_CHECK_TOTALS ", %llu client view%s\n",
+		(unsigned long long)ck.ck_total.cc_stale, (unsigned long long)ck.ck_total.cc_dropped,
+		(unsigned long long)ck.ck_total.cc_errors, (unsigned long long)ck.ck_views,
 		ck.ck_views == 1 ? "" : "s");
 	if (ctl->ct_check_repair)
 		ctl_put(&o, "a stale record is an object removed from the branches behind the server's "
@@ -553,7 +610,33 @@ static void ctl_conn_flush(struct ctl_conn *c)
 			break;
 		c->cc_outoff += (size_t)n;
 	}
+	if (c->cc_streaming && c->cc_outoff == c->cc_outlen) {
+		free(c->cc_out);
+		c->cc_out = NULL;
+		c->cc_outlen = c->cc_outoff = 0;
+		return;
+	}
 	ctl_conn_close(c);
+}
+
+/* out after what is still to go out of c (a progress line); out is freed. */
+static char *ctl_conn_queue(struct ctl_conn *c, char *out)
+{
+	size_t left = c->cc_outlen - c->cc_outoff;
+	char *all;
+
+	if (c->cc_out == NULL || out == NULL)
+		return out;
+	all = malloc(left + strlen(out) + 1);
+	if (all != NULL) {
+		memcpy(all, c->cc_out + c->cc_outoff, left);
+		strcpy(all + left, out);
+	}
+	free(out);
+	free(c->cc_out);
+	c->cc_out = NULL;
+	c->cc_outlen = c->cc_outoff = 0;
+	return all;
 }
 
 /* Stops reading and sends out (malloc()ed; NULL: out of memory), then closes. */
@@ -562,7 +645,11 @@ static void ctl_conn_send(struct ctl_conn *c, char *out)
 	static const char oom[] = "error: out of memory in the server; try again\n";
 
 	ev_io_stop(c->cc_ctl->ct_loop, &c->cc_rio);
+	c->cc_streaming = false;
+	out = ctl_conn_queue(c, out);
+	free(c->cc_out);
 	c->cc_out = out;
+	c->cc_outoff = 0;
 	if (c->cc_out == NULL)
 		c->cc_out = strdup(oom);
 	if (c->cc_out == NULL) {
@@ -570,6 +657,40 @@ static void ctl_conn_send(struct ctl_conn *c, char *out)
 		return;
 	}
 	c->cc_outlen = strlen(c->cc_out);
+	ctl_conn_flush(c);
+}
+
+/*
+ * Every CONTROL_PROGRESS_EVERY while a check runs: a progress line to the connection that
+ * asked, if the check moved on since the last one (a check that stopped moving sends
+ * nothing, so the tool's own timeout tells it) and the last one is out.
+ */
+static void ctl_progress_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct control *ctl = w->data;
+	struct ctl_conn *c = ctl->ct_check_conn;
+	struct ctl_out o = { 0 };
+	uint64_t gen;
+
+	(void)loop;
+	(void)revents;
+	if (c == NULL || !c->cc_streaming || c->cc_out != NULL)
+		return;
+	pthread_mutex_lock(&ctl->ct_prog_lock);
+	gen = ctl->ct_prog_gen;
+	if (gen != ctl->ct_prog_sent)
+		ctl_put(&o, CONTROL_PROGRESS_PREFIX "%s: %llu/%llu records\n", ctl->ct_prog_label,
+			(unsigned long long)ctl->ct_prog_done,
+			(unsigned long long)ctl->ct_prog_total);
+	pthread_mutex_unlock(&ctl->ct_prog_lock);
+	if (o.co_err != 0 || o.co_buf == NULL) {
+		free(o.co_buf);
+		return;
+	}
+	ctl->ct_prog_sent = gen;
+	c->cc_out = o.co_buf;
+	c->cc_outlen = o.co_len;
+	c->cc_outoff = 0;
 	ctl_conn_flush(c);
 }
 
@@ -630,6 +751,8 @@ static void ctl_check_start(struct ctl_conn *c)
 	log_info("control socket: checking the inode map against the branches");
 	ctl->ct_checking = true;
 	ctl->ct_check_conn = c;
+	c->cc_streaming = true;
+	ev_timer_again(ctl->ct_loop, &ctl->ct_progress);
 }
 
 static void ctl_check_done_cb(struct ev_loop *loop, ev_async *w, int revents)
@@ -641,6 +764,7 @@ static void ctl_check_done_cb(struct ev_loop *loop, ev_async *w, int revents)
 	if (!ctl->ct_checking)
 		return;
 	ctl_check_join(ctl);
+	ev_timer_stop(loop, &ctl->ct_progress);
 	c = ctl->ct_check_conn;
 	ctl->ct_check_conn = NULL;
 	if (c == NULL) {
@@ -652,49 +776,6 @@ static void ctl_check_done_cb(struct ev_loop *loop, ev_async *w, int revents)
 		ctl_conn_send(c, ctl->ct_check_report);
 	}
 	ctl->ct_check_report = NULL;
-}
-
-/* A whole HTTP/1.0 response around body (freed here). */
-static char *ctl_http_response(const char *status, char *body)
-{
-	struct ctl_out o = { 0 };
-
-	ctl_put(&o, "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-		"Content-Length: %zu\r\nConnection: close\r\n\r\n%s", status,
-		body ? strlen(body) : 0, body ? body : "");
-	free(body);
-	if (o.co_err != 0) {
-		free(o.co_buf);
-		return NULL;
-	}
-	return o.co_buf;
-}
-
-/* GET /metrics (or /): the statistics; anything else gets a short error. */
-static char *ctl_http_answer(struct control *ctl, const char *req)
-{
-	struct ctl_out o = { 0 };
-	size_t plen;
-	const char *path;
-
-	if (strncmp(req, "GET ", 4) != 0)
-		return ctl_http_response("405 Method Not Allowed", strdup("only GET /metrics is served\n"));
-	path = req + 4;
-	plen = strcspn(path, " \r\n?");
-	if (!(plen == 1 && path[0] == '/') && !(plen == 8 && !strncmp(path, "/metrics", 8)))
-		return ctl_http_response("404 Not Found", strdup("the statistics are at /metrics\n"));
-	if (o.co_err == 0)
-		o.co_err = stats_prometheus(&o.co_buf, &o.co_len, &o.co_cap);
-	ctl_put(&o, "# HELP unionnfsd_uptime_seconds Seconds since the server started.\n"
-		"# TYPE unionnfsd_uptime_seconds gauge\nunionnfsd_uptime_seconds %lld\n"
-		"# HELP unionnfsd_mounts Entries of the MOUNT list (mounted and not unmounted).\n"
-		"# TYPE unionnfsd_mounts gauge\nunionnfsd_mounts %u\n",
-		(long long)(time(NULL) - ctl->ct_started), ctl_count_mounts(ctl->ct_env.ce_nfs));
-	if (o.co_err != 0) {
-		free(o.co_buf);
-		return NULL;
-	}
-	return ctl_http_response("200 OK", o.co_buf);
 }
 
 /*
@@ -718,24 +799,25 @@ static ssize_t ctl_recv(struct ctl_conn *c, size_t room)
 /* Reads a request head up to its blank line; the body, if any, is never read. */
 static void ctl_http_read(struct ctl_conn *c)
 {
-	ssize_t n = ctl_recv(c, CTL_HTTP_MAX - c->cc_inlen);
+	ssize_t n = ctl_recv(c, METRICS_HEAD_MAX - c->cc_inlen);
 
 	if (n < 0)
 		return;
 	if (memchr(c->cc_in, '\0', c->cc_inlen) != NULL) {
-		ctl_conn_send(c, ctl_http_response("400 Bad Request", strdup("NUL byte in the request\n")));
+		ctl_conn_send(c, metrics_response("400 Bad Request", "NUL byte in the request\n"));
 		return;
 	}
 	if (strstr(c->cc_in, "\r\n\r\n") == NULL && strstr(c->cc_in, "\n\n") == NULL) {
-		if (n > 0 && c->cc_inlen < CTL_HTTP_MAX)
+		if (n > 0 && c->cc_inlen < METRICS_HEAD_MAX)
 			return;
 		if (n > 0) {
-			ctl_conn_send(c, ctl_http_response("431 Request Header Fields Too Large",
-							   strdup("request head too large\n")));
+			ctl_conn_send(c, metrics_response("431 Request Header Fields Too Large",
+							  "request head too large\n"));
 			return;
 		}
 	}
-	ctl_conn_send(c, ctl_http_answer(c->cc_ctl, c->cc_in));
+	ctl_conn_send(c, metrics_answer(c->cc_in, (long long)(time(NULL) - c->cc_ctl->ct_started),
+					ctl_count_mounts(c->cc_ctl->ct_env.ce_nfs)));
 }
 
 static void ctl_read_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -989,6 +1071,9 @@ int control_open(struct ev_loop *loop, const struct control_env *env, struct con
 	ctl->ct_backoff.data = ctl;
 	ev_timer_init(&ctl->ct_http_backoff, ctl_backoff_cb, CTL_ACCEPT_BACKOFF, 0.);
 	ctl->ct_http_backoff.data = ctl;
+	pthread_mutex_init(&ctl->ct_prog_lock, NULL);
+	ev_timer_init(&ctl->ct_progress, ctl_progress_cb, 0., CONTROL_PROGRESS_EVERY);
+	ctl->ct_progress.data = ctl;
 	ev_async_init(&ctl->ct_check_done, ctl_check_done_cb);
 	ctl->ct_check_done.data = ctl;
 	ev_async_start(loop, &ctl->ct_check_done);
@@ -1009,6 +1094,8 @@ void control_close(struct control *ctl)
 	ctl_check_join(ctl);
 	free(ctl->ct_check_report);
 	ev_async_stop(ctl->ct_loop, &ctl->ct_check_done);
+	ev_timer_stop(ctl->ct_loop, &ctl->ct_progress);
+	pthread_mutex_destroy(&ctl->ct_prog_lock);
 	while (ctl->ct_conns != NULL)
 		ctl_conn_close(ctl->ct_conns);
 	ev_io_stop(ctl->ct_loop, &ctl->ct_accept);
@@ -1028,49 +1115,10 @@ void control_close(struct control *ctl)
 
 int control_metrics_open(struct control *ctl, const char *addrport, char *err, size_t errlen)
 {
-	struct sockaddr_storage ss;
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-	char host[INET6_ADDRSTRLEN + 1];
-	const char *colon = strrchr(addrport, ':');
-	bool v6 = addrport[0] == '[';
-	size_t len;
-	int one = 1, fd;
+	int fd = metrics_listen(addrport, err, errlen);
 
-	/* config.c checked the form; this only takes it apart. */
-	memset(&ss, 0, sizeof(ss));
-	len = colon ? (size_t)(colon - addrport) - (v6 ? 2 : 0) : 0;
-	if (colon == NULL || len == 0 || len >= sizeof(host)) {
-		err_set(err, errlen, "--metrics %s: not ADDR:PORT", addrport);
+	if (fd < 0)
 		return -1;
-	}
-	memcpy(host, addrport + (v6 ? 1 : 0), len);
-	host[len] = '\0';
-	if (v6) {
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons((uint16_t)atoi(colon + 1));
-		if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1)
-			len = 0;
-	} else {
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons((uint16_t)atoi(colon + 1));
-		if (inet_pton(AF_INET, host, &sin->sin_addr) != 1)
-			len = 0;
-	}
-	if (len == 0) {
-		err_set(err, errlen, "--metrics %s: not a numeric address", addrport);
-		return -1;
-	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, (struct sockaddr *)&ss, v6 ? sizeof(*sin6) : sizeof(*sin)) < 0 ||
-	    listen(fd, CONTROL_HTTP_MAX_CONNS) < 0) {
-		err_set(err, errlen, "--metrics %s: %s; pick another address or port, or stop what uses it",
-			addrport, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
 	ctl->ct_http_fd = fd;
 	ev_io_init(&ctl->ct_http_accept, ctl_accept_cb, fd, EV_READ);
 	ctl->ct_http_accept.data = ctl;

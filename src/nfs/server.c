@@ -126,6 +126,16 @@ void nfs_write_verf(const struct nfs_server *ns, uint8_t out[NFS_WRITE_VERF_LEN]
 		out[i] = ns->ns_write_verf[i] ^ (uint8_t)(mix >> (8 * i));
 }
 
+bool nfs_export_read_only(struct nfs_server *ns, int i)
+{
+	bool ro;
+
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	ro = ns->ns_cfg->cf_exports[i].ec_opts.eo_ro;
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	return ro;
+}
+
 bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
 		  struct export_opts *out)
 {

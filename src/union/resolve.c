@@ -573,6 +573,46 @@ int ures_resolve_cached(struct union_export *ux, uint64_t ino, struct uobj *o)
 	return r;
 }
 
+/*
+ * Whether a file's record is matched by its name in its parent directory reached through
+ * the cache, as a cache hit of the file itself is checked (ucent_stat): one lookup in the
+ * parent's copies, not a walk from the root.
+ */
+static bool ures_check_by_parent(struct union_export *ux, const struct store_inode *rec)
+{
+	struct uobj parent;
+	struct ufound f;
+	uint64_t id;
+	bool match = false;
+
+	ufound_init(&f);
+	if (ures_resolve_cached(ux, rec->si_parent, &parent) == 0 && S_ISDIR(parent.uo_st.st_mode) &&
+	    ures_find(ux, &parent.uo_dirs, rec->si_name, UFIND_STAT, &f) == 0)
+		match = ures_found_is(rec, &parent.uo_dirs, rec->si_name, &f, &id) == 1 &&
+			f.uf_st.st_nlink > 0;
+	ufound_release(&f);
+	uobj_release(&parent);
+	return match;
+}
+
+int ures_check_record(struct union_export *ux, uint64_t ino)
+{
+	struct store_txn *t;
+	struct store_inode rec;
+	struct stat st;
+	int r = store_begin(ux->ux_store, false, &t);
+
+	if (r == 0) {
+		r = store_get(t, ux->ux_id, ino, &rec);
+		store_abort(t);
+	}
+	if (r == 0 && ino != STORE_ROOT_INO && !ures_is_dir_rec(&rec) && rec.si_real_id != 0 &&
+	    ures_check_by_parent(ux, &rec))
+		return 0;
+	/* Anything else, and every doubt, is settled as a client's GETATTR settles it. */
+	return union_getattr(ux, ino, &st);
+}
+
 /* Whether a record still names a live object at its own (parent, name). */
 static int ures_alive(struct union_export *ux, struct store_txn *wtxn, uint64_t ino)
 {

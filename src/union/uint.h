@@ -141,6 +141,12 @@ bool uobj_may(const struct uobj *o, int mask);
  */
 int ures_resolve_cached(struct union_export *ux, uint64_t ino, struct uobj *o);
 /*
+ * union_check's test of one record: 0 when it resolves, else what union_getattr answers.
+ * A file whose identity the record keeps is matched in its parent directory reached
+ * through the cache (as a cache hit would be), and not put in the cache itself.
+ */
+int ures_check_record(struct union_export *ux, uint64_t ino);
+/*
  * The union ino of name in directory pino (whose copies are parent): finds the name again,
  * and returns its ino, creating or re-keying the record as needed. f receives what was
  * found (release it). wtxn as for ures_resolve.

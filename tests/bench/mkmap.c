@@ -10,8 +10,8 @@
  * other branches are only created (empty). The map gets exactly the records a server
  * exporting NAME with these branches would write when a client looks every name up:
  * the export bound with the canonical branch paths and root inode numbers (as
- * union_open does), then per name a record parent/name/type/bottom branch/real inode
- * inserted through store_insert (as ures_map_write does for a name it has never seen).
+ * union_open does), then per name a record parent/name/type/bottom branch/real inode (and, for a file,
+ * its file system identity) inserted through store_insert (as ures_map_write does for a name it has never seen).
  * N counts every record, the root included.
  */
 #include <errno.h>
@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsio.h"
 #include "store.h"
 
 #define MKMAP_MAX_BRANCHES 128
@@ -128,9 +129,12 @@ static int mkmap_flush(struct mkmap *mm, bool reopen)
 	return 0;
 }
 
-/* One record, as the server's first LOOKUP of the name records it. */
-static int mkmap_record(struct mkmap *mm, uint64_t parent, const char *name, const struct stat *st,
-			uint64_t *ino)
+/*
+ * One record, as the server's first LOOKUP of the name records it: for a file, with the
+ * identity its file system gives it (name in dirfd), as ures_map_write keeps.
+ */
+static int mkmap_record(struct mkmap *mm, uint64_t parent, int dirfd, const char *name,
+			const struct stat *st, uint64_t *ino)
 {
 	struct store_inode rec;
 	int r;
@@ -143,7 +147,9 @@ static int mkmap_record(struct mkmap *mm, uint64_t parent, const char *name, con
 	rec.si_type = (uint8_t)((st->st_mode & S_IFMT) >> 12);
 	rec.si_branch = mm->mm_branch;
 	rec.si_real_ino = (uint64_t)st->st_ino;
-	r = store_insert(mm->mm_txn, mm->mm_exp, &rec);
+	r = S_ISDIR(st->st_mode) ? 0 : fsio_ident(dirfd, name, &rec.si_real_id);
+	if (r == 0)
+		r = store_insert(mm->mm_txn, mm->mm_exp, &rec);
 	if (r < 0) {
 		fprintf(stderr, "mkmap: inserting %s: %s\n", name, strerror(-r));
 		return -1;
@@ -182,7 +188,7 @@ static int mkmap_tree(struct mkmap *mm, const char *bottom, uint64_t entries, ui
 			fprintf(stderr, "mkmap: open %s/%s: %s\n", bottom, name, strerror(errno));
 			goto out;
 		}
-		if (mkmap_record(mm, STORE_ROOT_INO, name, &st, &dino) < 0)
+		if (mkmap_record(mm, STORE_ROOT_INO, rootfd, name, &st, &dino) < 0)
 			goto out;
 		left--;
 		for (uint64_t i = 0; i < files; i++, left--) {
@@ -196,7 +202,7 @@ static int mkmap_tree(struct mkmap *mm, const char *bottom, uint64_t entries, ui
 				goto out;
 			}
 			close(fd);
-			if (mkmap_record(mm, dino, name, &st, &fino) < 0)
+			if (mkmap_record(mm, dino, dfd, name, &st, &fino) < 0)
 				goto out;
 		}
 		close(dfd);

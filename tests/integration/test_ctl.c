@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -29,6 +30,10 @@
 #define T_NFS_CONNS 100
 #define T_ACCEPTED_WITHIN_MS 5000
 #define T_STATUS_WITHIN 5.0      /* seconds for `status` to answer */
+#define T_EXIT_STALE 3           /* unionnfsd-ctl check: stale records left in the map */
+#define T_LONG_FILES 1000        /* records of the long check, besides the others */
+#define T_LONG_PACE_US 3000      /* per record: the check takes 3 s and more */
+#define T_LONG_TIMEOUT "1"       /* seconds unionnfsd-ctl waits for a word */
 
 static int setup(void **state)
 {
@@ -210,11 +215,126 @@ static void test_check(void **state)
 	it_nfs_unmount(nfs);
 	assert_int_equal(unlink(path), 0);
 
-	assert_int_equal(ctl(it_srv.is_state, out, "check", NULL), 0);
+	/* Stale records left in the map: exit status 3, for scripts. */
+	assert_int_equal(ctl(it_srv.is_state, out, "check", NULL), T_EXIT_STALE);
 	assert_non_null(strstr(out, "export " IT_EXPORT ":"));
 	assert_non_null(strstr(out, " resolve, 1 stale, 0 errors"));
 	assert_non_null(strstr(out, "stale: no branch has the object any more"));
 	assert_int_equal(ctl(it_srv.is_state, out, "check", "now"), 1);
+	/* --repair drops them: the map is clean again, so 0, and so is the next check. */
+	assert_int_equal(ctl(it_srv.is_state, out, "check", "--repair"), 0);
+	assert_non_null(strstr(out, "1 stale, 1 dropped, 0 errors"));
+	assert_int_equal(ctl(it_srv.is_state, out, "check", NULL), 0);
+	assert_non_null(strstr(out, "0 stale, 0 dropped, 0 errors"));
+}
+
+/* Lists a directory through a client, so that the server records every name in it. */
+static void list_dir(const char *dir, int want)
+{
+	struct nfs_context *nfs = it_nfs_mount(&it_srv);
+	struct nfsdirent *de;
+	struct nfsdir *d;
+	int n = 0;
+
+	assert_int_equal(nfs_opendir(nfs, dir, &d), 0);
+	while ((de = nfs_readdir(nfs, d)) != NULL)
+		n += de->name[0] != '.';
+	nfs_closedir(nfs, d);
+	it_nfs_unmount(nfs);
+	assert_int_equal(n, want);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* `check` over the raw socket: the number of progress lines before its reply, into out. */
+static int check_progress_lines(char *out, size_t outlen)
+{
+	int lines = 0;
+
+	sock_exchange("check\n", 6, out, outlen);
+	for (const char *p = out; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (strncmp(p, "progress: ", 10) != 0)
+			break;
+		lines++;
+	}
+	return lines;
+}
+
+/*
+ * A check that takes longer than unionnfsd-ctl's timeout: progress lines (records done /
+ * total) come before the reply while it runs, and the tool, given a timeout well below the
+ * check's length, waits for the end because they keep coming. A server that says nothing
+ * (stopped) still times out, with the cause and the fix. The server resolves one record at
+ * a time (--workers 1) and pauses after each (UNIONNFSD_CHECK_PACE_US, as for a slow
+ * disk), so a small map takes seconds.
+ */
+static void test_check_long(void **state)
+{
+	static char out[T_OUT];
+	char path[PATH_MAX], name[32];
+	char *argv[] = { (char *)ctl_binary(), "--state", it_srv.is_state, "--timeout",
+			 T_LONG_TIMEOUT, "check", NULL };
+	char *argv_status[] = { (char *)ctl_binary(), "--state", it_srv.is_state, "--timeout",
+				T_LONG_TIMEOUT, "status", NULL };
+	unsigned long long done, total;
+	const char *last;
+	double t0, took;
+	int lines;
+
+	(void)state;
+	it_path(path, "%s/long", it_srv.is_lower);
+	assert_int_equal(mkdir(path, 0755), 0);
+	for (int i = 0; i < T_LONG_FILES; i++) {
+		it_path(path, "%s/long/f%05d", it_srv.is_lower, i);
+		it_write_file(path, "x", 1);
+	}
+	assert_int_equal(it_server_stop(&it_srv), 0);
+	it_srv.is_extra[0] = "--workers=1";
+	it_srv.is_extra[1] = NULL;
+	snprintf(name, sizeof(name), "%d", T_LONG_PACE_US);
+	assert_int_equal(setenv("UNIONNFSD_CHECK_PACE_US", name, 1), 0);
+	assert_int_equal(it_server_start(&it_srv), 0);
+	list_dir("/long", T_LONG_FILES);
+
+	t0 = now_s();
+	lines = check_progress_lines(out, sizeof(out));
+	took = now_s() - t0;
+	fprintf(stderr, "# check took %.1f s, %d progress lines\n", took, lines);
+	if (lines < 2 || !strstr(out, "0 stale, 0 dropped, 0 errors"))
+		fail_msg("check over the socket (%.1f s):\n%s", took, out);
+	/* The last progress line counts every record but the last few chunks. */
+	last = out;
+	for (int i = 1; i < lines; i++)
+		last = strchr(last, '\n') + 1;
+	if (sscanf(last, "progress: records: %llu/%llu records", &done, &total) != 2 ||
+	    total < T_LONG_FILES || done > total)
+		fail_msg("progress line: %.80s", last);
+
+	t0 = now_s();
+	assert_int_equal(it_run(argv, 60, out, T_OUT), 0);
+	took = now_s() - t0;
+	if (took < 2 * atof(T_LONG_TIMEOUT) || !strstr(out, "0 stale, 0 dropped, 0 errors"))
+		fail_msg("unionnfsd-ctl --timeout %s check, %.1f s:\n%s", T_LONG_TIMEOUT, took, out);
+	/* Not a terminal: the progress lines are not shown, the reply is as it was. */
+	assert_null(strstr(out, "progress: "));
+
+	/* A server that sends nothing: the tool gives up after its timeout and says why. */
+	assert_int_equal(kill(it_srv.is_pid, SIGSTOP), 0);
+	assert_int_equal(it_run(argv_status, 60, out, T_OUT), 1);
+	assert_int_equal(kill(it_srv.is_pid, SIGCONT), 0);
+	if (!strstr(out, "nothing came for " T_LONG_TIMEOUT " s") || !strstr(out, "raise --timeout"))
+		fail_msg("unionnfsd-ctl against a stopped server:\n%s", out);
+
+	assert_int_equal(it_server_stop(&it_srv), 0);
+	it_srv.is_extra[0] = NULL;
+	assert_int_equal(unsetenv("UNIONNFSD_CHECK_PACE_US"), 0);
+	assert_int_equal(it_server_start(&it_srv), 0);
 }
 
 static void test_no_server(void **state)
@@ -292,14 +412,6 @@ static void http_get(int port, const char *req, char *out, size_t outlen)
 		have += (size_t)n;
 	out[have] = '\0';
 	close(fd);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* A TCP connection to 127.0.0.1:port that says nothing (yet). */
@@ -489,6 +601,7 @@ int main(void)
 		cmocka_unit_test(test_reload_and_reset),
 		cmocka_unit_test(test_garbage),
 		cmocka_unit_test(test_check),
+		cmocka_unit_test(test_check_long),
 		cmocka_unit_test(test_no_server),
 		cmocka_unit_test(test_stale_socket),
 		cmocka_unit_test(test_metrics),
