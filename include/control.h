@@ -2,7 +2,8 @@
  * The control socket: STATE_DIR/control.sock, a UNIX stream socket (mode 0600) served
  * on the event loop, which build/unionnfsd-ctl talks to. One line of text in
  * ("status", "clients", "stats", "check [--repair]", "reload", "reset CLIENT", "help"), the reply out, then
- * the server closes the connection. A reply that failed begins with "error: ".
+ * the server closes the connection. A reply that failed begins with "error: ". While a
+ * check runs, progress lines (CONTROL_PROGRESS_PREFIX) come before its reply.
  *
  * Nothing here blocks the loop: requests are bounded (CONTROL_MAX_REQUEST), replies are
  * composed in memory from counters and lists guarded by short locks and written with the

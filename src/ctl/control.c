@@ -7,9 +7,7 @@
 #include <ev.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,6 +17,9 @@
 #   RESULT workload=map-startup-cold value=V unit=ms   (the map file evicted from the page cache first)
 #   RESULT workload=map-rss-idle value=V unit=MiB      (VmRSS after start-up)
 #   RESULT workload=map-rss value=V unit=MiB           (VmHWM after the workloads)
+#   RESULT workload=map-check value=V unit=s           (unionnfsd-ctl check of every record)
+#   RESULT workload=map-getattr value=V unit=ops/s     (GETATTR, 32 in flight, no check running)
+#   RESULT workload=map-check-getattr value=V unit=ops/s (the same while the check runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -44,7 +47,7 @@ trap cleanup EXIT
 for t in nfs-ls timeout od; do
 	command -v $t >/dev/null || die "$t is missing; run deploy/install-deps"
 done
-make -s "$BUILD/unionnfsd" "$BUILD/bench/mkmap" >&2
+make -s "$BUILD/unionnfsd" "$BUILD/unionnfsd-ctl" "$BUILD/bench/mkmap" >&2
 LOADGEN=$BUILD/bench/loadgen
 [ -x "$LOADGEN" ] || make -s "$LOADGEN" >&2 2>/dev/null || LOADGEN=
 
@@ -56,14 +59,16 @@ done
 
 now_ns() { date +%s%N; }
 
-# The map and its tree, made once (a million empty files take about half a minute).
-if [ "${REBUILD:-0}" = 1 ] || [ ! -f "$MAP_DIR/done" ]; then
+# The map and its tree, made once (a million empty files take about half a minute). A map
+# from before mkmap kept the files' identities ("done" without "done.ids") is made again:
+# its first check would spend its time writing them.
+if [ "${REBUILD:-0}" = 1 ] || [ ! -f "$MAP_DIR/done.ids" ]; then
 	say "building a $N-entry map in $MAP_DIR"
 	rm -rf "$MAP_DIR"
 	mkdir -p "$MAP_DIR"
 	"$BUILD/bench/mkmap" --state "$MAP_DIR/state" --entries "$N" \
 		--branches "$MAP_DIR/up:$MAP_DIR/low" >&2
-	touch "$MAP_DIR/done"
+	touch "$MAP_DIR/done" "$MAP_DIR/done.ids"
 fi
 sync
 
@@ -157,4 +162,31 @@ else
 fi
 
 echo "RESULT workload=map-rss value=$(mib "$(status_kib "$SERVER_PID" VmHWM)") unit=MiB"
+
+# unionnfsd-ctl check of every record, with a GETATTR load beside it when loadgen is there:
+# the check must not stall the clients.
+getattr_rate() { awk '/^RESULT/ { for (i = 1; i <= NF; i++) if ($i ~ /^rate=/) print substr($i, 6) }'; }
+if [ -n "$LOADGEN" ]; then
+	idle_rate=$("$LOADGEN" --url "$URL" --workload getattr --inflight 32 --seconds 3 | getattr_rate)
+	echo "RESULT workload=map-getattr value=$idle_rate unit=ops/s"
+	say "GETATTR without a check: $idle_rate ops/s"
+fi
+t0=$(now_ns)
+if [ -n "$LOADGEN" ]; then
+	"$LOADGEN" --url "$URL" --workload getattr --inflight 32 --seconds "${CHECK_LOAD_SECONDS:-10}" \
+		> "$MAP_DIR/check-getattr.out" &
+	LOAD_PID=$!
+fi
+"$BUILD/unionnfsd-ctl" --state "$MAP_DIR/state" --timeout 60 check > "$MAP_DIR/check.out" ||
+	die "unionnfsd-ctl check failed (exit $?): $(tail -n 3 "$MAP_DIR/check.out")"
+t1=$(now_ns)
+check_s=$(awk -v n=$((t1 - t0)) 'BEGIN { printf "%.1f", n / 1e9 }')
+say "check $N records: $check_s s ($(grep ' records, ' "$MAP_DIR/check.out" | sed 's/^ *//'))"
+echo "RESULT workload=map-check value=$check_s unit=s"
+if [ -n "$LOADGEN" ]; then
+	wait "$LOAD_PID" || die "loadgen getattr beside the check failed"
+	busy_rate=$(getattr_rate < "$MAP_DIR/check-getattr.out")
+	say "GETATTR while the check runs: $busy_rate ops/s (the first ${CHECK_LOAD_SECONDS:-10} s of it)"
+	echo "RESULT workload=map-check-getattr value=$busy_rate unit=ops/s"
+fi
 stop_server

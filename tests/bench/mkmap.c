@@ -10,8 +10,9 @@
  * other branches are only created (empty). The map gets exactly the records a server
  * exporting NAME with these branches would write when a client looks every name up:
  * the export bound with the canonical branch paths and root inode numbers (as
- * union_open does), then per name a record parent/name/type/bottom branch/real inode (and, for a file,
- * its file system identity) inserted through store_insert (as ures_map_write does for a name it has never seen).
+ * union_open does), then per name a record parent/name/type/bottom branch/real inode
+ * (and, for a file, the identity its file system gives it) inserted through store_insert
+ * (as ures_map_write does for a name it has never seen).
  * N counts every record, the root included.
  */
 #include <errno.h>
