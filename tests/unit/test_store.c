@@ -643,6 +643,59 @@ static void test_count(void **state)
 	store_close(st);
 }
 
+/* store_each_ino's callback: keeps the inos seen, stops after want of them (0: never). */
+struct each_seen {
+	uint64_t es_inos[64];
+	int es_n;
+	int es_stop_after;
+};
+
+static int each_keep(uint64_t ino, void *arg)
+{
+	struct each_seen *e = arg;
+
+	if (e->es_n < 64)
+		e->es_inos[e->es_n] = ino;
+	e->es_n++;
+	return e->es_stop_after && e->es_n == e->es_stop_after ? 7 : 0;
+}
+
+/* One cursor pass sees every ino of one export, ascending, and nothing of another. */
+static void test_each_ino(void **state)
+{
+	struct fixture *f = *state;
+	struct store_branch_id other[] = { { .sb_path = "/o", .sb_root_ino = 3 } };
+	struct store *st = open_ok(f);
+	struct store_txn *txn;
+	struct each_seen seen = { 0 }, stopped = { .es_stop_after = 3 }, none = { 0 };
+	char name[16];
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(bind_ok(st, "/other", other, 1), 2);
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	for (int i = 0; i < 50; i++) {
+		struct store_inode r;
+
+		snprintf(name, sizeof(name), "f%d", i);
+		r = make_rec(STORE_ROOT_INO, name, 8, 0, 100 + (uint64_t)i);
+		assert_int_equal(store_insert(txn, i % 5 ? 1 : 2, &r), 0);
+	}
+	assert_int_equal(store_commit(txn), 0);
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_each_ino(txn, 1, each_keep, &seen), 0);
+	assert_int_equal(seen.es_n, 1 + 40);
+	assert_int_equal(seen.es_inos[0], STORE_ROOT_INO);
+	for (int i = 1; i < seen.es_n; i++)
+		assert_true(seen.es_inos[i] > seen.es_inos[i - 1]);
+	/* A nonzero answer of the callback ends the walk and is returned. */
+	assert_int_equal(store_each_ino(txn, 2, each_keep, &stopped), 7);
+	assert_int_equal(stopped.es_n, 3);
+	assert_int_equal(store_each_ino(txn, 3, each_keep, &none), 0);
+	assert_int_equal(none.es_n, 0);
+	store_abort(txn);
+	store_close(st);
+}
+
 struct worker {
 	struct store *w_store;
 	int w_id;
@@ -1138,6 +1191,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_misuse, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_name_length, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inos_never_reused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_each_ino, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_count, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_abort_isolated, setup, teardown),
