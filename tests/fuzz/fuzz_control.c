@@ -1,5 +1,5 @@
 /*
- * Fuzzes the control socket and the metrics endpoint (ctl/control.c) through their real
+ * Fuzzes the control socket and the metrics endpoint (ctl/socket.c, ctl/control.c, ctl/metrics.c) through their real
  * sockets: the control server runs on this thread's libev loop over the served world of
  * serve_env.c (so `status`, `check` and `reset` have exports, a store and a MOUNT list to
  * report on), with its UNIX socket in the world's directory and --metrics on a free
