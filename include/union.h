@@ -126,7 +126,7 @@ struct union_check_sink {
 	 * another -errno (not checked). NULL: only counted.
 	 */
 	void (*cs_record)(void *arg, uint64_t ino, int r);
-	/* done of total records checked, every few hundred records; false stops the check. */
+	/* done of total records checked, every few dozen records; false stops the check. */
 	bool (*cs_progress)(void *arg, uint64_t done, uint64_t total);
 	void *cs_arg;
 };

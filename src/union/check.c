@@ -20,8 +20,8 @@
 
 #include "uint.h"
 
-#define UCHECK_CHUNK 32            /* records a thread takes at a time (and between progress reports) */
-#define UCHECK_NICE 10            /* how much a check thread yields to client calls */
+#define UCHECK_CHUNK 32            /* records a thread takes at once; progress after each */
+#define UCHECK_NICE 10             /* how much a check thread yields to client calls */
 #define UCHECK_MAX_THREADS 64
 
 struct ucheck_list {
