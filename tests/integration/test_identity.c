@@ -412,8 +412,10 @@ static unsigned long long check_stale(void)
 	total = strstr(out, " dropped, ");
 	while (total && total > out && total[-1] != '\n')
 		total--;
-	if (rc != 0 || !total ||
-	    sscanf(total, "%llu stale, %llu dropped, %llu errors", &stale, &dropped, &errors) != 3)
+	/* Exit status 4: errors, 3: stale records left, else 0. */
+	if (!total ||
+	    sscanf(total, "%llu stale, %llu dropped, %llu errors", &stale, &dropped, &errors) != 3 ||
+	    rc != (errors ? 4 : stale ? 3 : 0))
 		fail_msg("unionnfsd-ctl check exited %d:\n%s", rc, out);
 	if (errors)
 		fail_msg("unionnfsd-ctl check reports errors:\n%s", out);
