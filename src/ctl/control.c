@@ -257,7 +257,8 @@ struct ctl_check {
 	struct ctl_out *ck_out;
 	unsigned ck_threads;
 	unsigned ck_pace_us;
-	const char *ck_label;             /* of the union being walked */
+	const char *ck_export;            /* the export being walked */
+	const char *ck_label;             /* which of its unions ("records", "client X"...) */
 	struct union_check_counts ck_total;
 	uint64_t ck_listed;
 	uint64_t ck_views;
@@ -282,7 +283,10 @@ static bool ctl_check_progress(void *arg, uint64_t done, uint64_t total)
 	struct control *ctl = ck->ck_ctl;
 
 	pthread_mutex_lock(&ctl->ct_prog_lock);
-	snprintf(ctl->ct_prog_label, sizeof(ctl->ct_prog_label), "%s", ck->ck_label);
+	/* "export /x" for its own records, "export /x, client ADDR" for a view of it. */
+	snprintf(ctl->ct_prog_label, sizeof(ctl->ct_prog_label), "export %s%s%s", ck->ck_export,
+		 strncmp(ck->ck_label, "client ", 7) ? "" : ", ",
+		 strncmp(ck->ck_label, "client ", 7) ? "" : ck->ck_label);
 	ctl->ct_prog_done = done;
 	ctl->ct_prog_total = total;
 	ctl->ct_prog_gen++;
@@ -352,6 +356,7 @@ static void ctl_check_export(struct ctl_check *ck, int i)
 	if (ns->ns_exports[i] == NULL)
 		return;
 	ctl_put(ck->ck_out, "export %s:\n", ec->ec_name);
+	ck->ck_export = ec->ec_name;
 	if (ctl_check_union(ck, ec->ec_upper ? "shared lowers" : "records", ns->ns_exports[i]) < 0)
 		return;
 	if (ec->ec_upper)

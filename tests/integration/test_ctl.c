@@ -312,7 +312,7 @@ static void test_check_long(void **state)
 	last = out;
 	for (int i = 1; i < lines; i++)
 		last = strchr(last, '\n') + 1;
-	if (sscanf(last, "progress: records: %llu/%llu records", &done, &total) != 2 ||
+	if (sscanf(last, "progress: export " IT_EXPORT ": %llu/%llu records", &done, &total) != 2 ||
 	    total < T_LONG_FILES || done > total)
 		fail_msg("progress line: %.80s", last);
 
