@@ -181,7 +181,8 @@ fi
 	die "unionnfsd-ctl check failed (exit $?): $(tail -n 3 "$MAP_DIR/check.out")"
 t1=$(now_ns)
 check_s=$(awk -v n=$((t1 - t0)) 'BEGIN { printf "%.1f", n / 1e9 }')
-say "check $N records: $check_s s ($(grep ' records, ' "$MAP_DIR/check.out" | sed 's/^ *//'))"
+count=$N; [ "$N" != 1000000 ] || count=1M
+say "check $count records: $check_s s ($(grep ' records, ' "$MAP_DIR/check.out" | sed 's/^ *//'))"
 echo "RESULT workload=map-check value=$check_s unit=s"
 if [ -n "$LOADGEN" ]; then
 	wait "$LOAD_PID" || die "loadgen getattr beside the check failed"
