@@ -127,7 +127,8 @@ int fsio_link(int fromfd, const char *from, int tofd, const char *to);
  * fsio_mkdir_p makes the missing directories of path (relative to dirfd; an absolute path
  * starts at "/") with mode and opens the last (O_PATH, in *fd unless fd is NULL). Returns
  * 1 when it made the last directory, 0 when it was there, -ENOTDIR when a component is
- * anything but a directory (a symlink too).
+ * anything but a directory (a symlink too). fsio_open_dir_path opens path the same way
+ * and makes nothing (-ENOENT for a missing directory).
  *
  * fsio_remove_tree removes name in dirfd and, for a directory, everything in it. It stays
  * on the file system of name: a mount point below (and the directories holding it) stay,
@@ -135,6 +136,7 @@ int fsio_link(int fromfd, const char *from, int tofd, const char *to);
  * mount point, -ELOOP for the depth) after removing all else it could.
  */
 int fsio_mkdir_p(int dirfd, const char *path, mode_t mode, int *fd);
+int fsio_open_dir_path(int dirfd, const char *path, int *fd);
 int fsio_remove_tree(int dirfd, const char *name);
 /* name "" reads the symlink an O_PATH fd refers to. *len excludes the NUL added. */
 int fsio_readlink(int dirfd, const char *name, char *buf, size_t size, size_t *len);

@@ -1020,7 +1020,8 @@ bool fsio_owns(const struct stat *st)
 /* Deeper trees are left (-ELOOP): every level holds a descriptor and a stack frame. */
 #define FSIO_TREE_DEPTH_MAX 1024
 
-int fsio_mkdir_p(int dirfd, const char *path, mode_t mode, int *fd)
+/* Walks path's directories from dirfd, making missing ones when create; see fsio_mkdir_p. */
+static int fsio_walk_dirs(int dirfd, const char *path, bool create, mode_t mode, int *fd)
 {
 	char name[NAME_MAX + 1];
 	const char *p = path, *end;
@@ -1044,7 +1045,7 @@ int fsio_mkdir_p(int dirfd, const char *path, mode_t mode, int *fd)
 		name[end - p] = '\0';
 		made = 0;
 		r = fsio_open_dir(cur, name, &next);
-		if (r == -ENOENT) {
+		if (r == -ENOENT && create) {
 			r = fsio_mkdir(cur, name, mode);
 			made = r == 0;
 			if (r == 0 || r == -EEXIST) /* EEXIST: made by someone else meanwhile */
@@ -1060,6 +1061,16 @@ int fsio_mkdir_p(int dirfd, const char *path, mode_t mode, int *fd)
 	else
 		*fd = cur;
 	return r < 0 ? r : made;
+}
+
+int fsio_mkdir_p(int dirfd, const char *path, mode_t mode, int *fd)
+{
+	return fsio_walk_dirs(dirfd, path, true, mode, fd);
+}
+
+int fsio_open_dir_path(int dirfd, const char *path, int *fd)
+{
+	return fsio_walk_dirs(dirfd, path, false, 0, fd);
 }
 
 struct fsio_tree {

@@ -57,41 +57,6 @@ static int upper_open_fixed(const char *path, bool create, int *fd)
 	return r < 0 ? r : 0;
 }
 
-/* Opens relative directory path below dirfd a name at a time, never through a symlink. */
-static int upper_open_below(int dirfd, const char *path, int *fd)
-{
-	char name[NAME_MAX + 1];
-	const char *p = path, *end;
-	int cur = -1, next, r = 0;
-
-	r = fsio_dup(dirfd, &cur);
-	for (; r == 0 && *p; p = end) {
-		while (*p == '/')
-			p++;
-		end = strchrnul(p, '/');
-		if (end == p)
-			continue;
-		if (end - p > NAME_MAX) {
-			r = -ENAMETOOLONG;
-			break;
-		}
-		memcpy(name, p, (size_t)(end - p));
-		name[end - p] = '\0';
-		r = fsio_open_dir(cur, name, &next);
-		if (r == 0) {
-			fsio_close(cur);
-			cur = next;
-		}
-	}
-	if (r < 0) {
-		if (cur >= 0)
-			fsio_close(cur);
-		return r;
-	}
-	*fd = cur;
-	return 0;
-}
-
 /*
  * Opens the directory that holds the upper of client key (made if missing, with create)
  * as *fd; upper receives the upper's path, *leaf points at its own name in upper.
@@ -126,7 +91,7 @@ static int upper_open_parent(const struct export_conf *ec, const char *key, bool
 	if (create)
 		r = fsio_mkdir_p(ffd, between, 0755, fd);
 	else
-		r = upper_open_below(ffd, between, fd);
+		r = fsio_open_dir_path(ffd, between, fd);
 	*slash = '/';
 	fsio_close(ffd);
 	return r < 0 ? r : 0;

@@ -1114,6 +1114,43 @@ void it_server_nofile(const struct it_server *s, unsigned long long n)
 		fail_msg("prlimit of the server to %llu descriptors: %s", n, strerror(errno));
 }
 
+pid_t it_server_strace_delay(const struct it_server *s, const char *syscalls, long delay_us)
+{
+	char pid[32], trace[256], inject[320], line[512];
+	size_t len = 0;
+	pid_t sp;
+	int pfd[2];
+
+	snprintf(pid, sizeof(pid), "%d", (int)s->is_pid);
+	snprintf(trace, sizeof(trace), "trace=%s", syscalls);
+	snprintf(inject, sizeof(inject), "inject=%s:delay_exit=%ld", syscalls, delay_us);
+	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+	sp = fork();
+	assert_true(sp >= 0);
+	if (sp == 0) {
+		dup2(pfd[1], 2);
+		execlp("strace", "strace", "-f", "-o", "/dev/null", "-p", pid, "-e", trace, "-e",
+		       inject, (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	/* "strace: Process N attached with M threads": every thread is traced from then on. */
+	for (;;) {
+		ssize_t n = read(pfd[0], line + len, sizeof(line) - 1 - len);
+
+		if (n <= 0)
+			fail_msg("strace did not attach to the server: %.*s", (int)len, line);
+		len += (size_t)n;
+		line[len] = '\0';
+		if (strstr(line, "attached"))
+			break;
+		if (len == sizeof(line) - 1)
+			len = 0;
+	}
+	close(pfd[0]);
+	return sp;
+}
+
 int it_server_fds(const struct it_server *s)
 {
 	char path[64];

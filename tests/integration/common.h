@@ -100,6 +100,12 @@ bool it_server_log_wait(const struct it_server *s, const char *text, int timeout
 void it_server_nofile(const struct it_server *s, unsigned long long n);
 /* How many descriptors the running server has open (/proc/PID/fd). */
 int it_server_fds(const struct it_server *s);
+/*
+ * Attaches strace to every thread of the running server, holding the return of each call
+ * of syscalls (strace's syntax: "renameat2,unlinkat" or "/^mkdir(at)?$") for delay_us.
+ * Returns once every thread is traced; the caller kills and reaps the returned pid.
+ */
+pid_t it_server_strace_delay(const struct it_server *s, const char *syscalls, long delay_us);
 
 /*
  * Runs argv (argv[0] searched in PATH) with stdout+stderr captured into out (NUL-terminated,

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 /* Long enough for the test to see the change and kill; each held syscall costs this. */
-#define T_DELAY_US "1500000"
+#define T_DELAY_US 1500000L
 #define T_EVENT_MS 20000
 #define T_OUT 16384
 
@@ -42,39 +42,10 @@ static nfs_fh3 root;
 
 static pid_t strace_pid;
 
-/* Attaches strace to every thread of the server, holding the syscalls of branch changes. */
+/* Holds the syscalls of branch changes on every thread of the server. */
 static void strace_attach(void)
 {
-	char pid[32], line[512];
-	size_t len = 0;
-	int pfd[2];
-
-	snprintf(pid, sizeof(pid), "%d", (int)srv.is_pid);
-	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-	strace_pid = fork();
-	assert_true(strace_pid >= 0);
-	if (strace_pid == 0) {
-		dup2(pfd[1], 2);
-		execlp("strace", "strace", "-f", "-o", "/dev/null", "-p", pid, "-e",
-		       "trace=renameat2,unlinkat,mknodat", "-e",
-		       "inject=renameat2,unlinkat,mknodat:delay_exit=" T_DELAY_US, (char *)NULL);
-		_exit(127);
-	}
-	close(pfd[1]);
-	/* "strace: Process N attached with M threads": every thread is traced from then on. */
-	for (;;) {
-		ssize_t n = read(pfd[0], line + len, sizeof(line) - 1 - len);
-
-		if (n <= 0)
-			fail_msg("strace did not attach to the server: %.*s", (int)len, line);
-		len += (size_t)n;
-		line[len] = '\0';
-		if (strstr(line, "attached"))
-			break;
-		if (len == sizeof(line) - 1)
-			len = 0;
-	}
-	close(pfd[0]);
+	strace_pid = it_server_strace_delay(&srv, "renameat2,unlinkat,mknodat", T_DELAY_US);
 }
 
 static void kill_server(void)

@@ -777,44 +777,7 @@ static void test_view_bounds(void **state)
 /* --- opening a view holds up no other client (strace holds the upper's mkdir) --- */
 
 #define LATCH_DELAY_MS 2000      /* how long strace holds the return of a mkdir */
-#define LATCH_DELAY_US "2000000"
-
-/* strace on every thread of the server, holding each mkdir(at)'s return LATCH_DELAY_MS. */
-static pid_t strace_mkdir_attach(void)
-{
-	char pid[32], line[512];
-	size_t len = 0;
-	pid_t sp;
-	int pfd[2];
-
-	snprintf(pid, sizeof(pid), "%d", (int)srv.is_pid);
-	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-	sp = fork();
-	assert_true(sp >= 0);
-	if (sp == 0) {
-		dup2(pfd[1], 2);
-		execlp("strace", "strace", "-f", "-o", "/dev/null", "-p", pid, "-e",
-		       "trace=/^mkdir(at)?$", "-e",
-		       "inject=/^mkdir(at)?$:delay_exit=" LATCH_DELAY_US, (char *)NULL);
-		_exit(127);
-	}
-	close(pfd[1]);
-	/* "strace: Process N attached with M threads": every thread is traced from then on. */
-	for (;;) {
-		ssize_t n = read(pfd[0], line + len, sizeof(line) - 1 - len);
-
-		if (n <= 0)
-			fail_msg("strace did not attach to the server: %.*s", (int)len, line);
-		len += (size_t)n;
-		line[len] = '\0';
-		if (strstr(line, "attached"))
-			break;
-		if (len == sizeof(line) - 1)
-			len = 0;
-	}
-	close(pfd[0]);
-	return sp;
-}
+#define LATCH_DELAY_US (LATCH_DELAY_MS * 1000L)
 
 static pid_t latch_strace;
 
@@ -899,7 +862,7 @@ static void test_open_latch(void **state)
 	ino = inotify_init1(IN_CLOEXEC);
 	assert_true(ino >= 0);
 	assert_true(inotify_add_watch(ino, clients, IN_CREATE) >= 0);
-	sp = latch_strace = strace_mkdir_attach();
+	sp = latch_strace = it_server_strace_delay(&srv, "/^mkdir(at)?$", LATCH_DELAY_US);
 
 	assert_int_equal(pthread_create(&t1, NULL, first_mnt_main, &a1), 0);
 	/* Made, and the mkdir's return held: the view is being opened. */
