@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <cmocka.h>
 
 #include "nlm_locks.h"
@@ -717,6 +718,77 @@ static void test_iteration(void **state)
 	locks_table_destroy(t);
 }
 
+/* ---- threads ---- */
+
+#define THREADS 4
+#define ROUNDS 3000
+
+struct contender {
+	struct locks_table *t;
+	int id;
+	int *inside;               /* threads holding the exclusive lock now: never above 1 */
+	int wins;
+};
+
+static void *contend(void *arg)
+{
+	struct contender *c = arg;
+	char host[16], oh[16];
+	struct who me = { host, c->id, oh };
+
+	snprintf(host, sizeof(host), "host%d", c->id % 2);
+	snprintf(oh, sizeof(oh), "oh%d", c->id);
+	for (int i = 0; i < ROUNDS; i++) {
+		struct locks_request r = rq(&me, i % 3 == 0 ? S : X, 0, 0);
+		struct locks_event *ev = NULL;
+		enum locks_status st = locks_lock(c->t, &r, NULL, NULL, &ev);
+
+		if (st != LOCKS_OK) {
+			if (st != LOCKS_DENIED)
+				return "unexpected status";
+			continue;
+		}
+		if (r.lq_type == X) {
+			if (__atomic_add_fetch(c->inside, 1, __ATOMIC_SEQ_CST) != 1)
+				return "two exclusive holders";
+			c->wins++;
+			__atomic_sub_fetch(c->inside, 1, __ATOMIC_SEQ_CST);
+		}
+		if (locks_unlock(c->t, &r, &ev) != LOCKS_OK || ev != NULL)
+			return "unlock failed";
+	}
+	return NULL;
+}
+
+static void test_threads_exclude_each_other(void **state)
+{
+	struct locks_table *t = table(100, 10, 10);
+	struct contender c[THREADS];
+	pthread_t th[THREADS];
+	int inside = 0, wins = 0;
+	struct locks_counts cnt;
+
+	(void)state;
+	for (int i = 0; i < THREADS; i++) {
+		c[i] = (struct contender){ t, i, &inside, 0 };
+		assert_int_equal(pthread_create(&th[i], NULL, contend, &c[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		void *err;
+
+		assert_int_equal(pthread_join(th[i], &err), 0);
+		if (err != NULL)
+			fail_msg("thread %d: %s", i, (const char *)err);
+		wins += c[i].wins;
+	}
+	assert_true(wins > 0);
+	locks_counts(t, &cnt);
+	assert_int_equal(cnt.lc_locks, 0);
+	assert_int_equal(cnt.lc_hosts, 0);
+	assert_int_equal(cnt.lc_objects, 0);
+	locks_table_destroy(t);
+}
+
 /* ---- random operations against a byte map ---- */
 
 #define CELLS 65                   /* bytes 0..63, and cell 64 for [64, end of file) */
@@ -997,6 +1069,7 @@ int main(void)
 		cmocka_unit_test(test_waiter_denied_when_its_host_is_full),
 		cmocka_unit_test(test_invalid_requests),
 		cmocka_unit_test(test_iteration),
+		cmocka_unit_test(test_threads_exclude_each_other),
 		cmocka_unit_test(test_random_against_model),
 	};
 
