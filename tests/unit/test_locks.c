@@ -721,7 +721,7 @@ static void test_iteration(void **state)
 /* ---- threads ---- */
 
 #define THREADS 4
-#define ROUNDS 3000
+#define ROUNDS 20000
 
 struct contender {
 	struct locks_table *t;
