@@ -789,6 +789,126 @@ static void test_threads_exclude_each_other(void **state)
 	locks_table_destroy(t);
 }
 
+/* ---- allocation failures ---- */
+
+/* The build links this test with --wrap=malloc,calloc: the table's allocations come here. */
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+
+static int alloc_countdown;        /* n > 0: the n-th allocation from now fails */
+static int alloc_denied_grants;     /* waiters denied for want of memory */
+
+static bool alloc_fails(void)
+{
+	return alloc_countdown > 0 && --alloc_countdown == 0;
+}
+
+void *__wrap_malloc(size_t size)
+{
+	return alloc_fails() ? NULL : __real_malloc(size);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	return alloc_fails() ? NULL : __real_calloc(n, size);
+}
+
+/* The listing, taken with allocations working. */
+static char *listing_unarmed(struct locks_table *t, char *copy)
+{
+	int armed = alloc_countdown;
+
+	alloc_countdown = 0;
+	strcpy(copy, listing(t));
+	alloc_countdown = armed;
+	return copy;
+}
+
+/*
+ * One step of the script: with allocations working it returns want; with one failing, either
+ * that, or LOCKS_NOMEM having changed nothing (and the script stops there).
+ */
+static bool alloc_step(struct locks_table *t, enum locks_status got, enum locks_status want,
+		       const char *before)
+{
+	static char after[4096];
+
+	if (got == LOCKS_NOMEM) {
+		assert_string_equal(listing_unarmed(t, after), before);
+		return false;
+	}
+	assert_int_equal(got, want);
+	return true;
+}
+
+/* Runs the script with the k-th allocation failing; true if no allocation failed. */
+static bool alloc_script(int k)
+{
+	static char before[4096];
+	struct locks_table *t = NULL;
+	struct locks_request r;
+	struct locks_event *ev = NULL;
+	struct locks_counts cnt;
+	bool whole = false;
+	int c;
+
+	alloc_countdown = k;
+	if (locks_table_create(NULL, &t) == LOCKS_NOMEM) {
+		alloc_countdown = 0;
+		return false;
+	}
+	r = rq(&alice, S, 0, 100);
+	listing_unarmed(t, before);
+	if (!alloc_step(t, locks_lock(t, &r, NULL, NULL, &ev), LOCKS_OK, before))
+		goto leave;
+	r = rq(&alice, X, 20, 10);                     /* splits alice's shared lock */
+	listing_unarmed(t, before);
+	if (!alloc_step(t, locks_lock(t, &r, NULL, NULL, &ev), LOCKS_OK, before))
+		goto leave;
+	r = rq_on(EXPORT, FILE_A, &bob, X, 50, 1, true);
+	listing_unarmed(t, before);
+	if (!alloc_step(t, locks_lock(t, &r, &c, NULL, &ev), LOCKS_BLOCKED, before))
+		goto leave;
+	r = rq(&alice, S, 40, 5);                      /* splits again */
+	listing_unarmed(t, before);
+	if (!alloc_step(t, locks_unlock(t, &r, &ev), LOCKS_OK, before))
+		goto leave;
+	r = rq(&alice, S, 0, 0);                       /* bob's turn: a grant needs a record */
+	assert_int_equal(locks_unlock(t, &r, &ev), LOCKS_OK);
+	assert_non_null(ev);
+	assert_ptr_equal(ev->le_cookie, &c);
+	if (ev->le_kind == LOCKS_EV_DENIED) {
+		assert_int_equal(ev->le_why, LOCKS_NOMEM);
+		alloc_denied_grants++;
+	}
+	else
+		assert_int_equal(ev->le_kind, LOCKS_EV_GRANTED);
+	whole = alloc_countdown > 0;
+leave:
+	alloc_countdown = 0;
+	locks_events_free(ev);
+	ev = NULL;
+	locks_release_all(t, &ev);
+	locks_events_free(ev);
+	locks_counts(t, &cnt);
+	assert_int_equal(cnt.lc_locks + cnt.lc_waiters + cnt.lc_hosts + cnt.lc_objects, 0);
+	locks_table_destroy(t);
+	return whole;
+}
+
+static void test_allocation_failures(void **state)
+{
+	int k = 1;
+
+	(void)state;
+	while (!alloc_script(k))
+		k++;
+	assert_true(k > 10);           /* the script allocates that often: each failure was seen */
+	assert_int_equal(alloc_denied_grants, 1);
+}
+
 /* ---- random operations against a byte map ---- */
 
 #define CELLS 65                   /* bytes 0..63, and cell 64 for [64, end of file) */
@@ -1070,6 +1190,7 @@ int main(void)
 		cmocka_unit_test(test_invalid_requests),
 		cmocka_unit_test(test_iteration),
 		cmocka_unit_test(test_threads_exclude_each_other),
+		cmocka_unit_test(test_allocation_failures),
 		cmocka_unit_test(test_random_against_model),
 	};
 
