@@ -154,6 +154,12 @@ struct locks_counts {
 
 struct locks_table;
 
+/*
+ * Every call that can hand back events appends them to *events (a list the caller starts
+ * empty, NULL). Passing events NULL frees them unseen: only for a caller that never queues
+ * waiters, since their cookies and grants would be lost.
+ */
+
 /* A table with the given limits (NULL: the defaults). LOCKS_NOMEM or LOCKS_INVAL (a zero limit). */
 enum locks_status locks_table_create(const struct locks_limits *limits, struct locks_table **out);
 /*

@@ -120,6 +120,10 @@ static void events_hand_over(struct event_list *el, struct locks_event **events)
 
 	if (el->el_head == NULL)
 		return;
+	if (events == NULL) {
+		locks_events_free(el->el_head);
+		return;
+	}
 	while (*end != NULL)
 		end = &(*end)->le_next;
 	*end = el->el_head;
@@ -938,25 +942,22 @@ void locks_counts(struct locks_table *t, struct locks_counts *out)
 
 int locks_each(struct locks_table *t, locks_each_fn fn, void *arg)
 {
-	struct locks_holder *holder = malloc(sizeof(*holder));
+	struct locks_holder holder;
 	struct host *h;
 	struct lock *l;
 	int rc = 0;
 
-	if (holder == NULL)
-		return -1;
 	pthread_mutex_lock(&t->t_mutex);
 	TAILQ_FOREACH(h, &t->t_host_list, h_all) {
 		TAILQ_FOREACH(l, &h->h_locks, l_host_link) {
-			holder_fill(holder, l);
-			rc = fn(&l->l_obj->ob_key, holder, arg);
+			holder_fill(&holder, l);
+			rc = fn(&l->l_obj->ob_key, &holder, arg);
 			if (rc != 0)
 				goto leave;
 		}
 	}
 leave:
 	pthread_mutex_unlock(&t->t_mutex);
-	free(holder);
 	return rc;
 }
 

@@ -569,6 +569,21 @@ static void test_cancel(void **state)
 	locks_table_destroy(t);
 }
 
+/* A caller that passes no event list gets its grants done and the events freed (no leak). */
+static void test_events_null(void **state)
+{
+	struct locks_table *t = table(100, 10, 10);
+	struct locks_request r = rq(&alice, X, 0, 0);
+	int c;
+
+	(void)state;
+	assert_int_equal(lock(t, &alice, X, 0, 0), LOCKS_OK);
+	assert_int_equal(wait_for(t, &bob, S, 0, 1, &c), LOCKS_BLOCKED);
+	assert_int_equal(locks_unlock(t, &r, NULL), LOCKS_OK);
+	assert_string_equal(listing(t), "7:1001 beta/2/oh-bob S 0+1\n");
+	locks_table_destroy(t);
+}
+
 /* ---- limits ---- */
 
 static void test_limits(void **state)
@@ -1185,6 +1200,7 @@ int main(void)
 		cmocka_unit_test(test_waiter_needs_every_blocker_gone),
 		cmocka_unit_test(test_downgrade_lets_waiters_in),
 		cmocka_unit_test(test_cancel),
+		cmocka_unit_test(test_events_null),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_waiter_denied_when_its_host_is_full),
 		cmocka_unit_test(test_invalid_requests),
