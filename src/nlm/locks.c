@@ -405,6 +405,7 @@ static enum locks_status lock_apply(struct locks_table *t, struct object *ob, st
 	struct lock *l, *next, *fresh, *split = NULL;
 	uint64_t new_start = start, new_end = end;
 	long added = 1;
+	bool splits = false;       /* the range lies inside one of o's locks of the other type */
 
 	TAILQ_FOREACH(l, &ob->ob_locks, l_obj_link) {
 		if (l->l_owner != o)
@@ -413,15 +414,17 @@ static enum locks_status lock_apply(struct locks_table *t, struct object *ob, st
 			added--;
 		else if (l->l_type != type && start <= l->l_start && l->l_end <= end)
 			added--;
-		else if (l->l_type != type && l->l_start < start && end < l->l_end)
+		else if (l->l_type != type && l->l_start < start && end < l->l_end) {
+			splits = true;
 			added++;
+		}
 	}
 	if (!host_can_add(t, o->o_host, added))
 		return LOCKS_NOLOCKS;
 	fresh = malloc(sizeof(*fresh));
 	if (fresh == NULL)
 		return LOCKS_NOMEM;
-	if (added > 1 && (split = malloc(sizeof(*split))) == NULL) {
+	if (splits && (split = malloc(sizeof(*split))) == NULL) {
 		free(fresh);
 		return LOCKS_NOMEM;
 	}
