@@ -1154,15 +1154,27 @@ static void random_op(struct locks_table *t, struct model *m, unsigned *seed)
 		assert_ptr_equal(cookie, m->q[i].cookie);
 		m->q[i] = m->q[m->nq - 1];
 		m->nq--;
-	} else {                                       /* the owner goes */
-		locks_release_owner(t, &r.lq_owner, &ev);
-		model_set(m, o, 0, 0, 0);
-		for (struct locks_event *e = ev; e != NULL; e = e->le_next)
+	} else {                                       /* the owner, or its whole host, goes */
+		bool host = rand_r(seed) % 2;
+		const char *name = model_owner[o].host;
+
+		if (host)
+			locks_release_host(t, name, &ev);
+		else
+			locks_release_owner(t, &r.lq_owner, &ev);
+		for (int p = 0; p < OWNERS; p++)
+			if (p == o || (host && strcmp(model_owner[p].host, name) == 0))
+				model_set(m, p, 0, 0, 0);
+		for (struct locks_event *e = ev; e != NULL; e = e->le_next) {
+			int p = owner_index(e->le_owner.lw_host, e->le_owner.lw_svid);
+
 			if (e->le_kind == LOCKS_EV_DROPPED)
-				assert_int_equal(owner_index(e->le_owner.lw_host, e->le_owner.lw_svid), o);
+				assert_true(p == o || (host && strcmp(model_owner[p].host, name) == 0));
+		}
 		model_events(m, ev);
 		for (int i = 0; i < m->nq; i++)
-			assert_int_not_equal(m->q[i].owner, o);
+			assert_true(m->q[i].owner != o &&
+				    !(host && strcmp(model_owner[m->q[i].owner].host, name) == 0));
 	}
 	model_check(t, m);
 }
