@@ -395,6 +395,26 @@ static bool host_can_add(const struct locks_table *t, const struct host *h, long
 }
 
 /*
+ * Takes [start, end] out of l (on ob): trims it, unlinks it when covered, or splits it in two,
+ * the upper part going into *split (allocated by the caller beforehand, NULL once used).
+ */
+static void lock_cut(struct locks_table *t, struct object *ob, struct lock *l, uint64_t start,
+		     uint64_t end, struct lock **split)
+{
+	if (l->l_start < start && end < l->l_end) {
+		lock_link(t, *split, ob, l->l_owner, l->l_type, end + 1, l->l_end);
+		*split = NULL;
+		l->l_end = start - 1;
+	} else if (l->l_start < start) {
+		l->l_end = start - 1;
+	} else if (end < l->l_end) {
+		l->l_start = end + 1;
+	} else {
+		lock_unlink(t, l);
+	}
+}
+
+/*
  * Gives owner o the lock [start, end] of the given type on ob, replacing o's own locks there
  * (the parts of other-type locks outside the range stay) and merging o's locks of the same type
  * that overlap or touch it. Conflicts with other owners are the caller's business.
@@ -436,17 +456,7 @@ static enum locks_status lock_apply(struct locks_table *t, struct object *ob, st
 			new_end = l->l_end > new_end ? l->l_end : new_end;
 			lock_unlink(t, l);
 		} else if (l->l_type != type && overlaps(l->l_start, l->l_end, start, end)) {
-			if (l->l_start < start && end < l->l_end) {
-				lock_link(t, split, ob, o, l->l_type, end + 1, l->l_end);
-				split = NULL;
-				l->l_end = start - 1;
-			} else if (l->l_start < start) {
-				l->l_end = start - 1;
-			} else if (end < l->l_end) {
-				l->l_start = end + 1;
-			} else {
-				lock_unlink(t, l);
-			}
+			lock_cut(t, ob, l, start, end, &split);
 		}
 	}
 	free(split);
@@ -475,17 +485,7 @@ static enum locks_status lock_remove_range(struct locks_table *t, struct object 
 		if (l->l_owner != o || !overlaps(l->l_start, l->l_end, start, end))
 			continue;
 		*changed = true;
-		if (l->l_start < start && end < l->l_end) {
-			lock_link(t, split, ob, o, l->l_type, end + 1, l->l_end);
-			split = NULL;
-			l->l_end = start - 1;
-		} else if (l->l_start < start) {
-			l->l_end = start - 1;
-		} else if (end < l->l_end) {
-			l->l_start = end + 1;
-		} else {
-			lock_unlink(t, l);
-		}
+		lock_cut(t, ob, l, start, end, &split);
 	}
 	free(split);
 	return LOCKS_OK;
