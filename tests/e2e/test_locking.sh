@@ -221,6 +221,7 @@ lk_ganesha_start() {
 
 lk_ganesha_stop() {
 	[ -n "$srv" ] || return 0
+	[ "${1:-}" = KILL ] && cp -a "$work/hoststatd" "$work/hoststatd.crash"
 	kill "-${1:-TERM}" "$srv" 2> /dev/null
 	wait "$srv" 2> /dev/null
 	srv=
@@ -344,6 +345,12 @@ t=$(lk_now)
 lk_expect restart_hold1 1 "setlk w 0 0" ok "lock failed"
 lk_kill_server
 lk_start_server "$LK_GRACE"
+if [ "$LK_MODE" = ganesha ]; then
+	# ganesha leaves SM_NOTIFY after a restart to the host's sm-notify (nfs-ganesha-lock
+	# runs it) and clears statd's list at start (SM_UNMON_ALL): notify from the crash's copy
+	sm-notify -f -d -P "$work/hoststatd.crash" > "$work/host-sm-notify.log" 2>&1 &
+	host_daemons+=($!)
+fi
 tg=$(lk_now)
 echo "host: server restarted with a ${LK_GRACE} s grace period"
 lk_do 2 "setlk w 0 0" $((LK_GRACE + 40))
