@@ -24,8 +24,9 @@
 # The guests are driven step by step: the host writes a command into VM N's share
 # (vmN/cmd/cmd.K) and the guest's lock driver (locking/lk.c) answers in vmN/cmd/rep.K.
 #
-# The server runs with its built-in portmapper on port 111 (the guests' kernels find NFS,
-# MOUNT and NLM through it) on ports 14071 (NFS) and 14072 (MOUNT); port 111, like
+# The server runs on ports 14071 (NFS) and 14072 (MOUNT) with its built-in portmapper on port
+# 111, or registered with the host's rpcbind when one runs (the guests' kernels find NFS,
+# MOUNT and NLM through it, and the server NSM); port 111, like
 # nfs-ganesha and the host's rpc.statd, is one per machine, so the whole run holds
 # /tmp/unfs-ganesha.lock. LK_SERVER=ganesha runs the same steps against nfs-ganesha with NLM
 # on (the host's rpcbind and rpc.statd), to check the guest side against a known server; it is
@@ -168,7 +169,7 @@ lk_start_server() { # [GRACE]
 		lk_ganesha_start
 		return
 	fi
-	"$E2E_BIN" -f --port "$E2E_PORT" --mount-port "$E2E_MPORT" --portmap builtin --state "$state" \
+	"$E2E_BIN" -f --port "$E2E_PORT" --mount-port "$E2E_MPORT" --portmap "$LK_PORTMAP" --state "$state" \
 		--grace "${1:-$LK_GRACE}" "${E2E_EXPORTS[@]}" >> "$work/server.log" 2>&1 &
 	srv=$!
 	e2e_await_server e2e_port_busy 127.0.0.1
@@ -234,10 +235,16 @@ e2e_init locking 14071 14072
 trap lk_cleanup EXIT
 command -v ip > /dev/null || e2e_fail "ip is missing; run deploy/install-deps (package iproute2)"
 command -v rpcinfo > /dev/null || e2e_fail "rpcinfo is missing; run deploy/install-deps (package rpcbind)"
+LK_PORTMAP=builtin
 if [ "$LK_MODE" != ganesha ]; then
-	rpcinfo -p 127.0.0.1 > /dev/null 2>&1 &&
-		e2e_fail "a portmapper (rpcbind?) answers on port 111; the server runs its own there for the guests: stop it (systemctl stop rpcbind.socket rpcbind)"
-	e2e_port_busy 111 && e2e_fail "port 111 is busy; the server's built-in portmapper needs it"
+	if rpcinfo -p 127.0.0.1 > /dev/null 2>&1; then
+		LK_PORTMAP=rpcbind
+		echo "a system rpcbind runs: the server registers with it"
+		rpcinfo -T udp 127.0.0.1 100024 1 > /dev/null 2>&1 &&
+			e2e_fail "a status monitor (rpc.statd?) is registered with the host's rpcbind; unionnfsd serves NSM (100024) itself: stop it (systemctl disable --now rpc-statd)"
+	else
+		e2e_port_busy 111 && e2e_fail "port 111 is busy but no portmapper answers there; free it"
+	fi
 fi
 e2e_initrd_ready "$LK_DIR/build-initrd" "$LK_VM"
 mkdir -p "$BUILD/e2e"
