@@ -173,20 +173,8 @@ lk_start_server() { # [GRACE]
 		--grace "${1:-$LK_GRACE}" "${E2E_EXPORTS[@]}" >> "$work/server.log" 2>&1 &
 	srv=$!
 	e2e_await_server e2e_port_busy 127.0.0.1
-	lk_await_portmap
 }
 
-# lk_await_portmap: the guests find the server's NLM (their kernels, over TCP) and its NSM
-# (sm-notify after a reboot, over UDP) through the portmapper on 10.214.N.1
-lk_await_portmap() {
-	local i
-	for i in $(seq 1 150); do
-		rpcinfo -t 10.214.1.1 100021 4 > /dev/null 2>&1 &&
-			rpcinfo -u 10.214.1.1 100024 1 > /dev/null 2>&1 && return 0
-		sleep 0.2
-	done
-	e2e_fail "no NLM v4 (100021) over TCP and NSM v1 (100024) over UDP behind the portmapper on 10.214.1.1:111 within 30 s: does the server register them (--portmap $LK_PORTMAP)? rpcinfo -p 10.214.1.1: $(rpcinfo -p 10.214.1.1 2>&1 | tr '\n' ' ')"
-}
 
 lk_kill_server() { # a crash: no clean shutdown
 	if [ "$LK_MODE" = ganesha ]; then
@@ -219,7 +207,6 @@ lk_ganesha_start() {
 	ganesha.nfsd -F -f "$work/ganesha.conf" -L "$work/server.log" -p "$work/ganesha.pid" &
 	srv=$!
 	e2e_await_server e2e_port_busy 127.0.0.1
-	lk_await_portmap
 }
 
 lk_ganesha_stop() {

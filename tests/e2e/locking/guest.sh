@@ -36,7 +36,12 @@ echo "guest: statd up at $(up) s"
 # sm-notify tells the hosts a previous boot monitored (sm/ on the share) that this client
 # rebooted; run apart from statd (-L), which would wait for it before serving
 sm-notify -d > /host/sm-notify.$boot.log 2>&1 &
-# no nolock: the kernel's lockd finds the server's NLM through the server's portmapper
+# The kernel's lockd finds the server's NLM (over TCP, like the mount) and, after a reboot,
+# sm-notify its NSM (over UDP) through the server's portmapper. (Asked from here: the server
+# admits only the guests' addresses.)
+rpcinfo -t "$LK_SERVER" 100021 4 > /dev/null && rpcinfo -u "$LK_SERVER" 100024 1 > /dev/null ||
+	fail "no NLM v4 over TCP or no NSM v1 over UDP behind the portmapper on $LK_SERVER: does the server serve and register them? rpcinfo -p: $(rpcinfo -p "$LK_SERVER" 2>&1 | tr '\n' ' ')"
+# no nolock
 mount -t nfs -o vers=3,proto=tcp "$LK_SERVER:$LK_EXPORT" /mnt ||
 	fail "mount -t nfs -o vers=3,proto=tcp $LK_SERVER:$LK_EXPORT /mnt (is the server's portmapper up on $LK_SERVER:111?)"
 echo "guest: mounted at $(up) s"
