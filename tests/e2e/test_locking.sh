@@ -275,6 +275,11 @@ lk_boot 2
 lk_await_ready 1
 lk_await_ready 2
 lk_step_time boot "$t"
+if [ -e "$work/vm1/nsm-udp" ]; then
+	e2e_result nsm_udp vm1 0 "$(cat "$work/vm1/nsm-udp"): a rebooted client's sm-notify asks the server's portmapper for NSM over UDP only; the portmapper must answer on UDP (the built-in one does only with --udp)"
+else
+	e2e_result nsm_udp vm1 1
+fi
 
 # --- 1. exclusion both ways ---
 t=$(lk_now)
@@ -373,7 +378,7 @@ lk_expect crash_still_held 1 "setlk w 0 0" EAGAIN "the server dropped VM 2's loc
 lk_send 1 "setlkw w 0 0"
 tb=$(lk_now)
 lk_boot 2
-lk_reply 1 90
+lk_reply 1 45
 echo "  vm1: setlkw -> $REPLY ($(lk_since "$tb") s after VM 2's reboot began)"
 case $REPLY in
 ok*) e2e_result crash_released vm1 1 ;;

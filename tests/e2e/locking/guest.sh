@@ -39,8 +39,12 @@ sm-notify -d > /host/sm-notify.$boot.log 2>&1 &
 # The kernel's lockd finds the server's NLM (over TCP, like the mount) and, after a reboot,
 # sm-notify its NSM (over UDP) through the server's portmapper. (Asked from here: the server
 # admits only the guests' addresses.)
-rpcinfo -t "$LK_SERVER" 100021 4 > /dev/null && rpcinfo -u "$LK_SERVER" 100024 1 > /dev/null ||
-	fail "no NLM v4 over TCP or no NSM v1 over UDP behind the portmapper on $LK_SERVER: does the server serve and register them? rpcinfo -p: $(rpcinfo -p "$LK_SERVER" 2>&1 | tr '\n' ' ')"
+rpcinfo -t "$LK_SERVER" 100021 4 > /dev/null ||
+	fail "no NLM v4 over TCP behind the portmapper on $LK_SERVER: does the server serve and register it? rpcinfo -p: $(rpcinfo -p "$LK_SERVER" 2>&1 | tr '\n' ' ')"
+# sm-notify asks the portmapper over UDP only: without it a rebooted client cannot tell the
+# server, which keeps the dead client's locks (the host fails a row on this note)
+rpcinfo -u "$LK_SERVER" 100024 1 > /dev/null 2>&1 ||
+	echo "NSM v1 over UDP through the portmapper on $LK_SERVER:111 fails: $(rpcinfo -u "$LK_SERVER" 100024 1 2>&1 | tr '\n' ' ')" > /host/nsm-udp
 # no nolock
 mount -t nfs -o vers=3,proto=tcp "$LK_SERVER:$LK_EXPORT" /mnt ||
 	fail "mount -t nfs -o vers=3,proto=tcp $LK_SERVER:$LK_EXPORT /mnt (is the server's portmapper up on $LK_SERVER:111?)"
