@@ -18,19 +18,18 @@
 # to its statd, both through the guest's portmapper), and the guest's lockd accepts a GRANTED
 # only from the address it sent the lock to. qemu's user networking can forward inbound ports,
 # but forwarded calls arrive from 10.0.2.2, which the guest's lockd rejects. So each VM gets a
-# tap device: unfslkN on the host is 10.214.N.1, the guest is 10.214.N.2, and each side calls
-# the other's real address.
+# tap device: unfslkN (in namespace unfs-lk, below) is 10.214.N.1, the guest is 10.214.N.2,
+# and each side calls the other's real address.
 #
 # The guests are driven step by step: the host writes a command into VM N's share
 # (vmN/cmd/cmd.K) and the guest's lock driver (locking/lk.c) answers in vmN/cmd/rep.K.
 #
 # The server runs on ports 14071 (NFS) and 14072 (MOUNT) with its built-in portmapper on port
-# 111, or registered with the host's rpcbind when one runs (the guests' kernels find NFS,
-# MOUNT and NLM through it, and the server NSM); port 111, like
-# nfs-ganesha and the host's rpc.statd, is one per machine, so the whole run holds
-# /tmp/unfs-ganesha.lock. LK_SERVER=ganesha runs the same steps against nfs-ganesha with NLM
-# on (the host's rpcbind and rpc.statd), to check the guest side against a known server; it is
-# not part of make test. Needs root, qemu-system-x86, a kernel in /boot with its modules,
+# 111 (the guests' kernels find NFS, MOUNT and NLM through it, and sm-notify the server's NSM),
+# all in network namespace unfs-lk with the tap devices. LK_SERVER=ganesha runs the same steps
+# against nfs-ganesha with NLM on (with its own rpcbind and rpc.statd), to check the guest
+# side against a known server; it is not part of make test, and holds /tmp/unfs-ganesha.lock
+# (rpcbind's and statd's files are the machine's). Needs root, qemu-system-x86, a kernel in /boot with its modules,
 # busybox-static, cpio, iproute2, rpcbind and nfs-common: deploy/install-deps installs them.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -170,7 +169,7 @@ lk_start_server() { # [GRACE]
 		lk_ganesha_start
 		return
 	fi
-	"$E2E_BIN" -f --port "$E2E_PORT" --mount-port "$E2E_MPORT" --portmap "$LK_PORTMAP" --state "$state" \
+	"$E2E_BIN" -f --port "$E2E_PORT" --mount-port "$E2E_MPORT" --portmap builtin --state "$state" \
 		--grace "${1:-$LK_GRACE}" "${E2E_EXPORTS[@]}" >> "$work/server.log" 2>&1 &
 	srv=$!
 	e2e_await_server e2e_port_busy 127.0.0.1
@@ -219,23 +218,28 @@ lk_ganesha_stop() {
 }
 
 # ------------------------------------------------------------------------------------------
-exec 9> /tmp/unfs-ganesha.lock
-flock -w 600 9 || e2e_fail "another run holds /tmp/unfs-ganesha.lock (port 111, nfs-ganesha, rpc.statd) for over 10 min"
+# The whole run happens in network namespace unfs-lk: the server, its portmapper on port 111
+# and the VMs' tap devices are private to it, so nothing on the host (rpcbind, another
+# test's server) collides with them.
+if [ -z "${LK_IN_NETNS:-}" ]; then
+	[ "$(id -u)" = 0 ] || e2e_fail "needs root (a network namespace, tap devices, port 111)"
+	command -v ip > /dev/null || e2e_fail "ip is missing; run deploy/install-deps (package iproute2)"
+	if [ "$LK_MODE" = ganesha ]; then
+		# rpcbind's and statd's files (/run/rpcbind.sock, ...) are the machine's, namespace or not
+		exec 9> /tmp/unfs-ganesha.lock
+		flock -w 600 9 || e2e_fail "another run holds /tmp/unfs-ganesha.lock (nfs-ganesha, rpcbind, rpc.statd) for over 10 min"
+	fi
+	ip netns del unfs-lk 2> /dev/null
+	ip netns add unfs-lk && ip -n unfs-lk link set lo up ||
+		e2e_fail "cannot make network namespace unfs-lk (needs root and iproute2)"
+	LK_IN_NETNS=1 ip netns exec unfs-lk bash "$E2E_HERE/$(basename "$0")" "$@"
+	rc=$?
+	ip netns del unfs-lk
+	exit $rc
+fi
 e2e_init locking 14071 14072
 trap lk_cleanup EXIT
-command -v ip > /dev/null || e2e_fail "ip is missing; run deploy/install-deps (package iproute2)"
 command -v rpcinfo > /dev/null || e2e_fail "rpcinfo is missing; run deploy/install-deps (package rpcbind)"
-LK_PORTMAP=builtin
-if [ "$LK_MODE" != ganesha ]; then
-	if rpcinfo -p 127.0.0.1 > /dev/null 2>&1; then
-		LK_PORTMAP=rpcbind
-		echo "a system rpcbind runs: the server registers with it"
-		rpcinfo -T udp 127.0.0.1 100024 1 > /dev/null 2>&1 &&
-			e2e_fail "a status monitor (rpc.statd?) is registered with the host's rpcbind; unionnfsd serves NSM (100024) itself: stop it (systemctl disable --now rpc-statd)"
-	else
-		e2e_port_busy 111 && e2e_fail "port 111 is busy but no portmapper answers there; free it"
-	fi
-fi
 e2e_initrd_ready "$LK_DIR/build-initrd" "$LK_VM"
 mkdir -p "$BUILD/e2e"
 LK_BIN=$BUILD/e2e/lk
