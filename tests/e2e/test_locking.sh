@@ -122,8 +122,8 @@ lk_send() {
 # when none came)
 lk_reply() {
 	local n=$1 f=$work/vm$1/cmd/rep.${LK_SEQ[$1]} end
-	end=$(awk -v t="$EPOCHREALTIME" -v s="${2:-60}" 'BEGIN { printf "%d", (t + s) * 1000 }')
-	while [ "$(awk -v t="$EPOCHREALTIME" 'BEGIN { printf "%d", t * 1000 }')" -lt "$end" ]; do
+	end=$((${EPOCHREALTIME//[.,]/} + ${2:-60} * 1000000))
+	while [ "${EPOCHREALTIME//[.,]/}" -lt "$end" ]; do
 		if [ -e "$f" ]; then
 			REPLY=$(cat "$f")
 			return 0
