@@ -162,6 +162,22 @@ lk_expect() {
 # lk_pending N: the answer to VM N's last command has not come (it blocks)
 lk_pending() { [ ! -e "$work/vm$1/cmd/rep.${LK_SEQ[$1]}" ]; }
 
+# lk_await_waiter: until the server lists a lock waiter (unionnfsd-ctl stats); a server
+# that cannot tell (nfs-ganesha) gets a second to receive the blocking LOCK
+lk_await_waiter() {
+	local i out
+	for i in $(seq 1 100); do
+		out=$("$BUILD/unionnfsd-ctl" --state "$state" stats 2> /dev/null)
+		case $out in
+		*"waiters "[1-9]*) return 0 ;;
+		*waiters*) ;;
+		*) break ;;
+		esac
+		sleep 0.1
+	done
+	sleep 1
+}
+
 lk_step_time() { echo "TIME step $1: $(lk_since "$2") s"; echo "TIME step $1 $(lk_since "$2")" >> "$work/times"; }
 
 lk_start_server() { # [GRACE]
@@ -308,9 +324,7 @@ lk_step_time 1-exclusion "$t"
 t=$(lk_now)
 lk_expect block_hold1 1 "setlk w 0 0" ok "lock failed"
 lk_send 2 "setlkw w 0 0"
-# Nothing on the host shows that VM 2's LOCK reached the server and blocked there, so give it
-# a second; the reply must not have come meanwhile.
-sleep 1
+lk_await_waiter
 if lk_pending 2; then
 	e2e_result block_waits vm2 1
 else
@@ -399,7 +413,7 @@ lk_step_time 5-client-reboot "$t"
 
 # --- 6. a lock-heavy program on both VMs at once ---
 t=$(lk_now)
-N=${LK_CYCLES:-20}
+N=${LK_CYCLES:-100}
 lk_do 1 close
 lk_send 1 "cycles $N /mnt/counter"
 lk_send 2 "cycles $N /mnt/counter"
