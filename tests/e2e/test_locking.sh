@@ -72,15 +72,14 @@ lk_cleanup() {
 	e2e_cleanup
 }
 
-# lk_boot N: boots VM N in the background (its share is $work/vmN) and waits until it has
-# mounted the server and its lock driver runs
+# lk_boot N: boots VM N in the background (its share is $work/vmN); lk_await_ready N waits
+# until it has mounted the server and its lock driver runs
 lk_boot() {
-	local n=$1 sh=$work/vm$1 t0 i
+	local n=$1 sh=$work/vm$1
 	LK_BOOTS[$n]=$((LK_BOOTS[$n] + 1))
 	rm -rf "$sh/cmd" "$sh/ready" "$sh/failed"
 	LK_SEQ[$n]=0
 	cp "$LK_DIR/guest.sh" "$sh/run.sh"
-	t0=$(lk_now)
 	timeout --foreground -k 5 600 qemu-system-x86_64 \
 		-machine "q35,accel=${ACCEL:-tcg}" -cpu "${CPU:-max}" -m 512 -smp 1 \
 		-nographic -no-reboot -nodefaults -serial stdio \
@@ -142,10 +141,12 @@ lk_vm_gone() {
 	e2e_fail "VM $1 stopped while the host waited for its answer to '$(cat "$work/vm$1/cmd/cmd.${LK_SEQ[$1]}")' (its log is above)"
 }
 
-# lk_do N COMMAND: sends and waits; prints the exchange
+# lk_do N COMMAND [SECONDS]: sends and waits; prints the exchange. No answer in time ends the
+# test: the VM's lock driver is stuck in a call, so no later step could run.
 lk_do() {
 	lk_send "$1" "$2"
-	lk_reply "$1" "${3:-60}"
+	lk_reply "$1" "${3:-60}" ||
+		e2e_fail "VM $1 did not answer '$2' within ${3:-60} s: its NFS client hangs in the call (the server stopped answering NLM or NFS? see the server log; the VM's kernel log is in its console)"
 	echo "  vm$1: $2 -> $REPLY"
 }
 
@@ -256,6 +257,8 @@ fi
 e2e_init locking 14071 14072
 trap lk_cleanup EXIT
 command -v rpcinfo > /dev/null || e2e_fail "rpcinfo is missing; run deploy/install-deps (package rpcbind)"
+# (the locking image is the base image and more: rebuilt when the base builder changes too)
+[ "$E2E_HERE/build-initrd" -nt "$LK_VM/initrd.cpio.gz" ] && rm -f "$LK_VM/initrd.cpio.gz"
 e2e_initrd_ready "$LK_DIR/build-initrd" "$LK_VM"
 mkdir -p "$BUILD/e2e"
 LK_BIN=$BUILD/e2e/lk
