@@ -246,6 +246,9 @@ if [ -z "${LK_IN_NETNS:-}" ]; then
 		exec 9> /tmp/unfs-ganesha.lock
 		flock -w 600 9 || e2e_fail "another run holds /tmp/unfs-ganesha.lock (nfs-ganesha, rpcbind, rpc.statd) for over 10 min"
 	fi
+	# one run at a time: a second would take the first's namespace away
+	exec 8> /tmp/unfs-locking.lock
+	flock -w 900 8 || e2e_fail "another run of test_locking.sh holds /tmp/unfs-locking.lock for over 15 min"
 	ip netns del unfs-lk 2> /dev/null
 	ip netns add unfs-lk && ip -n unfs-lk link set lo up ||
 		e2e_fail "cannot make network namespace unfs-lk (needs root and iproute2)"
