@@ -30,6 +30,7 @@
 #define XP(fn) ((xdrproc_t)(void (*)(void))(fn))
 #define HOST_A "127.0.0.1"
 #define HOST_B "127.0.0.2"
+#define HOST_C "127.0.0.3"
 #define PMAP_PORT 111
 #define EOF_LEN 0
 
@@ -368,6 +369,20 @@ static void test_lock_survives_copyup(void **state)
 	it_clnt_destroy(b);
 }
 
+/*
+ * A client's first lock, from a process that is not root: NSM notes the client in the state
+ * directory as the server itself, not with the caller's identity the handle check took on.
+ */
+static void test_first_lock_of_a_user(void **state)
+{
+	struct env *e = *state;
+	CLIENT *c = it_clnt_from(HOST_C, NLM_PROG, NLM_VERS4, e->port, 1000, 1000, true);
+
+	assert_int_equal(do_lock(c, lk(&e->file, 4, 0, 1), true), NLM4_GRANTED);
+	assert_int_equal(do_unlock(c, lk(&e->file, 4, 0, 1)), NLM4_GRANTED);
+	it_clnt_destroy(c);
+}
+
 /* Waiters per object are bounded (64 by default): past it, DENIED_NOLOCKS. */
 static void test_waiter_limit(void **state)
 {
@@ -672,6 +687,7 @@ int main(void)
 		cmocka_unit_test(test_every_procedure),
 		cmocka_unit_test(test_hosts_ranges),
 		cmocka_unit_test(test_lock_survives_copyup),
+		cmocka_unit_test(test_first_lock_of_a_user),
 		cmocka_unit_test(test_waiter_limit),
 		cmocka_unit_test(test_blocked_lock_granted),
 	};

@@ -500,10 +500,15 @@ static void test_free_all_and_reboot(void **state)
 	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_DENIED);
 	assert_int_equal(t_test(C, t_lock(&g, 3, 0, 0), true, NULL), NLM4_GRANTED);
 
-	/* A reboots (NSM saw SM_NOTIFY from its address): its lock goes, B's waiter is called */
+	/*
+	 * A reboots (NSM saw SM_NOTIFY from its address): its lock goes, B's waiter is called;
+	 * B, also "guest", keeps its lock on g
+	 */
+	assert_int_equal(t_do_lock(B, t_lock(&g, 1, 0, 10), true, false), NLM4_GRANTED);
 	assert_int_equal(t_do_lock(B, t_lock(&f, 2, 0, 10), true, true), NLM4_BLOCKED);
 	inet_pton(AF_INET, A, &sa.sin_addr);
-	nlm_host_rebooted(svc, "someone-else", (struct sockaddr *)&sa, sizeof(sa));
+	nlm_host_rebooted(svc, "guest", (struct sockaddr *)&sa, sizeof(sa));
+	assert_int_equal(t_test(C, t_lock(&g, 3, 0, 0), true, NULL), NLM4_DENIED);
 	assert_int_equal(h.nsent, 1);
 	assert_int_equal(h.sent[0].proc, NLMPROC4_GRANTED_MSG);
 	assert_string_equal(h.sent[0].to, B);
