@@ -326,16 +326,22 @@ void nlm_events(struct nlm_service *s, struct locks_event *events)
 	}
 }
 
-void nlm_granted_res(struct nlm_service *s, const nlm4_netobj *cookie, nlm4_stats stat)
+void nlm_granted_res(struct nlm_service *s, const struct rpc_req *rq, const nlm4_netobj *cookie,
+		     nlm4_stats stat)
 {
-	struct nlm_grant *g;
+	struct nlm_grant *g = NULL;
+	char key[NLM_KEY_LEN];
 	uint64_t seq;
 
 	if (cookie->nlm4_netobj_len != sizeof(seq))
 		return;
 	memcpy(&seq, cookie->nlm4_netobj_val, sizeof(seq));
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
 	pthread_mutex_lock(&s->s_mu);
-	g = nlm_grant_unlink(s, seq);
+	/* Only the host the lock was granted to may give it back. */
+	for (struct nlm_grant *i = s->s_grants; i != NULL && g == NULL; i = i->g_next)
+		if (i->g_seq == seq && strcmp(i->g_key, key) == 0)
+			g = nlm_grant_unlink(s, seq);
 	pthread_mutex_unlock(&s->s_mu);
 	if (g == NULL)
 		return;
