@@ -84,6 +84,8 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_O) $(GEN_H)
 $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics: \
 		tests/unit/union_fixture.c tests/unit/union_fixture.h
 $(BUILD)/tests/unit/test_net: tests/wait.c tests/wait.h
+# Outbound calls are tested against small RPC servers of the test's own.
+$(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm: tests/unit/fake_rpc.c tests/unit/fake_rpc.h
 # The lock table's test fails chosen allocations (__wrap_malloc in tests/unit/test_locks.c).
 $(BUILD)/tests/unit/test_locks: LDFLAGS_ALL += -Wl,--wrap=malloc -Wl,--wrap=calloc
 

@@ -243,9 +243,10 @@ static int encode_call(const struct rpc_client *c, const struct rpc_client_call 
 	XDR x;
 	bool ok;
 
+	/* xdr_sizeof says 0 for what it cannot size (a long string): try the largest buffer */
 	if (argsize > RPC_CLIENT_ARGS_MAX)
 		return -EMSGSIZE;
-	cap = CALL_HDR_MAX + argsize;
+	cap = CALL_HDR_MAX + (argsize ? argsize : RPC_CLIENT_ARGS_MAX);
 	b = malloc(cap);
 	if (!b)
 		return -ENOMEM;
@@ -260,7 +261,7 @@ static int encode_call(const struct rpc_client *c, const struct rpc_client_call 
 	if (!ok) {
 		xdr_destroy(&x);
 		free(b);
-		return -EINVAL;
+		return argsize ? -EINVAL : -EMSGSIZE;
 	}
 	*outlen = 4 + xdr_getpos(&x);
 	xdr_destroy(&x);
@@ -407,14 +408,14 @@ static void job_try(struct rpc_client *c, struct job *j, int64_t now)
 /* The current try's time is up: retransmit, try again, or give up. */
 static void job_expire(struct rpc_client *c, struct job *j, int64_t now)
 {
-	if (--j->tries_left == 0) {
-		job_finish(c, j, j->err ? j->err : -ETIMEDOUT, NULL);
-		return;
-	}
 	if (!j->fixed_port && j->ph != PH_PMAP) {
 		/* the port may have changed (the service restarted): ask again */
 		pmap_drop(c, j);
 		j->port = 0;
+	}
+	if (--j->tries_left == 0) {
+		job_finish(c, j, j->err ? j->err : -ETIMEDOUT, NULL);
+		return;
 	}
 	if (j->ph == PH_UDP && j->fixed_port) {
 		/* same socket, same xid: a late reply to an earlier send still counts */
