@@ -86,6 +86,7 @@ $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics: \
 $(BUILD)/tests/unit/test_net: tests/wait.c tests/wait.h
 # Outbound calls are tested against small RPC servers of the test's own.
 $(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm: tests/unit/fake_rpc.c tests/unit/fake_rpc.h
+$(BUILD)/tests/unit/test_nsm: tests/wait.c tests/wait.h
 # The lock table's test fails chosen allocations (__wrap_malloc in tests/unit/test_locks.c).
 $(BUILD)/tests/unit/test_locks: LDFLAGS_ALL += -Wl,--wrap=malloc -Wl,--wrap=calloc
 
