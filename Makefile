@@ -94,6 +94,11 @@ $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_COMMON) $(LIB_O) $(G
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/integration $(LDFLAGS_ALL) -o $@ $< $(INTEG_COMMON) $(LIB_O) $(LIBS) -lnfs -lcmocka
 
+# NSM's integration test has a fake client statd (tests/unit/fake_rpc.c).
+$(BUILD)/tests/integration/test_nsm: tests/integration/test_nsm.c tests/unit/fake_rpc.c tests/unit/fake_rpc.h $(INTEG_COMMON) $(LIB_O) $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/integration $(LDFLAGS_ALL) -o $@ $< tests/unit/fake_rpc.c $(INTEG_COMMON) $(LIB_O) $(LIBS) -lnfs -lcmocka
+
 $(BUILD)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(FUZZ_HELPERS) tests/fuzz/serve_env.h $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/fuzz $(LDFLAGS_ALL) -o $@ $< tests/fuzz/replay.c $(FUZZ_HELPERS) $(LIB_O) $(LIBS)
