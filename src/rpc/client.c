@@ -278,7 +278,11 @@ static int open_socket(const struct sockaddr_storage *to, int protocol, bool res
 
 	if (fd < 0)
 		return -errno;
-	/* Lock managers may want a privileged port; without the privilege any port will do. */
+	/*
+	 * Lock managers may want a privileged port; without the privilege, or when all are
+	 * taken, any port will do. No SO_REUSEADDR: bindresvport would then hand out the same
+	 * port again and the connection would collide with the one before.
+	 */
 	if (reserved && geteuid() == 0)
 		(void)bindresvport_sa(fd, NULL);
 	return fd;
@@ -454,13 +458,19 @@ static void job_pmap_reply(struct rpc_client *c, struct job *j)
 	ssize_t n = recv(j->fd, c->rbuf, RPC_CLIENT_REPLY_MAX, 0);
 	size_t off;
 	uint32_t port;
+	int r;
 
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			job_idle(j, errno == ECONNREFUSED ? -ECONNREFUSED : -errno);
 		return;
 	}
-	if (parse_reply(c->rbuf, (size_t)n, j->xid ^ 0x80000000u, &off) < 0 || (size_t)n < off + 4)
+	r = parse_reply(c->rbuf, (size_t)n, j->xid ^ 0x80000000u, &off);
+	if (r == -EPROTO) {
+		job_idle(j, r); /* the portmapper refused the question */
+		return;
+	}
+	if (r < 0 || (size_t)n < off + 4)
 		return; /* not the answer: keep waiting for it until the deadline */
 	port = get32(c->rbuf + off);
 	if (port == 0 || port > 65535) {

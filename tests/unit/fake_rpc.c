@@ -240,6 +240,8 @@ static size_t pmap_handler(void *arg, const struct fake_call *c, uint8_t *out)
 	if (c->prog != 100000 || c->vers != 2 || c->proc != 3 || c->argslen < 16)
 		return fake_reply(out, c->xid, 1 /* PROG_UNAVAIL */, NULL, 0);
 	atomic_fetch_add(&pm->getports, 1);
+	if (pm->refuse)
+		return fake_reply(out, c->xid, 2 /* PROG_MISMATCH */, "\0\0\0\2\0\0\0\2", 8);
 	for (unsigned i = 0; i < pm->n; i++)
 		if (pm->prog[i] == fake_get32(c->args) && pm->vers[i] == fake_get32(c->args + 4) &&
 		    pm->prot[i] == fake_get32(c->args + 8))

@@ -59,6 +59,7 @@ struct fake_pmap {
 	uint32_t prog[FAKE_PMAP_MAX], vers[FAKE_PMAP_MAX], prot[FAKE_PMAP_MAX], port[FAKE_PMAP_MAX];
 	_Atomic unsigned n;
 	atomic_uint getports;
+	atomic_bool refuse;     /* answer PROG_MISMATCH instead */
 	struct fake_rpc *srv;
 };
 /* Starts it on addr:port (0: any free port, then srv->fr_udp_port). */

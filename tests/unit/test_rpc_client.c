@@ -42,6 +42,7 @@ struct server {
 	_Atomic int behaviour;
 	atomic_uint seen;
 	atomic_uint flavor;  /* credential flavour of the last call */
+	atomic_uint port;    /* source port of the last call */
 	struct fake_rpc *srv;
 };
 
@@ -53,6 +54,7 @@ static size_t test_handler(void *arg, const struct fake_call *c, uint8_t *out)
 	size_t len;
 
 	s->flavor = c->cred_flavor;
+	s->port = c->peer_port;
 	if (c->argslen < 4)
 		return fake_reply(out, c->xid, 4 /* GARBAGE_ARGS */, NULL, 0);
 	fake_put32(res, fake_get32(c->args) + 1);
@@ -208,6 +210,9 @@ static void test_delivery(void **state)
 		assert_int_equal(o.status, 0);
 		assert_true(o.decoded);
 		assert_int_equal(o.result, 42 + (uint32_t)i);
+		/* as root, from a reserved port: lock managers may insist */
+		if (geteuid() == 0)
+			assert_true(f->s.port < 1024);
 	}
 	/* AUTH_UNIX: lock managers may refuse AUTH_NULL */
 	assert_int_equal(f->s.flavor, 1);
@@ -332,6 +337,23 @@ static void test_getport_cache(void **state)
 	assert_true(outcome_wait(&o, 1));
 	assert_int_equal(o.status, -ECONNREFUSED);
 	assert_int_equal(f->s.seen, 0);
+
+	/* a portmapper that refuses the question: -EPROTO, not a wait through the tries */
+	f->pm.refuse = true;
+	outcome_init(&o);
+	{
+		struct sockaddr_in to = loopback(0);
+		struct rpc_client_call call = {
+			.to = (struct sockaddr *)&to, .tolen = sizeof(to), .protocol = IPPROTO_UDP,
+			.prog = TEST_PROG, .vers = TEST_VERS + 2, .proc = TEST_PROC,
+			.xdr_args = (xdrproc_t)xdr_u_int, .args = &arg,
+			.attempts = 2, .interval_ms = 100, .done = on_done, .arg = &o,
+		};
+
+		assert_int_equal(rpc_client_send(f->c, &call), 0);
+	}
+	assert_true(outcome_wait(&o, 1));
+	assert_int_equal(o.status, -EPROTO);
 }
 
 /* Stop with calls queued and in flight: each `done` runs once with -ECANCELED, at once. */
