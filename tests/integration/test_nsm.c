@@ -4,7 +4,8 @@
  *  - a server started with a previous run's client list sends that client SM_NOTIFY with
  *    its new state number (2 past the last one) and forgets the entry once answered;
  *  - SM_STAT answers the state number; SM_MON is refused;
- *  - SM_NOTIFY sent to the server reaches the lock service's reboot hook.
+ *  - SM_NOTIFY sent to the server reaches the lock service: the client's locks go;
+ *  - the clients that locked in one run are told at the next start.
  * NSM is served on the lock manager's port (--nlm-port).
  */
 #include <errno.h>
@@ -22,12 +23,14 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "nlm4.h"
 #include "sm_inter.h"
 #include "../unit/fake_rpc.h"
 
 #define NLM_PORT 4045   /* the namespace is ours: the customary port is free */
 #define NLM_PORT_TEXT "4045"
 #define WAIT_MS 15000
+#define XP(fn) ((xdrproc_t)(void (*)(void))(fn))
 
 static bool in_own_netns;
 
@@ -143,6 +146,37 @@ static void sm_stat_is(const struct it_server *s, int proto, uint32_t want)
 	it_clnt_destroy(c);
 }
 
+/* NLM LOCK (exclusive, bytes 0-9, not blocking) from host with caller name caller. */
+static nlm4_stats nlm_lock(const char *host, const char *caller, const nfs_fh3 *fh)
+{
+	CLIENT *c = it_clnt_from(host, NLM_PROG, NLM_VERS4, NLM_PORT, 0, 0, true);
+	char oh[] = "owner", ck[] = "cookie";
+	nlm4_lockargs a = {
+		.cookie = { sizeof(ck) - 1, ck }, .exclusive = true, .state = 1,
+		.alock = { .caller_name = (char *)caller, .svid = 1, .l_offset = 0, .l_len = 10,
+			   .fh = { fh->data.data_len, fh->data.data_val },
+			   .oh = { sizeof(oh) - 1, oh } },
+	};
+	nlm4_res r;
+
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(it_call(c, NLMPROC4_LOCK, XP(xdr_nlm4_lockargs), &a, XP(xdr_nlm4_res), &r),
+			 RPC_SUCCESS);
+	it_free(XP(xdr_nlm4_res), &r);
+	it_clnt_destroy(c);
+	return r.stat.stat;
+}
+
+static void sm_notify_from(const char *host, const char *mon_name, int state)
+{
+	CLIENT *c = it_clnt_from(host, SM_PROG, SM_VERS, NLM_PORT, 0, 0, true);
+	stat_chge chg = { .mon_name = (char *)mon_name, .state = state };
+
+	assert_int_equal(it_call(c, SM_NOTIFY, XP(xdr_stat_chge), &chg, XP(it_xdr_void), NULL),
+			 RPC_SUCCESS);
+	it_clnt_destroy(c);
+}
+
 static void test_nsm_restart_and_notify(void **state)
 {
 	struct statd sd = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
@@ -155,9 +189,10 @@ static void test_nsm_restart_and_notify(void **state)
 	(void)state;
 	if (!in_own_netns)
 		skip();
-	statd = fake_rpc_start("127.0.0.1", 0, false, statd_handler, &sd);
+	/* every 127/8 address is a client host with this statd */
+	statd = fake_rpc_start("0.0.0.0", 0, false, statd_handler, &sd);
 	assert_non_null(statd);
-	assert_int_equal(fake_pmap_start(&pm, "127.0.0.1", 111), 0);
+	assert_int_equal(fake_pmap_start(&pm, "0.0.0.0", 111), 0);
 	fake_pmap_set(&pm, SM_PROG, SM_VERS, IPPROTO_UDP, statd->fr_udp_port);
 
 	/* the last run: state 41, one client that reached us at 127.0.0.1 */
@@ -171,19 +206,11 @@ static void test_nsm_restart_and_notify(void **state)
 	write_text(path, "unionnfsd-nsm-clients 1\n127.0.0.1 =client-a 127.0.0.1\n");
 	s.is_extra[0] = "--nlm-port";
 	s.is_extra[1] = NLM_PORT_TEXT;
-	s.is_extra[2] = NULL;
-	if (it_server_start(&s) != 0) {
-		if (it_server_log_contains(&s, "unknown option '--nlm-port'")) {
-			/* before branch nlm's wiring of NLM and NSM into main is merged */
-			fprintf(stderr, "test_nsm: this server has no --nlm-port (NSM is not served); "
-				"skipped\n");
-			it_server_cleanup(&s);
-			fake_pmap_stop(&pm);
-			fake_rpc_stop(statd);
-			skip();
-		}
+	s.is_extra[2] = "--grace"; /* locks at once: grace is NLM's business, tested there */
+	s.is_extra[3] = "0";
+	s.is_extra[4] = NULL;
+	if (it_server_start(&s) != 0)
 		fail_msg("the server did not start (see its output above)");
-	}
 
 	/* SM_NOTIFY arrives with the new state, naming the address the client used */
 	if (!statd_wait(&sd, 1)) {
@@ -200,6 +227,7 @@ static void test_nsm_restart_and_notify(void **state)
 
 	/* SM_STAT over both transports */
 	sm_stat_is(&s, IPPROTO_TCP, 43);
+	sm_stat_is(&s, IPPROTO_UDP, 43);
 
 	/* SM_MON is the machine's statd's business */
 	{
@@ -216,25 +244,52 @@ static void test_nsm_restart_and_notify(void **state)
 		it_clnt_destroy(c);
 	}
 
-	/* a client says it restarted: the server hands it to the lock service */
+	/*
+	 * A client restarted: its statd says so, and its locks go. Client b (127.0.0.3) holds
+	 * a lock c (127.0.0.4) wants; SM_NOTIFY from b's address frees it.
+	 */
 	{
-		CLIENT *c = it_clnt(IPPROTO_TCP, SM_PROG, SM_VERS, NLM_PORT);
-		stat_chge chg = { .mon_name = "client-b", .state = 7 };
+		nfs_fh3 root, file;
+		CLIENT *nc;
+		char *text;
+		size_t len;
 
-		assert_int_equal(it_call(c, SM_NOTIFY, (xdrproc_t)xdr_stat_chge, &chg,
-					 (xdrproc_t)it_xdr_void, NULL), RPC_SUCCESS);
-		it_clnt_destroy(c);
-		assert_true(it_server_log_wait(&s, "SM_NOTIFY from 127.0.0.1: client-b restarted",
+		assert_int_equal(it_mnt(&s, IPPROTO_TCP, IT_EXPORT, &root), 0);
+		nc = it_nfs_clnt(&s, IPPROTO_TCP);
+		it_assert_status(it_create(nc, &root, "f"), NFS3_OK);
+		it_assert_status(it_lookup(nc, &root, "f", &file, NULL), NFS3_OK);
+		it_clnt_destroy(nc);
+		assert_int_equal(nlm_lock("127.0.0.3", "client-b", &file), NLM4_GRANTED);
+		assert_int_equal(nlm_lock("127.0.0.4", "client-c", &file), NLM4_DENIED);
+		sm_notify_from("127.0.0.3", "client-b", 7);
+		assert_true(it_server_log_wait(&s, "SM_NOTIFY from 127.0.0.3: client-b restarted",
 					       WAIT_MS));
+		assert_int_equal(nlm_lock("127.0.0.4", "client-c", &file), NLM4_GRANTED);
+		/* those granted locks are monitored, durably, with the address they used */
+		it_path(path, "%s/nsm/clients", s.is_state);
+		text = it_read_file(path, &len);
+		assert_non_null(text);
+		assert_non_null(strstr(text, "127.0.0.3 =client-b 127.0.0.1\n"));
+		assert_non_null(strstr(text, "127.0.0.4 =client-c 127.0.0.1\n"));
+		free(text);
+		it_fh_free(&root);
+		it_fh_free(&file);
 	}
 
-	/* the next start: 2 more, and nobody left to tell */
+	/* the next start: 2 more, and this run's two clients are told */
 	it_server_restart(&s);
 	assert_int_equal(state_on_disk(&s), 45);
 	sm_stat_is(&s, IPPROTO_TCP, 45);
+	if (!statd_wait(&sd, 3)) {
+		it_server_dump_log(&s);
+		fail_msg("the clients of the last run were not told of the restart");
+	}
 	pthread_mutex_lock(&sd.lock);
-	assert_int_equal(sd.got, 1);
+	assert_int_equal(sd.got, 3);
+	assert_string_equal(sd.mon_name, "127.0.0.1");
+	assert_int_equal(sd.state, 45);
 	pthread_mutex_unlock(&sd.lock);
+	assert_true(wait_until(file_gone, &prev, WAIT_MS));
 
 	assert_int_equal(it_server_finish(&s), 0);
 	fake_pmap_stop(&pm);

@@ -81,13 +81,26 @@ static void peer_of(const struct sockaddr_in *sin, struct fake_call *c)
 	c->peer_port = ntohs(sin->sin_port);
 }
 
+/*
+ * Replies leave from the address the call was sent to (IP_PKTINFO), as rpcbind and statd
+ * do: a server bound to 0.0.0.0 then answers for every loopback address, and a caller's
+ * connected socket takes the answer.
+ */
 static void serve_udp(struct fake_rpc *f)
 {
-	uint8_t in[65536], out[FAKE_REPLY_MAX];
+	static uint8_t in[65536];
+	uint8_t out[FAKE_REPLY_MAX];
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
+	} ctl;
 	struct sockaddr_in from;
-	socklen_t fl = sizeof(from);
-	ssize_t n = recvfrom(f->fr_udp, in, sizeof(in), 0, (struct sockaddr *)&from, &fl);
+	struct iovec iov = { in, sizeof(in) };
+	struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iov,
+			     .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
+	ssize_t n = recvmsg(f->fr_udp, &mh, 0);
 	struct fake_call c = { 0 };
+	struct cmsghdr *cm;
 	size_t rl;
 
 	if (n <= 0 || !parse_call(in, (size_t)n, &c))
@@ -95,8 +108,18 @@ static void serve_udp(struct fake_rpc *f)
 	peer_of(&from, &c);
 	atomic_fetch_add(&f->fr_calls, 1);
 	rl = f->fr_fn(f->fr_arg, &c, out);
-	if (rl)
-		sendto(f->fr_udp, out, rl, 0, (struct sockaddr *)&from, fl);
+	if (!rl)
+		return;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo *pi = (struct in_pktinfo *)CMSG_DATA(cm);
+
+			pi->ipi_spec_dst = pi->ipi_addr;
+			pi->ipi_ifindex = 0;
+		}
+	iov = (struct iovec){ out, rl };
+	mh.msg_namelen = sizeof(from);
+	sendmsg(f->fr_udp, &mh, 0);
 }
 
 static bool read_full(int fd, uint8_t *b, size_t len)
@@ -201,6 +224,11 @@ struct fake_rpc *fake_rpc_start(const char *addr, uint16_t udp_port, bool tcp, f
 	f->fr_arg = arg;
 	f->fr_tcp = -1;
 	f->fr_udp = bound(SOCK_DGRAM, addr, udp_port, &f->fr_udp_port);
+	if (f->fr_udp >= 0) {
+		int one = 1;
+
+		setsockopt(f->fr_udp, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+	}
 	if (tcp)
 		f->fr_tcp = bound(SOCK_STREAM, addr, 0, &f->fr_tcp_port);
 	f->fr_stop = eventfd(0, EFD_CLOEXEC);
