@@ -448,6 +448,7 @@ struct statd {
 	char mon_name[64];
 	uint32_t state;
 	bool root_port_ok;       /* every call came from a reserved port (as root) */
+	const char *silent_mon;  /* SM_NOTIFY naming this mon_name gets no answer */
 };
 
 static size_t statd_handler(void *arg, const struct fake_call *c, uint8_t *out)
@@ -462,7 +463,9 @@ static size_t statd_handler(void *arg, const struct fake_call *c, uint8_t *out)
 	xdrmem_create(&x, (char *)c->args, (u_int)c->argslen, XDR_DECODE);
 	pthread_mutex_lock(&s->lock);
 	if (xdr_stat_chge(&x, &chg)) {
-		if (s->drop > 0) {
+		if (s->silent_mon && strcmp(chg.mon_name, s->silent_mon) == 0) {
+			/* no answer */
+		} else if (s->drop > 0) {
 			s->drop--;
 		} else {
 			s->got++;
@@ -525,6 +528,64 @@ static void test_notify_previous(void **state)
 	fake_pmap_stop(&pm);
 }
 
+/* Until clients.previous holds exactly `want`. */
+struct file_is {
+	const struct fixture *f;
+	const char *want;
+};
+
+static bool previous_is(void *arg)
+{
+	struct file_is *fi = arg;
+	char *text = slurp(fi->f, "clients.previous");
+	bool same = text && strcmp(text, fi->want) == 0;
+
+	free(text);
+	return same;
+}
+
+/*
+ * Many clients (several batches of rewrites) and one whose statd never answers: the file
+ * keeps only that one once the others answered (and its call left the fast schedule).
+ */
+static void test_notify_many(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 300 };
+	struct statd sd = { .lock = PTHREAD_MUTEX_INITIALIZER, .silent_mon = "127.0.0.9" };
+	struct fake_rpc *srv = fake_rpc_start("0.0.0.0", 0, false, statd_handler, &sd);
+	struct fake_pmap pm = { 0 };
+	struct file_is fi = { f, "unionnfsd-nsm-clients 1\n127.0.9.9 =silent 127.0.0.9\n" };
+	struct rpc_client *rc;
+	struct nsm *n;
+	char err[256], addr[32];
+
+	assert_non_null(srv);
+	assert_int_equal(fake_pmap_start(&pm, "0.0.0.0", 0), 0);
+	fake_pmap_set(&pm, SM_PROG, SM_VERS, IPPROTO_UDP, srv->fr_udp_port);
+	assert_int_equal(rpc_client_start(&rc, err, sizeof(err)), 0);
+	rpc_client_set_pmap_port(rc, pm.srv->fr_udp_port);
+	n = open_nsm(f, rc);
+	for (int i = 0; i < N; i++) {
+		snprintf(addr, sizeof(addr), "127.0.%d.%d", 1 + i / 200, 1 + i % 200);
+		assert_int_equal(monitor(n, addr, "c", "127.0.0.1"), 0);
+	}
+	assert_int_equal(monitor(n, "127.0.9.9", "silent", "127.0.0.9"), 0);
+	nsm_close(n);
+	n = open_nsm(f, rc);
+	nsm_notify_previous(n);
+	assert_true(wait_until(previous_is, &fi, 20000));
+	pthread_mutex_lock(&sd.lock);
+	assert_int_equal(sd.got, N);
+	assert_string_equal(sd.mon_name, "127.0.0.1");
+	pthread_mutex_unlock(&sd.lock);
+	assert_true(nsm_previous_clients(n));
+	nsm_close(n);
+	rpc_client_stop(rc);
+	fake_rpc_stop(srv);
+	fake_pmap_stop(&pm);
+}
+
 /* A client that never answers stays listed; closing with the call in flight is safe. */
 static void test_notify_unreachable(void **state)
 {
@@ -569,6 +630,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_client_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_handlers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notify_previous, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_notify_many, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notify_unreachable, setup, teardown),
 	};
 
