@@ -261,12 +261,21 @@ static int main_rpcbind_register(struct main_ctx *mc)
 	return rc;
 }
 
+static int main_listen_udp(struct main_ctx *mc, int port, char *err, size_t errlen);
+
 static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
 {
 	struct portmap_mapping all[MAIN_MAX_MAPS + 2];
 	int port, n;
 
-	port = main_listen(mc, mc->mc_cfg.cf_portmap_port, err, errlen);
+	bool udp = mc->mc_cfg.cf_udp || mc->mc_nlm_port != 0;
+
+	/* A rebooted client's sm-notify asks for our NSM over UDP only: without an answer
+	 * there, the server would keep its locks. */
+	if (udp)
+		port = main_listen_udp(mc, mc->mc_cfg.cf_portmap_port, err, errlen);
+	else
+		port = main_listen(mc, mc->mc_cfg.cf_portmap_port, err, errlen);
 	if (port < 0)
 		return port;
 	n = mc->mc_nmaps;
@@ -274,7 +283,7 @@ static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
 	/* The portmapper's own entry, as rpcbind lists it: version 2. */
 	all[n++] = (struct portmap_mapping){ portmap_program.rg_prog, portmap_program.rg_vers_min,
 					     IPPROTO_TCP, (uint32_t)port };
-	if (mc->mc_cfg.cf_udp)
+	if (udp)
 		all[n++] = (struct portmap_mapping){ portmap_program.rg_prog,
 						     portmap_program.rg_vers_min, IPPROTO_UDP,
 						     (uint32_t)port };
