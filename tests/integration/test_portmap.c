@@ -365,6 +365,45 @@ static void test_auto_without_rpcbind(void **state)
 	run_builtin("auto");
 }
 
+/*
+ * With file locking served (the default) the built-in portmapper answers over UDP too, even
+ * without --udp: a rebooted client's sm-notify looks up the server's NSM over UDP only, and
+ * without an answer the server would keep that client's locks for good.
+ */
+static void test_builtin_udp_for_nsm(void **state)
+{
+	char pmport[16];
+	uint32_t nsm, nlm;
+	CLIENT *c;
+	int port;
+
+	(void)state;
+	for (port = 40211; port < 40300 && !it_tcp_port_free(port); port++)
+		;
+	snprintf(pmport, sizeof(pmport), "%d", port);
+	it_server_init(&cur, false);
+	cur.is_portmap = "builtin";
+	cur.is_extra[0] = "--portmap-port";
+	cur.is_extra[1] = pmport;
+	if (it_server_start(&cur) != 0) {
+		it_server_cleanup(&cur);
+		fail_msg("the server did not start with --portmap builtin --portmap-port %d", port);
+	}
+	c = it_clnt(IPPROTO_UDP, PMAPPROG, PMAPVERS, port);
+	if (it_call(c, PMAPPROC_NULL, (xdrproc_t)it_xdr_void, NULL, (xdrproc_t)it_xdr_void,
+		    NULL) != RPC_SUCCESS)
+		fail_msg("the built-in portmapper on port %d does not answer over UDP (no --udp): "
+			 "a rebooted client's sm-notify could not find NSM; it must listen on UDP "
+			 "while locking is served", port);
+	nsm = t_getport(c, 100024, 1, IPPROTO_UDP);
+	nlm = t_getport(c, 100021, 4, IPPROTO_TCP);
+	it_clnt_destroy(c);
+	assert_int_not_equal(nlm, 0);
+	assert_int_equal(nsm, nlm);
+	assert_int_equal(it_server_stop(&cur), 0);
+	it_server_cleanup(&cur);
+}
+
 /* A failed test leaves its server (or rpcbind) behind: stop them before the next test. */
 static int after_each(void **state)
 {
@@ -381,6 +420,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_with_rpcbind, after_each),
 		cmocka_unit_test_teardown(test_builtin_portmapper, after_each),
 		cmocka_unit_test_teardown(test_auto_without_rpcbind, after_each),
+		cmocka_unit_test_teardown(test_builtin_udp_for_nsm, after_each),
 	};
 	int rc = cmocka_run_group_tests_name("portmapper", tests, NULL, NULL);
 
