@@ -266,9 +266,8 @@ static int main_listen_udp(struct main_ctx *mc, int port, char *err, size_t errl
 static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
 {
 	struct portmap_mapping all[MAIN_MAX_MAPS + 2];
-	int port, n;
-
 	bool udp = mc->mc_cfg.cf_udp || mc->mc_nlm_port != 0;
+	int port, n;
 
 	/* A rebooted client's sm-notify asks for our NSM over UDP only: without an answer
 	 * there, the server would keep its locks. */
