@@ -254,7 +254,11 @@ static bool udp_null_answered(int port)
 	return n >= 24 && it_get32(reply, 0) == 0x0dd;
 }
 
-/* Without --udp nothing listens on UDP, and the portmapper offers TCP only. */
+/*
+ * Without --udp (and without locking, whose NLM and NSM, and with them the built-in
+ * portmapper, answer on UDP too: test_portmap) nothing listens on UDP, and the portmapper
+ * offers TCP only.
+ */
 static void test_udp_off_by_default(void **state)
 {
 	struct it_server tcp_only;
@@ -274,6 +278,8 @@ static void test_udp_off_by_default(void **state)
 	tcp_only.is_portmap = "builtin";
 	tcp_only.is_extra[0] = "--portmap-port";
 	tcp_only.is_extra[1] = pmport;
+	tcp_only.is_extra[2] = "--nlm-port";
+	tcp_only.is_extra[3] = "off";
 	if (it_server_start(&tcp_only) != 0) {
 		it_server_cleanup(&tcp_only);
 		fail_msg("the server did not start without --udp");
