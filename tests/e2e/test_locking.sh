@@ -303,7 +303,7 @@ lk_await_ready 1
 lk_await_ready 2
 lk_step_time boot "$t"
 if [ -e "$work/vm1/nsm-udp" ]; then
-	e2e_result nsm_udp vm1 0 "$(cat "$work/vm1/nsm-udp"): a rebooted client's sm-notify asks the server's portmapper for NSM over UDP only; the portmapper must answer on UDP (the built-in one does only with --udp)"
+	e2e_result nsm_udp vm1 0 "$(cat "$work/vm1/nsm-udp"): a rebooted client's sm-notify asks the server's portmapper for NSM over UDP only; the portmapper must answer on UDP (the built-in one does while locking is served)"
 else
 	e2e_result nsm_udp vm1 1
 fi
