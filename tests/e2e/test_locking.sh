@@ -192,7 +192,6 @@ lk_start_server() { # [GRACE]
 	e2e_await_server e2e_port_busy 127.0.0.1
 }
 
-
 lk_kill_server() { # a crash: no clean shutdown
 	if [ "$LK_MODE" = ganesha ]; then
 		lk_ganesha_stop KILL
@@ -203,20 +202,27 @@ lk_kill_server() { # a crash: no clean shutdown
 	srv=
 }
 
-# --- nfs-ganesha (LK_SERVER=ganesha): NLM on, the host's rpcbind and rpc.statd for NSM ---
+# lk_await CMD...: up to 10 s until CMD succeeds
+lk_await() {
+	local i
+	for i in $(seq 1 100); do
+		"$@" > /dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# --- nfs-ganesha (LK_SERVER=ganesha): NLM on, with an rpcbind and rpc.statd of our own in the
+# namespace for NSM (ganesha asks the local statd to monitor its clients) ---
 lk_ganesha_start() {
 	if ! rpcinfo -p 127.0.0.1 > /dev/null 2>&1; then
 		rpcbind -f -w & host_daemons+=($!)
-		sleep 0.5
+		lk_await rpcinfo -p 127.0.0.1 || e2e_fail "rpcbind did not answer on 127.0.0.1:111 within 10 s"
 	fi
 	if ! rpcinfo -T udp 127.0.0.1 100024 1 > /dev/null 2>&1; then
 		mkdir -p "$work/hoststatd/sm" "$work/hoststatd/sm.bak"
 		rpc.statd -F -d -L -P "$work/hoststatd" 2> "$work/hoststatd.log" & host_daemons+=($!)
-		for i in $(seq 1 100); do
-			rpcinfo -T udp 127.0.0.1 100024 1 > /dev/null 2>&1 && break
-			sleep 0.1
-		done
-		rpcinfo -T udp 127.0.0.1 100024 1 > /dev/null 2>&1 ||
+		lk_await rpcinfo -T udp 127.0.0.1 100024 1 ||
 			e2e_fail "the host's rpc.statd did not register within 10 s: $(tail -3 "$work/hoststatd.log")"
 	fi
 	sed -e "s#@EXPORT@#$U#" -e "s#@NFS_PORT@#$E2E_PORT#" -e "s#@MNT_PORT@#$E2E_MPORT#" \
