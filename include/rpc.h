@@ -46,7 +46,7 @@ struct rpc_req {
 	struct sockaddr_storage rq_peer;  /* the client */
 	socklen_t rq_peerlen;
 	int rq_protocol;                  /* IPPROTO_TCP or IPPROTO_UDP */
-	void *rq_ctx;                     /* the context given to rpc_dispatch_init */
+	void *rq_ctx;                     /* rpc_dispatch_init's or rpc_dispatch_set_ctx's context */
 	struct rpc_arena *rq_arena;
 	struct sockaddr_storage rq_local; /* our address as the client sees it (rq_locallen 0: unknown) */
 	socklen_t rq_locallen;
@@ -172,6 +172,12 @@ size_t rpc_reply_max(const void *rec, size_t len);
  * before serving (tests may call it again between runs).
  */
 void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms, void *ctx);
+/*
+ * The context handed to the handlers of program prog instead of rpc_dispatch_init's (each
+ * program may have its own: NLM's is its lock service). After rpc_dispatch_init, before
+ * serving; a program not registered is ignored.
+ */
+void rpc_dispatch_set_ctx(uint32_t prog, void *ctx);
 
 /*
  * The registered programs, for whoever reports on them (the statistics): how many, the

@@ -70,7 +70,7 @@ __thread struct call_ctx call_ctx_self;
 
 static const struct rpc_program *dispatch_programs[RPC_MAX_PROGRAMS];
 static int dispatch_nprograms;
-static void *dispatch_ctx;
+static void *dispatch_ctxs[RPC_MAX_PROGRAMS];  /* rq_ctx of each program's handlers */
 
 static struct rpc_arena *arena_get(struct rpc_req *rq)
 {
@@ -215,18 +215,29 @@ void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms,
 			nprograms, RPC_MAX_PROGRAMS);
 		nprograms = RPC_MAX_PROGRAMS;
 	}
-	for (int i = 0; i < nprograms; i++)
+	for (int i = 0; i < nprograms; i++) {
 		dispatch_programs[i] = programs[i];
+		dispatch_ctxs[i] = ctx;
+	}
 	dispatch_nprograms = nprograms < 0 ? 0 : nprograms;
-	dispatch_ctx = ctx;
 }
 
-/* Static, so that the per-call paths (rpc_serve_at, rpc_reply_max) inline them. */
-static const struct rpc_program *dispatch_find(uint32_t prog)
+void rpc_dispatch_set_ctx(uint32_t prog, void *ctx)
 {
 	for (int i = 0; i < dispatch_nprograms; i++)
 		if (dispatch_programs[i]->rg_prog == prog)
+			dispatch_ctxs[i] = ctx;
+}
+
+/* Static, so that the per-call paths (rpc_serve_at, rpc_reply_max) inline them. */
+static const struct rpc_program *dispatch_find(uint32_t prog, void **ctx)
+{
+	for (int i = 0; i < dispatch_nprograms; i++) {
+		if (dispatch_programs[i]->rg_prog == prog) {
+			*ctx = dispatch_ctxs[i];
 			return dispatch_programs[i];
+		}
+	}
 	return NULL;
 }
 
@@ -525,7 +536,8 @@ static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *
 
 static size_t dispatch_reply_max(uint32_t prog, uint32_t vers, uint32_t proc)
 {
-	const struct rpc_program *pg = dispatch_find(prog);
+	void *ctx;
+	const struct rpc_program *pg = dispatch_find(prog, &ctx);
 
 	if (pg == NULL || pg->rg_big_replies == NULL || vers < pg->rg_vers_min ||
 	    vers > pg->rg_vers_max || proc >= 32 ||
@@ -572,7 +584,7 @@ static void *dispatch_serve(const void *rec, size_t len, const struct sockaddr *
 	struct dispatch_reply r = { .dr_stat = MSG_ACCEPTED, .dr_code = SUCCESS };
 	const struct rpc_program *prog;
 	const struct rpc_proc *proc = NULL;
-	void *args = NULL, *out = NULL;
+	void *args = NULL, *out = NULL, *ctx = NULL;
 	struct drc_ticket drc = { 0 };
 	enum rpc_outcome outcome;
 	XDR xdrs;
@@ -601,7 +613,7 @@ static void *dispatch_serve(const void *rec, size_t len, const struct sockaddr *
 		return NULL;
 	}
 
-	prog = dispatch_find(call.rc_prog);
+	prog = dispatch_find(call.rc_prog, &ctx);
 	if (prog == NULL) {
 		r.dr_code = PROG_UNAVAIL;
 		goto encode;
@@ -654,7 +666,7 @@ static void *dispatch_serve(const void *rec, size_t len, const struct sockaddr *
 		rq.rq_locallen = locallen;
 	}
 	rq.rq_protocol = protocol;
-	rq.rq_ctx = dispatch_ctx;
+	rq.rq_ctx = ctx;
 	r.dr_res = rpc_alloc(&rq, proc->rp_res_size);
 	r.dr_xdr = proc->rp_xdr_res;
 

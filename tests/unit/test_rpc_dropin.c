@@ -24,6 +24,7 @@
 #define TOY_ECHO 1   /* answers the status it is given */
 #define TOY_LIST 2   /* answers as many bytes as it is asked for */
 #define TOY_HOLE 3   /* named, never served */
+#define TOY_CTX 4    /* answers the number its handlers' context points to */
 #define TOY_STALE 9  /* the toy's own "handle names nothing" status */
 #define TOY_LIST_MAX (64u << 10)
 
@@ -67,6 +68,15 @@ static enum rpc_outcome toy_list(struct rpc_req *rq, void *args, void *res)
 	return RPC_OUT_REPLY;
 }
 
+static enum rpc_outcome toy_ctx(struct rpc_req *rq, void *args, void *res)
+{
+	struct toy_res *r = res;
+
+	(void)args;
+	r->tr_status = rq->rq_ctx != NULL ? *(const uint32_t *)rq->rq_ctx : 0;
+	return RPC_OUT_REPLY;
+}
+
 /* Every toy result but NULL's starts with its status. */
 static enum rpc_status toy_status(uint32_t vers, uint32_t proc, const void *res)
 {
@@ -91,9 +101,10 @@ static const struct rpc_proc toy_v2[] = {
 	TOY_PROC("ECHO", toy_echo),
 	TOY_PROC("LIST", toy_list),
 	{ "HOLE", NULL, 0, NULL, 0, NULL },
+	TOY_PROC("CTX", toy_ctx),
 };
 static const struct rpc_proc *const toy_versions[] = { toy_v1, toy_v2 };
-static const uint32_t toy_nprocs[] = { 3, 4 };
+static const uint32_t toy_nprocs[] = { 3, 5 };
 /* Version 1's LIST may answer up to TOY_LIST_MAX; version 2's is held to small replies. */
 static const uint32_t toy_big[] = { 1u << TOY_LIST, 0 };
 
@@ -191,6 +202,28 @@ static void test_dispatch(void **state)
 	assert_int_equal(r.accept, PROG_MISMATCH);
 }
 
+/* A program's own context (rpc_dispatch_set_ctx) reaches its handlers instead of the common one. */
+static void test_program_ctx(void **state)
+{
+	static const struct rpc_program *const programs[] = { &toy_program };
+	uint32_t common = 7, own = 11;
+	struct t_reply r;
+
+	(void)state;
+	rpc_dispatch_init(programs, 1, &common);
+	t_serve(2, TOY_CTX, 0, &r);
+	assert_int_equal(r.status, 7);
+	rpc_dispatch_set_ctx(TOY_PROG, &own);
+	t_serve(2, TOY_CTX, 0, &r);
+	assert_int_equal(r.status, 11);
+	rpc_dispatch_set_ctx(TOY_PROG + 1, &common);  /* not registered: ignored */
+	t_serve(2, TOY_CTX, 0, &r);
+	assert_int_equal(r.status, 11);
+	rpc_dispatch_init(programs, 1, &common);      /* a new registration starts over */
+	t_serve(2, TOY_CTX, 0, &r);
+	assert_int_equal(r.status, 7);
+}
+
 /* What the transport reserves for a call, and the dispatcher holding the reply to it. */
 static void test_reply_size_class(void **state)
 {
@@ -268,6 +301,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_dispatch, t_setup),
+		cmocka_unit_test_setup(test_program_ctx, t_setup),
 		cmocka_unit_test_setup(test_reply_size_class, t_setup),
 		cmocka_unit_test_setup(test_statistics, t_setup),
 	};

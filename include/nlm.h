@@ -1,0 +1,66 @@
+/*
+ * The NLM v4 server (program 100021 version 4): byte-range locks and DOS share reservations
+ * for NFSv3 clients, kept in one lock table (nlm_locks.h) per server.
+ *
+ * A lock is on a union object (export or per-client view id, union fileid: nfs_lock_object),
+ * never on the backing file: processes on the server do not see NFS clients' locks. A lock
+ * owner is (the peer's address as text, svid, oh): the caller_name alone is not unique (two
+ * kernel clients may both call themselves "guest").
+ *
+ * Blocking LOCKs that wait get NLM4_BLOCKED; when the table grants them, the service calls the
+ * client back (GRANTED_MSG through rpc_client_send, retried). The *_MSG procedures reply
+ * through a *_RES call to the caller. The first lock or share of a host has NSM monitor it;
+ * NSM's reboot notice frees what the host held. After a restart with monitored clients,
+ * a grace period (nlm_opts.no_grace_seconds) refuses new locks so clients can reclaim theirs.
+ *
+ * Handlers run on worker threads; callbacks go out on the rpc_client thread, never under the
+ * table's mutex and never on the event loop.
+ */
+#ifndef UNFS_NLM_H
+#define UNFS_NLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nlm_locks.h"
+#include "rpc.h"
+
+#define NLM_PROG 100021
+#define NLM_VERS4 4
+
+#define NLM_DEFAULT_GRACE_SECONDS 90
+#define NLM_DEFAULT_RETRY_MS 5000          /* GRANTED callback: one try every 5 s ... */
+#define NLM_DEFAULT_RETRY_TOTAL_MS 60000   /* ... for a minute */
+#define NLM_DEFAULT_SHARES 4096            /* share reservations held at once */
+
+struct nfs_server;
+struct nsm;
+struct rpc_client;
+struct nlm_service;
+
+struct nlm_opts {
+	unsigned no_grace_seconds;   /* grace after a restart with previous clients; 0: none */
+	unsigned no_retry_ms;        /* GRANTED callback interval; 0: NLM_DEFAULT_RETRY_MS */
+	unsigned no_retry_total_ms;  /* and how long it is retried; 0: NLM_DEFAULT_RETRY_TOTAL_MS */
+	unsigned no_shares;          /* share reservations; 0: NLM_DEFAULT_SHARES */
+	const struct locks_limits *no_limits;  /* NULL: the table's defaults */
+};
+
+/* Handlers' rq_ctx: the struct nlm_service (rpc_dispatch_set_ctx(NLM_PROG, s)). */
+extern const struct rpc_program nlm_program;
+
+/*
+ * A service over ns's exports. nsm and rc may be NULL (no monitoring, no callbacks: blocked
+ * waiters are then never told, so a test only). Registers the reboot hook with nsm. The grace
+ * period starts now when nsm says the last run left clients. -errno with err filled.
+ */
+int nlm_service_new(struct nfs_server *ns, struct nsm *nsm, struct rpc_client *rc,
+		    const struct nlm_opts *o, struct nlm_service **out, char *err, size_t len);
+/* Stop sending callbacks first (rpc_client_stop): pending ones reference the service. */
+void nlm_service_free(struct nlm_service *s);
+/* The table, for `unionnfsd-ctl locks` and the statistics. */
+struct locks_table *nlm_service_locks(struct nlm_service *s);
+bool nlm_in_grace(const struct nlm_service *s);
+
+#endif
