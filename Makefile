@@ -27,7 +27,7 @@ endif
 # rpcgen's output is not ours to fix; it only has to compile.
 GEN_CFLAGS = $(filter-out -Werror -Wextra,$(CFLAGS_ALL)) -Wno-unused-variable
 
-XDR = nfs3 mount3 nlm4
+XDR = nfs3 mount3 nlm4 sm_inter
 GEN_H = $(XDR:%=$(BUILD)/gen/%.h)
 GEN_C = $(XDR:%=$(BUILD)/gen/%_xdr.c)
 GEN_O = $(XDR:%=$(BUILD)/obj/gen/%_xdr.o)

@@ -1,0 +1,373 @@
+/*
+ * The NSM state: the state number, this run's monitored clients and what earlier runs
+ * left to notify (files in store.c), and SM_NOTIFY to those after a restart through the
+ * RPC client.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fsio.h"
+#include "log.h"
+#include "nsm_int.h"
+#include "rpc_client.h"
+#include "sm_inter.h"
+
+/* rpcgen's routines take typed pointers; the RPC client holds the generic xdrproc_t. */
+#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
+
+/* One SM_NOTIFY under way (the entry itself may move in the list meanwhile). */
+struct nsm_notify {
+	struct nsm *nn_nsm;
+	char nn_addr[INET6_ADDRSTRLEN];
+	char nn_local[INET6_ADDRSTRLEN];
+	bool nn_slow;            /* in the slow part of the schedule */
+};
+
+uint32_t nsm_state(const struct nsm *n)
+{
+	return n->ns_state;
+}
+
+bool nsm_previous_clients(const struct nsm *n)
+{
+	struct nsm *m = (struct nsm *)n;
+	bool any;
+
+	pthread_mutex_lock(&m->ns_prev_lock);
+	any = m->ns_prev.nl_n > 0;
+	pthread_mutex_unlock(&m->ns_prev_lock);
+	return any;
+}
+
+void nsm_set_reboot_hook(struct nsm *n, nsm_reboot_fn fn, void *arg)
+{
+	pthread_mutex_lock(&n->ns_prev_lock);
+	n->ns_hook = fn;
+	n->ns_hook_arg = arg;
+	pthread_mutex_unlock(&n->ns_prev_lock);
+}
+
+/* ---- opening ---- */
+
+/* The next state number: odd, 2 past the last run's; from the clock when none is known. */
+static uint32_t next_state(struct nsm *n)
+{
+	uint32_t last;
+	int r = nsm_read_state(n, &last);
+
+	if (r == -ENOENT)
+		return 1;
+	if (r < 0)
+		return (uint32_t)time(NULL) | 1u;
+	return (last & 1u) ? last + 2 : last + 1;
+}
+
+static int write_state(struct nsm *n)
+{
+	char text[16];
+	int len = snprintf(text, sizeof(text), "%u\n", n->ns_state);
+
+	return nsm_write_atomic(n, NSM_STATE_FILE, text, (size_t)len);
+}
+
+/*
+ * The last run's clients join those earlier runs left unnotified, in clients.previous,
+ * before the clients file goes: a crash in between leaves both, and the next open merges
+ * them again.
+ */
+static int take_previous(struct nsm *n)
+{
+	int r = nsm_read_clients(n, NSM_PREVIOUS_FILE, &n->ns_prev);
+	int had;
+
+	if (r < 0 && r != -ENOENT && r != -EBADMSG)
+		return r;
+	had = nsm_read_clients(n, NSM_CLIENTS_FILE, &n->ns_prev);
+	if (had == -ENOENT)
+		return 0;
+	if (had < 0 && had != -EBADMSG)
+		return had;
+	r = nsm_write_clients(n, NSM_PREVIOUS_FILE, &n->ns_prev);
+	if (r == 0)
+		r = fsio_unlink(n->ns_dirfd, NSM_CLIENTS_FILE, false);
+	if (r == 0)
+		r = fsio_fsync_dir(n->ns_dirfd);
+	return r;
+}
+
+static void nsm_free(struct nsm *n)
+{
+	if (n->ns_cur_fd >= 0)
+		fsio_close(n->ns_cur_fd);
+	if (n->ns_dirfd >= 0)
+		fsio_close(n->ns_dirfd);
+	nsm_list_free(&n->ns_cur);
+	nsm_list_free(&n->ns_prev);
+	pthread_mutex_destroy(&n->ns_cur_lock);
+	pthread_mutex_destroy(&n->ns_prev_lock);
+	free(n);
+}
+
+static int open_dir(struct nsm *n, const char *state_dir, char *err, size_t errlen)
+{
+	char canon[PATH_MAX];
+	int sfd, r;
+
+	r = fsio_open_root(state_dir, canon, sizeof(canon), &sfd);
+	if (r == 0) {
+		r = fsio_mkdir_p(sfd, NSM_DIR, 0700, &n->ns_dirfd);
+		fsio_close(sfd);
+	}
+	if (r < 0) {
+		err_set(err, errlen, "nsm: cannot open %s/%s: %s (the state directory must be a "
+			"writable directory)", state_dir, NSM_DIR, strerror(-r));
+		return r;
+	}
+	if (snprintf(n->ns_path, sizeof(n->ns_path), "%s/%s", canon, NSM_DIR) >= (int)sizeof(n->ns_path))
+		snprintf(n->ns_path, sizeof(n->ns_path), "STATE_DIR/%s", NSM_DIR); /* only for messages */
+	/* Left by a crash between writing and renaming: the file they were to replace stands. */
+	(void)fsio_unlink(n->ns_dirfd, NSM_STATE_FILE NSM_TMP_SUFFIX, false);
+	(void)fsio_unlink(n->ns_dirfd, NSM_PREVIOUS_FILE NSM_TMP_SUFFIX, false);
+	return 0;
+}
+
+int nsm_open(const char *state_dir, struct rpc_client *rc, struct nsm **out, char *err,
+	     size_t errlen)
+{
+	struct nsm *n = calloc(1, sizeof(*n));
+	int r;
+
+	if (!n) {
+		err_set(err, errlen, "nsm: out of memory");
+		return -ENOMEM;
+	}
+	n->ns_dirfd = -1;
+	n->ns_cur_fd = -1;
+	n->ns_rc = rc;
+	pthread_mutex_init(&n->ns_cur_lock, NULL);
+	pthread_mutex_init(&n->ns_prev_lock, NULL);
+	r = open_dir(n, state_dir, err, errlen);
+	if (r < 0)
+		goto fail;
+	r = take_previous(n);
+	if (r < 0) {
+		err_set(err, errlen, "nsm: cannot keep the last run's clients in %s/%s: %s",
+			n->ns_path, NSM_PREVIOUS_FILE, strerror(-r));
+		goto fail;
+	}
+	n->ns_state = next_state(n);
+	r = write_state(n);
+	if (r < 0) {
+		err_set(err, errlen, "nsm: cannot write %s/%s: %s", n->ns_path, NSM_STATE_FILE,
+			strerror(-r));
+		goto fail;
+	}
+	*out = n;
+	return 0;
+fail:
+	nsm_free(n);
+	return r;
+}
+
+void nsm_close(struct nsm *n)
+{
+	bool last;
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->ns_prev_lock);
+	n->ns_closed = true;
+	last = n->ns_inflight == 0;
+	pthread_mutex_unlock(&n->ns_prev_lock);
+	if (last)
+		nsm_free(n);
+}
+
+/* ---- monitoring ---- */
+
+/* Appends c's line to the clients file, made on the first client; durable on return. */
+static int append_client(struct nsm *n, const struct nsm_client *c)
+{
+	char line[NSM_LINE_MAX + sizeof(NSM_CLIENTS_HEADER) + 1];
+	size_t len = 0, done;
+	bool made = false;
+	int r;
+
+	if (n->ns_cur_fd < 0) {
+		r = fsio_open_file(n->ns_dirfd, NSM_CLIENTS_FILE, O_WRONLY | O_CREAT | O_TRUNC,
+				   0600, &n->ns_cur_fd);
+		if (r < 0)
+			return r;
+		n->ns_cur_off = 0;
+		made = true;
+	}
+	if (n->ns_cur_off == 0) {
+		memcpy(line, NSM_CLIENTS_HEADER, strlen(NSM_CLIENTS_HEADER));
+		len = strlen(NSM_CLIENTS_HEADER);
+	}
+	len += nsm_format_line(c, line + len);
+	/* A failed write leaves ns_cur_off: the next line overwrites what it left. */
+	r = fsio_pwrite(n->ns_cur_fd, line, len, n->ns_cur_off, &done);
+	if (r == 0)
+		r = fsio_fdatasync(n->ns_cur_fd);
+	if (r == 0 && made)
+		r = fsio_fsync_dir(n->ns_dirfd);
+	if (r == 0)
+		n->ns_cur_off += len;
+	return r;
+}
+
+int nsm_monitor(struct nsm *n, const struct sockaddr *client, socklen_t len,
+		const char *caller_name, const struct sockaddr *local, socklen_t locallen)
+{
+	struct nsm_client c = { .nc_name = (char *)(caller_name ? caller_name : "") };
+	int r;
+
+	if (!nsm_addr_text(client, len, c.nc_addr, sizeof(c.nc_addr)) ||
+	    !nsm_addr_text(local, locallen, c.nc_local, sizeof(c.nc_local)) ||
+	    strlen(c.nc_name) > NSM_MAX_NAME)
+		return -EINVAL;
+	pthread_mutex_lock(&n->ns_cur_lock);
+	if (nsm_list_find(&n->ns_cur, c.nc_addr, c.nc_local) >= 0) {
+		r = 0;
+	} else if (n->ns_cur.nl_n >= NSM_MAX_CLIENTS) {
+		r = -ENOSPC;
+		if (!n->ns_full_logged)
+			log_err("nsm: %d clients hold locks already; %s (%s) is refused locks until "
+				"the server restarts", NSM_MAX_CLIENTS, c.nc_addr, c.nc_name);
+		n->ns_full_logged = true;
+	} else {
+		r = append_client(n, &c);
+		if (r == 0)
+			r = nsm_list_add(&n->ns_cur, c.nc_addr, c.nc_local, c.nc_name);
+		else
+			log_err("nsm: cannot note client %s in %s/%s: %s", c.nc_addr, n->ns_path,
+				NSM_CLIENTS_FILE, strerror(-r));
+	}
+	pthread_mutex_unlock(&n->ns_cur_lock);
+	return r;
+}
+
+/* ---- SM_NOTIFY to the last run's clients ---- */
+
+static void notify_done(void *arg, int status, XDR *reply);
+
+static int notify_send(struct nsm_notify *nn)
+{
+	struct nsm *n = nn->nn_nsm;
+	struct sockaddr_storage to = { 0 };
+	stat_chge args = { .mon_name = nn->nn_local, .state = (int)n->ns_state };
+	unsigned slow_tries = (NSM_NOTIFY_GIVE_UP_MS - NSM_NOTIFY_FAST_TRIES * NSM_NOTIFY_FAST_MS) /
+			      NSM_NOTIFY_SLOW_MS;
+	struct rpc_client_call call = {
+		.to = (struct sockaddr *)&to,
+		.protocol = IPPROTO_UDP,
+		.prog = SM_PROG, .vers = SM_VERS, .proc = SM_NOTIFY,
+		.xdr_args = XDRP(xdr_stat_chge), .args = &args,
+		.attempts = nn->nn_slow ? slow_tries : NSM_NOTIFY_FAST_TRIES,
+		.interval_ms = nn->nn_slow ? NSM_NOTIFY_SLOW_MS : NSM_NOTIFY_FAST_MS,
+		.done = notify_done, .arg = nn,
+	};
+	struct sockaddr_in *sin = (struct sockaddr_in *)&to;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&to;
+
+	if (inet_pton(AF_INET, nn->nn_addr, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		call.tolen = sizeof(*sin);
+	} else if (inet_pton(AF_INET6, nn->nn_addr, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		call.tolen = sizeof(*sin6);
+	} else {
+		return -EINVAL;
+	}
+	return rpc_client_send(n->ns_rc, &call);
+}
+
+/* The call for nn is over: its entry is no longer being sent; the last one frees. */
+static void notify_end(struct nsm_notify *nn, bool delivered)
+{
+	struct nsm *n = nn->nn_nsm;
+	bool free_now;
+	int i, r = 0;
+
+	pthread_mutex_lock(&n->ns_prev_lock);
+	i = nsm_list_find(&n->ns_prev, nn->nn_addr, nn->nn_local);
+	if (i >= 0 && delivered) {
+		nsm_list_remove(&n->ns_prev, (unsigned)i);
+		r = nsm_write_clients(n, NSM_PREVIOUS_FILE, &n->ns_prev);
+	} else if (i >= 0) {
+		n->ns_prev.nl_v[i].nc_sending = false;
+	}
+	n->ns_inflight--;
+	free_now = n->ns_closed && n->ns_inflight == 0;
+	pthread_mutex_unlock(&n->ns_prev_lock);
+	if (r < 0)
+		log_err("nsm: cannot rewrite %s/%s: %s (%s may be notified again at the next start)",
+			n->ns_path, NSM_PREVIOUS_FILE, strerror(-r), nn->nn_addr);
+	free(nn);
+	if (free_now)
+		nsm_free(n);
+}
+
+static void notify_done(void *arg, int status, XDR *reply)
+{
+	struct nsm_notify *nn = arg;
+	int r;
+
+	(void)reply;
+	if (status == 0) {
+		log_info("nsm: told %s that we restarted (SM_NOTIFY as %s, state %u)", nn->nn_addr,
+			 nn->nn_local, nn->nn_nsm->ns_state);
+		notify_end(nn, true);
+		return;
+	}
+	if (status != -ECANCELED && !nn->nn_slow) {
+		nn->nn_slow = true;
+		r = notify_send(nn);
+		if (r == 0)
+			return;
+		status = r;
+	}
+	if (status != -ECANCELED)
+		log_warn("nsm: SM_NOTIFY to %s (as %s) failed: %s; its locks may stay with a "
+			 "program that no longer holds them. It stays in %s/%s for the next start",
+			 nn->nn_addr, nn->nn_local, strerror(-status), nn->nn_nsm->ns_path,
+			 NSM_PREVIOUS_FILE);
+	notify_end(nn, false);
+}
+
+void nsm_notify_previous(struct nsm *n)
+{
+	if (!n->ns_rc)
+		return;
+	pthread_mutex_lock(&n->ns_prev_lock);
+	for (unsigned i = 0; i < n->ns_prev.nl_n; i++) {
+		struct nsm_client *c = &n->ns_prev.nl_v[i];
+		struct nsm_notify *nn;
+		int r;
+
+		if (c->nc_sending)
+			continue;
+		nn = calloc(1, sizeof(*nn));
+		if (!nn) {
+			log_err("nsm: out of memory: not all clients are told that we restarted");
+			break;
+		}
+		nn->nn_nsm = n;
+		strcpy(nn->nn_addr, c->nc_addr);
+		strcpy(nn->nn_local, c->nc_local);
+		r = notify_send(nn);
+		if (r < 0) {
+			log_err("nsm: cannot send SM_NOTIFY to %s: %s", c->nc_addr, strerror(-r));
+			free(nn);
+			continue;
+		}
+		c->nc_sending = true;
+		n->ns_inflight++;
+	}
+	pthread_mutex_unlock(&n->ns_prev_lock);
+}
