@@ -105,6 +105,23 @@ bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
  * everyone): a client no rule admits gets no TCP connection (net_opts.no_admit).
  */
 bool nfs_peer_admitted(struct nfs_server *ns, const struct sockaddr *peer);
+/*
+ * The union object a lock manager's file handle (the NFS handle's bytes) names, for the
+ * client of rq: the same rules as an NFS call from it (the export admits it; a per-client
+ * view's id resolves only for that client, so each view is its own object space). The
+ * object must still exist. 0 with *out filled; -ESTALE: not a handle of ours, or it names
+ * nothing now; -EACCES: the peer is not a client of the export; -EAGAIN: its view cannot be
+ * opened now; another -errno: failure.
+ */
+struct nfs_lock_target {
+	uint32_t lt_export;      /* export or view id */
+	uint64_t lt_fileid;      /* union ino inside it */
+	bool lt_regular;         /* a regular file */
+	bool lt_read_only;       /* the export is read-only for this client */
+};
+int nfs_lock_object(struct nfs_server *ns, const struct rpc_req *rq, const void *fh, size_t fhlen,
+		    struct nfs_lock_target *out);
+
 /* Whether export i is read-only for every client (its "ro" option), as a reload left it. */
 bool nfs_export_read_only(struct nfs_server *ns, int i);
 

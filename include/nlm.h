@@ -23,21 +23,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nlm4.h"       /* generated from rpc/nlm4.x */
 #include "nlm_locks.h"
 #include "rpc.h"
 
-#define NLM_PROG 100021
-#define NLM_VERS4 4
-
+/* NLM_PROG, NLM_VERS4 and the NLMPROC4_* numbers are in rpc/nlm4.x. */
 #define NLM_DEFAULT_GRACE_SECONDS 90
 #define NLM_DEFAULT_RETRY_MS 5000          /* GRANTED callback: one try every 5 s ... */
 #define NLM_DEFAULT_RETRY_TOTAL_MS 60000   /* ... for a minute */
 #define NLM_DEFAULT_SHARES 4096            /* share reservations held at once */
 
 struct nfs_server;
+struct nfs_lock_target;
 struct nsm;
 struct rpc_client;
+struct rpc_client_call;
 struct nlm_service;
+
+/*
+ * What the service calls outside itself, replaceable for tests (each NULL: the real one):
+ * nh_send for rpc_client_send, nh_monitor for nsm_monitor, nh_object for nfs_lock_object,
+ * nh_previous for nsm_previous_clients. nh_arg is handed to each.
+ */
+struct nlm_hooks {
+	int (*nh_send)(void *arg, const struct rpc_client_call *call);
+	int (*nh_monitor)(void *arg, const struct sockaddr *client, socklen_t len,
+			  const char *caller_name, const struct sockaddr *local, socklen_t locallen);
+	int (*nh_object)(void *arg, const struct rpc_req *rq, const void *fh, size_t fhlen,
+			 struct nfs_lock_target *out);
+	bool (*nh_previous)(void *arg);
+	void *nh_arg;
+};
 
 struct nlm_opts {
 	unsigned no_grace_seconds;   /* grace after a restart with previous clients; 0: none */
@@ -45,6 +61,7 @@ struct nlm_opts {
 	unsigned no_retry_total_ms;  /* and how long it is retried; 0: NLM_DEFAULT_RETRY_TOTAL_MS */
 	unsigned no_shares;          /* share reservations; 0: NLM_DEFAULT_SHARES */
 	const struct locks_limits *no_limits;  /* NULL: the table's defaults */
+	const struct nlm_hooks *no_hooks;      /* NULL: none (tests only) */
 };
 
 /* Handlers' rq_ctx: the struct nlm_service (rpc_dispatch_set_ctx(NLM_PROG, s)). */
@@ -62,5 +79,13 @@ void nlm_service_free(struct nlm_service *s);
 /* The table, for `unionnfsd-ctl locks` and the statistics. */
 struct locks_table *nlm_service_locks(struct nlm_service *s);
 bool nlm_in_grace(const struct nlm_service *s);
+
+/*
+ * NSM's reboot notice (the hook nlm_service_new registers with nsm): frees every lock, waiter
+ * and share of the hosts whose caller name is mon_name or whose address is from's, and calls
+ * back the waiters that frees. Any thread.
+ */
+void nlm_host_rebooted(struct nlm_service *s, const char *mon_name, const struct sockaddr *from,
+		       socklen_t fromlen);
 
 #endif

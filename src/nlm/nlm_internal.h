@@ -1,0 +1,115 @@
+/*
+ * Shared by the NLM service files in src/nlm/ (not locks.c): the service's state, the host
+ * and share tables, the callbacks. program.c holds the handlers, service.c the state, hosts,
+ * grace and callbacks, shares.c the DOS share reservations.
+ */
+#ifndef UNFS_NLM_INTERNAL_H
+#define UNFS_NLM_INTERNAL_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "nfs.h"
+#include "nlm.h"
+#include "nlm4.h"
+#include "nlm_locks.h"
+#include "rpc.h"
+
+/* A host key: the peer's address as text. */
+#define NLM_KEY_LEN INET6_ADDRSTRLEN
+
+/* Hosts remembered as monitored, granted callbacks awaiting GRANTED_RES: bounds. */
+#define NLM_GRANTS_MAX 1024
+
+/* A host that holds or held locks since it was last freed: whom NSM monitors, by which name. */
+struct nlm_host {
+	struct nlm_host *h_next;
+	char h_key[NLM_KEY_LEN];
+	char *h_name;               /* its caller_name when it was monitored */
+};
+
+/* A GRANTED_MSG sent, until its GRANTED_RES comes (or the callback fails). */
+struct nlm_grant {
+	struct nlm_grant *g_next;
+	uint64_t g_seq;             /* our cookie */
+	struct locks_object g_object;
+	char g_key[NLM_KEY_LEN];
+	int32_t g_svid;
+	uint64_t g_offset, g_len;
+	size_t g_ohlen;
+	uint8_t g_oh[];
+};
+
+/* A queued LOCK: how to call the client back once it is granted (the table's cookie). */
+struct nlm_waiter {
+	struct sockaddr_storage w_addr;
+	socklen_t w_addrlen;
+	int w_protocol;
+	bool w_exclusive;
+	nlm4_lock w_lock;           /* its strings point into this allocation */
+};
+
+struct nlm_share {
+	struct locks_object sh_object;
+	char sh_key[NLM_KEY_LEN];
+	uint32_t sh_mode;           /* fsh4_mode: what it denies others */
+	uint32_t sh_access;         /* fsh4_access: what it does */
+	size_t sh_ohlen;
+	uint8_t sh_oh[MAXNETOBJ_SZ];
+};
+
+struct nlm_service {
+	struct nfs_server *s_ns;
+	struct nsm *s_nsm;
+	struct rpc_client *s_rc;
+	struct nlm_hooks s_hooks;
+	struct locks_table *s_locks;
+	unsigned s_retry_ms, s_retry_total_ms;
+	_Atomic uint64_t s_seq;     /* our cookies */
+
+	pthread_mutex_t s_mu;       /* guards hosts, grants, shares and the grace thread's stop */
+	struct nlm_host *s_hosts;
+	unsigned s_nhosts, s_hosts_max;
+	struct nlm_grant *s_grants;
+	unsigned s_ngrants;
+	struct nlm_share *s_shares; /* [s_nshares] of [s_shares_max] */
+	unsigned s_nshares, s_shares_max;
+
+	bool s_grace_on;            /* the last run left clients and a grace is configured */
+	struct timespec s_grace_end;  /* CLOCK_MONOTONIC */
+	pthread_cond_t s_cond;      /* wakes the grace thread to stop */
+	bool s_stop;
+	bool s_grace_thread_on;
+	pthread_t s_grace_thread;
+};
+
+/* The peer's address as a host key (IPv4-mapped IPv6 as IPv4). */
+void nlm_addr_key(const struct sockaddr *sa, char key[NLM_KEY_LEN]);
+
+/* service.c */
+nlm4_stats nlm_monitor_host(struct nlm_service *s, const struct rpc_req *rq, const char *key,
+			    const char *caller_name);
+/* Acts on the table's events: calls back granted waiters, frees dropped ones. Frees events. */
+void nlm_events(struct nlm_service *s, struct locks_event *events);
+void nlm_waiter_free(struct nlm_waiter *w);
+struct nlm_waiter *nlm_waiter_new(const struct rpc_req *rq, const nlm4_lock *l, bool exclusive);
+/* A GRANTED_RES: a status other than GRANTED gives the granted lock back. */
+void nlm_granted_res(struct nlm_service *s, const nlm4_netobj *cookie, nlm4_stats stat);
+/* Sends a *_RES call with res to the caller of rq (the *_MSG procedures). */
+void nlm_send_res(struct nlm_service *s, const struct rpc_req *rq, uint32_t proc, xdrproc_t xdr,
+		  const void *res);
+/* Frees everything of the hosts named name (a caller name or an address). */
+void nlm_free_hosts(struct nlm_service *s, const char *name, const char *addr_key);
+
+/* shares.c: under s_mu */
+nlm4_stats nlm_share_add(struct nlm_service *s, const struct locks_object *o, const char *key,
+			 const nlm4_share *sh);
+void nlm_share_remove(struct nlm_service *s, const struct locks_object *o, const char *key,
+		      const nlm4_share *sh);
+void nlm_shares_drop_host(struct nlm_service *s, const char *key);
+
+#endif

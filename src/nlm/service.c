@@ -1,0 +1,644 @@
+/*
+ * The NLM service's state: the lock table, the hosts NSM monitors for it, the grace period
+ * after a restart, and the calls back to clients (GRANTED_MSG for granted waiters, *_RES for
+ * the *_MSG procedures). No call goes out while a mutex is held.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "nlm_internal.h"
+#include "nsm.h"
+#include "rpc_client.h"
+
+#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
+#define NLM_RES_ATTEMPTS 3
+#define NLM_RES_INTERVAL_MS 2000
+#define NLM_RETRY_ENV "UNIONNFSD_NLM_RETRY_MS"
+
+void nlm_addr_key(const struct sockaddr *sa, char key[NLM_KEY_LEN])
+{
+	const struct sockaddr_in6 *s6;
+	const void *addr = NULL;
+	int family = sa->sa_family;
+
+	if (family == AF_INET) {
+		addr = &((const struct sockaddr_in *)sa)->sin_addr;
+	} else if (family == AF_INET6) {
+		s6 = (const struct sockaddr_in6 *)sa;
+		addr = &s6->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+			family = AF_INET;
+			addr = &s6->sin6_addr.s6_addr[12];
+		}
+	}
+	if (addr == NULL || inet_ntop(family, addr, key, NLM_KEY_LEN) == NULL)
+		snprintf(key, NLM_KEY_LEN, "unknown");
+}
+
+/* ---- outside calls, through the hooks when a test set them ---- */
+
+static int nlm_send(struct nlm_service *s, const struct rpc_client_call *call)
+{
+	if (s->s_hooks.nh_send != NULL)
+		return s->s_hooks.nh_send(s->s_hooks.nh_arg, call);
+	if (s->s_rc == NULL)
+		return -ENOTCONN;
+	return rpc_client_send(s->s_rc, call);
+}
+
+static int nlm_nsm_monitor(struct nlm_service *s, const struct rpc_req *rq, const char *name)
+{
+	const struct sockaddr *local = rq->rq_locallen ? (const struct sockaddr *)&rq->rq_local
+						       : NULL;
+
+	if (s->s_hooks.nh_monitor != NULL)
+		return s->s_hooks.nh_monitor(s->s_hooks.nh_arg, (const struct sockaddr *)&rq->rq_peer,
+					     rq->rq_peerlen, name, local, rq->rq_locallen);
+	if (s->s_nsm == NULL)
+		return 0;
+	return nsm_monitor(s->s_nsm, (const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, name,
+			   local, rq->rq_locallen);
+}
+
+static bool nlm_previous_clients(struct nlm_service *s)
+{
+	if (s->s_hooks.nh_previous != NULL)
+		return s->s_hooks.nh_previous(s->s_hooks.nh_arg);
+	return s->s_nsm != NULL && nsm_previous_clients(s->s_nsm);
+}
+
+/* ---- hosts ---- */
+
+static struct nlm_host *nlm_host_find(struct nlm_service *s, const char *key)
+{
+	for (struct nlm_host *h = s->s_hosts; h != NULL; h = h->h_next)
+		if (strcmp(h->h_key, key) == 0)
+			return h;
+	return NULL;
+}
+
+/*
+ * NSM monitors a host from its first lock or share on, under the name it gave: asked again
+ * when the name changes. Durable before the lock is granted, so a reboot of ours tells it.
+ */
+nlm4_stats nlm_monitor_host(struct nlm_service *s, const struct rpc_req *rq, const char *key,
+			    const char *caller_name)
+{
+	struct nlm_host *h;
+	char *name;
+	int err;
+
+	pthread_mutex_lock(&s->s_mu);
+	h = nlm_host_find(s, key);
+	if (h != NULL && strcmp(h->h_name, caller_name) == 0) {
+		pthread_mutex_unlock(&s->s_mu);
+		return NLM4_GRANTED;
+	}
+	pthread_mutex_unlock(&s->s_mu);
+
+	err = nlm_nsm_monitor(s, rq, caller_name);
+	if (err != 0) {
+		log_warn("nlm: cannot have NSM monitor %s (%s): %s; its lock is refused with "
+			 "DENIED_NOLOCKS (check the state directory is writable)", key, caller_name,
+			 strerror(-err));
+		return NLM4_DENIED_NOLOCKS;
+	}
+	name = strdup(caller_name);
+	if (name == NULL)
+		return NLM4_DENIED_NOLOCKS;
+	pthread_mutex_lock(&s->s_mu);
+	h = nlm_host_find(s, key);
+	if (h == NULL && s->s_nhosts < s->s_hosts_max) {
+		h = calloc(1, sizeof(*h));
+		if (h != NULL) {
+			snprintf(h->h_key, sizeof(h->h_key), "%s", key);
+			h->h_next = s->s_hosts;
+			s->s_hosts = h;
+			s->s_nhosts++;
+		}
+	}
+	if (h != NULL) {
+		free(h->h_name);
+		h->h_name = name;
+		name = NULL;
+	}
+	pthread_mutex_unlock(&s->s_mu);
+	free(name);  /* no room to remember it: NSM is asked again next time, cheaply */
+	return NLM4_GRANTED;
+}
+
+/* ---- waiters and granted callbacks ---- */
+
+struct nlm_waiter *nlm_waiter_new(const struct rpc_req *rq, const nlm4_lock *l, bool exclusive)
+{
+	size_t namelen = strlen(l->caller_name) + 1;
+	struct nlm_waiter *w = malloc(sizeof(*w) + namelen + l->fh.nlm4_netobj_len +
+				      l->oh.nlm4_netobj_len);
+	char *p;
+
+	if (w == NULL)
+		return NULL;
+	memset(w, 0, sizeof(*w));
+	memcpy(&w->w_addr, &rq->rq_peer, rq->rq_peerlen);
+	w->w_addrlen = rq->rq_peerlen;
+	w->w_protocol = rq->rq_protocol;
+	w->w_exclusive = exclusive;
+	w->w_lock = *l;
+	p = (char *)(w + 1);
+	w->w_lock.caller_name = memcpy(p, l->caller_name, namelen);
+	p += namelen;
+	w->w_lock.fh.nlm4_netobj_val = memcpy(p, l->fh.nlm4_netobj_val, l->fh.nlm4_netobj_len);
+	p += l->fh.nlm4_netobj_len;
+	w->w_lock.oh.nlm4_netobj_val = memcpy(p, l->oh.nlm4_netobj_val, l->oh.nlm4_netobj_len);
+	return w;
+}
+
+void nlm_waiter_free(struct nlm_waiter *w)
+{
+	free(w);
+}
+
+static struct nlm_grant *nlm_grant_unlink(struct nlm_service *s, uint64_t seq)
+{
+	for (struct nlm_grant **pp = &s->s_grants; *pp != NULL; pp = &(*pp)->g_next) {
+		struct nlm_grant *g = *pp;
+
+		if (g->g_seq == seq) {
+			*pp = g->g_next;
+			s->s_ngrants--;
+			return g;
+		}
+	}
+	return NULL;
+}
+
+/* Remembers a grant until its GRANTED_RES; the oldest goes when there are too many. */
+static void nlm_grant_remember(struct nlm_service *s, struct nlm_grant *g)
+{
+	struct nlm_grant **pp;
+
+	pthread_mutex_lock(&s->s_mu);
+	if (s->s_ngrants >= NLM_GRANTS_MAX) {
+		for (pp = &s->s_grants; (*pp)->g_next != NULL; pp = &(*pp)->g_next)
+			;
+		free(*pp);
+		*pp = NULL;
+		s->s_ngrants--;
+	}
+	g->g_next = s->s_grants;
+	s->s_grants = g;
+	s->s_ngrants++;
+	pthread_mutex_unlock(&s->s_mu);
+}
+
+/* The client never learns of (or refuses) the lock it was granted: it is given back. */
+static void nlm_grant_undo(struct nlm_service *s, const struct nlm_grant *g)
+{
+	struct locks_event *events = NULL;
+	struct locks_request rq = {
+		.lq_object = g->g_object,
+		.lq_owner = { g->g_key, g->g_svid, g->g_oh, g->g_ohlen },
+		.lq_offset = g->g_offset,
+		.lq_len = g->g_len,
+	};
+
+	locks_unlock(s->s_locks, &rq, &events);
+	nlm_events(s, events);
+}
+
+struct nlm_callback {
+	struct nlm_service *cb_s;
+	uint64_t cb_seq;
+};
+
+static void nlm_granted_done(void *arg, int status, XDR *reply)
+{
+	struct nlm_callback *cb = arg;
+	struct nlm_service *s = cb->cb_s;
+	struct nlm_grant *g = NULL;
+
+	(void)reply;
+	if (status != 0) {
+		pthread_mutex_lock(&s->s_mu);
+		g = nlm_grant_unlink(s, cb->cb_seq);
+		pthread_mutex_unlock(&s->s_mu);
+	}
+	if (g != NULL) {
+		char key[NLM_KEY_LEN];
+
+		snprintf(key, sizeof(key), "%s", g->g_key);
+		log_warn("nlm: could not tell %s its blocked lock was granted (%s); the lock is "
+			 "given back", key, strerror(-status));
+		nlm_grant_undo(s, g);
+		free(g);
+	}
+	free(cb);
+}
+
+/* GRANTED_MSG to a waiter the table just granted; false when it cannot even be queued. */
+static bool nlm_call_granted(struct nlm_service *s, const struct locks_event *ev,
+			     const struct nlm_waiter *w)
+{
+	struct nlm_grant *g = calloc(1, sizeof(*g) + ev->le_owner.lw_ohlen);
+	struct nlm_callback *cb = malloc(sizeof(*cb));
+	uint64_t seq = atomic_fetch_add(&s->s_seq, 1);
+	uint8_t cookie[8];
+	nlm4_testargs args;
+	struct rpc_client_call call;
+	struct sockaddr_storage to;
+	int err;
+
+	if (g == NULL || cb == NULL) {
+		free(g);
+		free(cb);
+		return false;
+	}
+	g->g_seq = seq;
+	g->g_object = ev->le_object;
+	snprintf(g->g_key, sizeof(g->g_key), "%s", ev->le_owner.lw_host);
+	g->g_svid = ev->le_owner.lw_svid;
+	g->g_offset = ev->le_offset;
+	g->g_len = ev->le_len;
+	g->g_ohlen = ev->le_owner.lw_ohlen;
+	memcpy(g->g_oh, ev->le_owner.lw_oh, g->g_ohlen);
+	nlm_grant_remember(s, g);
+
+	memcpy(cookie, &seq, sizeof(cookie));
+	memset(&args, 0, sizeof(args));
+	args.cookie.nlm4_netobj_len = sizeof(cookie);
+	args.cookie.nlm4_netobj_val = (char *)cookie;
+	args.exclusive = w->w_exclusive;
+	args.alock = w->w_lock;
+	/* The client's lock manager listens where its portmapper says, not at the call's port. */
+	memcpy(&to, &w->w_addr, w->w_addrlen);
+	if (to.ss_family == AF_INET)
+		((struct sockaddr_in *)&to)->sin_port = 0;
+	else if (to.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&to)->sin6_port = 0;
+	cb->cb_s = s;
+	cb->cb_seq = seq;
+	call = (struct rpc_client_call){
+		.to = (const struct sockaddr *)&to, .tolen = w->w_addrlen,
+		.protocol = w->w_protocol, .prog = NLM_PROG, .vers = NLM_VERS4,
+		.proc = NLMPROC4_GRANTED_MSG, .xdr_args = XDRP(xdr_nlm4_testargs), .args = &args,
+		.attempts = s->s_retry_total_ms / s->s_retry_ms + 1, .interval_ms = s->s_retry_ms,
+		.done = nlm_granted_done, .arg = cb,
+	};
+	err = nlm_send(s, &call);
+	if (err != 0) {
+		pthread_mutex_lock(&s->s_mu);
+		g = nlm_grant_unlink(s, seq);
+		pthread_mutex_unlock(&s->s_mu);
+		free(g);
+		free(cb);
+		return false;
+	}
+	return true;
+}
+
+void nlm_events(struct nlm_service *s, struct locks_event *events)
+{
+	/* Undoing a grant that cannot be sent may grant others: they come back in this list. */
+	while (events != NULL) {
+		struct locks_event *more = NULL;
+
+		for (struct locks_event *ev = events; ev != NULL; ev = ev->le_next) {
+			struct nlm_waiter *w = ev->le_cookie;
+
+			if (ev->le_kind == LOCKS_EV_GRANTED && !nlm_call_granted(s, ev, w)) {
+				struct locks_request rq = {
+					.lq_object = ev->le_object, .lq_owner = ev->le_owner,
+					.lq_offset = ev->le_offset, .lq_len = ev->le_len,
+				};
+
+				log_warn("nlm: cannot call %s back for its granted lock; given back",
+					 ev->le_owner.lw_host);
+				locks_unlock(s->s_locks, &rq, &more);
+			}
+			nlm_waiter_free(w);
+		}
+		locks_events_free(events);
+		events = more;
+	}
+}
+
+void nlm_granted_res(struct nlm_service *s, const nlm4_netobj *cookie, nlm4_stats stat)
+{
+	struct nlm_grant *g;
+	uint64_t seq;
+
+	if (cookie->nlm4_netobj_len != sizeof(seq))
+		return;
+	memcpy(&seq, cookie->nlm4_netobj_val, sizeof(seq));
+	pthread_mutex_lock(&s->s_mu);
+	g = nlm_grant_unlink(s, seq);
+	pthread_mutex_unlock(&s->s_mu);
+	if (g == NULL)
+		return;
+	if (stat != NLM4_GRANTED)
+		nlm_grant_undo(s, g);
+	free(g);
+}
+
+static void nlm_res_done(void *arg, int status, XDR *reply)
+{
+	(void)arg;
+	(void)reply;
+	if (status != 0)
+		log_debug("nlm: a *_RES call back failed: %s", strerror(-status));
+}
+
+void nlm_send_res(struct nlm_service *s, const struct rpc_req *rq, uint32_t proc, xdrproc_t xdr,
+		  const void *res)
+{
+	struct sockaddr_storage to;
+	struct rpc_client_call call;
+	int err;
+
+	memcpy(&to, &rq->rq_peer, rq->rq_peerlen);
+	if (to.ss_family == AF_INET)
+		((struct sockaddr_in *)&to)->sin_port = 0;
+	else if (to.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&to)->sin6_port = 0;
+	call = (struct rpc_client_call){
+		.to = (const struct sockaddr *)&to, .tolen = rq->rq_peerlen,
+		.protocol = rq->rq_protocol, .prog = NLM_PROG, .vers = NLM_VERS4, .proc = proc,
+		.xdr_args = xdr, .args = res, .attempts = NLM_RES_ATTEMPTS,
+		.interval_ms = NLM_RES_INTERVAL_MS, .done = nlm_res_done, .arg = NULL,
+	};
+	err = nlm_send(s, &call);
+	if (err != 0)
+		log_debug("nlm: cannot send a *_RES call back: %s", strerror(-err));
+}
+
+/* ---- freeing hosts ---- */
+
+/* Up to max keys of the hosts known by name or address. */
+static size_t nlm_hosts_matching(struct nlm_service *s, const char *name, const char *addr_key,
+				 char (*keys)[NLM_KEY_LEN], size_t max)
+{
+	size_t n = 0;
+
+	for (struct nlm_host **pp = &s->s_hosts; *pp != NULL && n < max;) {
+		struct nlm_host *h = *pp;
+
+		if ((name != NULL && strcmp(h->h_name, name) == 0) ||
+		    (addr_key != NULL && strcmp(h->h_key, addr_key) == 0)) {
+			memcpy(keys[n++], h->h_key, NLM_KEY_LEN);
+			*pp = h->h_next;
+			s->s_nhosts--;
+			free(h->h_name);
+			free(h);
+		} else {
+			pp = &h->h_next;
+		}
+	}
+	return n;
+}
+
+static void nlm_grants_drop_host(struct nlm_service *s, const char *key)
+{
+	for (struct nlm_grant **pp = &s->s_grants; *pp != NULL;) {
+		struct nlm_grant *g = *pp;
+
+		if (strcmp(g->g_key, key) == 0) {
+			*pp = g->g_next;
+			s->s_ngrants--;
+			free(g);
+		} else {
+			pp = &g->g_next;
+		}
+	}
+}
+
+static void nlm_free_host_key(struct nlm_service *s, const char *key)
+{
+	struct locks_event *events = NULL;
+
+	pthread_mutex_lock(&s->s_mu);
+	nlm_shares_drop_host(s, key);
+	nlm_grants_drop_host(s, key);
+	pthread_mutex_unlock(&s->s_mu);
+	locks_release_host(s->s_locks, key, &events);
+	nlm_events(s, events);
+}
+
+void nlm_free_hosts(struct nlm_service *s, const char *name, const char *addr_key)
+{
+	char (*keys)[NLM_KEY_LEN];
+	size_t n;
+
+	keys = calloc(s->s_hosts_max + 1, NLM_KEY_LEN);
+	if (keys == NULL)
+		return;
+	pthread_mutex_lock(&s->s_mu);
+	n = nlm_hosts_matching(s, name, addr_key, keys, s->s_hosts_max);
+	pthread_mutex_unlock(&s->s_mu);
+	/* A name may also be an address, and a host may hold locks it was not monitored for. */
+	if (addr_key != NULL)
+		snprintf(keys[n++], NLM_KEY_LEN, "%s", addr_key);
+	else if (name != NULL && strlen(name) < NLM_KEY_LEN)
+		snprintf(keys[n++], NLM_KEY_LEN, "%s", name);
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = strcmp(keys[i], keys[j]) == 0;
+		if (!seen)
+			nlm_free_host_key(s, keys[i]);
+	}
+	free(keys);
+}
+
+void nlm_host_rebooted(struct nlm_service *s, const char *mon_name, const struct sockaddr *from,
+		       socklen_t fromlen)
+{
+	char key[NLM_KEY_LEN];
+
+	if (from != NULL && fromlen > 0)
+		nlm_addr_key(from, key);
+	log_info("nlm: %s%s%s rebooted: its locks are freed", mon_name ? mon_name : "",
+		 from != NULL && fromlen > 0 ? " at " : "", from != NULL && fromlen > 0 ? key : "");
+	nlm_free_hosts(s, mon_name, from != NULL && fromlen > 0 ? key : NULL);
+}
+
+static void nlm_reboot_hook(void *arg, const char *mon_name, const struct sockaddr *from,
+			    socklen_t fromlen)
+{
+	nlm_host_rebooted(arg, mon_name, from, fromlen);
+}
+
+/* ---- grace ---- */
+
+static bool nlm_before(const struct timespec *end)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec < end->tv_sec || (now.tv_sec == end->tv_sec && now.tv_nsec < end->tv_nsec);
+}
+
+bool nlm_in_grace(const struct nlm_service *s)
+{
+	return s->s_grace_on && nlm_before(&s->s_grace_end);
+}
+
+/* Only says when grace ends: nlm_in_grace reads the clock itself. */
+static void *nlm_grace_thread(void *arg)
+{
+	struct nlm_service *s = arg;
+	int err = 0;
+
+	pthread_mutex_lock(&s->s_mu);
+	while (!s->s_stop && err != ETIMEDOUT)
+		err = pthread_cond_timedwait(&s->s_cond, &s->s_mu, &s->s_grace_end);
+	pthread_mutex_unlock(&s->s_mu);
+	if (err == ETIMEDOUT)
+		log_info("nlm: grace period over: new locks are granted");
+	return NULL;
+}
+
+static int nlm_grace_start(struct nlm_service *s, unsigned seconds)
+{
+	int err;
+
+	if (seconds == 0 || !nlm_previous_clients(s))
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &s->s_grace_end);
+	s->s_grace_end.tv_sec += seconds;
+	s->s_grace_on = true;
+	err = pthread_create(&s->s_grace_thread, NULL, nlm_grace_thread, s);
+	if (err != 0)
+		return -err;
+	s->s_grace_thread_on = true;
+	log_info("nlm: grace period of %u s: clients of the last run reclaim their locks, new "
+		 "locks wait", seconds);
+	return 0;
+}
+
+/* ---- the service ---- */
+
+/* The grace thread waits for a CLOCK_MONOTONIC deadline. */
+static void nlm_cond_init(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static unsigned nlm_retry_ms(const struct nlm_opts *o)
+{
+	const char *env = getenv(NLM_RETRY_ENV);
+
+	if (o->no_retry_ms != 0)
+		return o->no_retry_ms;
+	if (env != NULL && atoi(env) > 0)
+		return (unsigned)atoi(env);
+	return NLM_DEFAULT_RETRY_MS;
+}
+
+int nlm_service_new(struct nfs_server *ns, struct nsm *nsm, struct rpc_client *rc,
+		    const struct nlm_opts *o, struct nlm_service **out, char *err, size_t len)
+{
+	static const struct nlm_opts none;
+	struct nlm_service *s;
+	enum locks_status ls;
+	int e;
+
+	if (o == NULL)
+		o = &none;
+	*out = NULL;
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		goto nomem;
+	s->s_ns = ns;
+	s->s_nsm = nsm;
+	s->s_rc = rc;
+	if (o->no_hooks != NULL)
+		s->s_hooks = *o->no_hooks;
+	s->s_retry_ms = nlm_retry_ms(o);
+	s->s_retry_total_ms = o->no_retry_total_ms ? o->no_retry_total_ms
+						   : NLM_DEFAULT_RETRY_TOTAL_MS;
+	s->s_shares_max = o->no_shares ? o->no_shares : NLM_DEFAULT_SHARES;
+	s->s_hosts_max = o->no_limits ? o->no_limits->ll_hosts : LOCKS_DEFAULT_HOSTS;
+	atomic_init(&s->s_seq, (uint64_t)time(NULL) << 20);
+	pthread_mutex_init(&s->s_mu, NULL);
+	nlm_cond_init(&s->s_cond);
+	s->s_shares = calloc(s->s_shares_max, sizeof(*s->s_shares));
+	if (s->s_shares == NULL)
+		goto nomem;
+	ls = locks_table_create(o->no_limits, &s->s_locks);
+	if (ls != LOCKS_OK) {
+		snprintf(err, len, "nlm: cannot create the lock table: %s", locks_strerror(ls));
+		e = ls == LOCKS_NOMEM ? -ENOMEM : -EINVAL;
+		goto fail;
+	}
+	e = nlm_grace_start(s, o->no_grace_seconds);
+	if (e != 0) {
+		snprintf(err, len, "nlm: cannot start the grace period: %s", strerror(-e));
+		goto fail;
+	}
+	if (nsm != NULL)
+		nsm_set_reboot_hook(nsm, nlm_reboot_hook, s);
+	*out = s;
+	return 0;
+nomem:
+	snprintf(err, len, "nlm: out of memory");
+	e = -ENOMEM;
+fail:
+	nlm_service_free(s);
+	return e;
+}
+
+void nlm_service_free(struct nlm_service *s)
+{
+	struct locks_event *events = NULL;
+
+	if (s == NULL)
+		return;
+	if (s->s_nsm != NULL)
+		nsm_set_reboot_hook(s->s_nsm, NULL, NULL);
+	if (s->s_grace_thread_on) {
+		pthread_mutex_lock(&s->s_mu);
+		s->s_stop = true;
+		pthread_cond_signal(&s->s_cond);
+		pthread_mutex_unlock(&s->s_mu);
+		pthread_join(s->s_grace_thread, NULL);
+	}
+	if (s->s_locks != NULL) {
+		locks_release_all(s->s_locks, &events);
+		for (struct locks_event *ev = events; ev != NULL; ev = ev->le_next)
+			nlm_waiter_free(ev->le_cookie);
+		locks_events_free(events);
+		locks_table_destroy(s->s_locks);
+	}
+	while (s->s_hosts != NULL) {
+		struct nlm_host *h = s->s_hosts;
+
+		s->s_hosts = h->h_next;
+		free(h->h_name);
+		free(h);
+	}
+	while (s->s_grants != NULL) {
+		struct nlm_grant *g = s->s_grants;
+
+		s->s_grants = g->g_next;
+		free(g);
+	}
+	free(s->s_shares);
+	pthread_cond_destroy(&s->s_cond);
+	pthread_mutex_destroy(&s->s_mu);
+	free(s);
+}
+
+struct locks_table *nlm_service_locks(struct nlm_service *s)
+{
+	return s->s_locks;
+}
