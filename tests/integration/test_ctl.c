@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #include "nlm.h"
-#include "nlm4.h"
 
 #define T_OUT 65536
 #define T_IDLE_CONNS 20          /* more than the server's CONTROL_MAX_CONNS */
@@ -600,10 +599,6 @@ static void test_status_at_limits(void **state)
 
 /* ---- `locks`: locks taken through NLM, listed by client and file ---- */
 
-#define T_NLM_LOCK 2             /* procedure numbers (RFC 1813 appendix II) */
-#define T_NLM_CANCEL 3
-#define T_NLM_UNLOCK 4
-
 static nfs_fh3 lock_fh;
 
 static void t_lock_of(nlm4_lock *lk, int32_t svid, uint64_t off, uint64_t len)
@@ -619,7 +614,7 @@ static void t_lock_of(nlm4_lock *lk, int32_t svid, uint64_t off, uint64_t len)
 	lk->l_len = len;
 }
 
-/* LOCK (proc T_NLM_LOCK), CANCEL or UNLOCK; returns the nlm4_stats. */
+/* LOCK (proc NLMPROC4_LOCK), CANCEL or UNLOCK; returns the nlm4_stats. */
 static int t_nlm(CLIENT *c, uint32_t proc, int32_t svid, bool exclusive, uint64_t off,
 		 uint64_t len, bool block)
 {
@@ -631,7 +626,7 @@ static int t_nlm(CLIENT *c, uint32_t proc, int32_t svid, bool exclusive, uint64_
 	xdrproc_t xargs;
 
 	memset(&res, 0, sizeof(res));
-	if (proc == T_NLM_LOCK) {
+	if (proc == NLMPROC4_LOCK) {
 		memset(&la, 0, sizeof(la));
 		la.block = block;
 		la.exclusive = exclusive;
@@ -639,7 +634,7 @@ static int t_nlm(CLIENT *c, uint32_t proc, int32_t svid, bool exclusive, uint64_
 		t_lock_of(&la.alock, svid, off, len);
 		args = &la;
 		xargs = (xdrproc_t)xdr_nlm4_lockargs;
-	} else if (proc == T_NLM_CANCEL) {
+	} else if (proc == NLMPROC4_CANCEL) {
 		memset(&ca, 0, sizeof(ca));
 		ca.block = block;
 		ca.exclusive = exclusive;
@@ -709,9 +704,9 @@ static void test_locks(void **state)
 	snprintf(fileid, sizeof(fileid), " %llu ", (unsigned long long)attr.fileid);
 
 	c = it_clnt(IPPROTO_TCP, NLM_PROG, NLM_VERS4, lport);
-	assert_int_equal(t_nlm(c, T_NLM_LOCK, 7, true, 100, 0, false), NLM4_GRANTED);
-	assert_int_equal(t_nlm(c, T_NLM_LOCK, 8, false, 0, 50, false), NLM4_GRANTED);
-	assert_int_equal(t_nlm(c, T_NLM_LOCK, 9, false, 120, 10, true), NLM4_BLOCKED);
+	assert_int_equal(t_nlm(c, NLMPROC4_LOCK, 7, true, 100, 0, false), NLM4_GRANTED);
+	assert_int_equal(t_nlm(c, NLMPROC4_LOCK, 8, false, 0, 50, false), NLM4_GRANTED);
+	assert_int_equal(t_nlm(c, NLMPROC4_LOCK, 9, false, 120, 10, true), NLM4_BLOCKED);
 
 	assert_int_equal(ctl(it_srv.is_state, out, "locks", NULL), 0);
 	if (!t_has_line(out, (const char *const[]){ "127.0.0.1", IT_EXPORT, fileid, " 7 ",
@@ -735,9 +730,9 @@ static void test_locks(void **state)
 	assert_non_null(strstr(out, "unionnfsd_calls_total{program=\"nlm\",procedure=\"LOCK\"} 3\n"));
 
 	/* the waiter cancelled, the locks gone: an empty list */
-	assert_int_equal(t_nlm(c, T_NLM_CANCEL, 9, false, 120, 10, true), NLM4_GRANTED);
-	assert_int_equal(t_nlm(c, T_NLM_UNLOCK, 7, false, 0, 0, false), NLM4_GRANTED);
-	assert_int_equal(t_nlm(c, T_NLM_UNLOCK, 8, false, 0, 0, false), NLM4_GRANTED);
+	assert_int_equal(t_nlm(c, NLMPROC4_CANCEL, 9, false, 120, 10, true), NLM4_GRANTED);
+	assert_int_equal(t_nlm(c, NLMPROC4_UNLOCK, 7, false, 0, 0, false), NLM4_GRANTED);
+	assert_int_equal(t_nlm(c, NLMPROC4_UNLOCK, 8, false, 0, 0, false), NLM4_GRANTED);
 	it_clnt_destroy(c);
 	it_fh_free(&lock_fh);
 	assert_int_equal(ctl(it_srv.is_state, out, "locks", NULL), 0);

@@ -17,17 +17,9 @@
 #include <unistd.h>
 
 #include "nlm.h"
-#include "nlm4.h"
 #include "nlm_locks.h"
 #include "sm_inter.h"
 
-/* procedure numbers (RFC 1813 appendix II; X/Open XNFS) */
-#define T_NLM_NULL 0
-#define T_NLM_TEST 1
-#define T_NLM_LOCK 2
-#define T_NLM_CANCEL 3
-#define T_NLM_UNLOCK 4
-#define T_NLM_NM_LOCK 22
 #define T_SM_PROG 100024
 #define T_SM_VERS 1
 #define T_SM_NOTIFY 6
@@ -100,12 +92,12 @@ static void raw_args(struct raw *r, uint32_t proc, const struct lock_sizes *s)
 {
 	r->r_n = 0;
 	raw_bytes(r, s->ls_cookie, NULL, 'k');
-	if (proc == T_NLM_LOCK || proc == T_NLM_CANCEL || proc == T_NLM_NM_LOCK)
+	if (proc == NLMPROC4_LOCK || proc == NLMPROC4_CANCEL || proc == NLMPROC4_NM_LOCK)
 		raw_u32(r, 0);                     /* block */
-	if (proc != T_NLM_UNLOCK)
+	if (proc != NLMPROC4_UNLOCK)
 		raw_u32(r, 1);                     /* exclusive */
 	raw_lock(r, s, 77);
-	if (proc == T_NLM_LOCK || proc == T_NLM_NM_LOCK) {
+	if (proc == NLMPROC4_LOCK || proc == NLMPROC4_NM_LOCK) {
 		raw_u32(r, 0);                     /* reclaim */
 		raw_u32(r, 1);                     /* state */
 	}
@@ -136,7 +128,7 @@ static void assert_alive(void)
 {
 	CLIENT *c = nlm_clnt(IPPROTO_TCP);
 
-	assert_int_equal(it_call(c, T_NLM_NULL, (xdrproc_t)it_xdr_void, NULL, (xdrproc_t)it_xdr_void, NULL),
+	assert_int_equal(it_call(c, NLMPROC4_NULL, (xdrproc_t)it_xdr_void, NULL, (xdrproc_t)it_xdr_void, NULL),
 			 RPC_SUCCESS);
 	it_clnt_destroy(c);
 }
@@ -168,7 +160,7 @@ static nlm4_stats nlm_lock(CLIENT *c, const char *oh, int32_t svid, uint64_t off
 	a.exclusive = 1;
 	a.state = 1;
 	lock_of(&a.alock, oh, svid, off, len);
-	assert_int_equal(it_call(c, T_NLM_LOCK, (xdrproc_t)xdr_nlm4_lockargs, &a,
+	assert_int_equal(it_call(c, NLMPROC4_LOCK, (xdrproc_t)xdr_nlm4_lockargs, &a,
 				 (xdrproc_t)xdr_nlm4_res, &res), RPC_SUCCESS);
 	it_free((xdrproc_t)xdr_nlm4_res, &res);
 	return res.stat.stat;
@@ -184,7 +176,7 @@ static nlm4_stats nlm_unlock(CLIENT *c, const char *oh, int32_t svid, uint64_t o
 	a.cookie.nlm4_netobj_len = 4;
 	a.cookie.nlm4_netobj_val = "ck02";
 	lock_of(&a.alock, oh, svid, off, len);
-	assert_int_equal(it_call(c, T_NLM_UNLOCK, (xdrproc_t)xdr_nlm4_unlockargs, &a,
+	assert_int_equal(it_call(c, NLMPROC4_UNLOCK, (xdrproc_t)xdr_nlm4_unlockargs, &a,
 				 (xdrproc_t)xdr_nlm4_res, &res), RPC_SUCCESS);
 	it_free((xdrproc_t)xdr_nlm4_res, &res);
 	return res.stat.stat;
@@ -202,7 +194,7 @@ static nlm4_stats nlm_cancel(CLIENT *c, const char *oh, int32_t svid, uint64_t o
 	a.block = 1;
 	a.exclusive = 1;
 	lock_of(&a.alock, oh, svid, off, len);
-	assert_int_equal(it_call(c, T_NLM_CANCEL, (xdrproc_t)xdr_nlm4_cancargs, &a,
+	assert_int_equal(it_call(c, NLMPROC4_CANCEL, (xdrproc_t)xdr_nlm4_cancargs, &a,
 				 (xdrproc_t)xdr_nlm4_res, &res), RPC_SUCCESS);
 	it_free((xdrproc_t)xdr_nlm4_res, &res);
 	return res.stat.stat;
@@ -213,8 +205,8 @@ static nlm4_stats nlm_cancel(CLIENT *c, const char *oh, int32_t svid, uint64_t o
 /* Each variable part one byte past its bound, for every procedure that carries it. */
 static void overlong_over(int proto)
 {
-	static const uint32_t procs[] = { T_NLM_TEST, T_NLM_LOCK, T_NLM_CANCEL,
-					  T_NLM_UNLOCK, T_NLM_NM_LOCK };
+	static const uint32_t procs[] = { NLMPROC4_TEST, NLMPROC4_LOCK, NLMPROC4_CANCEL,
+					  NLMPROC4_UNLOCK, NLMPROC4_NM_LOCK };
 	const struct lock_sizes ok = { 8, 16, 8 };
 	CLIENT *c = nlm_clnt(proto);
 	struct raw r;
@@ -249,23 +241,23 @@ static void overlong_over(int proto)
 		expect_garbage(c, procs[i], &r, what);
 	}
 	/* the bounds themselves are fine: a full-size caller name, owner and cookie lock */
-	raw_args(&r, T_NLM_LOCK, &(struct lock_sizes){ MAXNETOBJ_SZ, LM_MAXSTRLEN, MAXNETOBJ_SZ });
+	raw_args(&r, NLMPROC4_LOCK, &(struct lock_sizes){ MAXNETOBJ_SZ, LM_MAXSTRLEN, MAXNETOBJ_SZ });
 	{
 		nlm4_res res;
 
 		memset(&res, 0, sizeof(res));
-		assert_int_equal(it_call(c, T_NLM_LOCK, (xdrproc_t)xdr_raw, &r, (xdrproc_t)xdr_nlm4_res, &res),
+		assert_int_equal(it_call(c, NLMPROC4_LOCK, (xdrproc_t)xdr_raw, &r, (xdrproc_t)xdr_nlm4_res, &res),
 				 RPC_SUCCESS);
 		assert_int_equal(res.stat.stat, NLM4_GRANTED);
 		assert_int_equal(res.cookie.nlm4_netobj_len, MAXNETOBJ_SZ);
 		it_free((xdrproc_t)xdr_nlm4_res, &res);
 	}
-	raw_args(&r, T_NLM_UNLOCK, &(struct lock_sizes){ MAXNETOBJ_SZ, LM_MAXSTRLEN, MAXNETOBJ_SZ });
+	raw_args(&r, NLMPROC4_UNLOCK, &(struct lock_sizes){ MAXNETOBJ_SZ, LM_MAXSTRLEN, MAXNETOBJ_SZ });
 	{
 		nlm4_res res;
 
 		memset(&res, 0, sizeof(res));
-		assert_int_equal(it_call(c, T_NLM_UNLOCK, (xdrproc_t)xdr_raw, &r, (xdrproc_t)xdr_nlm4_res,
+		assert_int_equal(it_call(c, NLMPROC4_UNLOCK, (xdrproc_t)xdr_raw, &r, (xdrproc_t)xdr_nlm4_res,
 					 &res), RPC_SUCCESS);
 		assert_int_equal(res.stat.stat, NLM4_GRANTED);
 		it_free((xdrproc_t)xdr_nlm4_res, &res);
