@@ -52,6 +52,9 @@ struct config {
 	int cf_port;             /* NFS port, default 2049; 0 picks a free one */
 	int cf_mount_port;       /* default 20048; 0 picks a free one */
 	int cf_portmap_port;     /* built-in portmapper port, default 111 */
+	int cf_nlm_port;         /* NLM and NSM (locking), TCP and UDP; 0 picks a free one;
+				    CONFIG_NLM_OFF: no locking served */
+	unsigned cf_grace;       /* seconds of lock reclaim after a restart, 0: none; default 90 */
 	char *cf_state_dir;      /* default /var/lib/unionnfsd */
 	enum portmap_mode cf_portmap;
 	int cf_workers;          /* file system worker threads, default NET_DEFAULT_WORKERS */
@@ -74,7 +77,8 @@ struct config {
  * row each: X(id, name, kind, field, default, min, max, apply, hint)
  *   kind    how the value is written: UINT (decimal in min..max), ADDR (numeric IP
  *           address), PATH (absolute), PORTMAP (a mode), METRICS (ADDR:PORT), SWITCH (file
- *           only: NAME, NAME yes, NAME no; the command line has its own flags -f, --udp)
+ *           only: NAME, NAME yes, NAME no; the command line has its own flags -f, --udp),
+ *           PORTOFF (a port in min..max, or "off": CONFIG_NLM_OFF)
  *   apply   RELOAD: a SIGHUP takes it up; RESTART: only a restart does
  *   hint    UINT: why the bounds are what they are; PATH: an example; else NULL
  * The "unknown option" message lists the names in this order.
@@ -84,6 +88,9 @@ struct config {
 	X(PORT, "port", UINT, cf_port, 2049, 0, 65535, RESTART, NULL) \
 	X(MOUNT_PORT, "mount-port", UINT, cf_mount_port, 20048, 0, 65535, RESTART, NULL) \
 	X(PORTMAP_PORT, "portmap-port", UINT, cf_portmap_port, 111, 0, 65535, RESTART, NULL) \
+	X(NLM_PORT, "nlm-port", PORTOFF, cf_nlm_port, 0, 0, 65535, RESTART, NULL) \
+	X(GRACE, "grace", UINT, cf_grace, CONFIG_DEFAULT_GRACE, 0, 3600, RESTART, \
+	  "an hour is far longer than any client needs to reclaim its locks") \
 	X(STATE, "state", PATH, cf_state_dir, "/var/lib/unionnfsd", 0, 0, RESTART, \
 	  "the full path, e.g. /var/lib/unionnfsd") \
 	X(PORTMAP, "portmap", PORTMAP, cf_portmap, PORTMAP_AUTO, 0, 0, RESTART, NULL) \
@@ -107,6 +114,11 @@ struct config {
 	  "the full path of the host name map, e.g. /etc/unionnfsd/hosts") \
 	X(FOREGROUND, "foreground", SWITCH, cf_foreground, false, 0, 1, RESTART, NULL) \
 	X(UDP, "udp", SWITCH, cf_udp, false, 0, 1, RESTART, NULL)
+
+/* nlm-port off: no lock manager (NLM) or status monitor (NSM) is served. */
+#define CONFIG_NLM_OFF (-1)
+/* Clients retry a lock refused for grace every few seconds: 90 s as knfsd and ganesha. */
+#define CONFIG_DEFAULT_GRACE 90
 
 /* A kernel client needs one or two connections (nconnect: up to 16); a NAT gateway more. */
 #define CONFIG_DEFAULT_MAX_CONNS_PER_HOST 128

@@ -66,6 +66,8 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
  * a message in err naming the port and the cause.
  */
 int net_listen(struct net_server *srv, int port, char *err, size_t errlen);
+/* net_listen on TCP and UDP whatever no_udp says: for programs clients reach over UDP (NLM). */
+int net_listen_udp(struct net_server *srv, int port, char *err, size_t errlen);
 
 /* What the server holds at the moment (tests and fuzzing check the accounting with it). */
 struct net_usage {

@@ -21,6 +21,12 @@ struct portmap_mapping {
 /* True when a system rpcbind answers on 127.0.0.1:111. */
 bool portmap_rpcbind_running(void);
 
+/*
+ * The port the system rpcbind lists for prog/vers/prot (IPPROTO_*), 0 when none; only when
+ * portmap_rpcbind_running() (it may wait for rpcbind's answer).
+ */
+uint16_t portmap_rpcbind_port(uint32_t prog, uint32_t vers, uint32_t prot);
+
 /* Registers (and on exit unregisters) our mappings with the system rpcbind. */
 int portmap_register(const struct portmap_mapping *maps, int n);
 void portmap_unregister(const struct portmap_mapping *maps, int n);

@@ -32,7 +32,7 @@ static const char config_usage[] =
 	"                 [--max-connections N] [--max-connections-per-host N]\n"
 	"                 [--idle-timeout SECONDS]\n"
 	"                 [--max-requests-per-connection N] [--max-buffered BYTES]\n"
-	"                 [--max-views-per-rule N]\n"
+	"                 [--max-views-per-rule N] [--nlm-port N|off] [--grace SECONDS]\n"
 	"                 [--metrics ADDR:PORT] [--hosts FILE] [--udp]\n"
 	"\n"
 	"  -f                  stay in the foreground and log to stderr (default: daemon, syslog)\n"
@@ -63,6 +63,11 @@ static const char config_usage[] =
 	"  --portmap MODE      auto (default): rpcbind if it runs, else built-in, else warn;\n"
 	"                      rpcbind | builtin | off\n"
 	"  --portmap-port N    port of the built-in portmapper (default 111)\n"
+	"  --nlm-port N|off    port of the lock manager (NLM v4) and status monitor (NSM), TCP\n"
+	"                      and UDP, registered with the portmapper (default 0: a free port);\n"
+	"                      off: no file locking is served (clients must mount with nolock)\n"
+	"  --grace SECONDS     after a restart that left clients holding locks, only their\n"
+	"                      reclaims are granted for this long (default 90; 0: none)\n"
 	"  --workers N         file system worker threads (default 32)\n"
 	"  --max-record BYTES  largest RPC record accepted (default 1052672)\n"
 	"  --max-connections N open TCP connections; past it a new connection closes the\n"
@@ -94,6 +99,7 @@ static char *config_strdup(const char *s)
 
 #define CONFIG_INIT_UINT(f, d) (f) = (d)
 #define CONFIG_INIT_PORTMAP(f, d) (f) = (d)
+#define CONFIG_INIT_PORTOFF(f, d) (f) = (d)
 #define CONFIG_INIT_SWITCH(f, d) (f) = (d)
 #define CONFIG_INIT_ADDR(f, d) (f) = config_strdup(d)
 #define CONFIG_INIT_PATH(f, d) (f) = config_strdup(d)
@@ -542,7 +548,7 @@ static int config_add_export_spec(struct config *cf, const char *spec, char *err
 
 /* One row of CONFIG_SETTINGS, for code that walks the table. */
 enum config_kind { CONFIG_K_UINT, CONFIG_K_ADDR, CONFIG_K_PATH, CONFIG_K_PORTMAP,
-		   CONFIG_K_METRICS, CONFIG_K_SWITCH };
+		   CONFIG_K_METRICS, CONFIG_K_SWITCH, CONFIG_K_PORTOFF };
 
 static const struct config_row {
 	const char *cr_name;
@@ -583,6 +589,7 @@ static bool config_str_differs(const char *a, const char *b)
 
 #define CONFIG_DIFF_UINT(a, b) ((a) != (b))
 #define CONFIG_DIFF_PORTMAP(a, b) ((a) != (b))
+#define CONFIG_DIFF_PORTOFF(a, b) ((a) != (b))
 #define CONFIG_DIFF_SWITCH(a, b) ((a) != (b))
 #define CONFIG_DIFF_ADDR(a, b) config_str_differs(a, b)
 #define CONFIG_DIFF_PATH(a, b) config_str_differs(a, b)
@@ -671,6 +678,17 @@ static int config_check(const struct config_row *row, const char *value, struct 
 	switch (row->cr_kind) {
 	case CONFIG_K_UINT:
 		return config_check_uint(row, value, &v->cv_num, err, errlen);
+	case CONFIG_K_PORTOFF:
+		if (!strcmp(value, "off")) {
+			v->cv_num = (uint64_t)(int64_t)CONFIG_NLM_OFF;
+			return 0;
+		}
+		if (config_parse_uint(value, row->cr_max, &v->cv_num) == 0 &&
+		    v->cv_num >= row->cr_min)
+			return 0;
+		err_set(err, errlen, "'%s' is neither a port in %llu..%llu nor off", value,
+			(unsigned long long)row->cr_min, (unsigned long long)row->cr_max);
+		return -1;
 	case CONFIG_K_ADDR:
 		if (inet_pton(AF_INET, value, addr) == 1 || inet_pton(AF_INET6, value, addr) == 1)
 			return 0;
@@ -708,6 +726,7 @@ static int config_check(const struct config_row *row, const char *value, struct 
 
 #define CONFIG_STORE_UINT(f, v) ((f) = (__typeof__(f))(v)->cv_num, 0)
 #define CONFIG_STORE_PORTMAP(f, v) ((f) = (enum portmap_mode)(v)->cv_num, 0)
+#define CONFIG_STORE_PORTOFF(f, v) ((f) = (int)(int64_t)(v)->cv_num, 0)
 #define CONFIG_STORE_SWITCH(f, v) ((f) = (v)->cv_num != 0, 0)
 #define CONFIG_STORE_ADDR(f, v) config_set_string(&(f), (v)->cv_text, err, errlen)
 #define CONFIG_STORE_PATH(f, v) config_set_string(&(f), (v)->cv_text, err, errlen)
@@ -1056,6 +1075,7 @@ int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_
 #define CONFIG_NUM_UINT(f) ((uint64_t)(f))
 #define CONFIG_NUM_SWITCH(f) ((uint64_t)(f))
 #define CONFIG_NUM_PORTMAP(f) ((uint64_t)(f))
+#define CONFIG_NUM_PORTOFF(f) 0
 #define CONFIG_NUM_ADDR(f) 0
 #define CONFIG_NUM_PATH(f) 0
 #define CONFIG_NUM_METRICS(f) 0

@@ -27,8 +27,11 @@
 #include "log.h"
 #include "net.h"
 #include "nfs.h"
+#include "nlm.h"
+#include "nsm.h"
 #include "portmap.h"
 #include "rpc.h"
+#include "rpc_client.h"
 #include "store.h"
 #include "union.h"
 #include "views.h"
@@ -49,10 +52,14 @@ struct main_ctx {
 	struct ev_loop *mc_loop;
 	struct net_server *mc_net;
 	struct control *mc_ctl;             /* STATE_DIR/control.sock, NULL if it could not be made */
-	int mc_ports[3];                    /* bound ports, so one port is listened on once */
+	int mc_ports[4];                    /* bound ports, so one port is listened on once */
 	int mc_nports;
 	int mc_nfs_port;
 	int mc_mount_port;
+	int mc_nlm_port;                    /* NLM and NSM; 0: locking is off */
+	struct rpc_client *mc_rc;           /* NLM callbacks and SM_NOTIFY */
+	struct nsm *mc_nsm;
+	struct nlm_service *mc_nlm;
 	struct portmap_mapping mc_maps[MAIN_MAX_MAPS];
 	int mc_nmaps;                       /* NFS and MOUNT: what rpcbind gets */
 	bool mc_registered;                 /* with the system rpcbind: undo on exit */
@@ -181,10 +188,10 @@ static int main_listen(struct main_ctx *mc, int port, char *err, size_t errlen)
 }
 
 /* TCP, and UDP when it is served: a mapping that is not served would only mislead. */
-static void main_add_map(struct main_ctx *mc, uint32_t prog, uint32_t vers, int port)
+static void main_add_map_on(struct main_ctx *mc, uint32_t prog, uint32_t vers, int port, bool udp)
 {
 	static const uint32_t prots[] = { IPPROTO_TCP, IPPROTO_UDP };
-	size_t i, n = mc->mc_cfg.cf_udp ? 2 : 1;
+	size_t i, n = udp ? 2 : 1;
 
 	for (i = 0; i < n; i++) {
 		if (mc->mc_nmaps >= MAIN_MAX_MAPS)
@@ -195,8 +202,13 @@ static void main_add_map(struct main_ctx *mc, uint32_t prog, uint32_t vers, int 
 	}
 }
 
+static void main_add_map(struct main_ctx *mc, uint32_t prog, uint32_t vers, int port)
+{
+	main_add_map_on(mc, prog, vers, port, mc->mc_cfg.cf_udp);
+}
+
 /* The versions come from the program tables, so what we advertise is what we serve. */
-static void main_build_maps(struct main_ctx *mc)
+static void main_build_maps(struct main_ctx *mc, bool with_nsm)
 {
 	uint32_t v;
 
@@ -205,6 +217,48 @@ static void main_build_maps(struct main_ctx *mc)
 		main_add_map(mc, nfs3_program.rg_prog, v, mc->mc_nfs_port);
 	for (v = mount_program.rg_vers_min; v <= mount_program.rg_vers_max; v++)
 		main_add_map(mc, mount_program.rg_prog, v, mc->mc_mount_port);
+	if (mc->mc_nlm_port == 0)
+		return;
+	/* Lock managers and status monitors call each other over UDP as often as TCP. */
+	for (v = nlm_program.rg_vers_min; v <= nlm_program.rg_vers_max; v++)
+		main_add_map_on(mc, nlm_program.rg_prog, v, mc->mc_nlm_port, true);
+	for (v = nsm_program.rg_vers_min; v <= nsm_program.rg_vers_max && with_nsm; v++)
+		main_add_map_on(mc, nsm_program.rg_prog, v, mc->mc_nlm_port, true);
+}
+
+/*
+ * The machine's own rpc.statd may hold NSM at rpcbind: taking its registration away would
+ * break the machine's NFS client locks, so NSM is left out and the user told.
+ */
+static bool main_nsm_free_at_rpcbind(struct main_ctx *mc)
+{
+	uint16_t port;
+
+	if (mc->mc_nlm_port == 0)
+		return true;
+	port = portmap_rpcbind_port(nsm_program.rg_prog, nsm_program.rg_vers_min, IPPROTO_UDP);
+	if (port == 0 || port == mc->mc_nlm_port)
+		return true;
+	main_warn(mc,
+		  "rpcbind lists another status monitor (NSM, program 100024, port %u: the machine's rpc.statd) so clients' reboot notices will not reach unionnfsd and a rebooted client's locks stay until it unlocks; stop it (systemctl stop rpc-statd) and restart unionnfsd",
+		  port);
+	return false;
+}
+
+static int main_rpcbind_register(struct main_ctx *mc)
+{
+	int rc;
+
+	if (!main_nsm_free_at_rpcbind(mc)) {
+		main_build_maps(mc, false);
+		portmap_builtin_set(mc->mc_maps, mc->mc_nmaps);
+	}
+	rc = portmap_register(mc->mc_maps, mc->mc_nmaps);
+	if (rc == 0) {
+		mc->mc_registered = true;
+		log_info("registered with rpcbind");
+	}
+	return rc;
 }
 
 static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
@@ -235,7 +289,7 @@ static int main_portmap(struct main_ctx *mc, char *err, size_t errlen)
 	char lerr[MAIN_ERRLEN];
 	int rc;
 
-	main_build_maps(mc);
+	main_build_maps(mc, true);
 	/* Harmless in every mode: portmapper calls that reach our own ports get true answers. */
 	portmap_builtin_set(mc->mc_maps, mc->mc_nmaps);
 	switch (cf->cf_portmap) {
@@ -248,15 +302,13 @@ static int main_portmap(struct main_ctx *mc, char *err, size_t errlen)
 				 "--portmap rpcbind: no rpcbind answers on 127.0.0.1:111; start it (systemctl start rpcbind) or use --portmap builtin or --portmap off");
 			return -ECONNREFUSED;
 		}
-		rc = portmap_register(mc->mc_maps, mc->mc_nmaps);
+		rc = main_rpcbind_register(mc);
 		if (rc < 0) {
 			snprintf(err, errlen,
 				 "--portmap rpcbind: rpcbind refused our registration (%s); run unionnfsd as root, or use --portmap builtin or --portmap off",
 				 strerror(-rc));
 			return rc;
 		}
-		mc->mc_registered = true;
-		log_info("registered with rpcbind");
 		return 0;
 	case PORTMAP_BUILTIN:
 		rc = main_portmap_builtin(mc, lerr, sizeof(lerr));
@@ -269,12 +321,9 @@ static int main_portmap(struct main_ctx *mc, char *err, size_t errlen)
 		return 0;
 	case PORTMAP_AUTO:
 		if (portmap_rpcbind_running()) {
-			rc = portmap_register(mc->mc_maps, mc->mc_nmaps);
-			if (rc == 0) {
-				mc->mc_registered = true;
-				log_info("registered with rpcbind");
+			rc = main_rpcbind_register(mc);
+			if (rc == 0)
 				return 0;
-			}
 			main_warn(mc,
 				  "rpcbind runs but registering with it failed (%s); clients must mount with -o port=%d,mountport=%d (or run as root)",
 				  strerror(-rc), mc->mc_nfs_port, mc->mc_mount_port);
@@ -548,6 +597,13 @@ static void main_teardown(struct main_ctx *mc)
 		portmap_unregister(mc->mc_maps, mc->mc_nmaps);
 		mc->mc_registered = false;
 	}
+	/* Callbacks in flight reference the lock service and NSM: they end first. */
+	rpc_client_stop(mc->mc_rc);
+	mc->mc_rc = NULL;
+	nlm_service_free(mc->mc_nlm);
+	mc->mc_nlm = NULL;
+	nsm_close(mc->mc_nsm);
+	mc->mc_nsm = NULL;
 	if (mc->mc_signals) {
 		main_reload_join(mc);
 		config_free(&mc->mc_reload_cfg);
@@ -625,12 +681,55 @@ static void main_check_state_mode(struct main_ctx *mc)
 		  dir, (unsigned)(st.st_mode & 07777), dir);
 }
 
+/* main_listen on TCP and UDP (the lock manager's clients use either). */
+static int main_listen_udp(struct main_ctx *mc, int port, char *err, size_t errlen)
+{
+	int bound;
+
+	for (int i = 0; i < mc->mc_nports && port != 0; i++)
+		if (mc->mc_ports[i] == port && mc->mc_cfg.cf_udp)
+			return port;
+	bound = net_listen_udp(mc->mc_net, port, err, errlen);
+	if (bound >= 0 && mc->mc_nports < (int)(sizeof(mc->mc_ports) / sizeof(mc->mc_ports[0])))
+		mc->mc_ports[mc->mc_nports++] = bound;
+	return bound;
+}
+
+/* The lock service: outbound calls, NSM's state in the state directory, the lock table. */
+static int main_locking(struct main_ctx *mc, char *err, size_t errlen)
+{
+	struct nlm_opts o = { .no_grace_seconds = mc->mc_cfg.cf_grace };
+	char lerr[MAIN_ERRLEN];
+
+	if (mc->mc_cfg.cf_nlm_port == CONFIG_NLM_OFF)
+		return 0;
+	if (rpc_client_start(&mc->mc_rc, lerr, sizeof(lerr)) < 0) {
+		snprintf(err, errlen, "file locking: %s; or --nlm-port off to serve no locking",
+			 lerr);
+		return -1;
+	}
+	if (nsm_open(mc->mc_cfg.cf_state_dir, mc->mc_rc, &mc->mc_nsm, lerr, sizeof(lerr)) < 0) {
+		snprintf(err, errlen, "file locking: %s; or --nlm-port off to serve no locking",
+			 lerr);
+		return -1;
+	}
+	if (nlm_service_new(&mc->mc_nfs, mc->mc_nsm, mc->mc_rc, &o, &mc->mc_nlm, lerr,
+			    sizeof(lerr)) < 0) {
+		snprintf(err, errlen, "file locking: %s", lerr);
+		return -1;
+	}
+	rpc_dispatch_set_ctx(nlm_program.rg_prog, mc->mc_nlm);
+	rpc_dispatch_set_ctx(nsm_program.rg_prog, mc->mc_nsm);
+	return 0;
+}
+
 /* Everything from opening the store to serving. Returns 0, or -1 with a message in err. */
 static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 {
 	static const struct rpc_program *const programs[] = {
-		&nfs3_program, &mount_program, &portmap_program,
+		&nfs3_program, &mount_program, &portmap_program, &nlm_program, &nsm_program,
 	};
+	const int nprograms = (int)(sizeof(programs) / sizeof(programs[0]));
 	struct config *cf = &mc->mc_cfg;
 	struct net_opts no;
 	char lerr[MAIN_ERRLEN];
@@ -668,7 +767,11 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		log_warn("no memory for the table of client views; exports with upper= will "
 			 "refuse mounts");
 	store_handle_key(mc->mc_store, mc->mc_nfs.ns_handle_key);
-	rpc_dispatch_init(programs, (int)(sizeof(programs) / sizeof(programs[0])), &mc->mc_nfs);
+	/* Without locking, NLM and NSM (the last two) are not served at all. */
+	rpc_dispatch_init(programs, cf->cf_nlm_port == CONFIG_NLM_OFF ? nprograms - 2 : nprograms,
+			  &mc->mc_nfs);
+	if (main_locking(mc, err, errlen) < 0)
+		return -1;
 
 	mc->mc_loop = ev_default_loop(EVFLAG_AUTO);
 	if (!mc->mc_loop) {
@@ -723,12 +826,29 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		return -1;
 	}
 	mc->mc_mount_port = rc;
+	if (mc->mc_nlm != NULL) {
+		rc = main_listen_udp(mc, cf->cf_nlm_port, lerr, sizeof(lerr));
+		if (rc < 0) {
+			snprintf(err, errlen, "--nlm-port: %s; or --nlm-port off to serve no locking",
+				 lerr);
+			return -1;
+		}
+		mc->mc_nlm_port = rc;
+	}
 	if (main_portmap(mc, err, errlen) < 0)
 		return -1;
 	if (main_control(mc, err, errlen) < 0)
 		return -1;
 	main_report(mc, "nfs port %d", mc->mc_nfs_port);
 	main_report(mc, "mount port %d", mc->mc_mount_port);
+	if (mc->mc_nlm != NULL) {
+		main_report(mc, "nlm port %d", mc->mc_nlm_port);
+		log_info("file locking: NLM v4 and NSM on port %d (TCP and UDP)", mc->mc_nlm_port);
+		/* The last run's clients reclaim their locks once they know we are back. */
+		nsm_notify_previous(mc->mc_nsm);
+	} else {
+		log_info("file locking is off (--nlm-port off): clients must mount with -o nolock");
+	}
 	for (i = 0; i < cf->cf_nexports; i++)
 		main_log_serving(&cf->cf_exports[i]);
 	return 0;

@@ -1590,7 +1590,7 @@ static int net_parse_listen(const char *text, struct sockaddr_storage *ss, sockl
 	return 0;
 }
 
-int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
+static int net_listen_on(struct net_server *srv, int port, bool with_udp, char *err, size_t errlen)
 {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
@@ -1611,7 +1611,7 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 				 srv->ns_listen);
 			return -EINVAL;
 		}
-		rc = net_bind_pair(&addr, addrlen, port, srv->ns_udp, &tcp, &udp, &failed_tcp);
+		rc = net_bind_pair(&addr, addrlen, port, with_udp, &tcp, &udp, &failed_tcp);
 	} else {
 		/* IPv6 any also takes IPv4 (V6ONLY off); hosts without IPv6 get IPv4 any. */
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&addr;
@@ -1619,7 +1619,7 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 		s6->sin6_family = AF_INET6;
 		s6->sin6_addr = in6addr_any;
 		addrlen = sizeof(*s6);
-		rc = net_bind_pair(&addr, addrlen, port, srv->ns_udp, &tcp, &udp, &failed_tcp);
+		rc = net_bind_pair(&addr, addrlen, port, with_udp, &tcp, &udp, &failed_tcp);
 		if (rc == -EAFNOSUPPORT || rc == -EADDRNOTAVAIL || rc == -EPROTONOSUPPORT) {
 			struct sockaddr_in *s4 = (struct sockaddr_in *)&addr;
 
@@ -1627,7 +1627,7 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 			s4->sin_family = AF_INET;
 			s4->sin_addr.s_addr = htonl(INADDR_ANY);
 			addrlen = sizeof(*s4);
-			rc = net_bind_pair(&addr, addrlen, port, srv->ns_udp, &tcp, &udp, &failed_tcp);
+			rc = net_bind_pair(&addr, addrlen, port, with_udp, &tcp, &udp, &failed_tcp);
 		}
 	}
 	if (rc < 0) {
@@ -1664,6 +1664,16 @@ int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 			ev_io_start(srv->ns_loop, &l->nl_udp_io);
 	}
 	return bound;
+}
+
+int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
+{
+	return net_listen_on(srv, port, srv->ns_udp, err, errlen);
+}
+
+int net_listen_udp(struct net_server *srv, int port, char *err, size_t errlen)
+{
+	return net_listen_on(srv, port, true, err, errlen);
 }
 
 void net_server_usage(const struct net_server *srv, struct net_usage *out)

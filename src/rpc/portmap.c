@@ -363,6 +363,14 @@ bool portmap_rpcbind_running(void)
 	return up;
 }
 
+uint16_t portmap_rpcbind_port(uint32_t prog, uint32_t vers, uint32_t prot)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(111) };
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return pmap_getport(&sin, prog, vers, prot);
+}
+
 static bool portmap_have_ipv6(void)
 {
 	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);

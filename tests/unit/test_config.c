@@ -535,7 +535,7 @@ static void test_file_bad_lines(void **state)
 
 	expect_file_error(fx, "port 2049\n\nrww 1\n",
 			  "3: unknown option 'rww' (expected listen, port, mount-port, portmap-port, "
-			  "state, portmap, workers, max-record, max-connections, "
+			  "nlm-port, grace, state, portmap, workers, max-record, max-connections, "
 			  "max-connections-per-host, idle-timeout, max-requests-per-connection, "
 			  "max-buffered, max-views-per-rule, metrics, hosts, export, foreground, udp)");
 	expect_file_error(fx, "export /union /srv/upper rww\n",
@@ -817,6 +817,10 @@ static void sample_values(enum config_setting s, char *good, char *bad, size_t l
 		snprintf(good, len, "builtin");
 		snprintf(bad, len, "sometimes");
 		break;
+	case CONFIG_NLM_PORT:
+		snprintf(good, len, "off");
+		snprintf(bad, len, "65536");
+		break;
 	case CONFIG_METRICS:
 		snprintf(good, len, "127.0.0.1:9249");
 		snprintf(bad, len, "127.0.0.1");
@@ -902,7 +906,7 @@ static void test_setting_bounds(void **state)
 			assert_non_null(strstr(fx->err, "is not a number in"));
 		}
 	}
-	assert_int_equal(numbers, 11);
+	assert_int_equal(numbers, 12);
 	/* a value set by hand outside the bounds is caught by config_validate */
 	assert_int_equal(PARSE(fx, "-e", "/u=/srv/a"), 0);
 	fx->cf.cf_workers = 0;
@@ -911,6 +915,25 @@ static void test_setting_bounds(void **state)
 }
 
 /* The defaults the user gets are the ones the owning modules define, and --help says so. */
+/* --nlm-port: a port, or off (no locking); --grace: seconds. */
+static void test_nlm_settings(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(fx->cf.cf_nlm_port, 0);
+	assert_int_equal(fx->cf.cf_grace, CONFIG_DEFAULT_GRACE);
+	assert_int_equal(PARSE(fx, "--nlm-port", "4045"), 0);
+	assert_int_equal(fx->cf.cf_nlm_port, 4045);
+	assert_int_equal(PARSE(fx, "--nlm-port", "off"), 0);
+	assert_int_equal(fx->cf.cf_nlm_port, CONFIG_NLM_OFF);
+	assert_int_equal(PARSE(fx, "--nlm-port", "of"), -1);
+	assert_string_equal(fx->err, "option --nlm-port: 'of' is neither a port in 0..65535 nor off");
+	assert_int_equal(PARSE(fx, "--grace", "0"), 0);
+	assert_int_equal(fx->cf.cf_grace, 0);
+	assert_int_equal(config_setting_apply(CONFIG_NLM_PORT), CONFIG_RESTART);
+	assert_int_equal(config_setting_apply(CONFIG_GRACE), CONFIG_RESTART);
+}
+
 static void test_setting_defaults(void **state)
 {
 	struct fixture *fx = *state;
@@ -1059,6 +1082,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_small_error_buffer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_every_setting_parses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setting_bounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_nlm_settings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setting_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_diff, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parse_no_dns, setup, teardown),
