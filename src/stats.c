@@ -533,8 +533,9 @@ int stats_prometheus(char **buf, size_t *len, size_t *cap)
 			      offsetof(struct stats_proc, sp_calls));
 	if (r == 0)
 		r = stats_prom_family(buf, len, cap, "unionnfsd_call_errors_total",
-				      "Replies whose program's own status is a failure (not NFS3_OK, "
-				      "NLM4_GRANTED, ...), by program and procedure.",
+				      "Replies whose program's own status says the call failed (NFS: "
+				      "not NFS3_OK; NLM: NLM4_DENIED_NOLOCKS, NLM4_FAILED, ..., not a "
+				      "lock refused for a conflict), by program and procedure.",
 				      offsetof(struct stats_proc, sp_errors));
 	if (r == 0)
 		r = stats_prom_family(buf, len, cap, "unionnfsd_stale_replies_total",
