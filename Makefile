@@ -84,12 +84,20 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_O) $(GEN_H)
 $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics: \
 		tests/unit/union_fixture.c tests/unit/union_fixture.h
 $(BUILD)/tests/unit/test_net: tests/wait.c tests/wait.h
+# Outbound calls are tested against small RPC servers of the test's own.
+$(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm: tests/unit/fake_rpc.c tests/unit/fake_rpc.h
+$(BUILD)/tests/unit/test_nsm: tests/wait.c tests/wait.h
 # The lock table's test fails chosen allocations (__wrap_malloc in tests/unit/test_locks.c).
 $(BUILD)/tests/unit/test_locks: LDFLAGS_ALL += -Wl,--wrap=malloc -Wl,--wrap=calloc
 
 $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_COMMON) $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/integration $(LDFLAGS_ALL) -o $@ $< $(INTEG_COMMON) $(LIB_O) $(LIBS) -lnfs -lcmocka
+
+# NSM's integration test has a fake client statd (tests/unit/fake_rpc.c).
+$(BUILD)/tests/integration/test_nsm: tests/integration/test_nsm.c tests/unit/fake_rpc.c tests/unit/fake_rpc.h $(INTEG_COMMON) $(LIB_O) $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/integration $(LDFLAGS_ALL) -o $@ $< tests/unit/fake_rpc.c $(INTEG_COMMON) $(LIB_O) $(LIBS) -lnfs -lcmocka
 
 $(BUILD)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(FUZZ_HELPERS) tests/fuzz/serve_env.h $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)

@@ -73,8 +73,9 @@ struct rpc_client_call {
 
 /*
  * Queues a call; the arguments are encoded now, so the caller's memory may go right after.
- * 0, or -EAGAIN (queue full), -EMSGSIZE (arguments too large), -EINVAL (bad address or
- * protocol, arguments that do not encode), -ECANCELED (stopping), -ENOMEM. On failure
+ * 0, or -EAGAIN (queue full), -EMSGSIZE (arguments too large, or that libtirpc cannot
+ * size and that do not encode in RPC_CLIENT_ARGS_MAX), -EINVAL (bad address or protocol,
+ * arguments that do not encode), -ECANCELED (stopping), -ENOMEM. On failure
  * `done` is not called.
  */
 int rpc_client_send(struct rpc_client *c, const struct rpc_client_call *call);

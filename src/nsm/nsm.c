@@ -287,30 +287,71 @@ static int notify_send(struct nsm_notify *nn)
 	return rpc_client_send(n->ns_rc, &call);
 }
 
+/*
+ * clients.previous is rewritten in batches, not once per answer (quadratic for many
+ * clients): after NSM_PREVIOUS_BATCH answers, or once no call is in the fast part of its
+ * schedule. A crash before a rewrite only tells those clients again at the next start.
+ * Under ns_prev_lock.
+ */
+static int previous_settle(struct nsm *n)
+{
+	int r = 0;
+
+	if (n->ns_prev_unsaved > 0 &&
+	    (n->ns_fast == 0 || n->ns_prev_unsaved >= NSM_PREVIOUS_BATCH)) {
+		r = nsm_write_clients(n, NSM_PREVIOUS_FILE, &n->ns_prev);
+		n->ns_prev_unsaved = 0;
+	}
+	return r;
+}
+
+static void previous_settle_failed(const struct nsm *n, int r)
+{
+	if (r < 0)
+		log_err("nsm: cannot rewrite %s/%s: %s (clients told of this start may be told "
+			"again at the next)", n->ns_path, NSM_PREVIOUS_FILE, strerror(-r));
+}
+
 /* The call for nn is over: its entry is no longer being sent; the last one frees. */
 static void notify_end(struct nsm_notify *nn, bool delivered)
 {
 	struct nsm *n = nn->nn_nsm;
 	bool free_now;
-	int i, r = 0;
+	int i, r;
 
 	pthread_mutex_lock(&n->ns_prev_lock);
 	i = nsm_list_find(&n->ns_prev, nn->nn_addr, nn->nn_local);
 	if (i >= 0 && delivered) {
 		nsm_list_remove(&n->ns_prev, (unsigned)i);
-		r = nsm_write_clients(n, NSM_PREVIOUS_FILE, &n->ns_prev);
+		n->ns_prev_unsaved++;
 	} else if (i >= 0) {
 		n->ns_prev.nl_v[i].nc_sending = false;
 	}
 	n->ns_inflight--;
+	if (!nn->nn_slow)
+		n->ns_fast--;
+	r = previous_settle(n);
 	free_now = n->ns_closed && n->ns_inflight == 0;
 	pthread_mutex_unlock(&n->ns_prev_lock);
-	if (r < 0)
-		log_err("nsm: cannot rewrite %s/%s: %s (%s may be notified again at the next start)",
-			n->ns_path, NSM_PREVIOUS_FILE, strerror(-r), nn->nn_addr);
+	previous_settle_failed(n, r);
 	free(nn);
 	if (free_now)
 		nsm_free(n);
+}
+
+/* No answer in the fast part of the schedule: the slow part follows. */
+static int notify_slow(struct nsm_notify *nn)
+{
+	struct nsm *n = nn->nn_nsm;
+	int r;
+
+	pthread_mutex_lock(&n->ns_prev_lock);
+	nn->nn_slow = true;
+	n->ns_fast--;
+	r = previous_settle(n);
+	pthread_mutex_unlock(&n->ns_prev_lock);
+	previous_settle_failed(n, r);
+	return notify_send(nn);
 }
 
 static void notify_done(void *arg, int status, XDR *reply)
@@ -326,17 +367,16 @@ static void notify_done(void *arg, int status, XDR *reply)
 		return;
 	}
 	if (status != -ECANCELED && !nn->nn_slow) {
-		nn->nn_slow = true;
-		r = notify_send(nn);
+		r = notify_slow(nn);
 		if (r == 0)
 			return;
 		status = r;
 	}
 	if (status != -ECANCELED)
-		log_warn("nsm: SM_NOTIFY to %s (as %s) failed: %s; its locks may stay with a "
-			 "program that no longer holds them. It stays in %s/%s for the next start",
-			 nn->nn_addr, nn->nn_local, strerror(-status), nn->nn_nsm->ns_path,
-			 NSM_PREVIOUS_FILE);
+		log_warn("nsm: SM_NOTIFY to %s (as %s) failed: %s; its programs may believe they "
+			 "still hold locks this server no longer keeps. It stays in %s/%s for the "
+			 "next start", nn->nn_addr, nn->nn_local, strerror(-status),
+			 nn->nn_nsm->ns_path, NSM_PREVIOUS_FILE);
 	notify_end(nn, false);
 }
 
@@ -368,6 +408,7 @@ void nsm_notify_previous(struct nsm *n)
 		}
 		c->nc_sending = true;
 		n->ns_inflight++;
+		n->ns_fast++;
 	}
 	pthread_mutex_unlock(&n->ns_prev_lock);
 }

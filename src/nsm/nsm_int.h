@@ -17,6 +17,8 @@
 #define NSM_CLIENTS_FILE "clients"
 #define NSM_PREVIOUS_FILE "clients.previous"
 #define NSM_TMP_SUFFIX ".tmp"
+/* clients.previous is rewritten after this many answers (see previous_settle). */
+#define NSM_PREVIOUS_BATCH 64
 /* The first line of a clients file: what it is, and the version of its format. */
 #define NSM_CLIENTS_HEADER "unionnfsd-nsm-clients 1\n"
 /* A line: address, space, '=' and the escaped name (3 bytes a byte), space, address, \n. */
@@ -53,6 +55,8 @@ struct nsm {
 	pthread_mutex_t ns_prev_lock;     /* the previous runs' clients, the calls, the end */
 	struct nsm_list ns_prev;
 	unsigned ns_inflight;             /* SM_NOTIFY calls not finished */
+	unsigned ns_fast;                 /* of those, in the fast part of the schedule */
+	unsigned ns_prev_unsaved;         /* told, still in clients.previous on disk */
 	bool ns_closed;                   /* nsm_close ran: the last call's end frees */
 	nsm_reboot_fn ns_hook;
 	void *ns_hook_arg;

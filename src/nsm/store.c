@@ -238,9 +238,11 @@ int nsm_read_clients(struct nsm *n, const char *name, struct nsm_list *l)
 	}
 	if (r < 0)
 		return r;
-	if (strlen(buf) != len || len < hdr || memcmp(buf, NSM_CLIENTS_HEADER, hdr) != 0) {
+	if (len < hdr || memcmp(buf, NSM_CLIENTS_HEADER, hdr) != 0 || strlen(buf) != len) {
+		report_corrupt(n, name, strlen(buf) != len && len >= hdr &&
+				memcmp(buf, NSM_CLIENTS_HEADER, hdr) == 0 ? "holds a NUL byte" :
+				"does not start with \"unionnfsd-nsm-clients 1\"");
 		free(buf);
-		report_corrupt(n, name, "does not start with \"unionnfsd-nsm-clients 1\"");
 		return -EBADMSG;
 	}
 	/* A last line without its newline is an append cut short by a crash: not listed yet. */

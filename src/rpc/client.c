@@ -243,9 +243,10 @@ static int encode_call(const struct rpc_client *c, const struct rpc_client_call 
 	XDR x;
 	bool ok;
 
+	/* xdr_sizeof says 0 for what it cannot size (a long string): try the largest buffer */
 	if (argsize > RPC_CLIENT_ARGS_MAX)
 		return -EMSGSIZE;
-	cap = CALL_HDR_MAX + argsize;
+	cap = CALL_HDR_MAX + (argsize ? argsize : RPC_CLIENT_ARGS_MAX);
 	b = malloc(cap);
 	if (!b)
 		return -ENOMEM;
@@ -260,7 +261,7 @@ static int encode_call(const struct rpc_client *c, const struct rpc_client_call 
 	if (!ok) {
 		xdr_destroy(&x);
 		free(b);
-		return -EINVAL;
+		return argsize ? -EINVAL : -EMSGSIZE;
 	}
 	*outlen = 4 + xdr_getpos(&x);
 	xdr_destroy(&x);
@@ -277,7 +278,11 @@ static int open_socket(const struct sockaddr_storage *to, int protocol, bool res
 
 	if (fd < 0)
 		return -errno;
-	/* Lock managers may want a privileged port; without the privilege any port will do. */
+	/*
+	 * Lock managers may want a privileged port; without the privilege, or when all are
+	 * taken, any port will do. No SO_REUSEADDR: bindresvport would then hand out the same
+	 * port again and the connection would collide with the one before.
+	 */
 	if (reserved && geteuid() == 0)
 		(void)bindresvport_sa(fd, NULL);
 	return fd;
@@ -407,14 +412,14 @@ static void job_try(struct rpc_client *c, struct job *j, int64_t now)
 /* The current try's time is up: retransmit, try again, or give up. */
 static void job_expire(struct rpc_client *c, struct job *j, int64_t now)
 {
-	if (--j->tries_left == 0) {
-		job_finish(c, j, j->err ? j->err : -ETIMEDOUT, NULL);
-		return;
-	}
 	if (!j->fixed_port && j->ph != PH_PMAP) {
 		/* the port may have changed (the service restarted): ask again */
 		pmap_drop(c, j);
 		j->port = 0;
+	}
+	if (--j->tries_left == 0) {
+		job_finish(c, j, j->err ? j->err : -ETIMEDOUT, NULL);
+		return;
 	}
 	if (j->ph == PH_UDP && j->fixed_port) {
 		/* same socket, same xid: a late reply to an earlier send still counts */
@@ -453,13 +458,19 @@ static void job_pmap_reply(struct rpc_client *c, struct job *j)
 	ssize_t n = recv(j->fd, c->rbuf, RPC_CLIENT_REPLY_MAX, 0);
 	size_t off;
 	uint32_t port;
+	int r;
 
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			job_idle(j, errno == ECONNREFUSED ? -ECONNREFUSED : -errno);
 		return;
 	}
-	if (parse_reply(c->rbuf, (size_t)n, j->xid ^ 0x80000000u, &off) < 0 || (size_t)n < off + 4)
+	r = parse_reply(c->rbuf, (size_t)n, j->xid ^ 0x80000000u, &off);
+	if (r == -EPROTO) {
+		job_idle(j, r); /* the portmapper refused the question */
+		return;
+	}
+	if (r < 0 || (size_t)n < off + 4)
 		return; /* not the answer: keep waiting for it until the deadline */
 	port = get32(c->rbuf + off);
 	if (port == 0 || port > 65535) {
