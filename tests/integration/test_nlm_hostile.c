@@ -20,9 +20,6 @@
 #include "nlm_locks.h"
 #include "sm_inter.h"
 
-#define T_SM_PROG 100024
-#define T_SM_VERS 1
-#define T_SM_NOTIFY 6
 #define T_FILE "locked"
 
 static char nlm_port_arg[16];
@@ -347,30 +344,30 @@ static void test_waiter_flood(void **state)
 /* SM_NOTIFY with a mon_name past its bound, cut short, with a NUL inside, or none at all. */
 static void garbage_notify_over(int proto)
 {
-	CLIENT *c = it_clnt(proto, T_SM_PROG, T_SM_VERS, nlm_port);
+	CLIENT *c = it_clnt(proto, SM_PROG, SM_VERS, nlm_port);
 	struct raw r;
 	stat_chge ok = { .mon_name = "nobody-has-locks", .state = 3 };
 
 	r.r_n = 0;
 	raw_bytes(&r, SM_MAXSTRLEN + 1, NULL, 'm');
 	raw_u32(&r, 3);
-	expect_garbage(c, T_SM_NOTIFY, &r, "SM_NOTIFY, mon_name past SM_MAXSTRLEN");
+	expect_garbage(c, SM_NOTIFY, &r, "SM_NOTIFY, mon_name past SM_MAXSTRLEN");
 	r.r_n = 0;
 	raw_u32(&r, 100);
 	raw_u32(&r, 0x61616161);
-	expect_garbage(c, T_SM_NOTIFY, &r, "SM_NOTIFY, mon_name cut short");
+	expect_garbage(c, SM_NOTIFY, &r, "SM_NOTIFY, mon_name cut short");
 	r.r_n = 0;
 	raw_bytes(&r, 8, "ab\0cdefg", 0);
 	raw_u32(&r, 3);
-	expect_garbage(c, T_SM_NOTIFY, &r, "SM_NOTIFY, NUL inside mon_name");
+	expect_garbage(c, SM_NOTIFY, &r, "SM_NOTIFY, NUL inside mon_name");
 	r.r_n = 0;
 	raw_bytes(&r, 4, "name", 0);
-	expect_garbage(c, T_SM_NOTIFY, &r, "SM_NOTIFY without its state");
+	expect_garbage(c, SM_NOTIFY, &r, "SM_NOTIFY without its state");
 	r.r_n = 0;
 	raw_u32(&r, 0xffffffffu);
-	expect_garbage(c, T_SM_NOTIFY, &r, "SM_NOTIFY, mon_name length 2^32-1");
+	expect_garbage(c, SM_NOTIFY, &r, "SM_NOTIFY, mon_name length 2^32-1");
 	/* a well-formed notice from a host that holds nothing: answered, nothing else */
-	assert_int_equal(it_call(c, T_SM_NOTIFY, (xdrproc_t)xdr_stat_chge, &ok, (xdrproc_t)it_xdr_void, NULL),
+	assert_int_equal(it_call(c, SM_NOTIFY, (xdrproc_t)xdr_stat_chge, &ok, (xdrproc_t)it_xdr_void, NULL),
 			 RPC_SUCCESS);
 	it_clnt_destroy(c);
 	assert_alive();
