@@ -273,9 +273,9 @@ static void ctl_lock_host(const char *host, char *buf, size_t len)
 
 	for (; *host != '\0' && n + 1 < len; host++, n++)
 		buf[n] = (unsigned char)*host < 0x20 || (unsigned char)*host >= 0x7f ? '?' : *host;
-	if (*host != '\0' && len > 4)
-		memcpy(buf + len - 4, "...", 4), n = len - 1;
 	buf[n] = '\0';
+	if (*host != '\0' && n >= 3)
+		memcpy(buf + n - 3, "...", 3);
 }
 
 static int ctl_lock_line(const struct locks_object *ob, const struct locks_holder *h, void *arg)
@@ -311,7 +311,8 @@ static void ctl_locks(struct control *ctl, struct ctl_out *o)
 	struct locks_counts lc;
 
 	if (t == NULL) {
-		ctl_put(o, "error: this server has no lock manager (NLM), so no locks\n");
+		ctl_put(o, "error: this server serves no file locking (started with --nlm-port off); "
+			"restart it without that option to serve NLM\n");
 		return;
 	}
 	ctl_lock_counts(ctl, o);

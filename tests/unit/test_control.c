@@ -151,6 +151,29 @@ static void test_locks_host_shown_safely(void **state)
 	locks_release_all(f->locks, NULL);
 }
 
+/* A long list stops at CTL_LOCKS_LIST lines and says how many more there are. */
+static void test_locks_list_bounded(void **state)
+{
+	struct fixture *f = *state;
+	struct control *ctl = open_control(f, f->locks);
+	unsigned lines = 0;
+	char *out, *p;
+
+	for (uint64_t i = 0; i < 1003; i++)
+		take(f->locks, "192.0.2.1", 5, LOCKS_SHARED, 2 * i, 1, false, LOCKS_OK);
+	take(f->locks, "192.0.2.2", 6, LOCKS_EXCLUSIVE, 0, 0, true, LOCKS_BLOCKED);
+	out = control_answer(ctl, "locks");
+	assert_non_null(out);
+	for (p = out; (p = strstr(p, " held\n")) != NULL; p++)
+		lines++;
+	assert_int_equal(lines, 1000);
+	assert_null(strstr(out, " waiting\n"));
+	assert_non_null(strstr(out, "locks held 1003, waiters 1,"));
+	assert_non_null(strstr(out, "(only the first 1000 are listed; about 4 more)\n"));
+	free(out);
+	locks_release_all(f->locks, NULL);
+}
+
 static void test_no_lock_manager(void **state)
 {
 	struct fixture *f = *state;
@@ -159,7 +182,8 @@ static void test_no_lock_manager(void **state)
 
 	out = control_answer(ctl, "locks");
 	assert_non_null(out);
-	assert_string_equal(out, "error: this server has no lock manager (NLM), so no locks\n");
+	assert_string_equal(out, "error: this server serves no file locking (started with "
+				 "--nlm-port off); restart it without that option to serve NLM\n");
 	free(out);
 	out = control_answer(ctl, "stats");
 	assert_non_null(out);
@@ -194,6 +218,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_locks_lists_held_and_waiting, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_locks_host_shown_safely, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_locks_list_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_lock_manager, setup, teardown),
 		cmocka_unit_test(test_metrics_lock_gauges),
 	};
