@@ -5,7 +5,8 @@
  * offsets and length 0; splits and merges as TEST sees them; a lock that holds across the
  * copy-up of a lower file; a blocked LOCK granted by a GRANTED_MSG callback (a fake
  * portmapper on port 111 and a fake client lock manager record it); the grace period after
- * a restart with a lock-holding client; the waiter limit (DENIED_NOLOCKS); --nlm-port off.
+ * a restart with a lock-holding client; the waiter limit (DENIED_NOLOCKS); per-client views
+ * as separate lock spaces; the portmapper's entries; --nlm-port off.
  *
  * The process runs in a network namespace of its own (unshare(CLONE_NEWNET), lo up), so the
  * fake portmapper may take port 111 and the server's callbacks can reach nothing else.
@@ -652,6 +653,53 @@ static void test_grace_after_restart(void **state)
 	assert_int_equal(it_server_finish(&e.srv), 0);
 }
 
+/*
+ * Per-client views (upper=): each client's view is its own object space, so the same path
+ * locked in two views is two objects, and a handle of another client's view is refused.
+ */
+static void test_views_are_separate(void **state)
+{
+	struct it_server s;
+	char opts[PATH_MAX + 64], path[PATH_MAX];
+	nfs_fh3 root_a, root_b, fa, fb;
+	struct env e;
+	CLIENT *c, *a, *b;
+
+	(void)state;
+	it_server_init(&s, true);
+	it_path(path, "%s/shared.txt", s.is_lower);
+	it_write_file(path, "base", 4);
+	snprintf(opts, sizeof(opts), "upper=%s/clients/%%a,insecure,no_root_squash", s.is_dir);
+	s.is_opts = opts;
+	assert_int_equal(it_server_start(&s), 0);
+	e.port = nlm_port_of(&s);
+	assert_int_equal(it_mnt_over(it_clnt_from(HOST_A, IT_MOUNT_PROG, 3, s.is_mount_port, 0, 0,
+						  false), IT_EXPORT, &root_a), 0);
+	assert_int_equal(it_mnt_over(it_clnt_from(HOST_B, IT_MOUNT_PROG, 3, s.is_mount_port, 0, 0,
+						  false), IT_EXPORT, &root_b), 0);
+	c = it_clnt_from(HOST_A, NFS_PROGRAM, NFS_V3, s.is_nfs_port, 0, 0, false);
+	it_assert_status(it_lookup(c, &root_a, "shared.txt", &fa, NULL), NFS3_OK);
+	it_clnt_destroy(c);
+	c = it_clnt_from(HOST_B, NFS_PROGRAM, NFS_V3, s.is_nfs_port, 0, 0, false);
+	it_assert_status(it_lookup(c, &root_b, "shared.txt", &fb, NULL), NFS3_OK);
+	it_clnt_destroy(c);
+
+	a = nlm_clnt(&e, HOST_A, IPPROTO_TCP);
+	b = nlm_clnt(&e, HOST_B, IPPROTO_TCP);
+	assert_int_equal(do_lock(a, lk(&fa, 1, 0, 0), true), NLM4_GRANTED);
+	assert_int_equal(do_lock(b, lk(&fb, 1, 0, 0), true), NLM4_GRANTED);
+	/* A's view is not B's: its handles name nothing B may lock */
+	assert_int_equal(do_lock(b, lk(&fa, 2, 0, 0), true), NLM4_FAILED);
+	assert_int_equal(do_test(b, lk(&fa, 2, 0, 0), true, NULL), NLM4_FAILED);
+	it_clnt_destroy(a);
+	it_clnt_destroy(b);
+	it_fh_free(&root_a);
+	it_fh_free(&root_b);
+	it_fh_free(&fa);
+	it_fh_free(&fb);
+	assert_int_equal(it_server_finish(&s), 0);
+}
+
 static int port_after(const struct it_server *s, const char *text)
 {
 	size_t len;
@@ -749,6 +797,7 @@ int main(void)
 	};
 	const struct CMUnitTest alone[] = {
 		cmocka_unit_test(test_grace_after_restart),
+		cmocka_unit_test(test_views_are_separate),
 		cmocka_unit_test(test_portmapper_lists_locking),
 		cmocka_unit_test(test_locking_off),
 	};
