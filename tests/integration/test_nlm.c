@@ -749,6 +749,27 @@ static void test_portmapper_lists_locking(void **state)
 	assert_int_equal(it_server_finish(&s), 0);
 }
 
+/* --nlm-port on the NFS port needs UDP there too (--udp): said so, not "address in use". */
+static void test_nlm_port_on_nfs_port(void **state)
+{
+	static const char *extra[] = { "--nlm-port", NULL, NULL };
+	struct it_server s;
+	char port[16];
+	int p = 20000 + (int)(getpid() % 20000);
+
+	(void)state;
+	while (!it_tcp_port_free(p))
+		p++;
+	snprintf(port, sizeof(port), "%d", p);
+	it_server_init(&s, false);
+	s.is_nfs_port = p;
+	extra[1] = port;
+	memcpy(s.is_extra, extra, sizeof(extra));
+	assert_int_equal(it_server_start(&s), -1);
+	assert_true(it_server_log_contains(&s, "is the NFS or MOUNT port too, served over TCP only"));
+	it_server_cleanup(&s);
+}
+
 static void test_locking_off(void **state)
 {
 	struct it_server s;
@@ -799,6 +820,7 @@ int main(void)
 		cmocka_unit_test(test_grace_after_restart),
 		cmocka_unit_test(test_views_are_separate),
 		cmocka_unit_test(test_portmapper_lists_locking),
+		cmocka_unit_test(test_nlm_port_on_nfs_port),
 		cmocka_unit_test(test_locking_off),
 	};
 	int rc;
