@@ -341,6 +341,34 @@ static void test_hosts_ranges(void **state)
 	it_clnt_destroy(b);
 }
 
+/*
+ * A retransmitted UNLOCK (same xid: its reply was lost) gets the first one's reply and does
+ * not drop the lock its owner took again meanwhile; over TCP and UDP.
+ */
+static void check_unlock_retransmitted(struct env *e, int proto)
+{
+	CLIENT *a = nlm_clnt(e, HOST_A, proto), *b = nlm_clnt(e, HOST_B, proto);
+	u_int32_t xid = proto == IPPROTO_TCP ? 0x4e4c0001u : 0x4e4c0002u;
+
+	assert_int_equal(do_lock(a, lk(&e->file, 7, 0, 10), true), NLM4_GRANTED);
+	assert_true(clnt_control(a, CLSET_XID, (char *)&xid));
+	assert_int_equal(do_unlock(a, lk(&e->file, 7, 0, 10)), NLM4_GRANTED);
+	assert_int_equal(do_lock(a, lk(&e->file, 7, 0, 10), true), NLM4_GRANTED);
+	assert_true(clnt_control(a, CLSET_XID, (char *)&xid));
+	assert_int_equal(do_unlock(a, lk(&e->file, 7, 0, 10)), NLM4_GRANTED);
+	assert_int_equal(do_test(b, lk(&e->file, 7, 0, 10), true, NULL), NLM4_DENIED);
+	assert_int_equal(do_unlock(a, lk(&e->file, 7, 0, 10)), NLM4_GRANTED);
+	assert_int_equal(do_test(b, lk(&e->file, 7, 0, 10), true, NULL), NLM4_GRANTED);
+	it_clnt_destroy(a);
+	it_clnt_destroy(b);
+}
+
+static void test_unlock_retransmitted(void **state)
+{
+	check_unlock_retransmitted(*state, IPPROTO_TCP);
+	check_unlock_retransmitted(*state, IPPROTO_UDP);
+}
+
 /* A lock on a lower file holds after a WRITE copied the file up. */
 static void test_lock_survives_copyup(void **state)
 {
@@ -811,6 +839,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_procedure),
 		cmocka_unit_test(test_hosts_ranges),
+		cmocka_unit_test(test_unlock_retransmitted),
 		cmocka_unit_test(test_lock_survives_copyup),
 		cmocka_unit_test(test_first_lock_of_a_user),
 		cmocka_unit_test(test_waiter_limit),
