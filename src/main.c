@@ -695,9 +695,16 @@ static int main_listen_udp(struct main_ctx *mc, int port, char *err, size_t errl
 {
 	int bound;
 
-	for (int i = 0; i < mc->mc_nports && port != 0; i++)
-		if (mc->mc_ports[i] == port && mc->mc_cfg.cf_udp)
+	for (int i = 0; i < mc->mc_nports && port != 0; i++) {
+		if (mc->mc_ports[i] != port)
+			continue;
+		if (mc->mc_cfg.cf_udp)
 			return port;
+		snprintf(err, errlen,
+			 "port %d is the NFS or MOUNT port too, served over TCP only, and locking needs UDP as well; give --udp, or another --nlm-port",
+			 port);
+		return -EADDRINUSE;
+	}
 	bound = net_listen_udp(mc->mc_net, port, err, errlen);
 	if (bound >= 0 && mc->mc_nports < (int)(sizeof(mc->mc_ports) / sizeof(mc->mc_ports[0])))
 		mc->mc_ports[mc->mc_nports++] = bound;

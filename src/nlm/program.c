@@ -433,6 +433,19 @@ static const struct rpc_proc nlm4_procs[] = {
 	[NLMPROC4_FREE_ALL] = PROC_MSG("FREE_ALL", nlm4_notify, nlm_h_free_all),
 };
 
+/*
+ * A retransmitted UNLOCK must not drop a lock its owner took again after the first one, nor a
+ * retransmitted LOCK_MSG send a second LOCK_RES: the calls that change state get the reply
+ * the original got (drc.h). TEST, the results and GRANTED change nothing.
+ */
+#define NLM_BIT(p) (1u << (p))
+static const uint32_t nlm4_nonidempotent[] = {
+	NLM_BIT(NLMPROC4_LOCK) | NLM_BIT(NLMPROC4_CANCEL) | NLM_BIT(NLMPROC4_UNLOCK) |
+	NLM_BIT(NLMPROC4_LOCK_MSG) | NLM_BIT(NLMPROC4_CANCEL_MSG) |
+	NLM_BIT(NLMPROC4_UNLOCK_MSG) | NLM_BIT(NLMPROC4_SHARE) | NLM_BIT(NLMPROC4_UNSHARE) |
+	NLM_BIT(NLMPROC4_NM_LOCK) | NLM_BIT(NLMPROC4_FREE_ALL),
+};
+
 static const struct rpc_proc *const nlm4_versions[] = { nlm4_procs };
 static const uint32_t nlm4_nprocs[] = { sizeof(nlm4_procs) / sizeof(nlm4_procs[0]) };
 
@@ -443,5 +456,6 @@ const struct rpc_program nlm_program = {
 	.rg_vers_max = NLM_VERS4,
 	.rg_procs = nlm4_versions,
 	.rg_nprocs = nlm4_nprocs,
+	.rg_nonidempotent = nlm4_nonidempotent,
 	.rg_status = nlm4_status,
 };

@@ -5,7 +5,8 @@
  * offsets and length 0; splits and merges as TEST sees them; a lock that holds across the
  * copy-up of a lower file; a blocked LOCK granted by a GRANTED_MSG callback (a fake
  * portmapper on port 111 and a fake client lock manager record it); the grace period after
- * a restart with a lock-holding client; the waiter limit (DENIED_NOLOCKS); --nlm-port off.
+ * a restart with a lock-holding client; the waiter limit (DENIED_NOLOCKS); per-client views
+ * as separate lock spaces; the portmapper's entries; --nlm-port off.
  *
  * The process runs in a network namespace of its own (unshare(CLONE_NEWNET), lo up), so the
  * fake portmapper may take port 111 and the server's callbacks can reach nothing else.
@@ -340,6 +341,34 @@ static void test_hosts_ranges(void **state)
 	it_clnt_destroy(b);
 }
 
+/*
+ * A retransmitted UNLOCK (same xid: its reply was lost) gets the first one's reply and does
+ * not drop the lock its owner took again meanwhile; over TCP and UDP.
+ */
+static void check_unlock_retransmitted(struct env *e, int proto)
+{
+	CLIENT *a = nlm_clnt(e, HOST_A, proto), *b = nlm_clnt(e, HOST_B, proto);
+	u_int32_t xid = proto == IPPROTO_TCP ? 0x4e4c0001u : 0x4e4c0002u;
+
+	assert_int_equal(do_lock(a, lk(&e->file, 7, 0, 10), true), NLM4_GRANTED);
+	assert_true(clnt_control(a, CLSET_XID, (char *)&xid));
+	assert_int_equal(do_unlock(a, lk(&e->file, 7, 0, 10)), NLM4_GRANTED);
+	assert_int_equal(do_lock(a, lk(&e->file, 7, 0, 10), true), NLM4_GRANTED);
+	assert_true(clnt_control(a, CLSET_XID, (char *)&xid));
+	assert_int_equal(do_unlock(a, lk(&e->file, 7, 0, 10)), NLM4_GRANTED);
+	assert_int_equal(do_test(b, lk(&e->file, 7, 0, 10), true, NULL), NLM4_DENIED);
+	assert_int_equal(do_unlock(a, lk(&e->file, 7, 0, 10)), NLM4_GRANTED);
+	assert_int_equal(do_test(b, lk(&e->file, 7, 0, 10), true, NULL), NLM4_GRANTED);
+	it_clnt_destroy(a);
+	it_clnt_destroy(b);
+}
+
+static void test_unlock_retransmitted(void **state)
+{
+	check_unlock_retransmitted(*state, IPPROTO_TCP);
+	check_unlock_retransmitted(*state, IPPROTO_UDP);
+}
+
 /* A lock on a lower file holds after a WRITE copied the file up. */
 static void test_lock_survives_copyup(void **state)
 {
@@ -652,6 +681,53 @@ static void test_grace_after_restart(void **state)
 	assert_int_equal(it_server_finish(&e.srv), 0);
 }
 
+/*
+ * Per-client views (upper=): each client's view is its own object space, so the same path
+ * locked in two views is two objects, and a handle of another client's view is refused.
+ */
+static void test_views_are_separate(void **state)
+{
+	struct it_server s;
+	char opts[PATH_MAX + 64], path[PATH_MAX];
+	nfs_fh3 root_a, root_b, fa, fb;
+	struct env e;
+	CLIENT *c, *a, *b;
+
+	(void)state;
+	it_server_init(&s, true);
+	it_path(path, "%s/shared.txt", s.is_lower);
+	it_write_file(path, "base", 4);
+	snprintf(opts, sizeof(opts), "upper=%s/clients/%%a,insecure,no_root_squash", s.is_dir);
+	s.is_opts = opts;
+	assert_int_equal(it_server_start(&s), 0);
+	e.port = nlm_port_of(&s);
+	assert_int_equal(it_mnt_over(it_clnt_from(HOST_A, IT_MOUNT_PROG, 3, s.is_mount_port, 0, 0,
+						  false), IT_EXPORT, &root_a), 0);
+	assert_int_equal(it_mnt_over(it_clnt_from(HOST_B, IT_MOUNT_PROG, 3, s.is_mount_port, 0, 0,
+						  false), IT_EXPORT, &root_b), 0);
+	c = it_clnt_from(HOST_A, NFS_PROGRAM, NFS_V3, s.is_nfs_port, 0, 0, false);
+	it_assert_status(it_lookup(c, &root_a, "shared.txt", &fa, NULL), NFS3_OK);
+	it_clnt_destroy(c);
+	c = it_clnt_from(HOST_B, NFS_PROGRAM, NFS_V3, s.is_nfs_port, 0, 0, false);
+	it_assert_status(it_lookup(c, &root_b, "shared.txt", &fb, NULL), NFS3_OK);
+	it_clnt_destroy(c);
+
+	a = nlm_clnt(&e, HOST_A, IPPROTO_TCP);
+	b = nlm_clnt(&e, HOST_B, IPPROTO_TCP);
+	assert_int_equal(do_lock(a, lk(&fa, 1, 0, 0), true), NLM4_GRANTED);
+	assert_int_equal(do_lock(b, lk(&fb, 1, 0, 0), true), NLM4_GRANTED);
+	/* A's view is not B's: its handles name nothing B may lock */
+	assert_int_equal(do_lock(b, lk(&fa, 2, 0, 0), true), NLM4_FAILED);
+	assert_int_equal(do_test(b, lk(&fa, 2, 0, 0), true, NULL), NLM4_FAILED);
+	it_clnt_destroy(a);
+	it_clnt_destroy(b);
+	it_fh_free(&root_a);
+	it_fh_free(&root_b);
+	it_fh_free(&fa);
+	it_fh_free(&fb);
+	assert_int_equal(it_server_finish(&s), 0);
+}
+
 static int port_after(const struct it_server *s, const char *text)
 {
 	size_t len;
@@ -701,6 +777,27 @@ static void test_portmapper_lists_locking(void **state)
 	assert_int_equal(it_server_finish(&s), 0);
 }
 
+/* --nlm-port on the NFS port needs UDP there too (--udp): said so, not "address in use". */
+static void test_nlm_port_on_nfs_port(void **state)
+{
+	static const char *extra[] = { "--nlm-port", NULL, NULL };
+	struct it_server s;
+	char port[16];
+	int p = 20000 + (int)(getpid() % 20000);
+
+	(void)state;
+	while (!it_tcp_port_free(p))
+		p++;
+	snprintf(port, sizeof(port), "%d", p);
+	it_server_init(&s, false);
+	s.is_nfs_port = p;
+	extra[1] = port;
+	memcpy(s.is_extra, extra, sizeof(extra));
+	assert_int_equal(it_server_start(&s), -1);
+	assert_true(it_server_log_contains(&s, "is the NFS or MOUNT port too, served over TCP only"));
+	it_server_cleanup(&s);
+}
+
 static void test_locking_off(void **state)
 {
 	struct it_server s;
@@ -742,6 +839,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_procedure),
 		cmocka_unit_test(test_hosts_ranges),
+		cmocka_unit_test(test_unlock_retransmitted),
 		cmocka_unit_test(test_lock_survives_copyup),
 		cmocka_unit_test(test_first_lock_of_a_user),
 		cmocka_unit_test(test_waiter_limit),
@@ -749,7 +847,9 @@ int main(void)
 	};
 	const struct CMUnitTest alone[] = {
 		cmocka_unit_test(test_grace_after_restart),
+		cmocka_unit_test(test_views_are_separate),
 		cmocka_unit_test(test_portmapper_lists_locking),
+		cmocka_unit_test(test_nlm_port_on_nfs_port),
 		cmocka_unit_test(test_locking_off),
 	};
 	int rc;
