@@ -55,6 +55,8 @@ int nfs_lock_object(struct nfs_server *ns, const struct rpc_req *rq, const void 
 		out->lt_read_only = nc.nc_ro;
 	}
 	nfs_call_end(&nc);
+	/* The lock service goes on as the server (NSM's files), not as the caller. */
+	cred_restore();
 	rpc_alloc_free(&nfs_rq);
 	if (err == -ENOENT)
 		err = -ESTALE;

@@ -97,8 +97,9 @@ nlm4_stats nlm_monitor_host(struct nlm_service *s, const struct rpc_req *rq, con
 void nlm_events(struct nlm_service *s, struct locks_event *events);
 void nlm_waiter_free(struct nlm_waiter *w);
 struct nlm_waiter *nlm_waiter_new(const struct rpc_req *rq, const nlm4_lock *l, bool exclusive);
-/* A GRANTED_RES: a status other than GRANTED gives the granted lock back. */
-void nlm_granted_res(struct nlm_service *s, const nlm4_netobj *cookie, nlm4_stats stat);
+/* A GRANTED_RES from rq's peer: a status other than GRANTED gives its granted lock back. */
+void nlm_granted_res(struct nlm_service *s, const struct rpc_req *rq, const nlm4_netobj *cookie,
+		     nlm4_stats stat);
 /* Sends a *_RES call with res to the caller of rq (the *_MSG procedures). */
 void nlm_send_res(struct nlm_service *s, const struct rpc_req *rq, uint32_t proc, xdrproc_t xdr,
 		  const void *res);

@@ -309,7 +309,7 @@ static enum rpc_outcome nlm_h_granted_res(struct rpc_req *rq, void *args, void *
 	nlm4_res *a = args;
 
 	(void)res;
-	nlm_granted_res(nlm_of(rq), &a->cookie, a->stat.stat);
+	nlm_granted_res(nlm_of(rq), rq, &a->cookie, a->stat.stat);
 	return RPC_OUT_REPLY;
 }
 

@@ -326,16 +326,22 @@ void nlm_events(struct nlm_service *s, struct locks_event *events)
 	}
 }
 
-void nlm_granted_res(struct nlm_service *s, const nlm4_netobj *cookie, nlm4_stats stat)
+void nlm_granted_res(struct nlm_service *s, const struct rpc_req *rq, const nlm4_netobj *cookie,
+		     nlm4_stats stat)
 {
-	struct nlm_grant *g;
+	struct nlm_grant *g = NULL;
+	char key[NLM_KEY_LEN];
 	uint64_t seq;
 
 	if (cookie->nlm4_netobj_len != sizeof(seq))
 		return;
 	memcpy(&seq, cookie->nlm4_netobj_val, sizeof(seq));
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
 	pthread_mutex_lock(&s->s_mu);
-	g = nlm_grant_unlink(s, seq);
+	/* Only the host the lock was granted to may give it back. */
+	for (struct nlm_grant *i = s->s_grants; i != NULL && g == NULL; i = i->g_next)
+		if (i->g_seq == seq && strcmp(i->g_key, key) == 0)
+			g = nlm_grant_unlink(s, seq);
 	pthread_mutex_unlock(&s->s_mu);
 	if (g == NULL)
 		return;
@@ -454,16 +460,34 @@ void nlm_free_hosts(struct nlm_service *s, const char *name, const char *addr_ke
 	free(keys);
 }
 
+static bool nlm_host_known(struct nlm_service *s, const char *key)
+{
+	bool known;
+
+	pthread_mutex_lock(&s->s_mu);
+	known = nlm_host_find(s, key) != NULL;
+	pthread_mutex_unlock(&s->s_mu);
+	return known || locks_host_locks(s->s_locks, key) > 0;
+}
+
+/*
+ * The notice comes from the rebooted host's address: when we know a host there, only it is
+ * freed, since caller names need not be unique (two kernels may both be "guest"). The name
+ * decides only for a host we know by no address the notice came from (multi-homed).
+ */
 void nlm_host_rebooted(struct nlm_service *s, const char *mon_name, const struct sockaddr *from,
 		       socklen_t fromlen)
 {
-	char key[NLM_KEY_LEN];
+	char key[NLM_KEY_LEN] = "";
 
 	if (from != NULL && fromlen > 0)
 		nlm_addr_key(from, key);
 	log_info("nlm: %s%s%s rebooted: its locks are freed", mon_name ? mon_name : "",
-		 from != NULL && fromlen > 0 ? " at " : "", from != NULL && fromlen > 0 ? key : "");
-	nlm_free_hosts(s, mon_name, from != NULL && fromlen > 0 ? key : NULL);
+		 key[0] ? " at " : "", key);
+	if (key[0] && nlm_host_known(s, key))
+		nlm_free_hosts(s, NULL, key);
+	else
+		nlm_free_hosts(s, mon_name, NULL);
 }
 
 static void nlm_reboot_hook(void *arg, const char *mon_name, const struct sockaddr *from,

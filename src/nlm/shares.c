@@ -25,7 +25,8 @@ nlm4_stats nlm_share_add(struct nlm_service *s, const struct locks_object *o, co
 {
 	struct nlm_share *mine = NULL;
 
-	if (sh->oh.nlm4_netobj_len > MAXNETOBJ_SZ)
+	if (sh->oh.nlm4_netobj_len > MAXNETOBJ_SZ || (uint32_t)sh->mode > fsm_DRW ||
+	    (uint32_t)sh->access > fsa_RW)
 		return NLM4_FAILED;
 	for (unsigned i = 0; i < s->s_nshares; i++) {
 		struct nlm_share *h = &s->s_shares[i];

@@ -27,9 +27,12 @@
 #include "common.h"
 #include "nlm4.h"
 
+#include <rpc/pmap_prot.h>
+
 #define XP(fn) ((xdrproc_t)(void (*)(void))(fn))
 #define HOST_A "127.0.0.1"
 #define HOST_B "127.0.0.2"
+#define HOST_C "127.0.0.3"
 #define PMAP_PORT 111
 #define EOF_LEN 0
 
@@ -368,6 +371,20 @@ static void test_lock_survives_copyup(void **state)
 	it_clnt_destroy(b);
 }
 
+/*
+ * A client's first lock, from a process that is not root: NSM notes the client in the state
+ * directory as the server itself, not with the caller's identity the handle check took on.
+ */
+static void test_first_lock_of_a_user(void **state)
+{
+	struct env *e = *state;
+	CLIENT *c = it_clnt_from(HOST_C, NLM_PROG, NLM_VERS4, e->port, 1000, 1000, true);
+
+	assert_int_equal(do_lock(c, lk(&e->file, 4, 0, 1), true), NLM4_GRANTED);
+	assert_int_equal(do_unlock(c, lk(&e->file, 4, 0, 1)), NLM4_GRANTED);
+	it_clnt_destroy(c);
+}
+
 /* Waiters per object are bounded (64 by default): past it, DENIED_NOLOCKS. */
 static void test_waiter_limit(void **state)
 {
@@ -635,10 +652,60 @@ static void test_grace_after_restart(void **state)
 	assert_int_equal(it_server_finish(&e.srv), 0);
 }
 
+static int port_after(const struct it_server *s, const char *text)
+{
+	size_t len;
+	char *log = it_read_file(s->is_log, &len), *p;
+	int port = 0;
+
+	assert_non_null(log);
+	p = strstr(log + s->is_log_off, text);
+	if (p != NULL)
+		port = atoi(p + strlen(text));
+	free(log);
+	return port;
+}
+
+static unsigned getport(CLIENT *c, unsigned long prog, unsigned long vers, unsigned long prot)
+{
+	struct pmap m = { prog, vers, prot, 0 };
+	u_int port = 0;
+
+	assert_int_equal(it_call(c, PMAPPROC_GETPORT, (xdrproc_t)xdr_pmap, &m, (xdrproc_t)xdr_u_int,
+				 &port), RPC_SUCCESS);
+	return port;
+}
+
+/* The built-in portmapper tells where NLM v4 and NSM v1 are, over TCP and UDP. */
+static void test_portmapper_lists_locking(void **state)
+{
+	static const char *extra[] = { "--portmap-port", "0", NULL };
+	struct it_server s;
+	CLIENT *c;
+	int pmap, nlm;
+
+	(void)state;
+	it_server_init(&s, false);
+	s.is_portmap = "builtin";
+	memcpy(s.is_extra, extra, sizeof(extra));
+	assert_int_equal(it_server_start(&s), 0);
+	nlm = nlm_port_of(&s);
+	pmap = port_after(&s, "built-in portmapper on port ");
+	assert_true(pmap > 0);
+	c = it_clnt(IPPROTO_TCP, PMAPPROG, PMAPVERS, pmap);
+	assert_int_equal(getport(c, NLM_PROG, NLM_VERS4, IPPROTO_TCP), nlm);
+	assert_int_equal(getport(c, NLM_PROG, NLM_VERS4, IPPROTO_UDP), nlm);
+	assert_int_equal(getport(c, 100024, 1, IPPROTO_TCP), nlm);
+	assert_int_equal(getport(c, 100024, 1, IPPROTO_UDP), nlm);
+	it_clnt_destroy(c);
+	assert_int_equal(it_server_finish(&s), 0);
+}
+
 static void test_locking_off(void **state)
 {
 	struct it_server s;
 	static const char *off[] = { "--nlm-port", "off", NULL };
+	CLIENT *c;
 
 	(void)state;
 	it_server_init(&s, false);
@@ -646,6 +713,10 @@ static void test_locking_off(void **state)
 	assert_int_equal(it_server_start(&s), 0);
 	assert_true(it_server_log_contains(&s, "file locking is off"));
 	assert_false(it_server_log_contains(&s, "nlm port "));
+	c = it_clnt(IPPROTO_TCP, NLM_PROG, NLM_VERS4, s.is_nfs_port);
+	assert_int_equal(it_call(c, NLMPROC4_NULL, (xdrproc_t)it_xdr_void, NULL,
+				 (xdrproc_t)it_xdr_void, NULL), RPC_PROGUNAVAIL);
+	it_clnt_destroy(c);
 	assert_int_equal(it_server_finish(&s), 0);
 }
 
@@ -672,11 +743,13 @@ int main(void)
 		cmocka_unit_test(test_every_procedure),
 		cmocka_unit_test(test_hosts_ranges),
 		cmocka_unit_test(test_lock_survives_copyup),
+		cmocka_unit_test(test_first_lock_of_a_user),
 		cmocka_unit_test(test_waiter_limit),
 		cmocka_unit_test(test_blocked_lock_granted),
 	};
 	const struct CMUnitTest alone[] = {
 		cmocka_unit_test(test_grace_after_restart),
+		cmocka_unit_test(test_portmapper_lists_locking),
 		cmocka_unit_test(test_locking_off),
 	};
 	int rc;

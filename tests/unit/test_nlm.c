@@ -434,10 +434,12 @@ static void test_granted_res(void **state)
 	t_granted_res(B, s, NLM4_GRANTED);
 	assert_int_equal(t_test(C, t_lock(&f, 3, 12, 1), false, NULL), NLM4_DENIED);
 
-	/* a refusing GRANTED_RES gives the lock back */
+	/* a refusing GRANTED_RES gives the lock back; only from the host it was granted to */
 	h.nsent = 0;
 	s = t_block_and_grant(&g);
 	s->done(s->arg, 0, NULL);
+	t_granted_res(C, s, NLM4_DENIED);
+	assert_int_equal(t_test(C, t_lock(&g, 3, 12, 1), true, NULL), NLM4_DENIED);
 	t_granted_res(B, s, NLM4_DENIED);
 	assert_int_equal(t_test(C, t_lock(&g, 3, 12, 1), true, NULL), NLM4_GRANTED);
 }
@@ -500,10 +502,15 @@ static void test_free_all_and_reboot(void **state)
 	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_DENIED);
 	assert_int_equal(t_test(C, t_lock(&g, 3, 0, 0), true, NULL), NLM4_GRANTED);
 
-	/* A reboots (NSM saw SM_NOTIFY from its address): its lock goes, B's waiter is called */
+	/*
+	 * A reboots (NSM saw SM_NOTIFY from its address): its lock goes, B's waiter is called;
+	 * B, also "guest", keeps its lock on g
+	 */
+	assert_int_equal(t_do_lock(B, t_lock(&g, 1, 0, 10), true, false), NLM4_GRANTED);
 	assert_int_equal(t_do_lock(B, t_lock(&f, 2, 0, 10), true, true), NLM4_BLOCKED);
 	inet_pton(AF_INET, A, &sa.sin_addr);
-	nlm_host_rebooted(svc, "someone-else", (struct sockaddr *)&sa, sizeof(sa));
+	nlm_host_rebooted(svc, "guest", (struct sockaddr *)&sa, sizeof(sa));
+	assert_int_equal(t_test(C, t_lock(&g, 3, 0, 0), true, NULL), NLM4_DENIED);
 	assert_int_equal(h.nsent, 1);
 	assert_int_equal(h.sent[0].proc, NLMPROC4_GRANTED_MSG);
 	assert_string_equal(h.sent[0].to, B);
@@ -529,6 +536,10 @@ static void test_shares(void **state)
 	assert_int_equal(t_share(C, NLMPROC4_SHARE, &f, fsm_DN, fsa_RW, false), NLM4_GRANTED);
 	assert_int_equal(t_share(A, NLMPROC4_UNSHARE, &f, fsm_DN, fsa_R, false), NLM4_GRANTED);
 	assert_int_equal(t_share(B, NLMPROC4_SHARE, &f, fsm_DRW, fsa_R, false), NLM4_DENIED);
+	/* modes and accesses outside the protocol's four */
+	assert_int_equal(t_share(B, NLMPROC4_SHARE, &f, (fsh4_mode)4, fsa_R, false), NLM4_FAILED);
+	assert_int_equal(t_share(B, NLMPROC4_SHARE, &f, fsm_DN, (fsh4_access)8, false),
+			 NLM4_FAILED);
 	/* bounded: 4 reservations */
 	for (uint64_t i = 0; i < 3; i++) {
 		struct fhbuf o = fh_of('F', 300 + i);
