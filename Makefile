@@ -61,7 +61,7 @@ $(BUILD)/gen/%_xdr.c: rpc/%.x $(BUILD)/gen/%.h Makefile
 	@mkdir -p $(dir $@)
 	rm -f $@ && rpcgen -M -c -o $@ $<
 	sed -i -e 's|#include ".*/$*.h"|#include "$*.h"\n#include "xdr_strict.h"|' \
-		-e 's|xdr_string (xdrs, objp,|xdr_string_strict (xdrs, objp,|' $@
+		-e 's|xdr_string (xdrs, |xdr_string_strict (xdrs, |' $@
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(GEN_CFLAGS) -c -o $@ $<

@@ -1,7 +1,8 @@
 /*
  * The control socket: STATE_DIR/control.sock, a UNIX stream socket (mode 0600) served
  * on the event loop, which build/unionnfsd-ctl talks to. One line of text in
- * ("status", "clients", "stats", "check [--repair]", "reload", "reset CLIENT", "help"), the reply out, then
+ * ("status", "clients", "stats", "locks", "check [--repair]", "reload", "reset CLIENT", "help"),
+ * the reply out, then
  * the server closes the connection. A reply that failed begins with "error: ". While a
  * check runs, progress lines (CONTROL_PROGRESS_PREFIX) come before its reply.
  *
@@ -28,7 +29,9 @@
 	"commands:\n" \
 	"  status         version, uptime, exports and their branches, mounts\n" \
 	"  clients        who mounted what, from where, first and last call\n" \
-	"  stats          calls, latency percentiles, bytes, copy-ups, whiteouts, STALE replies\n" \
+	"  stats          calls, latency percentiles, bytes, copy-ups, whiteouts, STALE replies,\n" \
+	"                 NLM locks held and waiting\n" \
+	"  locks          NLM locks held and waiting, by client and file\n" \
 	"  check [--repair]  resolve every inode map record (per-client views too) against the\n" \
 	"                 branches; report stale ones; --repair drops their records\n" \
 	"  reload         re-read the configuration, as SIGHUP does\n" \
@@ -59,11 +62,13 @@ struct config;
 struct nfs_server;
 struct views;
 struct control;
+struct locks_table;
 
 struct control_env {
 	const struct config *ce_cfg;      /* exports, branches, state directory */
 	struct nfs_server *ce_nfs;        /* the MOUNT list and the rules lock */
 	struct views *ce_views;           /* per-client views (upper=); NULL: none */
+	struct locks_table *ce_locks;     /* the NLM lock table (nlm_service_locks); NULL: no NLM */
 	void (*ce_reload)(void *arg);     /* what SIGHUP does; runs on the loop */
 	void *ce_reload_arg;
 };

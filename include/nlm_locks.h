@@ -225,6 +225,11 @@ void locks_counts(struct locks_table *t, struct locks_counts *out);
 typedef int (*locks_each_fn)(const struct locks_object *object, const struct locks_holder *holder,
 			     void *arg);
 int locks_each(struct locks_table *t, locks_each_fn fn, void *arg);
+/*
+ * The same for every queued waiter (grouped by host, each host's in the order they came):
+ * the holder is the owner and the range and type it waits for.
+ */
+int locks_each_waiter(struct locks_table *t, locks_each_fn fn, void *arg);
 
 /* A short English text for a status. */
 const char *locks_strerror(enum locks_status status);

@@ -644,6 +644,7 @@ static int main_control(struct main_ctx *mc, char *err, size_t errlen)
 {
 	struct control_env env = {
 		.ce_cfg = &mc->mc_cfg, .ce_nfs = &mc->mc_nfs, .ce_views = mc->mc_views,
+		.ce_locks = mc->mc_nlm != NULL ? nlm_service_locks(mc->mc_nlm) : NULL,
 		.ce_reload = main_ctl_reload, .ce_reload_arg = mc,
 	};
 	char lerr[MAIN_ERRLEN];

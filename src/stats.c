@@ -533,11 +533,15 @@ int stats_prometheus(char **buf, size_t *len, size_t *cap)
 			      offsetof(struct stats_proc, sp_calls));
 	if (r == 0)
 		r = stats_prom_family(buf, len, cap, "unionnfsd_call_errors_total",
-				      "NFS replies with a status other than NFS3_OK.",
+				      "Replies whose program's own status says the call failed (NFS: "
+				      "not NFS3_OK; NLM: NLM4_DENIED_NOLOCKS, NLM4_FAILED, ..., not a "
+				      "lock refused for a conflict), by program and procedure.",
 				      offsetof(struct stats_proc, sp_errors));
 	if (r == 0)
 		r = stats_prom_family(buf, len, cap, "unionnfsd_stale_replies_total",
-				      "NFS3ERR_STALE replies.", offsetof(struct stats_proc, sp_stale));
+				      "Replies refusing a file handle that names nothing (NFS3ERR_STALE, "
+				      "NLM4_STALE_FH), by program and procedure.",
+				      offsetof(struct stats_proc, sp_stale));
 	if (r == 0)
 		r = stats_prom_histograms(buf, len, cap);
 	stats_totals_get(&t);

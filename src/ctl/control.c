@@ -24,6 +24,7 @@
 #include "store.h"
 #include "metrics.h"
 #include "nfs.h"
+#include "nlm_locks.h"
 #include "union.h"
 #include "views.h"
 
@@ -36,6 +37,9 @@
  */
 #define CTL_CHECK_PACE_ENV "UNIONNFSD_CHECK_PACE_US"
 #define CTL_CHECK_PACE_MAX 1000000
+/* `locks` lists this many locks and waiters; past it only the counts say how many more */
+#define CTL_LOCKS_LIST 1000
+#define CTL_LOCKS_HOST_SHOWN 40    /* bytes of a client's host key shown */
 
 /* A reply being composed: stats_appendf's growing string and its first error. */
 struct ctl_out {
@@ -219,11 +223,111 @@ static void ctl_clients(struct control *ctl, struct ctl_out *o)
 	stats_clients_each(ctl_client_line, &cl);
 }
 
+static void ctl_lock_counts(struct control *ctl, struct ctl_out *o)
+{
+	struct locks_counts lc;
+
+	locks_counts(ctl->ct_env.ce_locks, &lc);
+	ctl_put(o, "locks held %llu, waiters %llu, clients with locks or waiting %llu, "
+		"files locked %llu\n", (unsigned long long)lc.lc_locks,
+		(unsigned long long)lc.lc_waiters, (unsigned long long)lc.lc_hosts,
+		(unsigned long long)lc.lc_objects);
+}
+
 static void ctl_stats(struct control *ctl, struct ctl_out *o)
 {
 	ctl_uptime(ctl, o);
 	if (o->co_err == 0)
 		o->co_err = stats_report(&o->co_buf, &o->co_len, &o->co_cap);
+	if (ctl->ct_env.ce_locks != NULL)
+		ctl_lock_counts(ctl, o);
+}
+
+/* The listing of `locks`, filled under the lock table's mutex: text only, no table calls. */
+struct ctl_locks {
+	struct control *lk_ctl;
+	struct ctl_out *lk_out;
+	const char *lk_state;             /* "held" or "waiting" */
+	unsigned lk_shown;
+};
+
+/* The export a lock's object id belongs to; a per-client view has an id of its own. */
+static void ctl_lock_export(struct control *ctl, uint32_t id, char *buf, size_t len)
+{
+	const struct config *cf = ctl->ct_env.ce_cfg;
+	struct nfs_server *ns = ctl->ct_env.ce_nfs;
+
+	for (int i = 0; ns != NULL && i < cf->cf_nexports && i < ns->ns_nexports; i++) {
+		if (ns->ns_exports[i] != NULL && union_export_id(ns->ns_exports[i]) == id) {
+			snprintf(buf, len, "%s", cf->cf_exports[i].ec_name);
+			return;
+		}
+	}
+	snprintf(buf, len, "view#%u", id);
+}
+
+/* A host key as text that cannot break the listing: printable, bounded. */
+static void ctl_lock_host(const char *host, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	for (; *host != '\0' && n + 1 < len; host++, n++)
+		buf[n] = (unsigned char)*host < 0x20 || (unsigned char)*host >= 0x7f ? '?' : *host;
+	buf[n] = '\0';
+	if (*host != '\0' && n >= 3)
+		memcpy(buf + n - 3, "...", 3);
+}
+
+static int ctl_lock_line(const struct locks_object *ob, const struct locks_holder *h, void *arg)
+{
+	struct ctl_locks *lk = arg;
+	char host[CTL_LOCKS_HOST_SHOWN + 1], export[256], length[24];
+
+	if (lk->lk_shown >= CTL_LOCKS_LIST)
+		return 1;
+	ctl_lock_host(h->lh_host, host, sizeof(host));
+	ctl_lock_export(lk->lk_ctl, ob->lo_export, export, sizeof(export));
+	if (h->lh_len == 0)
+		snprintf(length, sizeof(length), "to EOF");
+	else
+		snprintf(length, sizeof(length), "%llu", (unsigned long long)h->lh_len);
+	ctl_put(lk->lk_out, "%-24s %-16s %12llu %11d %-9s %20llu %20s %s\n", host, export,
+		(unsigned long long)ob->lo_fileid, (int)h->lh_svid,
+		h->lh_type == LOCKS_EXCLUSIVE ? "exclusive" : "shared",
+		(unsigned long long)h->lh_offset, length, lk->lk_state);
+	lk->lk_shown++;
+	return lk->lk_out->co_err != 0;
+}
+
+/*
+ * Held locks, then waiters, each grouped by client (its host key: the address NLM calls
+ * came from). A file is named by export and fileid, the union inode number a client's stat
+ * shows: the path is not kept with the lock.
+ */
+static void ctl_locks(struct control *ctl, struct ctl_out *o)
+{
+	struct ctl_locks lk = { .lk_ctl = ctl, .lk_out = o };
+	struct locks_table *t = ctl->ct_env.ce_locks;
+	struct locks_counts lc;
+
+	if (t == NULL) {
+		ctl_put(o, "error: this server serves no file locking (started with --nlm-port off); "
+			"restart it without that option to serve NLM\n");
+		return;
+	}
+	ctl_lock_counts(ctl, o);
+	ctl_put(o, "(fileid: the union inode number; `find MOUNT -inum FILEID` on a client's "
+		"mount of the export names the file)\n");
+	ctl_put(o, "%-24s %-16s %12s %11s %-9s %20s %20s %s\n", "client", "export", "fileid",
+		"svid", "type", "offset", "length", "state");
+	lk.lk_state = "held";
+	locks_each(t, ctl_lock_line, &lk);
+	lk.lk_state = "waiting";
+	locks_each_waiter(t, ctl_lock_line, &lk);
+	locks_counts(t, &lc);
+	if (lk.lk_shown >= CTL_LOCKS_LIST && lc.lc_locks + lc.lc_waiters > lk.lk_shown)
+		ctl_put(o, "(only the first %u are listed; about %llu more)\n", CTL_LOCKS_LIST,
+			(unsigned long long)(lc.lc_locks + lc.lc_waiters - lk.lk_shown));
 }
 
 static void ctl_help(struct ctl_out *o)
@@ -476,6 +580,8 @@ char *control_answer(struct control *ctl, const char *line)
 		ctl_clients(ctl, &o);
 	else if (!strcmp(words[0], "stats"))
 		ctl_stats(ctl, &o);
+	else if (!strcmp(words[0], "locks"))
+		ctl_locks(ctl, &o);
 	else if (!strcmp(words[0], "help"))
 		ctl_help(&o);
 	else if (!strcmp(words[0], "check"))
@@ -491,7 +597,7 @@ char *control_answer(struct control *ctl, const char *line)
 			ctl_put(&o, "reload started (as SIGHUP): the configuration is re-read; the result and any setting that needs a restart are logged\n");
 		}
 	} else {
-		ctl_put(&o, "error: unknown command \"%.64s\"; commands: status, clients, stats, check, reload, reset CLIENT, help\n",
+		ctl_put(&o, "error: unknown command \"%.64s\"; commands: status, clients, stats, locks, check, reload, reset CLIENT, help\n",
 			words[0]);
 	}
 	if (o.co_err != 0) {
@@ -629,8 +735,13 @@ void ctl_request(struct ctl_conn *c)
 
 char *ctl_metrics(struct control *ctl, const char *head)
 {
+	struct locks_counts lc;
+
+	if (ctl->ct_env.ce_locks != NULL)
+		locks_counts(ctl->ct_env.ce_locks, &lc);
 	return metrics_answer(head, (long long)(time(NULL) - ctl->ct_started),
-			      ctl_count_mounts(ctl->ct_env.ce_nfs));
+			      ctl_count_mounts(ctl->ct_env.ce_nfs),
+			      ctl->ct_env.ce_locks != NULL ? &lc : NULL);
 }
 
 void ctl_jobs_init(struct control *ctl)

@@ -15,6 +15,7 @@
 #include "control.h"
 #include "log.h"
 #include "metrics.h"
+#include "nlm_locks.h"
 #include "stats.h"
 
 /* A response being composed: stats_appendf's growing string and its first error. */
@@ -49,7 +50,8 @@ char *metrics_response(const char *status, const char *body)
 	return metrics_done(&o);
 }
 
-char *metrics_answer(const char *head, long long uptime, unsigned mounts)
+char *metrics_answer(const char *head, long long uptime, unsigned mounts,
+		     const struct locks_counts *locks)
 {
 	struct metrics_out o = { 0 };
 	size_t plen;
@@ -67,6 +69,21 @@ char *metrics_answer(const char *head, long long uptime, unsigned mounts)
 		    "# TYPE unionnfsd_uptime_seconds gauge\nunionnfsd_uptime_seconds %lld\n"
 		    "# HELP unionnfsd_mounts Entries of the MOUNT list (mounted and not unmounted).\n"
 		    "# TYPE unionnfsd_mounts gauge\nunionnfsd_mounts %u\n", uptime, mounts);
+	if (locks != NULL)
+		metrics_put(&o, "# HELP unionnfsd_locks_held NLM byte-range locks held (ranges: a lock "
+			    "split by a partial unlock counts twice).\n"
+			    "# TYPE unionnfsd_locks_held gauge\nunionnfsd_locks_held %llu\n"
+			    "# HELP unionnfsd_lock_waiters Blocked NLM lock requests waiting for a "
+			    "conflicting lock to go.\n"
+			    "# TYPE unionnfsd_lock_waiters gauge\nunionnfsd_lock_waiters %llu\n"
+			    "# HELP unionnfsd_lock_hosts Clients holding NLM locks or waiting for one.\n"
+			    "# TYPE unionnfsd_lock_hosts gauge\nunionnfsd_lock_hosts %llu\n"
+			    "# HELP unionnfsd_locked_files Files with NLM locks or waiters.\n"
+			    "# TYPE unionnfsd_locked_files gauge\nunionnfsd_locked_files %llu\n",
+			    (unsigned long long)locks->lc_locks,
+			    (unsigned long long)locks->lc_waiters,
+			    (unsigned long long)locks->lc_hosts,
+			    (unsigned long long)locks->lc_objects);
 	body = metrics_done(&o);
 	if (body == NULL)
 		return NULL;

@@ -16,7 +16,10 @@ char *metrics_response(const char *status, const char *body);
  * The response to a request head: GET /metrics (or /) gets the statistics and the gauges
  * given here; anything else gets a short error.
  */
-char *metrics_answer(const char *head, long long uptime, unsigned mounts);
+struct locks_counts;
+/* locks: the NLM lock table's figures, as gauges; NULL: the server has no lock manager. */
+char *metrics_answer(const char *head, long long uptime, unsigned mounts,
+		     const struct locks_counts *locks);
 /*
  * A non-blocking socket listening on addrport ("ADDR:PORT", "[ADDR6]:PORT"), or -1 with
  * the cause and fix in err.

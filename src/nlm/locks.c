@@ -964,6 +964,36 @@ leave:
 	return rc;
 }
 
+int locks_each_waiter(struct locks_table *t, locks_each_fn fn, void *arg)
+{
+	struct locks_holder holder;
+	const struct owner *o;
+	struct waiter *w;
+	struct host *h;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->t_mutex);
+	TAILQ_FOREACH(h, &t->t_host_list, h_all) {
+		TAILQ_FOREACH(w, &h->h_waiters, w_host_link) {
+			o = w->w_owner;
+			memset(&holder, 0, sizeof(holder));
+			strcpy(holder.lh_host, h->h_name);
+			holder.lh_svid = o->o_svid;
+			holder.lh_ohlen = o->o_ohlen;
+			memcpy(holder.lh_oh, o->o_oh, o->o_ohlen);
+			holder.lh_type = w->w_ev.le_type;
+			holder.lh_offset = w->w_start;
+			holder.lh_len = len_of(w->w_start, w->w_end);
+			rc = fn(&w->w_obj->ob_key, &holder, arg);
+			if (rc != 0)
+				goto leave;
+		}
+	}
+leave:
+	pthread_mutex_unlock(&t->t_mutex);
+	return rc;
+}
+
 const char *locks_strerror(enum locks_status status)
 {
 	switch (status) {

@@ -27,6 +27,8 @@ struct lg_conn {
 	/* libnfs's open of --path; kept open so its handle stays valid until the end */
 	struct nfsfh *c_file;
 	struct lg_fh c_fh;
+	/* lock workload: the connection to the server's NLM; c_rpc then points to it */
+	struct rpc_context *c_nlm;
 };
 
 struct lg_run;
@@ -56,6 +58,7 @@ struct lg_opts {
 	const char *o_workload;
 	const char *o_path;
 	const char *o_stop_file;
+	int o_nlm_port;         /* lock: the server's NLM port; 0: ask its portmapper */
 	int o_inflight;
 	int o_conns;
 	double o_seconds;
@@ -117,6 +120,7 @@ struct lg_run {
 	int r_commit_busy;
 	int r_final_commit;
 	long r_listings;
+	char *r_server;         /* the URL's host, for connections besides the mount */
 };
 
 /* loadgen_wl.c: shared helpers, null, getattr, lookup and the table of workloads */
@@ -139,6 +143,10 @@ void lg_data_copyup_issue(struct lg_slot *slot);
 int lg_dir_cwr_prepare(struct lg_run *run);
 void lg_dir_cwr_issue(struct lg_slot *slot);
 void lg_dir_rdp_issue(struct lg_slot *slot);
+/* loadgen_lock.c */
+int lg_lock_prepare(struct lg_run *run);
+void lg_lock_issue(struct lg_slot *slot);
+void lg_lock_close(struct lg_conn *conn);
 
 const struct lg_workload *lg_workload_find(const char *name);
 void lg_workload_free(struct lg_run *run);

@@ -30,6 +30,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "nlm_locks.h"
 #include "serve_env.h"
 
 #define FUZZ_CONNS 4
@@ -66,6 +67,7 @@ static struct {
 	struct ev_loop *fz_loop;
 	struct config fz_cf;
 	struct control *fz_ctl;
+	struct locks_table *fz_locks;
 	struct sockaddr_un fz_sun;
 	struct sockaddr_in fz_metrics;
 	unsigned fz_reloads;
@@ -81,6 +83,31 @@ static void fuzz_reload(void *arg)
 {
 	(void)arg;
 	fz.fz_reloads++;
+}
+
+/* A lock table with two held locks and a waiter, for `locks`, `stats` and the gauges. */
+static void fuzz_locks(void)
+{
+	static const struct {
+		const char *host; int32_t svid; bool x, block; uint64_t off, len;
+	} rqs[] = {
+		{ "127.0.0.1", 1, true, false, 0, 100 }, { "::1", 2, false, false, 200, 0 },
+		{ "::1", 3, false, true, 50, 10 },  /* waits for the first */
+	};
+
+	if (locks_table_create(NULL, &fz.fz_locks) != LOCKS_OK)
+		fuzz_die("locks_table_create", "failed");
+	for (size_t i = 0; i < sizeof(rqs) / sizeof(rqs[0]); i++) {
+		struct locks_request rq = {
+			.lq_object = { .lo_export = 1, .lo_fileid = 2 },
+			.lq_owner = { .lw_host = rqs[i].host, .lw_svid = rqs[i].svid, .lw_oh = "o",
+				      .lw_ohlen = 1 },
+			.lq_type = rqs[i].x ? LOCKS_EXCLUSIVE : LOCKS_SHARED,
+			.lq_offset = rqs[i].off, .lq_len = rqs[i].len, .lq_block = rqs[i].block,
+		};
+
+		locks_lock(fz.fz_locks, &rq, NULL, NULL, NULL);
+	}
 }
 
 /* A free loopback port for --metrics: the kernel picks one, which is then given back. */
@@ -100,6 +127,8 @@ static int fuzz_free_port(void)
 static void fuzz_cleanup(void)
 {
 	control_close(fz.fz_ctl);
+	locks_release_all(fz.fz_locks, NULL);
+	locks_table_destroy(fz.fz_locks);
 	ev_loop_destroy(fz.fz_loop);
 	senv_close();
 }
@@ -120,6 +149,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	fz.fz_cf = *senv_config();
 	fz.fz_cf.cf_state_dir = (char *)senv_dir();
 	env.ce_nfs = senv_nfs();
+	fuzz_locks();
+	env.ce_locks = fz.fz_locks;
 	if (control_open(fz.fz_loop, &env, &fz.fz_ctl, err, sizeof(err)) != 0)
 		fuzz_die("control_open", err);
 	/* Another process may take the port between the probe and the bind: try again. */

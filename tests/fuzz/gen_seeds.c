@@ -5,7 +5,9 @@
  * reply status printed, so a seed that stops reaching its handler shows up.
  * A few of the calls are also kept to script fuzz_conn's seeds: the same calls sent to a
  * real server over TCP and UDP, pipelined, under memory pressure, fragmented, cut short.
- *   gen_seeds CORPUS   (writes CORPUS/fuzz_serve, fuzz_call, fuzz_record and fuzz_conn)
+ * The NLM and NSM calls' arguments alone are also fuzz_lockargs's seeds.
+ *   gen_seeds CORPUS   (writes CORPUS/fuzz_serve, fuzz_call, fuzz_record, fuzz_conn and
+ *                       fuzz_lockargs)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,8 +22,10 @@
 #include "cred.h"
 #include "mount3.h"
 #include "nfs3.h"
+#include "nlm.h"
 #include "rpc.h"
 #include "serve_env.h"
+#include "sm_inter.h"
 
 #define XP(fn) ((xdrproc_t)(void (*)(void))(fn))
 #define SEED_MAX 8192
@@ -445,6 +449,115 @@ static void gen_portmap(void)
 	gen("pm4-getversaddr", 100000, 4, 9, XP(gen_xdr_rpcb), rb);
 }
 
+/*
+ * fuzz_lockargs's input: the program's index there (0 NLM, 1 NSM), the procedure, the
+ * arguments alone.
+ */
+static void gen_lockargs(const char *name, uint8_t prog, uint8_t proc, xdrproc_t fn, void *args)
+{
+	uint8_t buf[SEED_MAX];
+	XDR x;
+
+	buf[0] = prog;
+	buf[1] = proc;
+	xdrmem_create(&x, (char *)buf + 2, SEED_MAX - 2, XDR_ENCODE);
+	if (!fn(&x, args)) {
+		fprintf(stderr, "%s: cannot encode\n", name);
+		exit(1);
+	}
+	gen_write("fuzz_lockargs", name, buf, 2 + xdr_getpos(&x));
+	xdr_destroy(&x);
+}
+
+/* Served as calls (fuzz_serve and the others) and as arguments alone (fuzz_lockargs). */
+static void gen_lock_call(const char *name, uint32_t prog, uint32_t vers, uint32_t proc,
+			  xdrproc_t fn, void *args)
+{
+	gen(name, prog, vers, proc, fn, args);
+	if (fn != XP(xdr_void))
+		gen_lockargs(name, prog == NLM_PROG ? 0 : 1, (uint8_t)proc, fn, args);
+}
+
+/*
+ * NLM v4 on the world's "file": a lock taken, tested, unlocked; a blocked request and its
+ * cancel (another owner holds the range: the seeds are served one by one on a fresh world,
+ * so each stands alone); the asynchronous forms, shares, FREE_ALL. NSM: SM_NOTIFY, SM_STAT,
+ * SM_MON (refused).
+ */
+static void gen_locks(void)
+{
+	nlm4_lock lk = {
+		.caller_name = "fuzzhost",
+		.fh = { .nlm4_netobj_len = FH_LEN, .nlm4_netobj_val = (char *)gen_fh[SENV_FILE] },
+		.oh = { .nlm4_netobj_len = 6, .nlm4_netobj_val = "owner1" },
+		.svid = 42, .l_offset = 100, .l_len = 0,
+	};
+	nlm4_netobj cookie = { .nlm4_netobj_len = 8, .nlm4_netobj_val = "cookie01" };
+	nlm4_lockargs la = { .cookie = cookie, .block = 0, .exclusive = 1, .alock = lk,
+			     .reclaim = 0, .state = 3 };
+	nlm4_lockargs lb = la;
+	nlm4_cancargs ca = { .cookie = cookie, .block = 1, .exclusive = 1, .alock = lk };
+	nlm4_testargs ta = { .cookie = cookie, .exclusive = 0, .alock = lk };
+	nlm4_unlockargs ua = { .cookie = cookie, .alock = lk };
+	nlm4_res res = { .cookie = cookie, .stat = { NLM4_GRANTED } };
+	nlm4_testres tres = { .cookie = cookie, .stat = { .stat = NLM4_GRANTED } };
+	nlm4_shareargs sa = {
+		.cookie = cookie,
+		.share = { .caller_name = "fuzzhost", .fh = lk.fh, .oh = lk.oh, .mode = fsm_DW,
+			   .access = fsa_RW },
+	};
+	nlm4_notify nn = { .name = "fuzzhost", .state = 5 };
+	stat_chge sc = { .mon_name = "fuzzhost", .state = 5 };
+	sm_name smn = { .mon_name = "fuzzhost" };
+	mon mn = { .mon_id = { .mon_name = "fuzzhost",
+			       .my_id = { .my_name = "localhost", .my_prog = 100021,
+					  .my_vers = 4, .my_proc = 16 } } };
+
+	lb.block = 1;
+	lb.alock.l_len = 10;
+	gen_lock_call("nlm-null", NLM_PROG, NLM_VERS4, NLMPROC4_NULL, XP(xdr_void), NULL);
+	gen_lock_call("nlm-test", NLM_PROG, NLM_VERS4, NLMPROC4_TEST, XP(xdr_nlm4_testargs), &ta);
+	gen_lock_call("nlm-lock", NLM_PROG, NLM_VERS4, NLMPROC4_LOCK, XP(xdr_nlm4_lockargs), &la);
+	gen_lock_call("nlm-lock-block", NLM_PROG, NLM_VERS4, NLMPROC4_LOCK,
+		      XP(xdr_nlm4_lockargs), &lb);
+	gen_lock_call("nlm-cancel", NLM_PROG, NLM_VERS4, NLMPROC4_CANCEL, XP(xdr_nlm4_cancargs),
+		      &ca);
+	gen_lock_call("nlm-unlock", NLM_PROG, NLM_VERS4, NLMPROC4_UNLOCK,
+		      XP(xdr_nlm4_unlockargs), &ua);
+	gen_lock_call("nlm-granted", NLM_PROG, NLM_VERS4, NLMPROC4_GRANTED,
+		      XP(xdr_nlm4_testargs), &ta);
+	gen_lock_call("nlm-test-msg", NLM_PROG, NLM_VERS4, NLMPROC4_TEST_MSG,
+		      XP(xdr_nlm4_testargs), &ta);
+	gen_lock_call("nlm-lock-msg", NLM_PROG, NLM_VERS4, NLMPROC4_LOCK_MSG,
+		      XP(xdr_nlm4_lockargs), &la);
+	gen_lock_call("nlm-cancel-msg", NLM_PROG, NLM_VERS4, NLMPROC4_CANCEL_MSG,
+		      XP(xdr_nlm4_cancargs), &ca);
+	gen_lock_call("nlm-unlock-msg", NLM_PROG, NLM_VERS4, NLMPROC4_UNLOCK_MSG,
+		      XP(xdr_nlm4_unlockargs), &ua);
+	gen_lock_call("nlm-granted-msg", NLM_PROG, NLM_VERS4, NLMPROC4_GRANTED_MSG,
+		      XP(xdr_nlm4_testargs), &ta);
+	gen_lock_call("nlm-test-res", NLM_PROG, NLM_VERS4, NLMPROC4_TEST_RES,
+		      XP(xdr_nlm4_testres), &tres);
+	gen_lock_call("nlm-lock-res", NLM_PROG, NLM_VERS4, NLMPROC4_LOCK_RES, XP(xdr_nlm4_res),
+		      &res);
+	gen_lock_call("nlm-granted-res", NLM_PROG, NLM_VERS4, NLMPROC4_GRANTED_RES,
+		      XP(xdr_nlm4_res), &res);
+	gen_lock_call("nlm-share", NLM_PROG, NLM_VERS4, NLMPROC4_SHARE, XP(xdr_nlm4_shareargs),
+		      &sa);
+	gen_lock_call("nlm-unshare", NLM_PROG, NLM_VERS4, NLMPROC4_UNSHARE,
+		      XP(xdr_nlm4_shareargs), &sa);
+	gen_lock_call("nlm-nm-lock", NLM_PROG, NLM_VERS4, NLMPROC4_NM_LOCK,
+		      XP(xdr_nlm4_lockargs), &la);
+	gen_lock_call("nlm-free-all", NLM_PROG, NLM_VERS4, NLMPROC4_FREE_ALL,
+		      XP(xdr_nlm4_notify), &nn);
+	gen_lock_call("sm-null", SM_PROG, SM_VERS, SM_NULL, XP(xdr_void), NULL);
+	gen_lock_call("sm-stat", SM_PROG, SM_VERS, SM_STAT, XP(xdr_sm_name), &smn);
+	gen_lock_call("sm-mon", SM_PROG, SM_VERS, SM_MON, XP(xdr_mon), &mn);
+	gen_lock_call("sm-unmon-all", SM_PROG, SM_VERS, SM_UNMON_ALL, XP(xdr_my_id),
+		      &mn.mon_id.my_id);
+	gen_lock_call("sm-notify", SM_PROG, SM_VERS, SM_NOTIFY, XP(xdr_stat_chge), &sc);
+}
+
 /* ---- fuzz_conn: scripts of client operations (see fuzz_conn.c for the op codes) ---- */
 
 enum { GS_OPEN, GS_SEND, GS_RECORD, GS_UDP, GS_SHUT, GS_READ, GS_PUMP, GS_SETTLE };
@@ -758,6 +871,7 @@ int main(int argc, char **argv)
 	gen_mount();
 	gen_portmap();
 	gen_conn();
+	gen_locks();    /* after the others: their seeds (and xids) stay as they were */
 	senv_close();
 	printf("%u seeds written to %s\n", gen_n, gen_dir);
 	return 0;

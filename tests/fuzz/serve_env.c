@@ -18,9 +18,12 @@
 #include "cred.h"
 #include "exports.h"
 #include "nfs.h"
+#include "nlm.h"
+#include "nsm.h"
 #include "portmap.h"
 #include "rpc.h"
 #include "store.h"
+#include "sm_inter.h"
 #include "union.h"
 #include "serve_env.h"
 
@@ -42,6 +45,8 @@ static struct {
 	struct union_export *se_ux;
 	struct union_export *se_exports[1];
 	struct nfs_server se_ns;
+	struct nsm *se_nsm;
+	struct nlm_service *se_nlm;
 	struct fh se_fh[SENV_NOBJ];
 	int se_open;
 } senv;
@@ -87,10 +92,45 @@ static void senv_wipe(void)
 	nftw(senv.se_state, senv_rm, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/*
+ * A call served here has no local address (rpc_serve takes none), which NSM's list needs:
+ * monitoring is left out, so locks are granted and the lock table is what gets fuzzed.
+ */
+static int senv_no_monitor(void *arg, const struct sockaddr *client, socklen_t len,
+			   const char *caller_name, const struct sockaddr *local, socklen_t locallen)
+{
+	(void)arg;
+	(void)client;
+	(void)len;
+	(void)caller_name;
+	(void)local;
+	(void)locallen;
+	return 0;
+}
+
+/*
+ * The lock programs over the same exports: NLM with no grace and no callbacks (nothing may
+ * leave the process: its *_RES calls and GRANTED callbacks are dropped) nor monitoring, NSM
+ * on the world's state directory.
+ */
+static void senv_locks_start(void)
+{
+	static const struct nlm_hooks hooks = { .nh_monitor = senv_no_monitor };
+	struct nlm_opts o = { .no_grace_seconds = 0, .no_hooks = &hooks };
+	char err[512];
+
+	if (nsm_open(senv.se_state, NULL, &senv.se_nsm, err, sizeof(err)) != 0)
+		senv_die("nsm_open", err);
+	if (nlm_service_new(&senv.se_ns, senv.se_nsm, NULL, &o, &senv.se_nlm, err, sizeof(err)) != 0)
+		senv_die("nlm_service_new", err);
+	rpc_dispatch_set_ctx(NLM_PROG, senv.se_nlm);
+	rpc_dispatch_set_ctx(SM_PROG, senv.se_nsm);
+}
+
 static void senv_start(void)
 {
 	static const struct rpc_program *const programs[] = {
-		&nfs3_program, &mount_program, &portmap_program,
+		&nfs3_program, &mount_program, &portmap_program, &nlm_program, &nsm_program,
 	};
 	static const struct portmap_mapping maps[] = {
 		{ 100003, 3, IPPROTO_TCP, 2049 }, { 100003, 3, IPPROTO_UDP, 2049 },
@@ -130,7 +170,8 @@ static void senv_start(void)
 	/* A fixed key instead of the store's random one: seeds on disk hold valid handles. */
 	memset(senv.se_ns.ns_handle_key, 0x5a, sizeof(senv.se_ns.ns_handle_key));
 	portmap_builtin_set(maps, (int)(sizeof(maps) / sizeof(maps[0])));
-	rpc_dispatch_init(programs, 3, &senv.se_ns);
+	rpc_dispatch_init(programs, (int)(sizeof(programs) / sizeof(programs[0])), &senv.se_ns);
+	senv_locks_start();
 
 	/* Looked up in a fixed order on a fresh store, so the inode numbers are fixed too. */
 	senv.se_fh[SENV_ROOT] = (struct fh){ .fh_export = union_export_id(senv.se_ux),
@@ -152,6 +193,10 @@ static void senv_stop(void)
 	if (!senv.se_open)
 		return;
 	rpc_dispatch_init(NULL, 0, NULL);
+	nlm_service_free(senv.se_nlm);
+	nsm_close(senv.se_nsm);
+	senv.se_nlm = NULL;
+	senv.se_nsm = NULL;
 	union_close(senv.se_ux);
 	store_close(senv.se_store);
 	nfs_server_destroy(&senv.se_ns);

@@ -1,8 +1,8 @@
 /*
  * The served world of fuzz_serve, fuzz_conn, fuzz_control and the seed generator: a real
  * two-branch union over a small tree in a temporary directory, a real store, NFS + MOUNT +
- * the built-in portmapper registered, and a fixed handle key so stored seeds carry valid
- * handles.
+ * the built-in portmapper + NLM (no callbacks) + NSM registered, and a fixed handle key so
+ * stored seeds carry valid handles.
  */
 #ifndef FUZZ_SERVE_ENV_H
 #define FUZZ_SERVE_ENV_H

@@ -2,8 +2,9 @@
  * The control socket and build/unionnfsd-ctl against a real server: status, clients and
  * stats after a libnfs mount and some calls (a copy-up, a whiteout), reload, reset before
  * per-client uppers exist, check after a lower file vanished, hostile input on the socket,
- * the error without a server, a stale socket file replaced at start, and the --metrics
- * Prometheus endpoint.
+ * the error without a server, a stale socket file replaced at start, the --metrics
+ * Prometheus endpoint, and `locks` with the lock figures of `stats` and /metrics after
+ * locks taken through raw NLM calls.
  */
 #include "common.h"
 
@@ -22,6 +23,8 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "nlm.h"
 
 #define T_OUT 65536
 #define T_IDLE_CONNS 20          /* more than the server's CONTROL_MAX_CONNS */
@@ -594,6 +597,150 @@ static void test_status_at_limits(void **state)
 		fail_msg("prlimit back: %s", strerror(errno));
 }
 
+/* ---- `locks`: locks taken through NLM, listed by client and file ---- */
+
+static nfs_fh3 lock_fh;
+
+static void t_lock_of(nlm4_lock *lk, int32_t svid, uint64_t off, uint64_t len)
+{
+	memset(lk, 0, sizeof(*lk));
+	lk->caller_name = "ctl-test";
+	lk->fh.nlm4_netobj_len = lock_fh.data.data_len;
+	lk->fh.nlm4_netobj_val = lock_fh.data.data_val;
+	lk->oh.nlm4_netobj_len = 5;
+	lk->oh.nlm4_netobj_val = "owner";
+	lk->svid = svid;
+	lk->l_offset = off;
+	lk->l_len = len;
+}
+
+/* LOCK (proc NLMPROC4_LOCK), CANCEL or UNLOCK; returns the nlm4_stats. */
+static int t_nlm(CLIENT *c, uint32_t proc, int32_t svid, bool exclusive, uint64_t off,
+		 uint64_t len, bool block)
+{
+	nlm4_lockargs la;
+	nlm4_cancargs ca;
+	nlm4_unlockargs ua;
+	nlm4_res res;
+	void *args;
+	xdrproc_t xargs;
+
+	memset(&res, 0, sizeof(res));
+	if (proc == NLMPROC4_LOCK) {
+		memset(&la, 0, sizeof(la));
+		la.block = block;
+		la.exclusive = exclusive;
+		la.state = 1;
+		t_lock_of(&la.alock, svid, off, len);
+		args = &la;
+		xargs = (xdrproc_t)xdr_nlm4_lockargs;
+	} else if (proc == NLMPROC4_CANCEL) {
+		memset(&ca, 0, sizeof(ca));
+		ca.block = block;
+		ca.exclusive = exclusive;
+		t_lock_of(&ca.alock, svid, off, len);
+		args = &ca;
+		xargs = (xdrproc_t)xdr_nlm4_cancargs;
+	} else {
+		memset(&ua, 0, sizeof(ua));
+		t_lock_of(&ua.alock, svid, off, len);
+		args = &ua;
+		xargs = (xdrproc_t)xdr_nlm4_unlockargs;
+	}
+	assert_int_equal(it_call(c, proc, xargs, args, (xdrproc_t)xdr_nlm4_res, &res), RPC_SUCCESS);
+	it_free((xdrproc_t)xdr_nlm4_res, &res);
+	return (int)res.stat.stat;
+}
+
+/* The line of text that has every one of the words given, in order. */
+static bool t_has_line(const char *text, const char *const words[], size_t n)
+{
+	for (const char *line = text; line != NULL && *line != '\0';) {
+		const char *end = strchr(line, '\n'), *p = line;
+		size_t i;
+
+		for (i = 0; i < n; i++) {
+			p = strstr(p, words[i]);
+			if (p == NULL || (end != NULL && p > end))
+				break;
+			p += strlen(words[i]);
+		}
+		if (i == n)
+			return true;
+		line = end ? end + 1 : NULL;
+	}
+	return false;
+}
+
+static void test_locks(void **state)
+{
+	static char out[T_OUT];
+	char addr[64], nlmport[16], fileid[32];
+	int mport = free_port(), lport = free_port();
+	nfs_fh3 root;
+	fattr3 attr;
+	CLIENT *c;
+
+	(void)state;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", mport);
+	snprintf(nlmport, sizeof(nlmport), "%d", lport);
+	assert_int_equal(it_server_stop(&it_srv), 0);
+	it_srv.is_extra[0] = "--metrics";
+	it_srv.is_extra[1] = addr;
+	it_srv.is_extra[2] = "--nlm-port";
+	it_srv.is_extra[3] = nlmport;
+	it_srv.is_extra[4] = NULL;
+	assert_int_equal(it_server_start(&it_srv), 0);
+
+	assert_int_equal(ctl(it_srv.is_state, out, "locks", NULL), 0);
+	assert_non_null(strstr(out, "locks held 0, waiters 0,"));
+
+	assert_int_equal(it_mnt(&it_srv, IPPROTO_TCP, IT_EXPORT, &root), 0);
+	c = it_nfs_clnt(&it_srv, IPPROTO_TCP);
+	it_assert_status(it_create(c, &root, "locked-file"), NFS3_OK);
+	it_assert_status(it_lookup(c, &root, "locked-file", &lock_fh, &attr), NFS3_OK);
+	it_clnt_destroy(c);
+	it_fh_free(&root);
+	snprintf(fileid, sizeof(fileid), " %llu ", (unsigned long long)attr.fileid);
+
+	c = it_clnt(IPPROTO_TCP, NLM_PROG, NLM_VERS4, lport);
+	assert_int_equal(t_nlm(c, NLMPROC4_LOCK, 7, true, 100, 0, false), NLM4_GRANTED);
+	assert_int_equal(t_nlm(c, NLMPROC4_LOCK, 8, false, 0, 50, false), NLM4_GRANTED);
+	assert_int_equal(t_nlm(c, NLMPROC4_LOCK, 9, false, 120, 10, true), NLM4_BLOCKED);
+
+	assert_int_equal(ctl(it_srv.is_state, out, "locks", NULL), 0);
+	if (!t_has_line(out, (const char *const[]){ "127.0.0.1", IT_EXPORT, fileid, " 7 ",
+						    "exclusive", " 100 ", "to EOF", "held" }, 8) ||
+	    !t_has_line(out, (const char *const[]){ "127.0.0.1", IT_EXPORT, fileid, " 8 ",
+						    "shared", " 0 ", " 50 ", "held" }, 8) ||
+	    !t_has_line(out, (const char *const[]){ "127.0.0.1", IT_EXPORT, fileid, " 9 ",
+						    "shared", " 120 ", " 10 ", "waiting" }, 8))
+		fail_msg("`locks` does not list the two locks and the waiter on fileid%s:\n%s",
+			 fileid, out);
+	assert_non_null(strstr(out, "locks held 2, waiters 1, clients with locks or waiting 1, "
+				    "files locked 1\n"));
+	assert_int_equal(ctl(it_srv.is_state, out, "stats", NULL), 0);
+	assert_non_null(strstr(out, "locks held 2, waiters 1,"));
+	assert_non_null(strstr(out, "\nnlm "));
+	http_get(mport, "GET /metrics HTTP/1.0\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "\nunionnfsd_locks_held 2\n"));
+	assert_non_null(strstr(out, "\nunionnfsd_lock_waiters 1\n"));
+	assert_non_null(strstr(out, "\nunionnfsd_lock_hosts 1\n"));
+	assert_non_null(strstr(out, "\nunionnfsd_locked_files 1\n"));
+	assert_non_null(strstr(out, "unionnfsd_calls_total{program=\"nlm\",procedure=\"LOCK\"} 3\n"));
+
+	/* the waiter cancelled, the locks gone: an empty list */
+	assert_int_equal(t_nlm(c, NLMPROC4_CANCEL, 9, false, 120, 10, true), NLM4_GRANTED);
+	assert_int_equal(t_nlm(c, NLMPROC4_UNLOCK, 7, false, 0, 0, false), NLM4_GRANTED);
+	assert_int_equal(t_nlm(c, NLMPROC4_UNLOCK, 8, false, 0, 0, false), NLM4_GRANTED);
+	it_clnt_destroy(c);
+	it_fh_free(&lock_fh);
+	assert_int_equal(ctl(it_srv.is_state, out, "locks", NULL), 0);
+	assert_non_null(strstr(out, "locks held 0, waiters 0,"));
+	assert_null(strstr(out, "held\n"));
+	it_srv.is_extra[0] = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -607,6 +754,7 @@ int main(void)
 		cmocka_unit_test(test_metrics),
 		cmocka_unit_test(test_metrics_idle),
 		cmocka_unit_test(test_status_at_limits),
+		cmocka_unit_test(test_locks),
 	};
 
 	return cmocka_run_group_tests(tests, setup, it_group_teardown);

@@ -722,6 +722,29 @@ static void test_iteration(void **state)
 	li.stop_after = 2;
 	assert_int_equal(locks_each(t, list_one, &li), 42);
 	assert_int_equal(li.seen, 2);
+
+	/* waiters: carol for alice's and bob's range, dave for bob's on file B */
+	struct locks_request wc = rq_on(EXPORT, FILE_A, &carol, X, 2, 3, true);
+	struct locks_request wd = rq_on(9, FILE_B, &dave, S, 6, 0, true);
+	memset(&li, 0, sizeof(li));
+	assert_int_equal(locks_each_waiter(t, list_one, &li), 0);
+	assert_string_equal(li.text, "");
+	assert_int_equal(locks_lock(t, &wc, NULL, NULL, NULL), LOCKS_BLOCKED);
+	assert_int_equal(locks_lock(t, &wd, NULL, NULL, NULL), LOCKS_BLOCKED);
+	memset(&li, 0, sizeof(li));
+	assert_int_equal(locks_each_waiter(t, list_one, &li), 0);
+	/* grouped by host, hosts in the order they came: alpha (alice's) before gamma */
+	assert_string_equal(li.text, "9:1002 alpha/4/oh-dave S 6+0\n"
+				     "7:1001 gamma/3/oh-carol X 2+3\n");
+	memset(&li, 0, sizeof(li));
+	li.stop_after = 1;
+	assert_int_equal(locks_each_waiter(t, list_one, &li), 42);
+	assert_int_equal(li.seen, 1);
+	memset(&li, 0, sizeof(li));
+	assert_int_equal(locks_each(t, list_one, &li), 0);
+	assert_int_equal(li.seen, 4);
+	assert_int_equal(locks_cancel(t, &wc, &(void *){ NULL }), LOCKS_OK);
+	assert_int_equal(locks_cancel(t, &wd, &(void *){ NULL }), LOCKS_OK);
 	struct locks_counts c;
 	locks_counts(t, &c);
 	assert_int_equal(c.lc_locks, 4);

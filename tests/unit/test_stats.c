@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,6 +167,37 @@ static void test_call_hook(void **state)
 }
 
 /*
+ * The per-program families carry the program as a label, so their HELP texts must fit every
+ * program (NLM and NSM calls are counted there too): none may speak of NFS alone.
+ */
+static void test_prometheus_help_neutral(void **state)
+{
+	static const char *const families[] = {
+		"unionnfsd_calls_total ", "unionnfsd_call_errors_total ",
+		"unionnfsd_stale_replies_total ", "unionnfsd_call_duration_seconds ",
+	};
+	char *buf = NULL, *help, *eol;
+	size_t len = 0, cap = 0;
+
+	(void)state;
+	assert_int_equal(stats_prometheus(&buf, &len, &cap), 0);
+	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+		char want[128];
+
+		snprintf(want, sizeof(want), "# HELP %s", families[i]);
+		help = strstr(buf, want);
+		assert_non_null(help);
+		eol = strchr(help, '\n');
+		assert_non_null(eol);
+		*eol = '\0';
+		if (strstr(help, "NFS") != NULL && strstr(help, "NLM") == NULL)
+			fail_msg("HELP text only about NFS for a per-program family: %s", help);
+		*eol = '\n';
+	}
+	free(buf);
+}
+
+/*
  * STALE by cause: the cause the call's thread marked, object_gone when none was; a mark
  * lives only until its call is counted, whatever the call's result.
  */
@@ -281,6 +313,7 @@ int main(void)
 		cmocka_unit_test_setup(test_percentiles, t_setup),
 		cmocka_unit_test_setup(test_call_hook, t_setup),
 		cmocka_unit_test_setup(test_stale_causes, t_setup),
+		cmocka_unit_test_setup(test_prometheus_help_neutral, t_setup),
 		cmocka_unit_test_setup(test_odd_calls, t_setup),
 		cmocka_unit_test_setup(test_concurrency, t_setup),
 	};

@@ -1,8 +1,11 @@
 /*
  * Round trips through the rpcgen XDR routines of rpc/nfs3.x and rpc/mount3.x, the sizes
- * the READDIR limits rely on, and truncated input that must fail cleanly.
+ * the READDIR limits rely on, and truncated input that must fail cleanly; the lock
+ * protocols' names (rpc/nlm4.x, rpc/sm_inter.x) refuse a NUL inside, as file names do.
  */
+#include <arpa/inet.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -11,6 +14,8 @@
 #include <cmocka.h>
 
 #include "../../src/nfs/nfs_internal.h"
+#include "nlm4.h"
+#include "sm_inter.h"
 
 #define BUFSZ 65536
 
@@ -331,6 +336,65 @@ static void test_mount_types(void **state)
 	free(buf);
 }
 
+/*
+ * Decodes a string field written as len bytes of text (a NUL at nul when it is below len)
+ * followed by the words after it; whether fn takes it.
+ */
+static bool decodes_name(xdrproc_t fn, size_t size, const uint8_t *before, size_t beforelen,
+			 const char *text, uint32_t len, const uint8_t *after, size_t afterlen)
+{
+	uint8_t buf[256];
+	size_t n = 0;
+	uint32_t be = htonl(len);
+	void *obj = calloc(1, size);
+	bool ok;
+	XDR x;
+
+	assert_non_null(obj);
+	if (beforelen > 0)
+		memcpy(buf + n, before, beforelen);
+	n += beforelen;
+	memcpy(buf + n, &be, 4);
+	n += 4;
+	memset(buf + n, 0, (len + 3) & ~3u);
+	memcpy(buf + n, text, len);
+	n += (len + 3) & ~3u;
+	memcpy(buf + n, after, afterlen);
+	n += afterlen;
+	xdrmem_create(&x, (char *)buf, (u_int)n, XDR_DECODE);
+	ok = fn(&x, obj);
+	xdr_destroy(&x);
+	xdr_free(fn, obj);
+	free(obj);
+	return ok;
+}
+
+static void test_lock_names_strict(void **state)
+{
+	static const uint8_t state_word[4] = { 0, 0, 0, 7 };
+	static const uint8_t ids[12] = { 0, 1, 0x86, 0xb5, 0, 0, 0, 4, 0, 0, 0, 16 };
+	/* nlm4_lockargs up to caller_name: an empty cookie, block, exclusive */
+	static const uint8_t lock_head[12] = { 0 };
+	/* after caller_name: empty fh and oh, svid, offset, length; reclaim, state */
+	static const uint8_t lock_tail[4 * 9] = { 0 };
+
+	(void)state;
+	/* SM_NOTIFY's mon_name, SM_UNMON_ALL's my_name */
+	assert_true(decodes_name((xdrproc_t)xdr_stat_chge, sizeof(stat_chge), NULL, 0, "abcd", 4,
+				 state_word, 4));
+	assert_false(decodes_name((xdrproc_t)xdr_stat_chge, sizeof(stat_chge), NULL, 0, "ab\0d", 4,
+				  state_word, 4));
+	assert_false(decodes_name((xdrproc_t)xdr_my_id, sizeof(my_id), NULL, 0, "h\0st", 4, ids,
+				  sizeof(ids)));
+	/* FREE_ALL's name, LOCK's caller_name */
+	assert_false(decodes_name((xdrproc_t)xdr_nlm4_notify, sizeof(nlm4_notify), NULL, 0,
+				  "cl\0ent", 6, state_word, 4));
+	assert_true(decodes_name((xdrproc_t)xdr_nlm4_lockargs, sizeof(nlm4_lockargs), lock_head,
+				 sizeof(lock_head), "client", 6, lock_tail, sizeof(lock_tail)));
+	assert_false(decodes_name((xdrproc_t)xdr_nlm4_lockargs, sizeof(nlm4_lockargs), lock_head,
+				  sizeof(lock_head), "cli\0nt", 6, lock_tail, sizeof(lock_tail)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -343,6 +407,7 @@ int main(void)
 		cmocka_unit_test(test_readdirplus_res),
 		cmocka_unit_test(test_wcc_res),
 		cmocka_unit_test(test_mount_types),
+		cmocka_unit_test(test_lock_names_strict),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
