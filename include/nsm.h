@@ -9,12 +9,15 @@
  *   state             the state number in decimal: odd while we run, 2 more at each start;
  *                     replaced atomically (temporary file, fsync, rename, directory fsync)
  *                     before we serve
- *   clients           the clients monitored in this run, one a line: "ADDRESS CALLER LOCAL"
+ *   clients           the clients monitored in this run: a first line
+ *                     "unionnfsd-nsm-clients 1", then one a line "ADDRESS =CALLER LOCAL"
  *                     (the client's address, its caller name escaped as %XX outside
- *                     [A-Za-z0-9._-], the address of ours it reached), each line made
- *                     durable before the lock that made it is granted
- *   clients.previous  what earlier runs left that still awaits SM_NOTIFY; an entry goes
- *                     when its client's statd answered
+ *                     [A-Za-z0-9._-], the address of ours it reached: what its statd
+ *                     monitors), each line durable (fdatasync) before nsm_monitor returns;
+ *                     a last line cut short by a crash is ignored
+ *   clients.previous  the same for what earlier runs left that still awaits SM_NOTIFY;
+ *                     an entry goes when its client's statd answered (rewritten atomically,
+ *                     in batches)
  * A file that cannot be read as such (corrupt, too long, more than NSM_MAX_CLIENTS lines)
  * is reported with its path and the fix and treated as empty.
  */

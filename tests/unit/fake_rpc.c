@@ -88,14 +88,13 @@ static void peer_of(const struct sockaddr_in *sin, struct fake_call *c)
  */
 static void serve_udp(struct fake_rpc *f)
 {
-	static uint8_t in[65536];
-	uint8_t out[FAKE_REPLY_MAX];
+	uint8_t *in = f->fr_buf, out[FAKE_REPLY_MAX];
 	union {
 		struct cmsghdr align;
 		char buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
 	} ctl;
 	struct sockaddr_in from;
-	struct iovec iov = { in, sizeof(in) };
+	struct iovec iov = { in, FAKE_CALL_MAX };
 	struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iov,
 			     .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
 	ssize_t n = recvmsg(f->fr_udp, &mh, 0);
@@ -142,7 +141,7 @@ static bool read_full(int fd, uint8_t *b, size_t len)
 
 static void serve_tcp(struct fake_rpc *f)
 {
-	uint8_t mark[4], in[65536], out[FAKE_REPLY_MAX + 4];
+	uint8_t mark[4], *in = f->fr_buf, out[FAKE_REPLY_MAX + 4];
 	struct sockaddr_in from;
 	socklen_t fl = sizeof(from);
 	int fd = accept(f->fr_tcp, (struct sockaddr *)&from, &fl);
@@ -152,7 +151,7 @@ static void serve_tcp(struct fake_rpc *f)
 
 	if (fd < 0)
 		return;
-	if (!read_full(fd, mark, 4) || !((len = fake_get32(mark) & 0x7fffffffu) <= sizeof(in)) ||
+	if (!read_full(fd, mark, 4) || !((len = fake_get32(mark) & 0x7fffffffu) <= FAKE_CALL_MAX) ||
 	    !read_full(fd, in, len) || !parse_call(in, len, &c))
 		goto out;
 	peer_of(&from, &c);
@@ -200,7 +199,9 @@ static int bound(int type, const char *addr, uint16_t port, uint16_t *got)
 	int one = 1, fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
 
 	inet_pton(AF_INET, addr, &sin.sin_addr);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* not for UDP: two such sockets asking for any port could be given the same one */
+	if (type == SOCK_STREAM)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
 	    (type == SOCK_STREAM && listen(fd, 16) < 0) ||
 	    getsockname(fd, (struct sockaddr *)&sin, &sl) < 0) {
@@ -218,7 +219,7 @@ struct fake_rpc *fake_rpc_start(const char *addr, uint16_t udp_port, bool tcp, f
 	struct fake_rpc *f = calloc(1, sizeof(*f));
 	pthread_t *t = calloc(1, sizeof(*t));
 
-	if (!f || !t)
+	if (!f || !t || !(f->fr_buf = malloc(FAKE_CALL_MAX)))
 		abort();
 	f->fr_fn = fn;
 	f->fr_arg = arg;
@@ -235,6 +236,7 @@ struct fake_rpc *fake_rpc_start(const char *addr, uint16_t udp_port, bool tcp, f
 	if (f->fr_udp < 0 || (tcp && f->fr_tcp < 0) || f->fr_stop < 0 ||
 	    pthread_create(t, NULL, fake_thread, f) != 0) {
 		free(t);
+		free(f->fr_buf);
 		free(f);
 		return NULL;
 	}
@@ -257,6 +259,7 @@ void fake_rpc_stop(struct fake_rpc *f)
 		close(f->fr_held[i]);
 	if (f->fr_tcp >= 0)
 		close(f->fr_tcp);
+	free(f->fr_buf);
 	free(f);
 }
 

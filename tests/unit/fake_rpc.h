@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #define FAKE_REPLY_MAX 2048
+#define FAKE_CALL_MAX 65536
 #define FAKE_HELD_MAX 128       /* TCP connections left open without an answer */
 
 struct fake_call {
@@ -37,6 +38,7 @@ struct fake_rpc {
 	void *fr_arg;
 	int fr_udp, fr_tcp, fr_stop;
 	int fr_held[FAKE_HELD_MAX], fr_nheld;
+	uint8_t *fr_buf;        /* the call being served (FAKE_CALL_MAX bytes) */
 	void *fr_thread;
 };
 

@@ -68,15 +68,41 @@ enum behaviour {
 	B_DENIED,
 	B_PROC_UNAVAIL,
 	B_GARBAGE,           /* bytes that are no RPC message */
+	B_RANDOM,            /* the call's xid, then random words, often plausible ones */
 };
 
 struct server {
 	_Atomic int behaviour;
+	unsigned seed;       /* B_RANDOM's generator (the server's thread only) */
 	atomic_uint seen;
 	atomic_uint flavor;  /* credential flavour of the last call */
 	atomic_uint port;    /* source port of the last call */
 	struct fake_rpc *srv;
 };
+
+/*
+ * A reply of up to 15 words after the xid: each word is random, or the value a
+ * well-formed accepted reply has there (so the parser gets past its first checks), or a
+ * huge length.
+ */
+static size_t random_reply(struct server *s, uint32_t xid, uint8_t *out)
+{
+	static const uint32_t plausible[] = { 1, 0, 0, 0, 0, 4 };
+	unsigned words = (unsigned)rand_r(&s->seed) % 16;
+
+	fake_put32(out, xid);
+	for (unsigned i = 0; i < words; i++) {
+		unsigned pick = (unsigned)rand_r(&s->seed) % 4;
+		uint32_t v = (uint32_t)rand_r(&s->seed);
+
+		if (pick < 2 && i < sizeof(plausible) / sizeof(plausible[0]))
+			v = plausible[i];
+		else if (pick == 2)
+			v = 0xfffffff0u + (v & 15);
+		fake_put32(out + 4 + 4 * i, v);
+	}
+	return 4 + 4 * (size_t)words - (size_t)(rand_r(&s->seed) % 3); /* sometimes not whole words */
+}
 
 static size_t test_handler(void *arg, const struct fake_call *c, uint8_t *out)
 {
@@ -109,6 +135,8 @@ static size_t test_handler(void *arg, const struct fake_call *c, uint8_t *out)
 	case B_GARBAGE:
 		memset(out, 0xff, 7);
 		return 7;
+	case B_RANDOM:
+		return random_reply(s, c->xid, out);
 	default:
 		return fake_reply(out, c->xid, 0, res, 4);
 	}
@@ -473,6 +501,31 @@ static void test_hostile(void **state)
 	}
 }
 
+/*
+ * Random replies (mostly malformed, some almost right) on both transports: each call ends
+ * once, delivered or with an error, and nothing reads outside the reply (run under the
+ * sanitizers by make check).
+ */
+static void test_random_replies(void **state)
+{
+	struct fixture *f = *state;
+
+	f->s.behaviour = B_RANDOM;
+	f->s.seed = 12345;
+	for (int i = 0; i < 120; i++) {
+		int proto = i % 3 ? IPPROTO_TCP : IPPROTO_UDP;
+		uint16_t port = proto == IPPROTO_UDP ? f->s.srv->fr_udp_port : f->s.srv->fr_tcp_port;
+		struct outcome o;
+		uint32_t arg = 1;
+
+		outcome_init(&o);
+		assert_int_equal(send_call(f->c, port, proto, &arg, 1, 50, &o), 0);
+		assert_true(outcome_wait(&o, 1));
+		assert_int_equal(o.calls, 1);
+		assert_true(o.status == 0 || o.status == -EPROTO || o.status == -ETIMEDOUT);
+	}
+}
+
 /* What rpc_client_send refuses, with done never called. */
 static void test_send_refusals(void **state)
 {
@@ -513,6 +566,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_queue_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_xid, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_random_replies, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_send_refusals, setup, teardown),
 	};
 
