@@ -33,6 +33,12 @@ void portmap_unregister(const struct portmap_mapping *maps, int n);
 
 /* The built-in portmapper: its answers come from this table (set before serving). */
 void portmap_builtin_set(const struct portmap_mapping *maps, int n);
+/*
+ * Whether the built-in portmapper answers DUMP over UDP (default yes). Without --udp the
+ * server still answers lookups over UDP when it serves locking (a rebooted client's
+ * sm-notify asks over UDP only), but not DUMP: its reply is many times its call.
+ */
+void portmap_builtin_dump_udp(bool answer);
 extern const struct rpc_program portmap_program;
 
 #endif

@@ -178,6 +178,12 @@ void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms,
  * serving; a program not registered is ignored.
  */
 void rpc_dispatch_set_ctx(uint32_t prog, void *ctx);
+/*
+ * Whether calls of program prog are served over UDP (default yes): a program off there has
+ * its UDP calls dropped unanswered on every listener, so a UDP port opened for another
+ * program (NLM's) does not serve it. After rpc_dispatch_init, before serving.
+ */
+void rpc_dispatch_set_udp(uint32_t prog, bool served);
 
 /*
  * The registered programs, for whoever reports on them (the statistics): how many, the

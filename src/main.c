@@ -786,6 +786,14 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	/* Without locking, NLM and NSM (the last two) are not served at all. */
 	rpc_dispatch_init(programs, cf->cf_nlm_port == CONFIG_NLM_OFF ? nprograms - 2 : nprograms,
 			  &mc->mc_nfs);
+	/*
+	 * Locking opens UDP ports (NLM's, the built-in portmapper's) even without --udp; they
+	 * must not serve NFS and MOUNT there, whose replies (READ's) are many times their calls:
+	 * UDP off is about not reflecting traffic at a forged source address.
+	 */
+	rpc_dispatch_set_udp(nfs3_program.rg_prog, cf->cf_udp);
+	rpc_dispatch_set_udp(mount_program.rg_prog, cf->cf_udp);
+	portmap_builtin_dump_udp(cf->cf_udp);
 	if (main_locking(mc, err, errlen) < 0)
 		return -1;
 

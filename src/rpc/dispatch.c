@@ -71,6 +71,7 @@ __thread struct call_ctx call_ctx_self;
 static const struct rpc_program *dispatch_programs[RPC_MAX_PROGRAMS];
 static int dispatch_nprograms;
 static void *dispatch_ctxs[RPC_MAX_PROGRAMS];  /* rq_ctx of each program's handlers */
+static bool dispatch_no_udp[RPC_MAX_PROGRAMS];  /* its calls over UDP are dropped */
 
 static struct rpc_arena *arena_get(struct rpc_req *rq)
 {
@@ -218,6 +219,7 @@ void rpc_dispatch_init(const struct rpc_program *const *programs, int nprograms,
 	for (int i = 0; i < nprograms; i++) {
 		dispatch_programs[i] = programs[i];
 		dispatch_ctxs[i] = ctx;
+		dispatch_no_udp[i] = false;
 	}
 	dispatch_nprograms = nprograms < 0 ? 0 : nprograms;
 }
@@ -229,12 +231,20 @@ void rpc_dispatch_set_ctx(uint32_t prog, void *ctx)
 			dispatch_ctxs[i] = ctx;
 }
 
+void rpc_dispatch_set_udp(uint32_t prog, bool served)
+{
+	for (int i = 0; i < dispatch_nprograms; i++)
+		if (dispatch_programs[i]->rg_prog == prog)
+			dispatch_no_udp[i] = !served;
+}
+
 /* Static, so that the per-call paths (rpc_serve_at, rpc_reply_max) inline them. */
-static const struct rpc_program *dispatch_find(uint32_t prog, void **ctx)
+static const struct rpc_program *dispatch_find(uint32_t prog, void **ctx, bool *no_udp)
 {
 	for (int i = 0; i < dispatch_nprograms; i++) {
 		if (dispatch_programs[i]->rg_prog == prog) {
 			*ctx = dispatch_ctxs[i];
+			*no_udp = dispatch_no_udp[i];
 			return dispatch_programs[i];
 		}
 	}
@@ -537,7 +547,8 @@ static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *
 static size_t dispatch_reply_max(uint32_t prog, uint32_t vers, uint32_t proc)
 {
 	void *ctx;
-	const struct rpc_program *pg = dispatch_find(prog, &ctx);
+	bool no_udp;
+	const struct rpc_program *pg = dispatch_find(prog, &ctx, &no_udp);
 
 	if (pg == NULL || pg->rg_big_replies == NULL || vers < pg->rg_vers_min ||
 	    vers > pg->rg_vers_max || proc >= 32 ||
@@ -585,6 +596,7 @@ static void *dispatch_serve(const void *rec, size_t len, const struct sockaddr *
 	const struct rpc_program *prog;
 	const struct rpc_proc *proc = NULL;
 	void *args = NULL, *out = NULL, *ctx = NULL;
+	bool no_udp = false;
 	struct drc_ticket drc = { 0 };
 	enum rpc_outcome outcome;
 	XDR xdrs;
@@ -613,11 +625,13 @@ static void *dispatch_serve(const void *rec, size_t len, const struct sockaddr *
 		return NULL;
 	}
 
-	prog = dispatch_find(call.rc_prog, &ctx);
+	prog = dispatch_find(call.rc_prog, &ctx, &no_udp);
 	if (prog == NULL) {
 		r.dr_code = PROG_UNAVAIL;
 		goto encode;
 	}
+	if (no_udp && protocol == IPPROTO_UDP)
+		return NULL;
 	if (call.rc_vers < prog->rg_vers_min || call.rc_vers > prog->rg_vers_max) {
 		r.dr_code = PROG_MISMATCH;
 		r.dr_low = prog->rg_vers_min;

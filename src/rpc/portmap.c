@@ -47,6 +47,21 @@
 static pthread_mutex_t portmap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct portmap_mapping portmap_table[PORTMAP_MAX_MAPS];
 static int portmap_n;
+static _Atomic bool portmap_dump_udp = true;
+
+void portmap_builtin_dump_udp(bool answer)
+{
+	portmap_dump_udp = answer;
+}
+
+/*
+ * A DUMP reply is many times its call: over UDP, whose source address anyone can forge, it
+ * would reflect traffic at others. Lookups answer with less than they are asked.
+ */
+static bool portmap_dump_refused(const struct rpc_req *rq)
+{
+	return rq->rq_protocol == IPPROTO_UDP && !portmap_dump_udp;
+}
 
 void portmap_builtin_set(const struct portmap_mapping *maps, int n)
 {
@@ -195,9 +210,12 @@ static enum rpc_outcome pm_dump2(struct rpc_req *rq, void *args, void *res)
 {
 	struct portmap_mapping maps[PORTMAP_MAX_MAPS];
 	struct pmaplist **tail = res;
-	int n = portmap_snapshot(maps);
+	int n;
 
 	(void)args;
+	if (portmap_dump_refused(rq))
+		return RPC_OUT_DROP;
+	n = portmap_snapshot(maps);
 	for (int i = 0; i < n; i++) {
 		struct pmaplist *e = rpc_alloc(rq, sizeof(*e));
 
@@ -239,9 +257,12 @@ static enum rpc_outcome pm_dump34(struct rpc_req *rq, void *args, void *res)
 	static const char *const netids[2][2] = { { "tcp", "tcp6" }, { "udp", "udp6" } };
 	struct portmap_mapping maps[PORTMAP_MAX_MAPS];
 	rpcblist_ptr *tail = res;
-	int n = portmap_snapshot(maps);
+	int n;
 
 	(void)args;
+	if (portmap_dump_refused(rq))
+		return RPC_OUT_DROP;
+	n = portmap_snapshot(maps);
 	for (int i = 0; i < n; i++) {
 		int p = maps[i].pm_prot == IPPROTO_UDP;
 

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <rpc/pmap_prot.h>
+#include <rpc/rpcb_prot.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,12 +231,16 @@ static ssize_t udp_exchange(const uint8_t *msg, size_t len, uint8_t *reply, size
 }
 
 /* A NULL call over UDP to port: true when answered, false when refused (nothing listens). */
-static bool udp_null_answered(int port)
+/*
+ * Whether a UDP NULL call of prog/vers to port is answered within wait_ms: a closed port
+ * refuses at once (loopback's port unreachable); a dropped call gets no reply.
+ */
+static bool udp_proc_answered(int port, uint32_t prog, uint32_t vers, uint32_t proc, int wait_ms)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
-	uint8_t msg[128], reply[256];
-	size_t len = call_hdr(msg, 0x0dd, 2, NFS_PROGRAM, 3, 0, 0, 0);
-	struct timeval tv = { IT_CALL_TIMEOUT, 0 };
+	uint8_t msg[128], reply[2048];
+	size_t len = call_hdr(msg, 0x0dd, 2, prog, vers, proc, 0, 0);
+	struct timeval tv = { wait_ms / 1000, (wait_ms % 1000) * 1000 };
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 	ssize_t n;
 	int e;
@@ -245,13 +250,60 @@ static bool udp_null_answered(int port)
 	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	assert_int_equal(send(fd, msg, len, 0), (ssize_t)len);
-	/* loopback's port unreachable comes back at once as ECONNREFUSED */
 	n = recv(fd, reply, sizeof(reply), 0);
 	e = errno;
 	close(fd);
-	if (n < 0 && e != ECONNREFUSED)
-		fail_msg("UDP NULL to port %d: %s, want a reply or a refusal", port, strerror(e));
+	if (n < 0 && e != ECONNREFUSED && e != EAGAIN)
+		fail_msg("UDP call to port %d: %s, want a reply, a refusal or silence", port,
+			 strerror(e));
 	return n >= 24 && it_get32(reply, 0) == 0x0dd;
+}
+
+static bool udp_null_answered(int port)
+{
+	return udp_proc_answered(port, NFS_PROGRAM, 3, 0, IT_CALL_TIMEOUT * 1000);
+}
+
+/*
+ * With locking on and no --udp, the UDP ports locking opens (NLM's, the built-in
+ * portmapper's) answer NLM, NSM and portmapper lookups only: NFS and MOUNT calls and
+ * portmapper DUMPs, whose replies can be many times their calls, go unanswered there.
+ */
+static void test_locking_udp_serves_only_locking(void **state)
+{
+	struct it_server s;
+	char pmport[16], nlmport[16];
+	int port = 40400, nlm;
+
+	(void)state;
+	while (port < 40500 && !it_tcp_port_free(port))
+		port++;
+	nlm = port + 1;
+	while (nlm < 40600 && !it_tcp_port_free(nlm))
+		nlm++;
+	snprintf(pmport, sizeof(pmport), "%d", port);
+	snprintf(nlmport, sizeof(nlmport), "%d", nlm);
+	it_server_init(&s, false);
+	s.is_portmap = "builtin";
+	s.is_extra[0] = "--portmap-port";
+	s.is_extra[1] = pmport;
+	s.is_extra[2] = "--nlm-port";
+	s.is_extra[3] = nlmport;
+	if (it_server_start(&s) != 0) {
+		it_server_cleanup(&s);
+		fail_msg("the server did not start with --nlm-port %d", nlm);
+	}
+	assert_true(udp_proc_answered(nlm, 100021, 4, 0, IT_CALL_TIMEOUT * 1000));
+	assert_true(udp_proc_answered(nlm, 100024, 1, 0, IT_CALL_TIMEOUT * 1000));
+	assert_true(udp_proc_answered(port, PMAPPROG, PMAPVERS, PMAPPROC_NULL,
+				      IT_CALL_TIMEOUT * 1000));
+	/* the answered calls above show the server is up: silence now means dropped */
+	assert_false(udp_proc_answered(nlm, NFS_PROGRAM, 3, 0, 500));
+	assert_false(udp_proc_answered(port, NFS_PROGRAM, 3, 0, 500));
+	assert_false(udp_proc_answered(nlm, 100005, 3, 0, 500));
+	assert_false(udp_proc_answered(port, PMAPPROG, PMAPVERS, PMAPPROC_DUMP, 500));
+	assert_false(udp_proc_answered(port, 100000, 3, RPCBPROC_DUMP, 500));
+	assert_int_equal(it_server_finish(&s), 0);
 }
 
 /*
@@ -593,6 +645,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_ops),
 		cmocka_unit_test(test_udp_off_by_default),
+		cmocka_unit_test(test_locking_udp_serves_only_locking),
 		cmocka_unit_test(test_tcp_ops),
 		cmocka_unit_test(test_programs_and_versions),
 		cmocka_unit_test(test_garbage_args),

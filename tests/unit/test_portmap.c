@@ -97,6 +97,13 @@ static void reply_done(struct reply *r)
 	free(r->out);
 }
 
+/* A reply whose result the test does not read. */
+static void reply_skip(struct reply *r)
+{
+	xdr_destroy(&r->body);
+	free(r->out);
+}
+
 static uint32_t getport(uint32_t prog, uint32_t vers, uint32_t prot)
 {
 	struct pmap p = { prog, vers, prot, 0 };
@@ -164,6 +171,33 @@ static void test_dump2(void **state)
 	}
 	assert_int_equal(i, sizeof(maps) / sizeof(maps[0]));
 	xdr_free((xdrproc_t)xdr_pmaplist, (char *)&list);
+}
+
+/* DUMP over UDP is not answered when turned off (a reflection risk); lookups still are. */
+static void test_dump_udp_off(void **state)
+{
+	struct sockaddr_in l4 = { .sin_family = AF_INET, .sin_port = htons(111) };
+	struct reply r;
+	struct pmap m = { 100005, 3, IPPROTO_TCP, 0 };
+	uint32_t port = 0;
+
+	(void)state;
+	inet_pton(AF_INET, "192.0.2.7", &l4.sin_addr);
+	portmap_builtin_dump_udp(false);
+	assert_false(call(2, PMAPPROC_DUMP, NULL, NULL, NULL, 0, IPPROTO_UDP, &r));
+	assert_false(call(3, RPCBPROC_DUMP, NULL, NULL, (struct sockaddr *)&l4, sizeof(l4),
+			  IPPROTO_UDP, &r));
+	assert_false(call(4, RPCBPROC_DUMP, NULL, NULL, (struct sockaddr *)&l4, sizeof(l4),
+			  IPPROTO_UDP, &r));
+	assert_true(call(2, PMAPPROC_DUMP, NULL, NULL, NULL, 0, IPPROTO_TCP, &r));
+	reply_skip(&r);
+	assert_true(call(2, PMAPPROC_GETPORT, (encode_fn)xdr_pmap, &m, NULL, 0, IPPROTO_UDP, &r));
+	assert_true(xdr_u_int(&r.body, &port));
+	assert_int_equal(port, 20048);
+	reply_done(&r);
+	portmap_builtin_dump_udp(true);
+	assert_true(call(2, PMAPPROC_DUMP, NULL, NULL, NULL, 0, IPPROTO_UDP, &r));
+	reply_skip(&r);
 }
 
 static void test_getaddr(void **state)
@@ -417,6 +451,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_getport),
 		cmocka_unit_test(test_dump2),
+		cmocka_unit_test(test_dump_udp_off),
 		cmocka_unit_test(test_getaddr),
 		cmocka_unit_test(test_dump34),
 		cmocka_unit_test(test_refusals),
