@@ -78,6 +78,8 @@ int nlm_service_new(struct nfs_server *ns, struct nsm *nsm, struct rpc_client *r
 void nlm_service_free(struct nlm_service *s);
 /* The table, for `unionnfsd-ctl locks` and the statistics. */
 struct locks_table *nlm_service_locks(struct nlm_service *s);
+/* GRANTED callbacks queued or being retried (not yet delivered nor given up), for the stats. */
+uint64_t nlm_service_callbacks_pending(struct nlm_service *s);
 bool nlm_in_grace(const struct nlm_service *s);
 
 /*

@@ -22,8 +22,20 @@
  * or all), the table retries that object's waiters in the order they came and hands back the
  * ones it granted as a list of events; the caller then sends NLM GRANTED and frees the list.
  * The table never calls out while it holds its mutex, and granting needs no allocation the
- * waiter did not make when it was queued, except lock records (a failure there, or the
- * waiter's host at its limit, gives a LOCKS_EV_DENIED event and the waiter is gone).
+ * waiter did not make when it was queued, except lock records and the grant's undo record
+ * (a failure there, or the waiter's host at its limit, gives a LOCKS_EV_DENIED event and the
+ * waiter is gone).
+ *
+ * Undoing a grant: the client may never learn of it, or refuse it (its process stopped
+ * waiting). Each grant (le_grant) keeps the owner's locks it replaced in the waiter's range
+ * until the caller settles it: locks_grant_keep forgets them, locks_ungrant puts them back
+ * exactly (so an upgrade from shared to exclusive given back leaves the shared lock held)
+ * and grants the waiters the removed part lets in. An undo needs no allocation and never
+ * fails for a limit. If the owner locked or unlocked on that range since the grant (or was
+ * granted another waiter there), the undo changes nothing (LOCKS_CHANGED): the owner's later
+ * request is what its client now believes it holds, and an undo could drop or resurrect a
+ * lock behind its back; keeping a lock too long only makes others wait. Saved records are not
+ * counted as held locks; a grant goes with its owner's release.
  * Fairness: waiters are tried first come first served, but a waiter is granted as soon as no
  * held lock conflicts, even if an earlier waiter is still blocked, and a new request is
  * granted if no held lock conflicts, whatever waits (as the Linux and BSD lock managers do).
@@ -66,6 +78,7 @@ enum locks_status {
 	LOCKS_NOMEM,           /* out of memory; nothing changed */
 	LOCKS_NOENT,           /* CANCEL: no such waiter */
 	LOCKS_INVAL,           /* bad argument: empty or too long host, too long owner handle */
+	LOCKS_CHANGED,         /* ungrant: the owner changed its locks there since; left alone */
 };
 
 enum locks_type {
@@ -136,6 +149,7 @@ struct locks_event {
 	enum locks_type le_type;
 	uint64_t le_offset;
 	uint64_t le_len;
+	uint64_t le_grant;         /* LOCKS_EV_GRANTED: for locks_ungrant or locks_grant_keep */
 };
 
 struct locks_limits {
@@ -208,6 +222,19 @@ void locks_release_owner(struct locks_table *t, const struct locks_owner *owner,
 			 struct locks_event **events);
 void locks_release_host(struct locks_table *t, const char *host, struct locks_event **events);
 void locks_release_all(struct locks_table *t, struct locks_event **events);
+
+/*
+ * Settles a grant (an event's le_grant). locks_ungrant gives it back: the owner's locks in the
+ * waiter's range become what they were just before the grant, and waiters that lets in are
+ * added to *events. LOCKS_OK; LOCKS_CHANGED when the owner changed its locks on that range
+ * since (nothing is undone); LOCKS_NOENT when the grant is unknown (settled, or its owner
+ * released). locks_grant_keep: the client took the lock, the undo record goes. Every grant
+ * must be settled one way or the other (or released with its owner), or its record stays.
+ */
+enum locks_status locks_ungrant(struct locks_table *t, uint64_t grant, struct locks_event **events);
+void locks_grant_keep(struct locks_table *t, uint64_t grant);
+/* Grants not settled yet. */
+size_t locks_grants(struct locks_table *t);
 
 /* Frees an event list (not the cookies: they are the caller's). */
 void locks_events_free(struct locks_event *events);

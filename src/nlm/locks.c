@@ -10,6 +10,11 @@
  *
  * A call changes nothing until it knows it can finish: it counts what a change will add against
  * the limits and allocates the records it needs before it unlinks anything.
+ *
+ * A grant (a waiter given its lock) is remembered until the caller keeps or undoes it: the
+ * owner's locks it replaced, clipped to the waiter's range, are kept as unlinked lock records
+ * with one spare record for a split, so undoing it needs no allocation. A later lock or unlock
+ * by the owner on that range (or another grant to it there) marks the grant changed.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,6 +35,7 @@
 
 struct lock;
 struct waiter;
+struct grant;
 
 struct host {
 	struct host *h_hash_next;
@@ -45,7 +51,8 @@ struct host {
 struct owner {
 	LIST_ENTRY(owner) o_link;
 	struct host *o_host;
-	size_t o_refs;           /* locks, waiters and running calls */
+	size_t o_refs;           /* locks, waiters, grants and running calls */
+	LIST_HEAD(, grant) o_grants;
 	int32_t o_svid;
 	size_t o_ohlen;
 	uint8_t o_oh[];
@@ -83,6 +90,20 @@ struct waiter {
 	char w_copy[];           /* the event's host key and owner handle */
 };
 
+/* How to undo a grant: what the owner held in its range just before (see the top). */
+struct grant {
+	TAILQ_ENTRY(grant) g_all;
+	LIST_ENTRY(grant) g_owner_link;
+	uint64_t g_id;
+	struct owner *g_owner;   /* holds a reference */
+	struct locks_object g_key;
+	uint64_t g_start;
+	uint64_t g_end;
+	bool g_changed;          /* the owner changed its locks on the range since */
+	struct lock *g_spare;    /* for the split an undo may need; NULL once used */
+	TAILQ_HEAD(, lock) g_saved;  /* linked by l_obj_link, owner and object unset */
+};
+
 struct locks_table {
 	pthread_mutex_t t_mutex;
 	struct locks_limits t_limits;
@@ -93,6 +114,8 @@ struct locks_table {
 	size_t t_nobjects;
 	size_t t_nlocks;
 	size_t t_nwaiters;
+	TAILQ_HEAD(, grant) t_grants;
+	uint64_t t_last_grant;
 };
 
 /* Events gathered under the mutex, handed to the caller after. */
@@ -414,6 +437,18 @@ static void lock_cut(struct locks_table *t, struct object *ob, struct lock *l, u
 	}
 }
 
+/* Owner o changes its locks on [start, end] of ob: an undo of its grants there would be blind. */
+static void grants_mark_changed(struct object *ob, struct owner *o, uint64_t start, uint64_t end)
+{
+	struct grant *g;
+
+	LIST_FOREACH(g, &o->o_grants, g_owner_link)
+		if (g->g_key.lo_export == ob->ob_key.lo_export &&
+		    g->g_key.lo_fileid == ob->ob_key.lo_fileid &&
+		    overlaps(g->g_start, g->g_end, start, end))
+			g->g_changed = true;
+}
+
 /*
  * Gives owner o the lock [start, end] of the given type on ob, replacing o's own locks there
  * (the parts of other-type locks outside the range stay) and merging o's locks of the same type
@@ -461,6 +496,7 @@ static enum locks_status lock_apply(struct locks_table *t, struct object *ob, st
 	}
 	free(split);
 	lock_link(t, fresh, ob, o, type, new_start, new_end);
+	grants_mark_changed(ob, o, start, end);
 	return LOCKS_OK;
 }
 
@@ -488,7 +524,146 @@ static enum locks_status lock_remove_range(struct locks_table *t, struct object 
 		lock_cut(t, ob, l, start, end, &split);
 	}
 	free(split);
+	if (*changed)
+		grants_mark_changed(ob, o, start, end);
 	return LOCKS_OK;
+}
+
+/* Merges two of o's locks on ob of one type that overlap or touch; false if none do. */
+static bool owner_merge_one(struct locks_table *t, struct object *ob, struct owner *o)
+{
+	struct lock *a, *b;
+
+	TAILQ_FOREACH(a, &ob->ob_locks, l_obj_link) {
+		if (a->l_owner != o)
+			continue;
+		TAILQ_FOREACH(b, &ob->ob_locks, l_obj_link) {
+			if (b == a || b->l_owner != o || b->l_type != a->l_type ||
+			    !touches(a->l_start, a->l_end, b->l_start, b->l_end))
+				continue;
+			a->l_start = b->l_start < a->l_start ? b->l_start : a->l_start;
+			a->l_end = b->l_end > a->l_end ? b->l_end : a->l_end;
+			lock_unlink(t, b);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- grants ---- */
+
+static void grant_free(struct locks_table *t, struct grant *g)
+{
+	struct lock *l;
+
+	while ((l = TAILQ_FIRST(&g->g_saved)) != NULL) {
+		TAILQ_REMOVE(&g->g_saved, l, l_obj_link);
+		free(l);
+	}
+	free(g->g_spare);
+	if (g->g_owner != NULL)
+		owner_unref(t, g->g_owner);
+	free(g);
+}
+
+/*
+ * Before o is granted [start, end] on ob: a grant holding copies of o's locks there, clipped
+ * to the range, and the spare record. NULL when out of memory.
+ */
+static struct grant *grant_prepare(struct object *ob, struct owner *o, uint64_t start,
+				   uint64_t end)
+{
+	struct grant *g = calloc(1, sizeof(*g));
+	struct lock *l, *copy;
+
+	if (g == NULL)
+		return NULL;
+	TAILQ_INIT(&g->g_saved);
+	g->g_key = ob->ob_key;
+	g->g_start = start;
+	g->g_end = end;
+	g->g_spare = malloc(sizeof(*g->g_spare));
+	if (g->g_spare == NULL)
+		goto nomem;
+	TAILQ_FOREACH(l, &ob->ob_locks, l_obj_link) {
+		if (l->l_owner != o || !overlaps(l->l_start, l->l_end, start, end))
+			continue;
+		copy = calloc(1, sizeof(*copy));
+		if (copy == NULL)
+			goto nomem;
+		copy->l_type = l->l_type;
+		copy->l_start = l->l_start > start ? l->l_start : start;
+		copy->l_end = l->l_end < end ? l->l_end : end;
+		TAILQ_INSERT_TAIL(&g->g_saved, copy, l_obj_link);
+	}
+	return g;
+nomem:
+	grant_free(NULL, g);
+	return NULL;
+}
+
+/* The grant is made: it is remembered under a new id (the event's le_grant). */
+static void grant_commit(struct locks_table *t, struct grant *g, struct owner *o)
+{
+	g->g_id = ++t->t_last_grant;
+	g->g_owner = o;
+	o->o_refs++;
+	LIST_INSERT_HEAD(&o->o_grants, g, g_owner_link);
+	TAILQ_INSERT_TAIL(&t->t_grants, g, g_all);
+}
+
+static struct grant *grant_take(struct locks_table *t, uint64_t id)
+{
+	struct grant *g;
+
+	TAILQ_FOREACH(g, &t->t_grants, g_all)
+		if (g->g_id == id) {
+			TAILQ_REMOVE(&t->t_grants, g, g_all);
+			LIST_REMOVE(g, g_owner_link);
+			return g;
+		}
+	return NULL;
+}
+
+/* Forgets every grant of o (its locks are going). */
+static void owner_drop_grants(struct locks_table *t, struct owner *o)
+{
+	struct grant *g;
+
+	o->o_refs++;
+	while ((g = LIST_FIRST(&o->o_grants)) != NULL) {
+		TAILQ_REMOVE(&t->t_grants, g, g_all);
+		LIST_REMOVE(g, g_owner_link);
+		grant_free(t, g);
+	}
+	owner_unref(t, o);
+}
+
+/*
+ * Puts back on ob what the grant's owner held in its range before the grant. A saved exclusive
+ * lock another owner now shares can only be where the grant was a shared lock (an exclusive
+ * grant let no one in): it comes back shared, as the grant had it, rather than break that
+ * owner's lock. Limits are not checked: the records were within them before the grant.
+ */
+static void grant_restore(struct locks_table *t, struct object *ob, struct grant *g)
+{
+	struct owner *o = g->g_owner;
+	struct lock *l, *next;
+
+	TAILQ_FOREACH_SAFE(l, &ob->ob_locks, l_obj_link, next)
+		if (l->l_owner == o && overlaps(l->l_start, l->l_end, g->g_start, g->g_end))
+			lock_cut(t, ob, l, g->g_start, g->g_end, &g->g_spare);
+	while ((l = TAILQ_FIRST(&g->g_saved)) != NULL) {
+		enum locks_type type = l->l_type;
+
+		TAILQ_REMOVE(&g->g_saved, l, l_obj_link);
+		if (type == LOCKS_EXCLUSIVE &&
+		    first_conflict(ob, o, LOCKS_EXCLUSIVE, l->l_start, l->l_end) != NULL)
+			type = LOCKS_SHARED;
+		lock_link(t, l, ob, o, type, l->l_start, l->l_end);
+	}
+	while (owner_merge_one(t, ob, o))
+		;
 }
 
 /* ---- waiters ---- */
@@ -575,16 +750,24 @@ static void waiters_retry(struct locks_table *t, struct object *ob, struct event
 	while (granted) {
 		granted = false;
 		TAILQ_FOREACH_SAFE(w, &ob->ob_waiters, w_obj_link, next) {
-			enum locks_status st;
+			struct owner *o = w->w_owner;
+			enum locks_status st = LOCKS_NOMEM;
+			struct grant *g;
 
-			if (first_conflict(ob, w->w_owner, w->w_ev.le_type, w->w_start, w->w_end) != NULL)
+			if (first_conflict(ob, o, w->w_ev.le_type, w->w_start, w->w_end) != NULL)
 				continue;
-			st = lock_apply(t, ob, w->w_owner, w->w_ev.le_type, w->w_start, w->w_end);
+			g = grant_prepare(ob, o, w->w_start, w->w_end);
+			if (g != NULL)
+				st = lock_apply(t, ob, o, w->w_ev.le_type, w->w_start, w->w_end);
 			if (st == LOCKS_OK) {
+				grant_commit(t, g, o);
+				w->w_ev.le_grant = g->g_id;
 				waiter_leave(t, w, LOCKS_EV_GRANTED, LOCKS_OK, el);
 				granted = true;
 				break;
 			}
+			if (g != NULL)
+				grant_free(t, g);
 			waiter_leave(t, w, LOCKS_EV_DENIED, st, el);
 		}
 	}
@@ -621,6 +804,11 @@ static void host_release(struct locks_table *t, struct host *h, const struct own
 	struct waiter *w, *wnext;
 
 	h->h_pins++;
+	for (struct owner *each = LIST_FIRST(&h->h_owners), *onext; each != NULL; each = onext) {
+		onext = LIST_NEXT(each, o_link);
+		if (o == NULL || each == o)
+			owner_drop_grants(t, each);
+	}
 	TAILQ_FOREACH_SAFE(w, &h->h_waiters, w_host_link, wnext) {
 		if (o != NULL && w->w_owner != o)
 			continue;
@@ -675,6 +863,7 @@ enum locks_status locks_table_create(const struct locks_limits *limits, struct l
 	}
 	t->t_limits = *limits;
 	TAILQ_INIT(&t->t_host_list);
+	TAILQ_INIT(&t->t_grants);
 	*out = t;
 	return LOCKS_OK;
 }
@@ -895,6 +1084,56 @@ void locks_release_all(struct locks_table *t, struct locks_event **events)
 	events_hand_over(&el, events);
 }
 
+enum locks_status locks_ungrant(struct locks_table *t, uint64_t grant, struct locks_event **events)
+{
+	struct event_list el;
+	struct object *ob = NULL;
+	struct grant *g;
+	enum locks_status st = LOCKS_NOENT;
+
+	events_init(&el);
+	pthread_mutex_lock(&t->t_mutex);
+	g = grant_take(t, grant);
+	if (g != NULL) {
+		ob = *object_slot(t, &g->g_key);
+		/* unchanged, the granted lock is still there, and so its object */
+		st = g->g_changed || ob == NULL ? LOCKS_CHANGED : LOCKS_OK;
+	}
+	if (st == LOCKS_OK) {
+		grant_restore(t, ob, g);
+		waiters_retry(t, ob, &el);
+		object_put_if_idle(t, ob);
+	}
+	if (g != NULL)
+		grant_free(t, g);
+	pthread_mutex_unlock(&t->t_mutex);
+	events_hand_over(&el, events);
+	return st;
+}
+
+void locks_grant_keep(struct locks_table *t, uint64_t grant)
+{
+	struct grant *g;
+
+	pthread_mutex_lock(&t->t_mutex);
+	g = grant_take(t, grant);
+	if (g != NULL)
+		grant_free(t, g);
+	pthread_mutex_unlock(&t->t_mutex);
+}
+
+size_t locks_grants(struct locks_table *t)
+{
+	struct grant *g;
+	size_t n = 0;
+
+	pthread_mutex_lock(&t->t_mutex);
+	TAILQ_FOREACH(g, &t->t_grants, g_all)
+		n++;
+	pthread_mutex_unlock(&t->t_mutex);
+	return n;
+}
+
 void locks_events_free(struct locks_event *events)
 {
 	while (events != NULL) {
@@ -1005,6 +1244,7 @@ const char *locks_strerror(enum locks_status status)
 	case LOCKS_NOMEM: return "out of memory";
 	case LOCKS_NOENT: return "no such waiting request";
 	case LOCKS_INVAL: return "invalid lock request (host key or owner handle size)";
+	case LOCKS_CHANGED: return "the owner changed its locks on the granted range since";
 	}
 	return "unknown lock table status";
 }

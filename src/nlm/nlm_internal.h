@@ -36,12 +36,8 @@ struct nlm_host {
 struct nlm_grant {
 	struct nlm_grant *g_next;
 	uint64_t g_seq;             /* our cookie */
-	struct locks_object g_object;
+	uint64_t g_grant;           /* the table's grant, to keep or undo */
 	char g_key[NLM_KEY_LEN];
-	int32_t g_svid;
-	uint64_t g_offset, g_len;
-	size_t g_ohlen;
-	uint8_t g_oh[];
 };
 
 /* A queued LOCK: how to call the client back once it is granted (the table's cookie). */
@@ -70,6 +66,7 @@ struct nlm_service {
 	struct locks_table *s_locks;
 	unsigned s_retry_ms, s_retry_total_ms;
 	_Atomic uint64_t s_seq;     /* our cookies */
+	_Atomic uint64_t s_callbacks;  /* GRANTED_MSG calls queued or being retried */
 
 	pthread_mutex_t s_mu;       /* guards hosts, grants, shares and the grace thread's stop */
 	struct nlm_host *s_hosts;

@@ -176,16 +176,19 @@ static struct nlm_grant *nlm_grant_unlink(struct nlm_service *s, uint64_t seq)
 	return NULL;
 }
 
-/* Remembers a grant until its GRANTED_RES; the oldest goes when there are too many. */
+/*
+ * Remembers a grant until its GRANTED_RES; the oldest goes when there are too many, its lock
+ * kept (a client that never answers GRANTED_MSG's call took it, as far as we can tell).
+ */
 static void nlm_grant_remember(struct nlm_service *s, struct nlm_grant *g)
 {
-	struct nlm_grant **pp;
+	struct nlm_grant **pp, *oldest = NULL;
 
 	pthread_mutex_lock(&s->s_mu);
 	if (s->s_ngrants >= NLM_GRANTS_MAX) {
 		for (pp = &s->s_grants; (*pp)->g_next != NULL; pp = &(*pp)->g_next)
 			;
-		free(*pp);
+		oldest = *pp;
 		*pp = NULL;
 		s->s_ngrants--;
 	}
@@ -193,20 +196,23 @@ static void nlm_grant_remember(struct nlm_service *s, struct nlm_grant *g)
 	s->s_grants = g;
 	s->s_ngrants++;
 	pthread_mutex_unlock(&s->s_mu);
+	if (oldest != NULL) {
+		locks_grant_keep(s->s_locks, oldest->g_grant);
+		free(oldest);
+	}
 }
 
-/* The client never learns of (or refuses) the lock it was granted: it is given back. */
-static void nlm_grant_undo(struct nlm_service *s, const struct nlm_grant *g)
+/*
+ * The client never learns of (or refuses) the lock it was granted: it is given back, and the
+ * owner's locks on the range are again what they were before the grant.
+ */
+static void nlm_grant_undo(struct nlm_service *s, uint64_t grant, const char *key)
 {
 	struct locks_event *events = NULL;
-	struct locks_request rq = {
-		.lq_object = g->g_object,
-		.lq_owner = { g->g_key, g->g_svid, g->g_oh, g->g_ohlen },
-		.lq_offset = g->g_offset,
-		.lq_len = g->g_len,
-	};
 
-	locks_unlock(s->s_locks, &rq, &events);
+	if (locks_ungrant(s->s_locks, grant, &events) == LOCKS_CHANGED)
+		log_info("nlm: %s changed its locks on a range it was granted since; the grant is "
+			 "not undone there", key);
 	nlm_events(s, events);
 }
 
@@ -233,9 +239,10 @@ static void nlm_granted_done(void *arg, int status, XDR *reply)
 		snprintf(key, sizeof(key), "%s", g->g_key);
 		log_warn("nlm: could not tell %s its blocked lock was granted (%s); the lock is "
 			 "given back", key, strerror(-status));
-		nlm_grant_undo(s, g);
+		nlm_grant_undo(s, g->g_grant, key);
 		free(g);
 	}
+	atomic_fetch_sub(&s->s_callbacks, 1);
 	free(cb);
 }
 
@@ -243,7 +250,7 @@ static void nlm_granted_done(void *arg, int status, XDR *reply)
 static bool nlm_call_granted(struct nlm_service *s, const struct locks_event *ev,
 			     const struct nlm_waiter *w)
 {
-	struct nlm_grant *g = calloc(1, sizeof(*g) + ev->le_owner.lw_ohlen);
+	struct nlm_grant *g = calloc(1, sizeof(*g));
 	struct nlm_callback *cb = malloc(sizeof(*cb));
 	uint64_t seq = atomic_fetch_add(&s->s_seq, 1);
 	uint8_t cookie[8];
@@ -258,13 +265,8 @@ static bool nlm_call_granted(struct nlm_service *s, const struct locks_event *ev
 		return false;
 	}
 	g->g_seq = seq;
-	g->g_object = ev->le_object;
+	g->g_grant = ev->le_grant;
 	snprintf(g->g_key, sizeof(g->g_key), "%s", ev->le_owner.lw_host);
-	g->g_svid = ev->le_owner.lw_svid;
-	g->g_offset = ev->le_offset;
-	g->g_len = ev->le_len;
-	g->g_ohlen = ev->le_owner.lw_ohlen;
-	memcpy(g->g_oh, ev->le_owner.lw_oh, g->g_ohlen);
 	nlm_grant_remember(s, g);
 
 	memcpy(cookie, &seq, sizeof(cookie));
@@ -288,8 +290,11 @@ static bool nlm_call_granted(struct nlm_service *s, const struct locks_event *ev
 		.attempts = s->s_retry_total_ms / s->s_retry_ms + 1, .interval_ms = s->s_retry_ms,
 		.done = nlm_granted_done, .arg = cb,
 	};
+	/* counted first: done may run on the client's thread before nlm_send returns */
+	atomic_fetch_add(&s->s_callbacks, 1);
 	err = nlm_send(s, &call);
 	if (err != 0) {
+		atomic_fetch_sub(&s->s_callbacks, 1);
 		pthread_mutex_lock(&s->s_mu);
 		g = nlm_grant_unlink(s, seq);
 		pthread_mutex_unlock(&s->s_mu);
@@ -310,14 +315,9 @@ void nlm_events(struct nlm_service *s, struct locks_event *events)
 			struct nlm_waiter *w = ev->le_cookie;
 
 			if (ev->le_kind == LOCKS_EV_GRANTED && !nlm_call_granted(s, ev, w)) {
-				struct locks_request rq = {
-					.lq_object = ev->le_object, .lq_owner = ev->le_owner,
-					.lq_offset = ev->le_offset, .lq_len = ev->le_len,
-				};
-
 				log_warn("nlm: cannot call %s back for its granted lock; given back",
 					 ev->le_owner.lw_host);
-				locks_unlock(s->s_locks, &rq, &more);
+				locks_ungrant(s->s_locks, ev->le_grant, &more);
 			}
 			nlm_waiter_free(w);
 		}
@@ -346,7 +346,9 @@ void nlm_granted_res(struct nlm_service *s, const struct rpc_req *rq, const nlm4
 	if (g == NULL)
 		return;
 	if (stat != NLM4_GRANTED)
-		nlm_grant_undo(s, g);
+		nlm_grant_undo(s, g->g_grant, key);
+	else
+		locks_grant_keep(s->s_locks, g->g_grant);
 	free(g);
 }
 
@@ -665,4 +667,9 @@ void nlm_service_free(struct nlm_service *s)
 struct locks_table *nlm_service_locks(struct nlm_service *s)
 {
 	return s->s_locks;
+}
+
+uint64_t nlm_service_callbacks_pending(struct nlm_service *s)
+{
+	return atomic_load(&s->s_callbacks);
 }
