@@ -530,6 +530,204 @@ static void test_downgrade_lets_waiters_in(void **state)
 	locks_table_destroy(t);
 }
 
+/* ---- grants given back ---- */
+
+/* The single event in ev: a grant of the waiter with that cookie; its id. Frees ev. */
+static uint64_t granted_only(struct locks_event *ev, const void *cookie)
+{
+	uint64_t id;
+
+	assert_non_null(ev);
+	assert_null(ev->le_next);
+	assert_int_equal(ev->le_kind, LOCKS_EV_GRANTED);
+	assert_ptr_equal(ev->le_cookie, cookie);
+	id = ev->le_grant;
+	assert_true(id != 0);
+	locks_events_free(ev);
+	return id;
+}
+
+/* bob unlocks everything; alice's waiter with cookie c is granted: the grant's id. */
+static uint64_t bob_goes_alice_granted(struct locks_table *t, const void *c)
+{
+	struct locks_request r = rq(&bob, S, 0, 0);
+	struct locks_event *ev = NULL;
+
+	assert_int_equal(locks_unlock(t, &r, &ev), LOCKS_OK);
+	return granted_only(ev, c);
+}
+
+/*
+ * An upgrade from shared to exclusive granted to a waiter and given back leaves the shared
+ * lock the owner held before, whole: another owner cannot take it exclusively. The removed
+ * exclusive part lets a shared waiter in; the restored shared lock keeps an exclusive one out.
+ */
+static void test_ungrant_restores_upgraded_lock(void **state)
+{
+	struct locks_table *t = table(100, 10, 10);
+	struct locks_object ob = { EXPORT, FILE_A };
+	struct locks_event *ev = NULL;
+	uint64_t g;
+	int c, c_carol, c_dave;
+
+	(void)state;
+	assert_int_equal(lock(t, &alice, S, 0, 100), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, S, 40, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 20, 40, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+20\n"
+					"7:1001 alpha/1/oh-alice S 60+40\n"
+					"7:1001 alpha/1/oh-alice X 20+40\n");
+	assert_int_equal(locks_grants(t), 1);
+	assert_int_equal(wait_for(t, &carol, X, 30, 1, &c_carol), LOCKS_BLOCKED);
+	assert_int_equal(wait_for(t, &dave, S, 25, 5, &c_dave), LOCKS_BLOCKED);
+
+	assert_int_equal(locks_ungrant(t, g, &ev), LOCKS_OK);
+	g = granted_only(ev, &c_dave);
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+100\n"
+					"7:1001 alpha/4/oh-dave S 25+5\n");
+	assert_int_equal(locks_object_waiters(t, &ob), 1);        /* carol still waits */
+	assert_int_equal(test(t, &bob, X, 20, 40, NULL), LOCKS_DENIED);
+	assert_int_equal(locks_host_locks(t, "alpha"), 2);
+	locks_grant_keep(t, g);
+	assert_int_equal(locks_grants(t), 0);
+	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_NOENT);  /* settled */
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+100\n"
+					"7:1001 alpha/4/oh-dave S 25+5\n");
+	locks_table_destroy(t);
+}
+
+/* An owner that held nothing there: the undo removes the whole grant, as before. */
+static void test_ungrant_of_a_fresh_lock(void **state)
+{
+	struct locks_table *t = table(100, 10, 10);
+	struct locks_event *ev = NULL;
+	uint64_t g;
+	int c;
+
+	(void)state;
+	assert_int_equal(lock(t, &bob, X, 0, 10), LOCKS_OK);
+	assert_int_equal(lock(t, &alice, X, 50, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 5, 10, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice X 5+10\n"
+					"7:1001 alpha/1/oh-alice X 50+10\n");
+	assert_int_equal(locks_ungrant(t, g, &ev), LOCKS_OK);
+	assert_null(ev);
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice X 50+10\n");
+	locks_table_destroy(t);
+}
+
+/*
+ * The grant merged with the owner's locks on both sides: the undo splits the merged lock,
+ * with the record it kept, so it works with every allocation failing.
+ */
+static void test_ungrant_splits_without_memory(void **state);
+
+/* A shared grant that replaced an exclusive lock, and another owner shares it since: that
+ * part comes back shared (as the grant had it) rather than break the other owner's lock. */
+static void test_ungrant_of_a_downgrade_shared_meanwhile(void **state)
+{
+	struct locks_table *t = table(100, 10, 10);
+	uint64_t g;
+	int c;
+
+	(void)state;
+	assert_int_equal(lock(t, &alice, X, 0, 10), LOCKS_OK);
+	assert_int_equal(lock(t, &alice, X, 30, 10), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, X, 10, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, S, 0, 40, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+40\n");
+	assert_int_equal(lock(t, &carol, S, 5, 1), LOCKS_OK);
+	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_OK);
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+10\n"
+					"7:1001 alpha/1/oh-alice X 30+10\n"
+					"7:1001 gamma/3/oh-carol S 5+1\n");
+	locks_table_destroy(t);
+}
+
+/*
+ * The owner locked or unlocked on the granted range since the grant: its client knows what it
+ * asked for last, so the undo leaves that alone (neither drops the new lock nor resurrects the
+ * unlocked one).
+ */
+static void test_ungrant_after_the_owner_changed_its_locks(void **state)
+{
+	struct locks_table *t = table(100, 10, 10);
+	uint64_t g;
+	int c;
+
+	(void)state;
+	/* a new lock on part of the range */
+	assert_int_equal(lock(t, &alice, S, 0, 100), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, S, 40, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 20, 40, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	assert_int_equal(lock(t, &alice, S, 20, 10), LOCKS_OK);
+	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_CHANGED);
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+30\n"
+					"7:1001 alpha/1/oh-alice S 60+40\n"
+					"7:1001 alpha/1/oh-alice X 30+30\n");
+	assert_int_equal(locks_grants(t), 0);
+
+	/* an unlock of everything */
+	assert_int_equal(lock(t, &bob, S, 40, 10), LOCKS_DENIED);
+	assert_int_equal(unlock(t, &alice, 30, 30), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, S, 40, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 20, 40, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	assert_int_equal(unlock(t, &alice, 0, 0), LOCKS_OK);
+	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_CHANGED);
+	assert_string_equal(listing(t), "");
+
+	/* a change elsewhere on the file does not count */
+	assert_int_equal(lock(t, &alice, S, 0, 10), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, S, 0, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 0, 10, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	assert_int_equal(lock(t, &alice, X, 50, 10), LOCKS_OK);
+	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_OK);
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+10\n"
+					"7:1001 alpha/1/oh-alice X 50+10\n");
+	locks_table_destroy(t);
+}
+
+/* A grant goes with its owner's locks: released, it cannot be undone any more. */
+static void test_grant_released_with_its_owner(void **state)
+{
+	struct locks_table *t = table(100, 10, 10);
+	struct locks_request r = rq(&alice, S, 0, 0);
+	struct locks_event *ev = NULL;
+	uint64_t g;
+	int c;
+
+	(void)state;
+	assert_int_equal(lock(t, &alice, S, 0, 10), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, S, 0, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 0, 10, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	locks_release_owner(t, &r.lq_owner, &ev);
+	assert_null(ev);
+	assert_int_equal(locks_grants(t), 0);
+	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_NOENT);
+	assert_string_equal(listing(t), "");
+
+	assert_int_equal(lock(t, &alice, S, 0, 10), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, S, 0, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 0, 10, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	locks_release_host(t, "alpha", NULL);
+	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_NOENT);
+	locks_table_destroy(t);     /* and an unsettled grant is freed with the table */
+	t = table(100, 10, 10);
+	assert_int_equal(lock(t, &alice, S, 0, 10), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, S, 0, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 0, 10, &c), LOCKS_BLOCKED);
+	bob_goes_alice_granted(t, &c);
+	locks_table_destroy(t);
+}
+
 static void test_cancel(void **state)
 {
 	struct locks_table *t = table(100, 10, 10);
@@ -936,6 +1134,31 @@ leave:
 	return whole;
 }
 
+static void test_ungrant_splits_without_memory(void **state)
+{
+	struct locks_table *t = table(100, 10, 10);
+	struct locks_event *ev = NULL;
+	uint64_t g;
+	int c;
+
+	(void)state;
+	assert_int_equal(lock(t, &alice, S, 0, 10), LOCKS_OK);
+	assert_int_equal(lock(t, &alice, S, 30, 10), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, X, 10, 20), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, S, 10, 20, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+40\n");
+	alloc_countdown = 1;
+	assert_int_equal(locks_ungrant(t, g, &ev), LOCKS_OK);
+	assert_int_equal(alloc_countdown, 1);                  /* nothing was allocated */
+	alloc_countdown = 0;
+	assert_null(ev);
+	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+10\n"
+					"7:1001 alpha/1/oh-alice S 30+10\n");
+	assert_int_equal(locks_host_locks(t, "alpha"), 2);
+	locks_table_destroy(t);
+}
+
 static void test_allocation_failures(void **state)
 {
 	int k = 1;
@@ -1235,6 +1458,12 @@ int main(void)
 		cmocka_unit_test(test_waiters_granted_in_order),
 		cmocka_unit_test(test_waiter_needs_every_blocker_gone),
 		cmocka_unit_test(test_downgrade_lets_waiters_in),
+		cmocka_unit_test(test_ungrant_restores_upgraded_lock),
+		cmocka_unit_test(test_ungrant_of_a_fresh_lock),
+		cmocka_unit_test(test_ungrant_splits_without_memory),
+		cmocka_unit_test(test_ungrant_of_a_downgrade_shared_meanwhile),
+		cmocka_unit_test(test_ungrant_after_the_owner_changed_its_locks),
+		cmocka_unit_test(test_grant_released_with_its_owner),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_events_null),
 		cmocka_unit_test(test_limits),
