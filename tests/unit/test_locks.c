@@ -1176,6 +1176,7 @@ static void test_allocation_failures(void **state)
 #define CELLS 65                   /* bytes 0..63, and cell 64 for [64, end of file) */
 #define OWNERS 3
 #define MAX_QUEUED 64
+#define MAX_GRANTS 64
 
 static const struct who model_owner[OWNERS] = {
 	{ "alpha", 1, "oh-1" }, { "alpha", 2, "oh-2" }, { "beta", 1, "oh-1" },
@@ -1191,11 +1192,22 @@ struct queued {
 
 static int cookie_pool[4096];
 
+/* A grant not settled yet: what its owner held on its range just before it. */
+struct pending {
+	uint64_t id;
+	int owner;
+	int first, last;           /* cells */
+	uint8_t before[CELLS];
+	bool changed;              /* the owner changed its locks on the range since */
+};
+
 struct model {
 	uint8_t held[OWNERS][CELLS];   /* 0, 1 + S, 1 + X */
 	struct queued q[MAX_QUEUED];
 	int nq;
 	int next_cookie;
+	struct pending g[MAX_GRANTS];
+	int ng;
 };
 
 static void cells_of(uint64_t offset, uint64_t len, int *first, int *last)
@@ -1215,6 +1227,28 @@ static int model_conflict(const struct model *m, int o, int type, uint64_t offse
 			if (q != o && m->held[q][c] != 0 && (type == X || m->held[q][c] == 1 + X))
 				return c;
 	return -1;
+}
+
+/* Owner o changes its locks on the range: its grants there cannot be undone blindly. */
+static void model_grants_changed(struct model *m, int o, uint64_t offset, uint64_t len)
+{
+	int first, last;
+
+	cells_of(offset, len, &first, &last);
+	for (int i = 0; i < m->ng; i++)
+		if (m->g[i].owner == o && m->g[i].first <= last && first <= m->g[i].last)
+			m->g[i].changed = true;
+}
+
+static bool model_holds_any(const struct model *m, int o, uint64_t offset, uint64_t len)
+{
+	int first, last;
+
+	cells_of(offset, len, &first, &last);
+	for (int c = first; c <= last; c++)
+		if (m->held[o][c] != 0)
+			return true;
+	return false;
 }
 
 static void model_set(struct model *m, int o, int value, uint64_t offset, uint64_t len)
@@ -1246,6 +1280,69 @@ static int owner_index(const char *host, int32_t svid)
 			return o;
 	fail_msg("unknown owner %s/%d", host, svid);
 	return -1;
+}
+
+static void model_events(struct locks_table *t, struct model *m, struct locks_event *ev);
+
+/*
+ * Undoes a grant in the model: the owner's cells on its range as they were before, except an
+ * exclusive run that another owner now shares, which comes back shared.
+ */
+static void model_ungrant(struct model *m, const struct pending *p)
+{
+	for (int a = p->first, b; a <= p->last; a = b + 1) {
+		uint8_t value = p->before[a];
+		bool shared_since = false;
+
+		for (b = a; b < p->last && p->before[b + 1] == value; b++)
+			;
+		for (int c = a; c <= b; c++)
+			for (int q = 0; q < OWNERS; q++)
+				shared_since |= q != p->owner && m->held[q][c] != 0;
+		if (value == 1 + X && shared_since)
+			value = 1 + S;
+		for (int c = a; c <= b; c++)
+			m->held[p->owner][c] = value;
+	}
+}
+
+static int undone[2];             /* grants undone: [0] restored, [1] left (owner changed) */
+
+/* Keeps or undoes a random pending grant. */
+static void random_settle(struct locks_table *t, struct model *m, unsigned *seed)
+{
+	int i = rand_r(seed) % m->ng;
+	struct pending p = m->g[i];
+	struct locks_event *ev = NULL;
+
+	m->g[i] = m->g[--m->ng];
+	if (rand_r(seed) % 3 == 0) {
+		locks_grant_keep(t, p.id);
+		return;
+	}
+	if (p.changed) {
+		assert_int_equal(locks_ungrant(t, p.id, &ev), LOCKS_CHANGED);
+		assert_null(ev);
+		undone[1]++;
+		return;
+	}
+	assert_int_equal(locks_ungrant(t, p.id, &ev), LOCKS_OK);
+	undone[0]++;
+	model_ungrant(m, &p);
+	model_events(t, m, ev);
+}
+
+/* Owners released: their grants go with them. */
+static void model_drop_grants(struct model *m, int o, bool host)
+{
+	for (int i = 0; i < m->ng;) {
+		int p = m->g[i].owner;
+
+		if (p == o || (host && strcmp(model_owner[p].host, model_owner[o].host) == 0))
+			m->g[i] = m->g[--m->ng];
+		else
+			i++;
+	}
 }
 
 /* The table's lock list must be the model's maximal runs, exactly. */
@@ -1293,6 +1390,7 @@ static void model_check(struct locks_table *t, const struct model *m)
 		}
 	assert_int_equal(locks_host_locks(t, "alpha") + locks_host_locks(t, "beta"), held);
 	assert_int_equal(locks_object_waiters(t, &ob), (size_t)m->nq);
+	assert_int_equal(locks_grants(t), (size_t)m->ng);
 	/* every waiter still queued is blocked by a holder */
 	for (int i = 0; i < m->nq; i++)
 		assert_true(model_conflict(m, m->q[i].owner, m->q[i].type, m->q[i].offset,
@@ -1308,8 +1406,26 @@ static int queued_find_cookie(const struct model *m, const void *cookie)
 	return -1;
 }
 
+/* Remembers a grant the table made, before the model applies it. */
+static void model_grant(struct locks_table *t, struct model *m, struct queued q, uint64_t id)
+{
+	struct pending *p;
+
+	model_grants_changed(m, q.owner, q.offset, q.len);
+	if (m->ng == MAX_GRANTS) {
+		locks_grant_keep(t, id);
+		return;
+	}
+	p = &m->g[m->ng++];
+	memset(p, 0, sizeof(*p));
+	p->id = id;
+	p->owner = q.owner;
+	cells_of(q.offset, q.len, &p->first, &p->last);
+	memcpy(p->before, m->held[q.owner], CELLS);
+}
+
 /* Applies the table's events to the model, checking each grant was due. */
-static void model_events(struct model *m, struct locks_event *ev)
+static void model_events(struct locks_table *t, struct model *m, struct locks_event *ev)
 {
 	for (struct locks_event *e = ev; e != NULL; e = e->le_next) {
 		int i = queued_find_cookie(m, e->le_cookie);
@@ -1320,6 +1436,7 @@ static void model_events(struct model *m, struct locks_event *ev)
 		assert_int_equal(e->le_len, q.len);
 		if (e->le_kind == LOCKS_EV_GRANTED) {
 			assert_int_equal(model_conflict(m, q.owner, q.type, q.offset, q.len), -1);
+			model_grant(t, m, q, e->le_grant);
 			model_set(m, q.owner, 1 + q.type, q.offset, q.len);
 		} else {
 			assert_int_equal(e->le_kind, LOCKS_EV_DROPPED);
@@ -1377,6 +1494,7 @@ static void random_op(struct locks_table *t, struct model *m, unsigned *seed)
 		st = locks_lock(t, &r, cookie, NULL, &ev);
 		if (blocked_at < 0) {
 			assert_int_equal(st, LOCKS_OK);
+			model_grants_changed(m, o, offset, len);
 			model_set(m, o, 1 + type, offset, len);
 		} else if (!block) {
 			assert_int_equal(st, LOCKS_DENIED);
@@ -1387,11 +1505,15 @@ static void random_op(struct locks_table *t, struct model *m, unsigned *seed)
 			m->q[m->nq++] = (struct queued){ o, type, offset, len, cookie };
 			m->next_cookie++;
 		}
-		model_events(m, ev);
-	} else if (op < 90) {                          /* UNLOCK */
+		model_events(t, m, ev);
+	} else if (op < 82) {                          /* UNLOCK */
 		assert_int_equal(locks_unlock(t, &r, &ev), LOCKS_OK);
+		if (model_holds_any(m, o, offset, len))
+			model_grants_changed(m, o, offset, len);
 		model_set(m, o, 0, offset, len);
-		model_events(m, ev);
+		model_events(t, m, ev);
+	} else if (op < 90 && m->ng > 0) {             /* GRANTED_RES, or the callback failed */
+		random_settle(t, m, seed);
 	} else if (op < 96 && m->nq > 0) {             /* CANCEL */
 		int i = rand_r(seed) % m->nq;
 		void *cookie = NULL;
@@ -1412,13 +1534,14 @@ static void random_op(struct locks_table *t, struct model *m, unsigned *seed)
 		for (int p = 0; p < OWNERS; p++)
 			if (p == o || (host && strcmp(model_owner[p].host, name) == 0))
 				model_set(m, p, 0, 0, 0);
+		model_drop_grants(m, o, host);
 		for (struct locks_event *e = ev; e != NULL; e = e->le_next) {
 			int p = owner_index(e->le_owner.lw_host, e->le_owner.lw_svid);
 
 			if (e->le_kind == LOCKS_EV_DROPPED)
 				assert_true(p == o || (host && strcmp(model_owner[p].host, name) == 0));
 		}
-		model_events(m, ev);
+		model_events(t, m, ev);
 		for (int i = 0; i < m->nq; i++)
 			assert_true(m->q[i].owner != o &&
 				    !(host && strcmp(model_owner[m->q[i].owner].host, name) == 0));
@@ -1443,6 +1566,7 @@ static void test_random_against_model(void **state)
 		locks_events_free(ev);
 		locks_table_destroy(t);
 	}
+	assert_true(undone[0] > 50 && undone[1] > 50);   /* both ways were tried (115, 105) */
 }
 
 int main(void)
