@@ -456,6 +456,77 @@ static void test_callback_fails(void **state)
 	assert_int_equal(t_test(C, t_lock(&f, 3, 12, 1), true, NULL), NLM4_GRANTED);
 }
 
+/*
+ * A holds a shared lock and asks to upgrade part of it (F_SETLKW) while B shares that part:
+ * queued. B unlocks: A is granted the exclusive lock by GRANTED_MSG, a callback pending.
+ */
+static struct sent *t_upgrade_granted(struct fhbuf *f)
+{
+	h.nsent = 0;
+	assert_int_equal(t_do_lock(A, t_lock(f, 1, 0, 100), false, false), NLM4_GRANTED);
+	assert_int_equal(t_do_lock(B, t_lock(f, 2, 40, 10), false, false), NLM4_GRANTED);
+	assert_int_equal(t_do_lock(A, t_lock(f, 1, 20, 40), true, true), NLM4_BLOCKED);
+	assert_int_equal(nlm_service_callbacks_pending(svc), 0);
+	assert_int_equal(t_unlock(B, t_lock(f, 2, 0, 0)), NLM4_GRANTED);
+	assert_int_equal(h.nsent, 1);
+	assert_int_equal(h.sent[0].proc, NLMPROC4_GRANTED_MSG);
+	assert_string_equal(h.sent[0].to, A);
+	assert_int_equal(nlm_service_callbacks_pending(svc), 1);
+	assert_int_equal(t_test(C, t_lock(f, 3, 30, 1), false, NULL), NLM4_DENIED);
+	return &h.sent[0];
+}
+
+/* A's process still holds its shared lock: nobody may lock any of it exclusively. */
+static void t_shared_lock_kept(struct fhbuf *f)
+{
+	assert_int_equal(t_test(C, t_lock(f, 3, 0, 100), false, NULL), NLM4_GRANTED);
+	for (uint64_t at = 0; at < 100; at += 10)
+		assert_int_equal(t_test(C, t_lock(f, 3, at, 10), true, NULL), NLM4_DENIED);
+	assert_int_equal(t_test(C, t_lock(f, 3, 100, 0), true, NULL), NLM4_GRANTED);
+}
+
+/* A refuses the upgrade it was granted (its F_SETLKW was interrupted): its shared lock stays. */
+static void test_refused_upgrade_keeps_the_shared_lock(void **state)
+{
+	struct fhbuf f = fh_of('F', FILE1);
+	struct sent *s;
+
+	(void)state;
+	s = t_upgrade_granted(&f);
+	s->done(s->arg, 0, NULL);  /* delivered */
+	assert_int_equal(nlm_service_callbacks_pending(svc), 0);
+	t_granted_res(A, s, NLM4_DENIED);
+	t_shared_lock_kept(&f);
+}
+
+/* The upgrade's callback never arrives: given back, the shared lock stays as well. */
+static void test_undelivered_upgrade_keeps_the_shared_lock(void **state)
+{
+	struct fhbuf f = fh_of('F', FILE1);
+	struct sent *s;
+
+	(void)state;
+	s = t_upgrade_granted(&f);
+	s->done(s->arg, -ETIMEDOUT, NULL);
+	assert_int_equal(nlm_service_callbacks_pending(svc), 0);
+	t_shared_lock_kept(&f);
+}
+
+/* A took the upgrade: the exclusive lock stays, and a late refusal changes nothing. */
+static void test_accepted_upgrade_stays(void **state)
+{
+	struct fhbuf f = fh_of('F', FILE1);
+	struct sent *s;
+
+	(void)state;
+	s = t_upgrade_granted(&f);
+	s->done(s->arg, 0, NULL);
+	t_granted_res(A, s, NLM4_GRANTED);
+	t_granted_res(A, s, NLM4_DENIED);
+	assert_int_equal(t_test(C, t_lock(&f, 3, 30, 1), false, NULL), NLM4_DENIED);
+	assert_int_equal(t_test(C, t_lock(&f, 3, 10, 1), false, NULL), NLM4_GRANTED);
+}
+
 static void test_cancel(void **state)
 {
 	struct fhbuf f = fh_of('F', FILE1);
@@ -604,6 +675,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_msg_res, t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_granted_res, t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_callback_fails, t_setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_refused_upgrade_keeps_the_shared_lock, t_setup,
+						t_teardown),
+		cmocka_unit_test_setup_teardown(test_undelivered_upgrade_keeps_the_shared_lock,
+						t_setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_accepted_upgrade_stays, t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_free_all_and_reboot, t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_shares, t_setup, t_teardown),
