@@ -16,6 +16,7 @@
 #define UNFS_CONTROL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifndef UNIONNFSD_VERSION
 #define UNIONNFSD_VERSION "0.6-dev"
@@ -69,6 +70,9 @@ struct control_env {
 	struct nfs_server *ce_nfs;        /* the MOUNT list and the rules lock */
 	struct views *ce_views;           /* per-client views (upper=); NULL: none */
 	struct locks_table *ce_locks;     /* the NLM lock table (nlm_service_locks); NULL: no NLM */
+	/* GRANTED callbacks queued or retried (nlm_service_callbacks_pending); NULL: no NLM */
+	uint64_t (*ce_lock_callbacks)(void *arg);
+	void *ce_lock_callbacks_arg;
 	void (*ce_reload)(void *arg);     /* what SIGHUP does; runs on the loop */
 	void *ce_reload_arg;
 };

@@ -547,6 +547,12 @@ static void main_ctl_reload(void *arg)
 	main_reload_start(arg);
 }
 
+/* `unionnfsd-ctl stats` and /metrics: the NLM service's GRANTED callbacks pending. */
+static uint64_t main_lock_callbacks(void *arg)
+{
+	return nlm_service_callbacks_pending(arg);
+}
+
 static void main_on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	(void)loop;
@@ -653,6 +659,8 @@ static int main_control(struct main_ctx *mc, char *err, size_t errlen)
 	struct control_env env = {
 		.ce_cfg = &mc->mc_cfg, .ce_nfs = &mc->mc_nfs, .ce_views = mc->mc_views,
 		.ce_locks = mc->mc_nlm != NULL ? nlm_service_locks(mc->mc_nlm) : NULL,
+		.ce_lock_callbacks = mc->mc_nlm != NULL ? main_lock_callbacks : NULL,
+		.ce_lock_callbacks_arg = mc->mc_nlm,
 		.ce_reload = main_ctl_reload, .ce_reload_arg = mc,
 	};
 	char lerr[MAIN_ERRLEN];

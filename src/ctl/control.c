@@ -223,6 +223,13 @@ static void ctl_clients(struct control *ctl, struct ctl_out *o)
 	stats_clients_each(ctl_client_line, &cl);
 }
 
+static uint64_t ctl_lock_callbacks(struct control *ctl)
+{
+	if (ctl->ct_env.ce_lock_callbacks == NULL)
+		return 0;
+	return ctl->ct_env.ce_lock_callbacks(ctl->ct_env.ce_lock_callbacks_arg);
+}
+
 static void ctl_lock_counts(struct control *ctl, struct ctl_out *o)
 {
 	struct locks_counts lc;
@@ -232,6 +239,9 @@ static void ctl_lock_counts(struct control *ctl, struct ctl_out *o)
 		"files locked %llu\n", (unsigned long long)lc.lc_locks,
 		(unsigned long long)lc.lc_waiters, (unsigned long long)lc.lc_hosts,
 		(unsigned long long)lc.lc_objects);
+	if (ctl->ct_env.ce_lock_callbacks != NULL)
+		ctl_put(o, "lock callbacks pending %llu (granted waiters not yet told, retried)\n",
+			(unsigned long long)ctl_lock_callbacks(ctl));
 }
 
 static void ctl_stats(struct control *ctl, struct ctl_out *o)
@@ -741,7 +751,7 @@ char *ctl_metrics(struct control *ctl, const char *head)
 		locks_counts(ctl->ct_env.ce_locks, &lc);
 	return metrics_answer(head, (long long)(time(NULL) - ctl->ct_started),
 			      ctl_count_mounts(ctl->ct_env.ce_nfs),
-			      ctl->ct_env.ce_locks != NULL ? &lc : NULL);
+			      ctl->ct_env.ce_locks != NULL ? &lc : NULL, ctl_lock_callbacks(ctl));
 }
 
 void ctl_jobs_init(struct control *ctl)

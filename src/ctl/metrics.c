@@ -51,7 +51,7 @@ char *metrics_response(const char *status, const char *body)
 }
 
 char *metrics_answer(const char *head, long long uptime, unsigned mounts,
-		     const struct locks_counts *locks)
+		     const struct locks_counts *locks, uint64_t lock_callbacks)
 {
 	struct metrics_out o = { 0 };
 	size_t plen;
@@ -79,11 +79,16 @@ char *metrics_answer(const char *head, long long uptime, unsigned mounts,
 			    "# HELP unionnfsd_lock_hosts Clients holding NLM locks or waiting for one.\n"
 			    "# TYPE unionnfsd_lock_hosts gauge\nunionnfsd_lock_hosts %llu\n"
 			    "# HELP unionnfsd_locked_files Files with NLM locks or waiters.\n"
-			    "# TYPE unionnfsd_locked_files gauge\nunionnfsd_locked_files %llu\n",
+			    "# TYPE unionnfsd_locked_files gauge\nunionnfsd_locked_files %llu\n"
+			    "# HELP unionnfsd_lock_callbacks_pending NLM GRANTED callbacks to clients "
+			    "queued or being retried.\n"
+			    "# TYPE unionnfsd_lock_callbacks_pending gauge\n"
+			    "unionnfsd_lock_callbacks_pending %llu\n",
 			    (unsigned long long)locks->lc_locks,
 			    (unsigned long long)locks->lc_waiters,
 			    (unsigned long long)locks->lc_hosts,
-			    (unsigned long long)locks->lc_objects);
+			    (unsigned long long)locks->lc_objects,
+			    (unsigned long long)lock_callbacks);
 	body = metrics_done(&o);
 	if (body == NULL)
 		return NULL;

@@ -7,6 +7,7 @@
 #define UNFS_CTL_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define METRICS_HEAD_MAX 4096       /* bytes of a metrics request's head */
 
@@ -17,9 +18,12 @@ char *metrics_response(const char *status, const char *body);
  * given here; anything else gets a short error.
  */
 struct locks_counts;
-/* locks: the NLM lock table's figures, as gauges; NULL: the server has no lock manager. */
+/*
+ * locks: the NLM lock table's figures, as gauges, with lock_callbacks, the GRANTED callbacks
+ * pending; NULL: the server has no lock manager (and lock_callbacks is not shown).
+ */
 char *metrics_answer(const char *head, long long uptime, unsigned mounts,
-		     const struct locks_counts *locks);
+		     const struct locks_counts *locks, uint64_t lock_callbacks);
 /*
  * A non-blocking socket listening on addrport ("ADDR:PORT", "[ADDR6]:PORT"), or -1 with
  * the cause and fix in err.

@@ -721,12 +721,14 @@ static void test_locks(void **state)
 				    "files locked 1\n"));
 	assert_int_equal(ctl(it_srv.is_state, out, "stats", NULL), 0);
 	assert_non_null(strstr(out, "locks held 2, waiters 1,"));
+	assert_non_null(strstr(out, "\nlock callbacks pending 0 "));   /* nothing granted yet */
 	assert_non_null(strstr(out, "\nnlm "));
 	http_get(mport, "GET /metrics HTTP/1.0\r\n\r\n", out, sizeof(out));
 	assert_non_null(strstr(out, "\nunionnfsd_locks_held 2\n"));
 	assert_non_null(strstr(out, "\nunionnfsd_lock_waiters 1\n"));
 	assert_non_null(strstr(out, "\nunionnfsd_lock_hosts 1\n"));
 	assert_non_null(strstr(out, "\nunionnfsd_locked_files 1\n"));
+	assert_non_null(strstr(out, "\nunionnfsd_lock_callbacks_pending 0\n"));
 	assert_non_null(strstr(out, "unionnfsd_calls_total{program=\"nlm\",procedure=\"LOCK\"} 3\n"));
 
 	/* the waiter cancelled, the locks gone: an empty list */

@@ -29,9 +29,22 @@ struct fixture {
 	struct control *ctl;
 };
 
+static uint64_t callbacks_pending;   /* what the fake NLM service reports */
+
+static uint64_t lock_callbacks(void *arg)
+{
+	assert_ptr_equal(arg, &callbacks_pending);
+	return callbacks_pending;
+}
+
 static struct control *open_control(struct fixture *f, struct locks_table *locks)
 {
 	struct control_env env = { .ce_cfg = &f->cf, .ce_locks = locks };
+
+	if (locks != NULL) {
+		env.ce_lock_callbacks = lock_callbacks;
+		env.ce_lock_callbacks_arg = &callbacks_pending;
+	}
 	char err[256];
 
 	if (control_open(f->loop, &env, &f->ctl, err, sizeof(err)) != 0)
@@ -127,7 +140,13 @@ static void test_locks_lists_held_and_waiting(void **state)
 	out = control_answer(ctl, "stats");
 	assert_non_null(out);
 	assert_non_null(strstr(out, "locks held 2, waiters 1,"));
+	assert_non_null(strstr(out, "\nlock callbacks pending 0 "));
 	free(out);
+	callbacks_pending = 3;
+	out = control_answer(ctl, "stats");
+	assert_non_null(strstr(out, "\nlock callbacks pending 3 "));
+	free(out);
+	callbacks_pending = 0;
 	locks_release_all(f->locks, NULL);
 }
 
@@ -188,6 +207,7 @@ static void test_no_lock_manager(void **state)
 	out = control_answer(ctl, "stats");
 	assert_non_null(out);
 	assert_null(strstr(out, "locks held"));
+	assert_null(strstr(out, "lock callbacks"));
 	free(out);
 	out = control_answer(ctl, "help");
 	assert_non_null(strstr(out, "  locks "));
@@ -200,16 +220,18 @@ static void test_metrics_lock_gauges(void **state)
 	char *out;
 
 	(void)state;
-	out = metrics_answer("GET /metrics HTTP/1.0\r\n", 1, 0, &lc);
+	out = metrics_answer("GET /metrics HTTP/1.0\r\n", 1, 0, &lc, 6);
 	assert_non_null(out);
+	assert_non_null(strstr(out, "\nunionnfsd_lock_callbacks_pending 6\n"));
 	assert_non_null(strstr(out, "# TYPE unionnfsd_locks_held gauge\nunionnfsd_locks_held 5\n"));
 	assert_non_null(strstr(out, "\nunionnfsd_lock_waiters 2\n"));
 	assert_non_null(strstr(out, "\nunionnfsd_lock_hosts 3\n"));
 	assert_non_null(strstr(out, "\nunionnfsd_locked_files 4\n"));
 	free(out);
-	out = metrics_answer("GET /metrics HTTP/1.0\r\n", 1, 0, NULL);
+	out = metrics_answer("GET /metrics HTTP/1.0\r\n", 1, 0, NULL, 0);
 	assert_non_null(out);
 	assert_null(strstr(out, "unionnfsd_locks_held"));
+	assert_null(strstr(out, "unionnfsd_lock_callbacks_pending"));
 	free(out);
 }
 
