@@ -8,7 +8,10 @@
  * kernel clients may both call themselves "guest").
  *
  * Blocking LOCKs that wait get NLM4_BLOCKED; when the table grants them, the service calls the
- * client back (GRANTED_MSG through rpc_client_send, retried). The *_MSG procedures reply
+ * client back (GRANTED_MSG through rpc_client_send, retried). A grant whose callback is never
+ * delivered, or that the client refuses in GRANTED_RES, is undone (locks_ungrant): the
+ * owner's locks on that range are again what they were before it, so an interrupted upgrade
+ * leaves the shared lock held. The *_MSG procedures reply
  * through a *_RES call to the caller. The first lock or share of a host has NSM monitor it;
  * NSM's reboot notice frees what the host held. After a restart with monitored clients,
  * a grace period (nlm_opts.no_grace_seconds) refuses new locks so clients can reclaim theirs.
