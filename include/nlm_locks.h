@@ -34,8 +34,9 @@
  * fails for a limit. If the owner locked or unlocked on that range since the grant (or was
  * granted another waiter there), the undo changes nothing (LOCKS_CHANGED): the owner's later
  * request is what its client now believes it holds, and an undo could drop or resurrect a
- * lock behind its back; keeping a lock too long only makes others wait. Saved records are not
- * counted as held locks; a grant goes with its owner's release.
+ * lock behind its back; keeping a lock too long only makes others wait. The records a grant
+ * keeps count against its host's limit of lock records until it is settled or changed (not
+ * as held locks in the counts); a grant goes with its owner's release.
  * Fairness: waiters are tried first come first served, but a waiter is granted as soon as no
  * held lock conflicts, even if an earlier waiter is still blocked, and a new request is
  * granted if no held lock conflicts, whatever waits (as the Linux and BSD lock managers do).
@@ -45,7 +46,8 @@
  * detection (NLM has none; the client's F_SETLKW may wait for ever, as against knfsd).
  *
  * Limits, given at creation, bound every allocation: lock records per host (a split by unlock
- * counts too), hosts with locks or waiters, waiters per object. Past any of them a call fails
+ * counts too, and so do those kept to undo a grant), hosts with locks or waiters, waiters per
+ * object. Past any of them a call fails
  * with LOCKS_NOLOCKS (NLM4_DENIED_NOLOCKS) and changes nothing.
  *
  * Thread safety: one mutex per table; every function may be called from any thread and holds

@@ -13,8 +13,10 @@
  *
  * A grant (a waiter given its lock) is remembered until the caller keeps or undoes it: the
  * owner's locks it replaced, clipped to the waiter's range, are kept as unlinked lock records
- * with one spare record for a split, so undoing it needs no allocation. A later lock or unlock
- * by the owner on that range (or another grant to it there) marks the grant changed.
+ * with one spare record for a split, so undoing it needs no allocation. The kept records count
+ * against the host's limit like held ones, so a host's records stay bounded. A later lock or
+ * unlock by the owner on that range (or another grant to it there) marks the grant changed:
+ * it can no longer be undone, and its records go at once.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -44,6 +46,7 @@ struct host {
 	TAILQ_HEAD(, waiter) h_waiters;
 	LIST_HEAD(, owner) h_owners;
 	size_t h_nlocks;
+	size_t h_nsaved;         /* lock records its owners' unsettled grants keep for an undo */
 	unsigned h_pins;         /* a release walking this host keeps it alive */
 	char h_name[];
 };
@@ -102,6 +105,7 @@ struct grant {
 	bool g_changed;          /* the owner changed its locks on the range since */
 	struct lock *g_spare;    /* for the split an undo may need; NULL once used */
 	TAILQ_HEAD(, lock) g_saved;  /* linked by l_obj_link, owner and object unset */
+	size_t g_nsaved;         /* counted in the host's h_nsaved once committed */
 };
 
 struct locks_table {
@@ -414,7 +418,8 @@ static void holder_fill(struct locks_holder *h, const struct lock *l)
 
 static bool host_can_add(const struct locks_table *t, const struct host *h, long added)
 {
-	return added <= 0 || h->h_nlocks + (size_t)added <= t->t_limits.ll_locks_per_host;
+	return added <= 0 ||
+	       h->h_nlocks + h->h_nsaved + (size_t)added <= t->t_limits.ll_locks_per_host;
 }
 
 /*
@@ -437,25 +442,45 @@ static void lock_cut(struct locks_table *t, struct object *ob, struct lock *l, u
 	}
 }
 
+/* Frees the records a grant kept for its undo (and the host's count of them). */
+static void grant_drop_saved(struct grant *g, struct host *h)
+{
+	struct lock *l;
+
+	while ((l = TAILQ_FIRST(&g->g_saved)) != NULL) {
+		TAILQ_REMOVE(&g->g_saved, l, l_obj_link);
+		free(l);
+	}
+	if (h != NULL)
+		h->h_nsaved -= g->g_nsaved;
+	g->g_nsaved = 0;
+	free(g->g_spare);
+	g->g_spare = NULL;
+}
+
 /* Owner o changes its locks on [start, end] of ob: an undo of its grants there would be blind. */
 static void grants_mark_changed(struct object *ob, struct owner *o, uint64_t start, uint64_t end)
 {
 	struct grant *g;
 
 	LIST_FOREACH(g, &o->o_grants, g_owner_link)
-		if (g->g_key.lo_export == ob->ob_key.lo_export &&
+		if (!g->g_changed && g->g_key.lo_export == ob->ob_key.lo_export &&
 		    g->g_key.lo_fileid == ob->ob_key.lo_fileid &&
-		    overlaps(g->g_start, g->g_end, start, end))
+		    overlaps(g->g_start, g->g_end, start, end)) {
 			g->g_changed = true;
+			grant_drop_saved(g, o->o_host);
+		}
 }
 
 /*
  * Gives owner o the lock [start, end] of the given type on ob, replacing o's own locks there
  * (the parts of other-type locks outside the range stay) and merging o's locks of the same type
- * that overlap or touch it. Conflicts with other owners are the caller's business.
+ * that overlap or touch it. Conflicts with other owners are the caller's business. saving:
+ * records a grant keeps besides, counted against the host's limit with the change.
  */
 static enum locks_status lock_apply(struct locks_table *t, struct object *ob, struct owner *o,
-				    enum locks_type type, uint64_t start, uint64_t end)
+				    enum locks_type type, uint64_t start, uint64_t end,
+				    size_t saving)
 {
 	struct lock *l, *next, *fresh, *split = NULL;
 	uint64_t new_start = start, new_end = end;
@@ -474,7 +499,7 @@ static enum locks_status lock_apply(struct locks_table *t, struct object *ob, st
 			added++;
 		}
 	}
-	if (!host_can_add(t, o->o_host, added))
+	if (!host_can_add(t, o->o_host, added + (long)saving))
 		return LOCKS_NOLOCKS;
 	fresh = malloc(sizeof(*fresh));
 	if (fresh == NULL)
@@ -554,13 +579,7 @@ static bool owner_merge_one(struct locks_table *t, struct object *ob, struct own
 
 static void grant_free(struct locks_table *t, struct grant *g)
 {
-	struct lock *l;
-
-	while ((l = TAILQ_FIRST(&g->g_saved)) != NULL) {
-		TAILQ_REMOVE(&g->g_saved, l, l_obj_link);
-		free(l);
-	}
-	free(g->g_spare);
+	grant_drop_saved(g, g->g_owner != NULL ? g->g_owner->o_host : NULL);
 	if (g->g_owner != NULL)
 		owner_unref(t, g->g_owner);
 	free(g);
@@ -595,6 +614,7 @@ static struct grant *grant_prepare(struct object *ob, struct owner *o, uint64_t 
 		copy->l_start = l->l_start > start ? l->l_start : start;
 		copy->l_end = l->l_end < end ? l->l_end : end;
 		TAILQ_INSERT_TAIL(&g->g_saved, copy, l_obj_link);
+		g->g_nsaved++;
 	}
 	return g;
 nomem:
@@ -608,6 +628,7 @@ static void grant_commit(struct locks_table *t, struct grant *g, struct owner *o
 	g->g_id = ++t->t_last_grant;
 	g->g_owner = o;
 	o->o_refs++;
+	o->o_host->h_nsaved += g->g_nsaved;
 	LIST_INSERT_HEAD(&o->o_grants, g, g_owner_link);
 	TAILQ_INSERT_TAIL(&t->t_grants, g, g_all);
 }
@@ -643,7 +664,8 @@ static void owner_drop_grants(struct locks_table *t, struct owner *o)
  * Puts back on ob what the grant's owner held in its range before the grant. A saved exclusive
  * lock another owner now shares can only be where the grant was a shared lock (an exclusive
  * grant let no one in): it comes back shared, as the grant had it, rather than break that
- * owner's lock. Limits are not checked: the records were within them before the grant.
+ * owner's lock. Limits are not checked: the kept records were counted already, and at most
+ * the spare is added.
  */
 static void grant_restore(struct locks_table *t, struct object *ob, struct grant *g)
 {
@@ -657,6 +679,8 @@ static void grant_restore(struct locks_table *t, struct object *ob, struct grant
 		enum locks_type type = l->l_type;
 
 		TAILQ_REMOVE(&g->g_saved, l, l_obj_link);
+		g->g_nsaved--;
+		o->o_host->h_nsaved--;
 		if (type == LOCKS_EXCLUSIVE &&
 		    first_conflict(ob, o, LOCKS_EXCLUSIVE, l->l_start, l->l_end) != NULL)
 			type = LOCKS_SHARED;
@@ -758,7 +782,8 @@ static void waiters_retry(struct locks_table *t, struct object *ob, struct event
 				continue;
 			g = grant_prepare(ob, o, w->w_start, w->w_end);
 			if (g != NULL)
-				st = lock_apply(t, ob, o, w->w_ev.le_type, w->w_start, w->w_end);
+				st = lock_apply(t, ob, o, w->w_ev.le_type, w->w_start, w->w_end,
+						g->g_nsaved);
 			if (st == LOCKS_OK) {
 				grant_commit(t, g, o);
 				w->w_ev.le_grant = g->g_id;
@@ -915,7 +940,7 @@ enum locks_status locks_lock(struct locks_table *t, const struct locks_request *
 			st = LOCKS_BLOCKED;
 		goto leave;
 	}
-	st = lock_apply(t, ob, o, rq->lq_type, start, end);
+	st = lock_apply(t, ob, o, rq->lq_type, start, end, 0);
 	if (st == LOCKS_OK)
 		waiters_retry(t, ob, &el);
 leave:

@@ -728,6 +728,53 @@ static void test_grant_released_with_its_owner(void **state)
 	locks_table_destroy(t);
 }
 
+/*
+ * The records a grant keeps for its undo count against the host's limit until it is settled,
+ * or until the owner's own change makes them useless: a host cannot pile them up.
+ */
+static void test_kept_records_count_against_the_limit(void **state)
+{
+	struct locks_table *t = table(3, 10, 10);
+	struct locks_event *ev = NULL;
+	struct locks_request r = rq(&bob, S, 0, 0);
+	uint64_t g;
+	int c;
+
+	(void)state;
+	/* S 0..19, X 20..59, S 60..99 held and S 20..59 kept: 4 records, one too many */
+	assert_int_equal(lock(t, &alice, S, 0, 100), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, S, 40, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 20, 40, &c), LOCKS_BLOCKED);
+	assert_int_equal(locks_unlock(t, &r, &ev), LOCKS_OK);
+	assert_non_null(ev);
+	assert_int_equal(ev->le_kind, LOCKS_EV_DENIED);
+	assert_int_equal(ev->le_why, LOCKS_NOLOCKS);
+	locks_events_free(ev);
+	locks_table_destroy(t);
+
+	t = table(4, 10, 10);
+	assert_int_equal(lock(t, &alice, S, 0, 100), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, S, 40, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 20, 40, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	assert_int_equal(locks_host_locks(t, "alpha"), 3);         /* held only */
+	assert_int_equal(lock(t, &dave, S, 200, 1), LOCKS_NOLOCKS); /* alice's host is full */
+	locks_grant_keep(t, g);
+	assert_int_equal(lock(t, &dave, S, 200, 1), LOCKS_OK);
+
+	assert_int_equal(unlock(t, &dave, 0, 0), LOCKS_OK);
+	assert_int_equal(unlock(t, &alice, 0, 0), LOCKS_OK);
+	assert_int_equal(lock(t, &alice, S, 0, 100), LOCKS_OK);
+	assert_int_equal(lock(t, &bob, S, 40, 10), LOCKS_OK);
+	assert_int_equal(wait_for(t, &alice, X, 20, 40, &c), LOCKS_BLOCKED);
+	g = bob_goes_alice_granted(t, &c);
+	assert_int_equal(unlock(t, &alice, 20, 40), LOCKS_OK);      /* changed: nothing kept */
+	assert_int_equal(lock(t, &dave, S, 200, 1), LOCKS_OK);
+	assert_int_equal(lock(t, &dave, S, 300, 1), LOCKS_OK);
+	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_CHANGED);
+	locks_table_destroy(t);
+}
+
 static void test_cancel(void **state)
 {
 	struct locks_table *t = table(100, 10, 10);
@@ -1588,6 +1635,7 @@ int main(void)
 		cmocka_unit_test(test_ungrant_of_a_downgrade_shared_meanwhile),
 		cmocka_unit_test(test_ungrant_after_the_owner_changed_its_locks),
 		cmocka_unit_test(test_grant_released_with_its_owner),
+		cmocka_unit_test(test_kept_records_count_against_the_limit),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_events_null),
 		cmocka_unit_test(test_limits),
