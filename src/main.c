@@ -261,7 +261,8 @@ static int main_rpcbind_register(struct main_ctx *mc)
 	return rc;
 }
 
-static int main_listen_udp(struct main_ctx *mc, int port, char *err, size_t errlen);
+static int main_listen_udp(struct main_ctx *mc, int port, const char *option, char *err,
+			   size_t errlen);
 
 static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
 {
@@ -272,7 +273,8 @@ static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
 	/* A rebooted client's sm-notify asks for our NSM over UDP only: without an answer
 	 * there, the server would keep its locks. */
 	if (udp)
-		port = main_listen_udp(mc, mc->mc_cfg.cf_portmap_port, err, errlen);
+		port = main_listen_udp(mc, mc->mc_cfg.cf_portmap_port, "--portmap-port", err,
+				       errlen);
 	else
 		port = main_listen(mc, mc->mc_cfg.cf_portmap_port, err, errlen);
 	if (port < 0)
@@ -698,8 +700,12 @@ static void main_check_state_mode(struct main_ctx *mc)
 		  dir, (unsigned)(st.st_mode & 07777), dir);
 }
 
-/* main_listen on TCP and UDP (the lock manager's clients use either). */
-static int main_listen_udp(struct main_ctx *mc, int port, char *err, size_t errlen)
+/*
+ * main_listen on TCP and UDP (the lock manager's clients use either); option names the
+ * setting that chose port, for the message.
+ */
+static int main_listen_udp(struct main_ctx *mc, int port, const char *option, char *err,
+			   size_t errlen)
 {
 	int bound;
 
@@ -709,8 +715,8 @@ static int main_listen_udp(struct main_ctx *mc, int port, char *err, size_t errl
 		if (mc->mc_cfg.cf_udp)
 			return port;
 		snprintf(err, errlen,
-			 "port %d is the NFS or MOUNT port too, served over TCP only, and locking needs UDP as well; give --udp, or another --nlm-port",
-			 port);
+			 "port %d is the NFS or MOUNT port too, served over TCP only, and locking needs UDP as well; give --udp, or another %s",
+			 port, option);
 		return -EADDRINUSE;
 	}
 	bound = net_listen_udp(mc->mc_net, port, err, errlen);
@@ -859,7 +865,7 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	}
 	mc->mc_mount_port = rc;
 	if (mc->mc_nlm != NULL) {
-		rc = main_listen_udp(mc, cf->cf_nlm_port, lerr, sizeof(lerr));
+		rc = main_listen_udp(mc, cf->cf_nlm_port, "--nlm-port", lerr, sizeof(lerr));
 		if (rc < 0) {
 			snprintf(err, errlen, "--nlm-port: %s; or --nlm-port off to serve no locking",
 				 lerr);

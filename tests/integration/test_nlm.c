@@ -777,7 +777,10 @@ static void test_portmapper_lists_locking(void **state)
 	assert_int_equal(it_server_finish(&s), 0);
 }
 
-/* --nlm-port on the NFS port needs UDP there too (--udp): said so, not "address in use". */
+/*
+ * --nlm-port, or with locking the built-in portmapper's port, on the NFS port needs UDP there
+ * too (--udp): said so, naming the option, not "address in use".
+ */
 static void test_nlm_port_on_nfs_port(void **state)
 {
 	static const char *extra[] = { "--nlm-port", NULL, NULL };
@@ -795,6 +798,17 @@ static void test_nlm_port_on_nfs_port(void **state)
 	memcpy(s.is_extra, extra, sizeof(extra));
 	assert_int_equal(it_server_start(&s), -1);
 	assert_true(it_server_log_contains(&s, "is the NFS or MOUNT port too, served over TCP only"));
+	assert_true(it_server_log_contains(&s, "another --nlm-port"));
+	it_server_cleanup(&s);
+
+	/* the built-in portmapper answers UDP when locking is served: the same, naming its option */
+	it_server_init(&s, false);
+	s.is_nfs_port = p;
+	s.is_portmap = "builtin";
+	s.is_extra[0] = "--portmap-port";
+	s.is_extra[1] = port;
+	assert_int_equal(it_server_start(&s), -1);
+	assert_true(it_server_log_contains(&s, "another --portmap-port"));
 	it_server_cleanup(&s);
 }
 
