@@ -60,6 +60,8 @@ struct nsm;
 int nsm_open(const char *state_dir, struct rpc_client *rc, struct nsm **out, char *err,
 	     size_t errlen);
 uint32_t nsm_state(const struct nsm *n);
+/* Tests: SM_NOTIFY's fast tries this many ms apart, not NSM_NOTIFY_FAST_MS (before notifying). */
+void nsm_set_notify_interval(struct nsm *n, unsigned ms);
 /* The last run left clients that have not been told of this start: grace applies. */
 bool nsm_previous_clients(const struct nsm *n);
 /*

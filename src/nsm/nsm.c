@@ -32,6 +32,11 @@ uint32_t nsm_state(const struct nsm *n)
 	return n->ns_state;
 }
 
+void nsm_set_notify_interval(struct nsm *n, unsigned ms)
+{
+	n->ns_fast_ms = ms;
+}
+
 bool nsm_previous_clients(const struct nsm *n)
 {
 	struct nsm *m = (struct nsm *)n;
@@ -263,13 +268,14 @@ static int notify_send(struct nsm_notify *nn)
 	stat_chge args = { .mon_name = nn->nn_local, .state = (int)n->ns_state };
 	unsigned slow_tries = (NSM_NOTIFY_GIVE_UP_MS - NSM_NOTIFY_FAST_TRIES * NSM_NOTIFY_FAST_MS) /
 			      NSM_NOTIFY_SLOW_MS;
+	unsigned fast_ms = n->ns_fast_ms ? n->ns_fast_ms : NSM_NOTIFY_FAST_MS;
 	struct rpc_client_call call = {
 		.to = (struct sockaddr *)&to,
 		.protocol = IPPROTO_UDP,
 		.prog = SM_PROG, .vers = SM_VERS, .proc = SM_NOTIFY,
 		.xdr_args = XDRP(xdr_stat_chge), .args = &args,
 		.attempts = nn->nn_slow ? slow_tries : NSM_NOTIFY_FAST_TRIES,
-		.interval_ms = nn->nn_slow ? NSM_NOTIFY_SLOW_MS : NSM_NOTIFY_FAST_MS,
+		.interval_ms = nn->nn_slow ? NSM_NOTIFY_SLOW_MS : fast_ms,
 		.done = notify_done, .arg = nn,
 	};
 	struct sockaddr_in *sin = (struct sockaddr_in *)&to;

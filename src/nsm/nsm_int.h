@@ -45,6 +45,7 @@ struct nsm {
 	char ns_path[PATH_MAX];           /* STATE_DIR/nsm, for messages */
 	uint32_t ns_state;
 	struct rpc_client *ns_rc;
+	unsigned ns_fast_ms;              /* SM_NOTIFY's fast retry interval (tests shorten it) */
 
 	pthread_mutex_t ns_cur_lock;      /* this run's clients and their file */
 	struct nsm_list ns_cur;
