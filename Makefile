@@ -41,7 +41,7 @@ UNIT_SRC = $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_SRC = $(sort $(wildcard tests/integration/test_*.c))
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
-INTEG_COMMON = $(wildcard tests/integration/common.c) tests/wait.c
+INTEG_COMMON = $(wildcard tests/integration/common.c) tests/wait.c tests/netns.c
 # libFuzzer targets (tests/fuzz/fuzz_*.c): `make fuzz` runs them (clang, build/fuzz/),
 # `make test` replays their corpus through the same sources built with $(CC).
 FUZZ_TARGETS = $(patsubst tests/fuzz/%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
@@ -87,6 +87,9 @@ $(BUILD)/tests/unit/test_net: tests/wait.c tests/wait.h
 # Outbound calls are tested against small RPC servers of the test's own.
 $(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm: tests/unit/fake_rpc.c tests/unit/fake_rpc.h
 $(BUILD)/tests/unit/test_nsm: tests/wait.c tests/wait.h
+# Tests that need port 111 or the reserved ports to themselves run in a network namespace.
+$(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_portmap: \
+		tests/netns.c tests/netns.h
 # The lock table's test fails chosen allocations (__wrap_malloc in tests/unit/test_locks.c).
 $(BUILD)/tests/unit/test_locks: LDFLAGS_ALL += -Wl,--wrap=malloc -Wl,--wrap=calloc
 

@@ -27,6 +27,7 @@
 
 #include "common.h"
 #include "nlm4.h"
+#include "../netns.h"
 
 #include <rpc/pmap_prot.h>
 
@@ -833,20 +834,6 @@ static void test_locking_off(void **state)
 
 /* ---- the network namespace ---- */
 
-static bool loopback_up(void)
-{
-	struct ifreq ifr = { .ifr_name = "lo" };
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
-	ifr.ifr_flags |= IFF_UP;
-	ok = ok && ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
-	close(fd);
-	return ok;
-}
 
 int main(void)
 {
@@ -868,7 +855,7 @@ int main(void)
 	};
 	int rc;
 
-	netns = unshare(CLONE_NEWNET) == 0 && loopback_up();
+	netns = netns_enter_own();
 	if (!netns)
 		fprintf(stderr, "no network namespace of our own (needs CAP_SYS_ADMIN): the "
 			"callback test is skipped\n");

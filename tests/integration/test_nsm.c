@@ -26,6 +26,7 @@
 #include "nlm4.h"
 #include "sm_inter.h"
 #include "../unit/fake_rpc.h"
+#include "../netns.h"
 
 #define NLM_PORT 4045   /* the namespace is ours: the customary port is free */
 #define NLM_PORT_TEXT "4045"
@@ -85,22 +86,6 @@ static bool statd_wait(struct statd *s, int calls)
 	return ok;
 }
 
-static bool loopback_up(void)
-{
-	struct ifreq ifr;
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	memset(&ifr, 0, sizeof(ifr));
-	strcpy(ifr.ifr_name, "lo");
-	ok = ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
-	ifr.ifr_flags |= IFF_UP;
-	ok = ok && ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
-	close(fd);
-	return ok;
-}
 
 static void write_text(const char *path, const char *text)
 {
@@ -303,7 +288,7 @@ int main(void)
 	};
 
 	/* port 111 for the fake statd's portmapper: only in a network namespace of our own */
-	if (unshare(CLONE_NEWNET) == 0 && loopback_up())
+	if (netns_enter_own())
 		in_own_netns = true;
 	else
 		fprintf(stderr, "test_nsm: cannot make a network namespace (%s): needs root; "

@@ -31,6 +31,7 @@
 #include "rpc.h"
 #include "rpc_client.h"
 #include "sm_inter.h"
+#include "../netns.h"
 
 /*
  * The reserved ports (below 1024) are few and shared by everything on the machine, and
@@ -39,26 +40,6 @@
  */
 static bool own_netns;
 
-static void enter_own_netns(void)
-{
-	struct ifreq ifr;
-	int fd;
-
-	if (unshare(CLONE_NEWNET) != 0)
-		return;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		abort();
-	memset(&ifr, 0, sizeof(ifr));
-	strcpy(ifr.ifr_name, "lo");
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0)
-		abort();
-	ifr.ifr_flags |= IFF_UP;
-	if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0)
-		abort(); /* a namespace without loopback: nothing below could work */
-	close(fd);
-	own_netns = true;
-}
 
 struct fixture {
 	char dir[64];
@@ -669,6 +650,6 @@ int main(void)
 	};
 
 	log_init(true, "test_nsm");
-	enter_own_netns();
+	own_netns = netns_enter_own();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

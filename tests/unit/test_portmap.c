@@ -20,6 +20,7 @@
 
 #include "portmap.h"
 #include "rpc.h"
+#include "../netns.h"
 
 static const struct portmap_mapping maps[] = {
 	{ 100003, 3, IPPROTO_TCP, 2049 },
@@ -384,20 +385,6 @@ static void *stand_in_run(void *arg)
 	return NULL;
 }
 
-static bool loopback_up(void)
-{
-	struct ifreq ifr = { .ifr_name = "lo" };
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
-	ifr.ifr_flags |= IFF_UP;
-	ok = ok && ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
-	close(fd);
-	return ok;
-}
 
 static void *probe_run(void *arg)
 {
@@ -405,7 +392,7 @@ static void *probe_run(void *arg)
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(111) };
 	pthread_t th;
 
-	if (unshare(CLONE_NEWNET) != 0 || !loopback_up())
+	if (!netns_enter_own())
 		return NULL;
 	pc->pc_netns = true;
 	pc->pc_fd = -1;

@@ -25,6 +25,7 @@
 
 #include "fake_rpc.h"
 #include "rpc_client.h"
+#include "../netns.h"
 
 /*
  * The reserved ports (below 1024) are few and shared by everything on the machine, and
@@ -33,26 +34,6 @@
  */
 static bool own_netns;
 
-static void enter_own_netns(void)
-{
-	struct ifreq ifr;
-	int fd;
-
-	if (unshare(CLONE_NEWNET) != 0)
-		return;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		abort();
-	memset(&ifr, 0, sizeof(ifr));
-	strcpy(ifr.ifr_name, "lo");
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0)
-		abort();
-	ifr.ifr_flags |= IFF_UP;
-	if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0)
-		abort(); /* a namespace without loopback: nothing below could work */
-	close(fd);
-	own_netns = true;
-}
 
 #define TEST_PROG 0x20000099u
 #define TEST_VERS 1
@@ -570,6 +551,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_send_refusals, setup, teardown),
 	};
 
-	enter_own_netns();
+	own_netns = netns_enter_own();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
