@@ -293,10 +293,20 @@ static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * What a client must add to its mount options when no portmapper answers for us: the ports,
+ * and nolock, since a client's lock manager finds ours only through the portmapper.
+ */
+static const char *main_no_portmap_options(struct main_ctx *mc, char *buf, size_t len)
+{
+	snprintf(buf, len, "-o port=%d,mountport=%d,nolock", mc->mc_nfs_port, mc->mc_mount_port);
+	return buf;
+}
+
 static int main_portmap(struct main_ctx *mc, char *err, size_t errlen)
 {
 	const struct config *cf = &mc->mc_cfg;
-	char lerr[MAIN_ERRLEN];
+	char lerr[MAIN_ERRLEN], opts[64];
 	int rc;
 
 	main_build_maps(mc, true);
@@ -304,6 +314,8 @@ static int main_portmap(struct main_ctx *mc, char *err, size_t errlen)
 	portmap_builtin_set(mc->mc_maps, mc->mc_nmaps);
 	switch (cf->cf_portmap) {
 	case PORTMAP_OFF:
+		log_info("no portmapper (--portmap off): clients mount with %s (file locks then "
+			 "stay local to each client)", main_no_portmap_options(mc, opts, sizeof(opts)));
 		return 0;
 	case PORTMAP_RPCBIND:
 		/* Asking first keeps a missing rpcbind from costing libtirpc's long timeouts. */
@@ -335,15 +347,15 @@ static int main_portmap(struct main_ctx *mc, char *err, size_t errlen)
 			if (rc == 0)
 				return 0;
 			main_warn(mc,
-				  "rpcbind runs but registering with it failed (%s); clients must mount with -o port=%d,mountport=%d (or run as root)",
-				  strerror(-rc), mc->mc_nfs_port, mc->mc_mount_port);
+				  "rpcbind runs but registering with it failed (%s); clients must mount with %s (or run as root)",
+				  strerror(-rc), main_no_portmap_options(mc, opts, sizeof(opts)));
 			return 0;
 		}
 		if (main_portmap_builtin(mc, lerr, sizeof(lerr)) == 0)
 			return 0;
 		main_warn(mc,
-			  "no portmapper: rpcbind is not running and %s; clients must mount with -o port=%d,mountport=%d (or start rpcbind, or run as root)",
-			  lerr, mc->mc_nfs_port, mc->mc_mount_port);
+			  "no portmapper: rpcbind is not running and %s; clients must mount with %s (or start rpcbind, or run as root)",
+			  lerr, main_no_portmap_options(mc, opts, sizeof(opts)));
 		return 0;
 	}
 	return 0;

@@ -817,6 +817,7 @@ static void test_locking_off(void **state)
 {
 	struct it_server s;
 	static const char *off[] = { "--nlm-port", "off", NULL };
+	char want[128];
 	CLIENT *c;
 
 	(void)state;
@@ -825,15 +826,16 @@ static void test_locking_off(void **state)
 	assert_int_equal(it_server_start(&s), 0);
 	assert_true(it_server_log_contains(&s, "file locking is off"));
 	assert_false(it_server_log_contains(&s, "nlm port "));
+	/* --portmap off (it_server's default): the log gives the whole mount option list */
+	snprintf(want, sizeof(want), "clients mount with -o port=%d,mountport=%d,nolock",
+		 s.is_nfs_port, s.is_mount_port);
+	assert_true(it_server_log_contains(&s, want));
 	c = it_clnt(IPPROTO_TCP, NLM_PROG, NLM_VERS4, s.is_nfs_port);
 	assert_int_equal(it_call(c, NLMPROC4_NULL, (xdrproc_t)it_xdr_void, NULL,
 				 (xdrproc_t)it_xdr_void, NULL), RPC_PROGUNAVAIL);
 	it_clnt_destroy(c);
 	assert_int_equal(it_server_finish(&s), 0);
 }
-
-/* ---- the network namespace ---- */
-
 
 int main(void)
 {
