@@ -88,6 +88,8 @@ struct nlm_service {
 void nlm_addr_key(const struct sockaddr *sa, char key[NLM_KEY_LEN]);
 
 /* service.c */
+/* Whether NSM already monitors the host at key under caller_name (no call to NSM needed). */
+bool nlm_host_monitored(struct nlm_service *s, const char *key, const char *caller_name);
 nlm4_stats nlm_monitor_host(struct nlm_service *s, const struct rpc_req *rq, const char *key,
 			    const char *caller_name);
 /* Acts on the table's events: calls back granted waiters, frees dropped ones. Frees events. */

@@ -134,13 +134,17 @@ static void nlm_do_lock(struct rpc_req *rq, nlm4_lockargs *a, nlm4_res *r, bool 
 	if (st != NLM4_GRANTED)
 		goto out;
 	req.lq_block = monitored && a->block;
-	/* A host is monitored from its first lock on: not for a request that is refused. */
-	if (monitored && !req.lq_block && locks_test(s->s_locks, &req, NULL) == LOCKS_DENIED) {
-		st = NLM4_DENIED;
-		goto out;
-	}
-	if (monitored)
+	/*
+	 * A host is monitored from its first lock on: not for a request that is refused. Only
+	 * a host not monitored yet needs the TEST first; for the others NSM has nothing to do.
+	 */
+	if (monitored && !nlm_host_monitored(s, key, a->alock.caller_name)) {
+		if (!req.lq_block && locks_test(s->s_locks, &req, NULL) == LOCKS_DENIED) {
+			st = NLM4_DENIED;
+			goto out;
+		}
 		st = nlm_monitor_host(s, rq, key, a->alock.caller_name);
+	}
 	if (st != NLM4_GRANTED)
 		goto out;
 	if (req.lq_block) {

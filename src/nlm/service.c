@@ -85,6 +85,18 @@ static struct nlm_host *nlm_host_find(struct nlm_service *s, const char *key)
  * NSM monitors a host from its first lock or share on, under the name it gave: asked again
  * when the name changes. Durable before the lock is granted, so a reboot of ours tells it.
  */
+bool nlm_host_monitored(struct nlm_service *s, const char *key, const char *caller_name)
+{
+	struct nlm_host *h;
+	bool known;
+
+	pthread_mutex_lock(&s->s_mu);
+	h = nlm_host_find(s, key);
+	known = h != NULL && strcmp(h->h_name, caller_name) == 0;
+	pthread_mutex_unlock(&s->s_mu);
+	return known;
+}
+
 nlm4_stats nlm_monitor_host(struct nlm_service *s, const struct rpc_req *rq, const char *key,
 			    const char *caller_name)
 {
@@ -92,14 +104,8 @@ nlm4_stats nlm_monitor_host(struct nlm_service *s, const struct rpc_req *rq, con
 	char *name;
 	int err;
 
-	pthread_mutex_lock(&s->s_mu);
-	h = nlm_host_find(s, key);
-	if (h != NULL && strcmp(h->h_name, caller_name) == 0) {
-		pthread_mutex_unlock(&s->s_mu);
+	if (nlm_host_monitored(s, key, caller_name))
 		return NLM4_GRANTED;
-	}
-	pthread_mutex_unlock(&s->s_mu);
-
 	err = nlm_nsm_monitor(s, rq, caller_name);
 	if (err != 0) {
 		log_warn("nlm: cannot have NSM monitor %s (%s): %s; its lock is refused with "
@@ -206,6 +212,20 @@ static void nlm_grant_remember(struct nlm_service *s, struct nlm_grant *g)
  * The client never learns of (or refuses) the lock it was granted: it is given back, and the
  * owner's locks on the range are again what they were before the grant.
  */
+/*
+ * Where to call a client's lock manager: its address with port 0, which has rpc_client ask
+ * the client's portmapper (the lock manager does not listen at the port a call came from).
+ */
+static void nlm_manager_addr(const struct sockaddr_storage *peer, socklen_t len,
+			     struct sockaddr_storage *to)
+{
+	memcpy(to, peer, len);
+	if (to->ss_family == AF_INET)
+		((struct sockaddr_in *)to)->sin_port = 0;
+	else if (to->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)to)->sin6_port = 0;
+}
+
 static void nlm_grant_undo(struct nlm_service *s, uint64_t grant, const char *key)
 {
 	struct locks_event *events = NULL;
@@ -275,12 +295,7 @@ static bool nlm_call_granted(struct nlm_service *s, const struct locks_event *ev
 	args.cookie.nlm4_netobj_val = (char *)cookie;
 	args.exclusive = w->w_exclusive;
 	args.alock = w->w_lock;
-	/* The client's lock manager listens where its portmapper says, not at the call's port. */
-	memcpy(&to, &w->w_addr, w->w_addrlen);
-	if (to.ss_family == AF_INET)
-		((struct sockaddr_in *)&to)->sin_port = 0;
-	else if (to.ss_family == AF_INET6)
-		((struct sockaddr_in6 *)&to)->sin6_port = 0;
+	nlm_manager_addr(&w->w_addr, w->w_addrlen, &to);
 	cb->cb_s = s;
 	cb->cb_seq = seq;
 	call = (struct rpc_client_call){
@@ -367,11 +382,7 @@ void nlm_send_res(struct nlm_service *s, const struct rpc_req *rq, uint32_t proc
 	struct rpc_client_call call;
 	int err;
 
-	memcpy(&to, &rq->rq_peer, rq->rq_peerlen);
-	if (to.ss_family == AF_INET)
-		((struct sockaddr_in *)&to)->sin_port = 0;
-	else if (to.ss_family == AF_INET6)
-		((struct sockaddr_in6 *)&to)->sin6_port = 0;
+	nlm_manager_addr(&rq->rq_peer, rq->rq_peerlen, &to);
 	call = (struct rpc_client_call){
 		.to = (const struct sockaddr *)&to, .tolen = rq->rq_peerlen,
 		.protocol = rq->rq_protocol, .prog = NLM_PROG, .vers = NLM_VERS4, .proc = proc,
