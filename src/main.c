@@ -52,7 +52,10 @@ struct main_ctx {
 	struct ev_loop *mc_loop;
 	struct net_server *mc_net;
 	struct control *mc_ctl;             /* STATE_DIR/control.sock, NULL if it could not be made */
-	int mc_ports[4];                    /* bound ports, so one port is listened on once */
+	struct {
+		int lp_port;
+		bool lp_udp;                /* UDP served there too */
+	} mc_ports[4];                      /* bound ports, so one port is listened on once */
 	int mc_nports;
 	int mc_nfs_port;
 	int mc_mount_port;
@@ -171,19 +174,34 @@ static bool main_admit(void *arg, const struct sockaddr *peer, socklen_t peerlen
 }
 
 /* Listens on port unless an earlier listener already has it; returns the bound port. */
-static int main_listen(struct main_ctx *mc, int port, char *err, size_t errlen)
+/*
+ * Listens on port over TCP, and over UDP too when --udp is given or udp asks for it (the lock
+ * manager's clients use either). A port already listened on serves again when it serves what
+ * is asked. option names the setting that chose port, for the message.
+ */
+static int main_listen(struct main_ctx *mc, int port, bool udp, const char *option, char *err,
+		       size_t errlen)
 {
-	int i, bound;
+	int bound;
 
-	if (port != 0)
-		for (i = 0; i < mc->mc_nports; i++)
-			if (mc->mc_ports[i] == port)
-				return port;
-	bound = net_listen(mc->mc_net, port, err, errlen);
+	for (int i = 0; i < mc->mc_nports && port != 0; i++) {
+		if (mc->mc_ports[i].lp_port != port)
+			continue;
+		if (!udp || mc->mc_ports[i].lp_udp)
+			return port;
+		snprintf(err, errlen,
+			 "port %d is the NFS or MOUNT port too, served over TCP only, and locking needs UDP as well; give --udp, or another %s",
+			 port, option);
+		return -EADDRINUSE;
+	}
+	bound = udp ? net_listen_udp(mc->mc_net, port, err, errlen)
+		    : net_listen(mc->mc_net, port, err, errlen);
 	if (bound < 0)
 		return bound;
-	if (mc->mc_nports < (int)(sizeof(mc->mc_ports) / sizeof(mc->mc_ports[0])))
-		mc->mc_ports[mc->mc_nports++] = bound;
+	if (mc->mc_nports < (int)(sizeof(mc->mc_ports) / sizeof(mc->mc_ports[0]))) {
+		mc->mc_ports[mc->mc_nports].lp_port = bound;
+		mc->mc_ports[mc->mc_nports++].lp_udp = udp || mc->mc_cfg.cf_udp;
+	}
 	return bound;
 }
 
@@ -261,8 +279,6 @@ static int main_rpcbind_register(struct main_ctx *mc)
 	return rc;
 }
 
-static int main_listen_udp(struct main_ctx *mc, int port, const char *option, char *err,
-			   size_t errlen);
 
 static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
 {
@@ -272,11 +288,7 @@ static int main_portmap_builtin(struct main_ctx *mc, char *err, size_t errlen)
 
 	/* A rebooted client's sm-notify asks for our NSM over UDP only: without an answer
 	 * there, the server would keep its locks. */
-	if (udp)
-		port = main_listen_udp(mc, mc->mc_cfg.cf_portmap_port, "--portmap-port", err,
-				       errlen);
-	else
-		port = main_listen(mc, mc->mc_cfg.cf_portmap_port, err, errlen);
+	port = main_listen(mc, mc->mc_cfg.cf_portmap_port, udp, "--portmap-port", err, errlen);
 	if (port < 0)
 		return port;
 	n = mc->mc_nmaps;
@@ -712,31 +724,6 @@ static void main_check_state_mode(struct main_ctx *mc)
 		  dir, (unsigned)(st.st_mode & 07777), dir);
 }
 
-/*
- * main_listen on TCP and UDP (the lock manager's clients use either); option names the
- * setting that chose port, for the message.
- */
-static int main_listen_udp(struct main_ctx *mc, int port, const char *option, char *err,
-			   size_t errlen)
-{
-	int bound;
-
-	for (int i = 0; i < mc->mc_nports && port != 0; i++) {
-		if (mc->mc_ports[i] != port)
-			continue;
-		if (mc->mc_cfg.cf_udp)
-			return port;
-		snprintf(err, errlen,
-			 "port %d is the NFS or MOUNT port too, served over TCP only, and locking needs UDP as well; give --udp, or another %s",
-			 port, option);
-		return -EADDRINUSE;
-	}
-	bound = net_listen_udp(mc->mc_net, port, err, errlen);
-	if (bound >= 0 && mc->mc_nports < (int)(sizeof(mc->mc_ports) / sizeof(mc->mc_ports[0])))
-		mc->mc_ports[mc->mc_nports++] = bound;
-	return bound;
-}
-
 /* The lock service: outbound calls, NSM's state in the state directory, the lock table. */
 static int main_locking(struct main_ctx *mc, char *err, size_t errlen)
 {
@@ -860,7 +847,7 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot start the network server: %s", strerror(-rc));
 		return -1;
 	}
-	rc = main_listen(mc, cf->cf_port, lerr, sizeof(lerr));
+	rc = main_listen(mc, cf->cf_port, false, "--port", lerr, sizeof(lerr));
 	if (rc < 0) {
 		snprintf(err, errlen, "--port: %s", lerr);
 		return -1;
@@ -870,14 +857,14 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	if (cf->cf_mount_port == cf->cf_port)
 		rc = mc->mc_nfs_port;
 	else
-		rc = main_listen(mc, cf->cf_mount_port, lerr, sizeof(lerr));
+		rc = main_listen(mc, cf->cf_mount_port, false, "--mount-port", lerr, sizeof(lerr));
 	if (rc < 0) {
 		snprintf(err, errlen, "--mount-port: %s", lerr);
 		return -1;
 	}
 	mc->mc_mount_port = rc;
 	if (mc->mc_nlm != NULL) {
-		rc = main_listen_udp(mc, cf->cf_nlm_port, "--nlm-port", lerr, sizeof(lerr));
+		rc = main_listen(mc, cf->cf_nlm_port, true, "--nlm-port", lerr, sizeof(lerr));
 		if (rc < 0) {
 			snprintf(err, errlen, "--nlm-port: %s; or --nlm-port off to serve no locking",
 				 lerr);

@@ -778,6 +778,32 @@ static void test_portmapper_lists_locking(void **state)
 	assert_int_equal(it_server_finish(&s), 0);
 }
 
+/* The lock manager and the built-in portmapper may share one port: both want UDP there. */
+static void test_nlm_port_is_portmap_port(void **state)
+{
+	static const char *extra[] = { "--portmap-port", NULL, "--nlm-port", NULL, NULL };
+	struct it_server s;
+	char port[16];
+	int p = 21000 + (int)(getpid() % 20000);
+	CLIENT *c;
+
+	(void)state;
+	while (!it_tcp_port_free(p))
+		p++;
+	snprintf(port, sizeof(port), "%d", p);
+	it_server_init(&s, false);
+	s.is_portmap = "builtin";
+	extra[1] = extra[3] = port;
+	memcpy(s.is_extra, extra, sizeof(extra));
+	assert_int_equal(it_server_start(&s), 0);
+	assert_int_equal(nlm_port_of(&s), p);
+	c = it_clnt(IPPROTO_UDP, PMAPPROG, PMAPVERS, p);
+	assert_int_equal(getport(c, NLM_PROG, NLM_VERS4, IPPROTO_UDP), p);
+	assert_int_equal(getport(c, 100024, 1, IPPROTO_UDP), p);
+	it_clnt_destroy(c);
+	assert_int_equal(it_server_finish(&s), 0);
+}
+
 /*
  * --nlm-port, or with locking the built-in portmapper's port, on the NFS port needs UDP there
  * too (--udp): said so, naming the option, not "address in use".
@@ -852,6 +878,7 @@ int main(void)
 		cmocka_unit_test(test_grace_after_restart),
 		cmocka_unit_test(test_views_are_separate),
 		cmocka_unit_test(test_portmapper_lists_locking),
+		cmocka_unit_test(test_nlm_port_is_portmap_port),
 		cmocka_unit_test(test_nlm_port_on_nfs_port),
 		cmocka_unit_test(test_locking_off),
 	};
