@@ -107,20 +107,32 @@ bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
 bool nfs_peer_admitted(struct nfs_server *ns, const struct sockaddr *peer);
 /*
  * The union object a lock manager's file handle (the NFS handle's bytes) names, for the
- * client of rq: the same rules as an NFS call from it (the export admits it; a per-client
- * view's id resolves only for that client, so each view is its own object space). The
- * object must still exist. 0 with *out filled; -ESTALE: not a handle of ours, or it names
- * nothing now; -EACCES: the peer is not a client of the export; -EAGAIN: its view cannot be
- * opened now; another -errno: failure.
+ * client of rq, and whether it may lock it. What is checked depends on the use:
+ * - NFS_LOCK_RELEASE (UNLOCK, CANCEL, UNSHARE): only that the handle is one of ours. A caller
+ *   can release nothing but its own locks, so the object need not exist any more (a file
+ *   removed by another client) nor the caller be admitted still.
+ * - NFS_LOCK_READ, NFS_LOCK_WRITE (TEST, LOCK, SHARE): the same rules as an NFS call from the
+ *   peer (the export admits it; a per-client view's id resolves only for that client, so each
+ *   view is its own object space), the object must exist, and the caller (squashed as for an
+ *   NFS call) must own it or may read it, as knfsd asks of a lock; NFS_LOCK_WRITE (an
+ *   exclusive lock, a share that writes) is refused on a read-only export.
+ * 0 with *out filled; -ESTALE: not a handle of ours, or it names nothing now; -EACCES: the
+ * peer is not a client of the export, or the caller may not lock the object; -EROFS: a write
+ * use on a read-only export; -EAGAIN: its view cannot be opened now; another -errno: failure.
  */
+enum nfs_lock_use {
+	NFS_LOCK_RELEASE,
+	NFS_LOCK_READ,
+	NFS_LOCK_WRITE,
+};
+
 struct nfs_lock_target {
 	uint32_t lt_export;      /* export or view id */
 	uint64_t lt_fileid;      /* union ino inside it */
-	bool lt_regular;         /* a regular file */
-	bool lt_read_only;       /* the export is read-only for this client */
+	bool lt_regular;         /* a regular file (always true for NFS_LOCK_RELEASE) */
 };
 int nfs_lock_object(struct nfs_server *ns, const struct rpc_req *rq, const void *fh, size_t fhlen,
-		    struct nfs_lock_target *out);
+		    enum nfs_lock_use use, struct nfs_lock_target *out);
 
 /* Whether export i is read-only for every client (its "ro" option), as a reload left it. */
 bool nfs_export_read_only(struct nfs_server *ns, int i);

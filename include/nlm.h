@@ -12,8 +12,10 @@
  * delivered, or that the client refuses in GRANTED_RES, is undone (locks_ungrant): the
  * owner's locks on that range are again what they were before it, so an interrupted upgrade
  * leaves the shared lock held. The *_MSG procedures reply
- * through a *_RES call to the caller. The first lock or share of a host has NSM monitor it;
- * NSM's reboot notice frees what the host held. After a restart with monitored clients,
+ * through a *_RES call to the caller. The first lock or share of a host has NSM monitor it,
+ * until it holds nothing again; NSM's reboot notice, or FREE_ALL, from the host's address
+ * frees what it held. Taking a lock needs what knfsd asks (read permission or ownership;
+ * exclusive locks not on read-only exports); releasing one works on objects since removed. After a restart with monitored clients,
  * a grace period (nlm_opts.no_grace_seconds) refuses new locks so clients can reclaim theirs.
  *
  * Handlers run on worker threads; callbacks go out on the rpc_client thread, never under the
@@ -26,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nfs.h"        /* nfs_lock_object's types */
 #include "nlm4.h"       /* generated from rpc/nlm4.x */
 #include "nlm_locks.h"
 #include "rpc.h"
@@ -36,8 +39,6 @@
 #define NLM_DEFAULT_RETRY_TOTAL_MS 60000   /* ... for a minute */
 #define NLM_DEFAULT_SHARES 4096            /* share reservations held at once */
 
-struct nfs_server;
-struct nfs_lock_target;
 struct nsm;
 struct rpc_client;
 struct rpc_client_call;
@@ -46,15 +47,17 @@ struct nlm_service;
 /*
  * What the service calls outside itself, replaceable for tests (each NULL: the real one):
  * nh_send for rpc_client_send, nh_monitor for nsm_monitor, nh_object for nfs_lock_object,
- * nh_previous for nsm_previous_clients. nh_arg is handed to each.
+ * nh_previous for nsm_previous_clients, nh_unmonitor for nsm_unmonitor. nh_arg is handed
+ * to each.
  */
 struct nlm_hooks {
 	int (*nh_send)(void *arg, const struct rpc_client_call *call);
 	int (*nh_monitor)(void *arg, const struct sockaddr *client, socklen_t len,
 			  const char *caller_name, const struct sockaddr *local, socklen_t locallen);
 	int (*nh_object)(void *arg, const struct rpc_req *rq, const void *fh, size_t fhlen,
-			 struct nfs_lock_target *out);
+			 enum nfs_lock_use use, struct nfs_lock_target *out);
 	bool (*nh_previous)(void *arg);
+	void (*nh_unmonitor)(void *arg, const struct sockaddr *client, socklen_t len);
 	void *nh_arg;
 };
 
@@ -87,8 +90,8 @@ bool nlm_in_grace(const struct nlm_service *s);
 
 /*
  * NSM's reboot notice (the hook nlm_service_new registers with nsm): frees every lock, waiter
- * and share of the hosts whose caller name is mon_name or whose address is from's, and calls
- * back the waiters that frees. Any thread.
+ * and share of the host at from's address, whatever mon_name says (a name proves nothing,
+ * and two clients may share one), and calls back the waiters that frees. Any thread.
  */
 void nlm_host_rebooted(struct nlm_service *s, const char *mon_name, const struct sockaddr *from,
 		       socklen_t fromlen);

@@ -243,6 +243,8 @@ void locks_events_free(struct locks_event *events);
 
 /* Lock records a host holds now; waiters queued on an object now. */
 size_t locks_host_locks(struct locks_table *t, const char *host);
+/* Whether a host has anything in the table: locks, waiters, unsettled grants, a call under way. */
+bool locks_host_active(struct locks_table *t, const char *host);
 size_t locks_object_waiters(struct locks_table *t, const struct locks_object *object);
 void locks_counts(struct locks_table *t, struct locks_counts *out);
 

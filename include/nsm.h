@@ -14,7 +14,11 @@
  *                     (the client's address, its caller name escaped as %XX outside
  *                     [A-Za-z0-9._-], the address of ours it reached: what its statd
  *                     monitors), each line durable (fdatasync) before nsm_monitor returns;
- *                     a last line cut short by a crash is ignored
+ *                     a last line cut short by a crash is ignored. Lines of clients that
+ *                     hold nothing any more (nsm_unmonitor) go when the file is rewritten
+ *                     atomically: once NSM_COMPACT_IDLE of them or NSM_MAX_CLIENTS lines
+ *                     are there and a new client comes, and at nsm_close (a clean stop), so
+ *                     a run whose clients released everything leaves no file and no grace
  *   clients.previous  the same for what earlier runs left that still awaits SM_NOTIFY;
  *                     an entry goes when its client's statd answered (rewritten atomically,
  *                     in batches)
@@ -34,7 +38,7 @@
 
 struct rpc_client;
 
-/* Clients listed at most: as many as the lock table serves hosts. */
+/* Clients holding something listed at most: as many as the lock table serves hosts. */
 #define NSM_MAX_CLIENTS LOCKS_DEFAULT_HOSTS
 /* Longest caller name kept (NLM's LM_MAXSTRLEN, as the lock table's host keys). */
 #define NSM_MAX_NAME LOCKS_HOST_MAX
@@ -67,11 +71,17 @@ bool nsm_previous_clients(const struct nsm *n);
 /*
  * Notes that client (reaching us at local; its caller name from NLM) holds locks, so it is
  * told when we restart. Durable (fsync) before it returns when the client is new; a lookup
- * only when listed. 0, -ENOSPC when NSM_MAX_CLIENTS are listed (logged once), -EINVAL for
- * an address that is not AF_INET/AF_INET6, or -errno of the write.
+ * only when listed. 0, -ENOSPC when NSM_MAX_CLIENTS that hold something are listed (logged
+ * once until there is room again), -EINVAL for an address that is not AF_INET/AF_INET6, or -errno of the write.
  */
 int nsm_monitor(struct nsm *n, const struct sockaddr *client, socklen_t len,
 		const char *caller_name, const struct sockaddr *local, socklen_t locallen);
+/*
+ * The client at this address (IPv4-mapped as IPv4) holds nothing any more: its entries stop
+ * counting against NSM_MAX_CLIENTS and leave the clients file at its next rewrite, unless
+ * nsm_monitor takes it up again first. In memory only: never waits for the disk.
+ */
+void nsm_unmonitor(struct nsm *n, const struct sockaddr *client, socklen_t len);
 /* SM_NOTIFY to the last run's clients, asynchronously (schedule above). Call once. */
 void nsm_notify_previous(struct nsm *n);
 /*
@@ -83,6 +93,7 @@ void nsm_set_reboot_hook(struct nsm *n, void (*fn)(void *arg, const char *mon_na
 			 void *arg);
 /* Program 100024 v1; its handlers' rq_ctx is the struct nsm. */
 extern const struct rpc_program nsm_program;
+/* A clean stop: the clients file keeps only the clients still holding something. */
 void nsm_close(struct nsm *n);
 
 #endif

@@ -1184,6 +1184,18 @@ size_t locks_host_locks(struct locks_table *t, const char *host)
 	return n;
 }
 
+bool locks_host_active(struct locks_table *t, const char *host)
+{
+	bool active;
+
+	if (host == NULL || strnlen(host, LOCKS_HOST_MAX + 1) > LOCKS_HOST_MAX)
+		return false;
+	pthread_mutex_lock(&t->t_mutex);
+	active = *host_slot(t, host) != NULL;
+	pthread_mutex_unlock(&t->t_mutex);
+	return active;
+}
+
 size_t locks_object_waiters(struct locks_table *t, const struct locks_object *object)
 {
 	struct object *ob;

@@ -22,14 +22,29 @@
 /* A host key: the peer's address as text. */
 #define NLM_KEY_LEN INET6_ADDRSTRLEN
 
-/* Hosts remembered as monitored, granted callbacks awaiting GRANTED_RES: bounds. */
+/* Granted callbacks awaiting GRANTED_RES: bound. */
 #define NLM_GRANTS_MAX 1024
+/*
+ * A datagram's source address may be forged: hosts none of whose lock calls came over TCP
+ * hold at most this many of the monitored hosts' places, and calls back to a UDP caller
+ * are tried this many times (not retried for a minute).
+ */
+#define NLM_UDP_HOSTS_MAX 64
+#define NLM_UDP_CALLBACK_ATTEMPTS 3
 
-/* A host that holds or held locks since it was last freed: whom NSM monitors, by which name. */
+/*
+ * A host that holds something (locks, waiters, shares) or has a LOCK or SHARE under way:
+ * whom NSM monitors, by which name. It goes once it holds nothing (nlm_host_settle), and
+ * NSM forgets it then, so only hosts holding something count against the bound.
+ */
 struct nlm_host {
 	struct nlm_host *h_next;
 	char h_key[NLM_KEY_LEN];
-	char *h_name;               /* its caller_name when it was monitored */
+	char *h_name;               /* its caller_name NSM monitors it under; NULL: not yet */
+	struct sockaddr_storage h_addr;  /* for NSM */
+	socklen_t h_addrlen;
+	unsigned h_calls;           /* its LOCKs and SHAREs under way (nlm_host_enter) */
+	bool h_udp;                 /* none of its calls came over TCP */
 };
 
 /* A GRANTED_MSG sent, until its GRANTED_RES comes (or the callback fails). */
@@ -71,6 +86,8 @@ struct nlm_service {
 	pthread_mutex_t s_mu;       /* guards hosts, grants, shares and the grace thread's stop */
 	struct nlm_host *s_hosts;
 	unsigned s_nhosts, s_hosts_max;
+	unsigned s_nudp;            /* of s_hosts, those with h_udp */
+	time_t s_udp_warned;
 	struct nlm_grant *s_grants;
 	unsigned s_ngrants;
 	struct nlm_share *s_shares; /* [s_nshares] of [s_shares_max] */
@@ -88,10 +105,23 @@ struct nlm_service {
 void nlm_addr_key(const struct sockaddr *sa, char key[NLM_KEY_LEN]);
 
 /* service.c */
+/*
+ * A LOCK or SHARE of rq's host (key) begins: its host entry is made if need be and kept until
+ * nlm_host_leave, whatever the host releases meanwhile. NLM4_DENIED_NOLOCKS when the hosts
+ * are at their bound (or UDP-only hosts at theirs).
+ */
+nlm4_stats nlm_host_enter(struct nlm_service *s, const struct rpc_req *rq, const char *key);
+void nlm_host_leave(struct nlm_service *s, const char *key);
 /* Whether NSM already monitors the host at key under caller_name (no call to NSM needed). */
 bool nlm_host_monitored(struct nlm_service *s, const char *key, const char *caller_name);
+/* Has NSM monitor the entered host at key under caller_name (if it does not already). */
 nlm4_stats nlm_monitor_host(struct nlm_service *s, const struct rpc_req *rq, const char *key,
 			    const char *caller_name);
+/*
+ * The host at key may hold nothing any more (it released something, or a waiter of it
+ * went): if so, and no LOCK or SHARE of it is under way, its entry goes and NSM forgets it.
+ */
+void nlm_host_settle(struct nlm_service *s, const char *key);
 /* Acts on the table's events: calls back granted waiters, frees dropped ones. Frees events. */
 void nlm_events(struct nlm_service *s, struct locks_event *events);
 void nlm_waiter_free(struct nlm_waiter *w);
@@ -102,8 +132,8 @@ void nlm_granted_res(struct nlm_service *s, const struct rpc_req *rq, const nlm4
 /* Sends a *_RES call with res to the caller of rq (the *_MSG procedures). */
 void nlm_send_res(struct nlm_service *s, const struct rpc_req *rq, uint32_t proc, xdrproc_t xdr,
 		  const void *res);
-/* Frees everything of the hosts named name (a caller name or an address). */
-void nlm_free_hosts(struct nlm_service *s, const char *name, const char *addr_key);
+/* Frees every lock, waiter and share of the host at key (FREE_ALL, a reboot notice). */
+void nlm_free_host(struct nlm_service *s, const char *key);
 
 /* shares.c: under s_mu */
 nlm4_stats nlm_share_add(struct nlm_service *s, const struct locks_object *o, const char *key,
@@ -111,5 +141,6 @@ nlm4_stats nlm_share_add(struct nlm_service *s, const struct locks_object *o, co
 void nlm_share_remove(struct nlm_service *s, const struct locks_object *o, const char *key,
 		      const nlm4_share *sh);
 void nlm_shares_drop_host(struct nlm_service *s, const char *key);
+bool nlm_shares_held(const struct nlm_service *s, const char *key);
 
 #endif

@@ -46,37 +46,44 @@ static nlm4_stats nlm_stat_of(enum locks_status st)
 	}
 }
 
-static nlm4_stats nlm_object(struct nlm_service *s, const struct rpc_req *rq, const nlm4_netobj *fh,
-			     struct locks_object *o)
+/* The object a handle names, checked for the use (nfs.h): 0 or -errno (nfs_lock_object). */
+static int nlm_object(struct nlm_service *s, const struct rpc_req *rq, const nlm4_netobj *fh,
+		      enum nfs_lock_use use, struct locks_object *o)
 {
 	struct nfs_lock_target t;
 	int err;
 
 	if (s->s_hooks.nh_object != NULL)
 		err = s->s_hooks.nh_object(s->s_hooks.nh_arg, rq, fh->nlm4_netobj_val,
-					   fh->nlm4_netobj_len, &t);
+					   fh->nlm4_netobj_len, use, &t);
 	else
-		err = nfs_lock_object(s->s_ns, rq, fh->nlm4_netobj_val, fh->nlm4_netobj_len, &t);
-	if (err == -ESTALE)
-		return NLM4_STALE_FH;
-	if (err != 0)
-		return NLM4_FAILED;
+		err = nfs_lock_object(s->s_ns, rq, fh->nlm4_netobj_val, fh->nlm4_netobj_len, use,
+				      &t);
 	/* Byte ranges mean something in regular files only (knfsd and ganesha agree). */
-	if (!t.lt_regular)
-		return NLM4_FAILED;
-	o->lo_export = t.lt_export;
-	o->lo_fileid = t.lt_fileid;
-	return NLM4_GRANTED;
+	if (err == 0 && !t.lt_regular)
+		err = -EINVAL;
+	if (err == 0) {
+		o->lo_export = t.lt_export;
+		o->lo_fileid = t.lt_fileid;
+	}
+	return err;
+}
+
+/* What a lock call answers when its object cannot be had (refused: FAILED, as knfsd). */
+static nlm4_stats nlm_object_stat(int err)
+{
+	return err == 0 ? NLM4_GRANTED : err == -ESTALE ? NLM4_STALE_FH : NLM4_FAILED;
 }
 
 /* A table request for lock l of the caller; key receives the caller's host key. */
 static nlm4_stats nlm_request(struct nlm_service *s, const struct rpc_req *rq, const nlm4_lock *l,
-			      bool exclusive, char key[NLM_KEY_LEN], struct locks_request *out)
+			      bool exclusive, enum nfs_lock_use use, char key[NLM_KEY_LEN],
+			      struct locks_request *out)
 {
 	nlm4_stats st;
 
 	memset(out, 0, sizeof(*out));
-	st = nlm_object(s, rq, &l->fh, &out->lq_object);
+	st = nlm_object_stat(nlm_object(s, rq, &l->fh, use, &out->lq_object));
 	if (st != NLM4_GRANTED)
 		return st;
 	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
@@ -86,6 +93,12 @@ static nlm4_stats nlm_request(struct nlm_service *s, const struct rpc_req *rq, c
 	out->lq_offset = l->l_offset;
 	out->lq_len = l->l_len;
 	return NLM4_GRANTED;
+}
+
+/* Taking a lock: an exclusive one is a use for writing. */
+static enum nfs_lock_use nlm_lock_use(bool exclusive)
+{
+	return exclusive ? NFS_LOCK_WRITE : NFS_LOCK_READ;
 }
 
 /* ---- the synchronous procedures ---- */
@@ -100,7 +113,8 @@ static void nlm_do_test(struct rpc_req *rq, nlm4_testargs *a, nlm4_testres *r)
 
 	nlm_netobj_copy(rq, &a->cookie, &r->cookie);
 	st = nlm_in_grace(s) ? NLM4_DENIED_GRACE_PERIOD
-			     : nlm_request(s, rq, &a->alock, a->exclusive, key, &req);
+			     : nlm_request(s, rq, &a->alock, a->exclusive,
+					   nlm_lock_use(a->exclusive), key, &req);
 	if (st == NLM4_GRANTED && locks_test(s->s_locks, &req, &h) == LOCKS_DENIED) {
 		nlm4_holder *ho = &r->stat.nlm4_testrply_u.holder;
 		nlm4_netobj oh = { (u_int)h.lh_ohlen, (char *)h.lh_oh };
@@ -115,6 +129,15 @@ static void nlm_do_test(struct rpc_req *rq, nlm4_testargs *a, nlm4_testres *r)
 	r->stat.stat = st;
 }
 
+/*
+ * A reclaim is granted only during the grace period and a new lock only outside it (as
+ * Linux lockd): a reclaim later could take a lock another client has held since.
+ */
+static bool nlm_grace_refuses(const struct nlm_service *s, bool reclaim)
+{
+	return reclaim != nlm_in_grace(s);
+}
+
 /* LOCK (monitored: may block, NSM watches the host) and NM_LOCK (neither). */
 static void nlm_do_lock(struct rpc_req *rq, nlm4_lockargs *a, nlm4_res *r, bool monitored)
 {
@@ -123,22 +146,28 @@ static void nlm_do_lock(struct rpc_req *rq, nlm4_lockargs *a, nlm4_res *r, bool 
 	struct nlm_waiter *w = NULL;
 	struct locks_request req;
 	char key[NLM_KEY_LEN];
+	bool entered = false;
 	enum locks_status ls;
 	nlm4_stats st;
 
 	nlm_netobj_copy(rq, &a->cookie, &r->cookie);
-	if (!a->reclaim && nlm_in_grace(s))
+	if (nlm_grace_refuses(s, a->reclaim))
 		st = NLM4_DENIED_GRACE_PERIOD;
 	else
-		st = nlm_request(s, rq, &a->alock, a->exclusive, key, &req);
+		st = nlm_request(s, rq, &a->alock, a->exclusive, nlm_lock_use(a->exclusive), key,
+				 &req);
 	if (st != NLM4_GRANTED)
 		goto out;
 	req.lq_block = monitored && a->block;
+	if (monitored) {
+		st = nlm_host_enter(s, rq, key);
+		entered = st == NLM4_GRANTED;
+	}
 	/*
 	 * A host is monitored from its first lock on: not for a request that is refused. Only
 	 * a host not monitored yet needs the TEST first; for the others NSM has nothing to do.
 	 */
-	if (monitored && !nlm_host_monitored(s, key, a->alock.caller_name)) {
+	if (entered && !nlm_host_monitored(s, key, a->alock.caller_name)) {
 		if (!req.lq_block && locks_test(s->s_locks, &req, NULL) == LOCKS_DENIED) {
 			st = NLM4_DENIED;
 			goto out;
@@ -160,6 +189,8 @@ static void nlm_do_lock(struct rpc_req *rq, nlm4_lockargs *a, nlm4_res *r, bool 
 	nlm_events(s, events);
 	st = nlm_stat_of(ls);
 out:
+	if (entered)
+		nlm_host_leave(s, key);
 	r->stat.stat = st;
 }
 
@@ -172,9 +203,11 @@ static void nlm_do_cancel(struct rpc_req *rq, nlm4_cancargs *a, nlm4_res *r)
 	nlm4_stats st;
 
 	nlm_netobj_copy(rq, &a->cookie, &r->cookie);
-	st = nlm_request(s, rq, &a->alock, a->exclusive, key, &req);
-	if (st == NLM4_GRANTED && locks_cancel(s->s_locks, &req, &cookie) == LOCKS_OK)
+	st = nlm_request(s, rq, &a->alock, a->exclusive, NFS_LOCK_RELEASE, key, &req);
+	if (st == NLM4_GRANTED && locks_cancel(s->s_locks, &req, &cookie) == LOCKS_OK) {
 		nlm_waiter_free(cookie);
+		nlm_host_settle(s, key);
+	}
 	/* Not waiting any more (granted meanwhile, or never queued): nothing to cancel. */
 	r->stat.stat = st;
 }
@@ -188,10 +221,11 @@ static void nlm_do_unlock(struct rpc_req *rq, nlm4_unlockargs *a, nlm4_res *r)
 	nlm4_stats st;
 
 	nlm_netobj_copy(rq, &a->cookie, &r->cookie);
-	st = nlm_request(s, rq, &a->alock, false, key, &req);
+	st = nlm_request(s, rq, &a->alock, false, NFS_LOCK_RELEASE, key, &req);
 	if (st == NLM4_GRANTED) {
 		st = nlm_stat_of(locks_unlock(s->s_locks, &req, &events));
 		nlm_events(s, events);
+		nlm_host_settle(s, key);
 	}
 	r->stat.stat = st;
 }
@@ -317,21 +351,31 @@ static enum rpc_outcome nlm_h_granted_res(struct rpc_req *rq, void *args, void *
 	return RPC_OUT_REPLY;
 }
 
+/* A share reservation is an open: one the caller may not make is DENIED, as a conflict. */
 static enum rpc_outcome nlm_h_share(struct rpc_req *rq, void *args, void *res)
 {
 	struct nlm_service *s = nlm_of(rq);
 	nlm4_shareargs *a = args;
 	nlm4_shareres *r = res;
+	enum nfs_lock_use use = (a->share.access & fsa_W) ? NFS_LOCK_WRITE : NFS_LOCK_READ;
 	struct locks_object o;
 	char key[NLM_KEY_LEN];
+	bool entered = false;
 	nlm4_stats st;
+	int err;
 
 	nlm_netobj_copy(rq, &a->cookie, &r->cookie);
 	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
-	if (!a->reclaim && nlm_in_grace(s))
+	if (!a->reclaim && nlm_in_grace(s)) {
 		st = NLM4_DENIED_GRACE_PERIOD;
-	else
-		st = nlm_object(s, rq, &a->share.fh, &o);
+	} else {
+		err = nlm_object(s, rq, &a->share.fh, use, &o);
+		st = err == -EACCES || err == -EROFS ? NLM4_DENIED : nlm_object_stat(err);
+	}
+	if (st == NLM4_GRANTED) {
+		st = nlm_host_enter(s, rq, key);
+		entered = st == NLM4_GRANTED;
+	}
 	if (st == NLM4_GRANTED)
 		st = nlm_monitor_host(s, rq, key, a->share.caller_name);
 	if (st == NLM4_GRANTED) {
@@ -339,6 +383,8 @@ static enum rpc_outcome nlm_h_share(struct rpc_req *rq, void *args, void *res)
 		st = nlm_share_add(s, &o, key, &a->share);
 		pthread_mutex_unlock(&s->s_mu);
 	}
+	if (entered)
+		nlm_host_leave(s, key);
 	r->stat = st;
 	return RPC_OUT_REPLY;
 }
@@ -353,21 +399,29 @@ static enum rpc_outcome nlm_h_unshare(struct rpc_req *rq, void *args, void *res)
 
 	nlm_netobj_copy(rq, &a->cookie, &r->cookie);
 	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
-	r->stat = nlm_object(s, rq, &a->share.fh, &o);
+	r->stat = nlm_object_stat(nlm_object(s, rq, &a->share.fh, NFS_LOCK_RELEASE, &o));
 	if (r->stat == NLM4_GRANTED) {
 		pthread_mutex_lock(&s->s_mu);
 		nlm_share_remove(s, &o, key, &a->share);
 		pthread_mutex_unlock(&s->s_mu);
+		nlm_host_settle(s, key);
 	}
 	return RPC_OUT_REPLY;
 }
 
+/*
+ * FREE_ALL (a client without statd restarted) frees the host it comes from, as Linux lockd
+ * finds it by the caller's address: the name it gives could be anybody's.
+ */
 static enum rpc_outcome nlm_h_free_all(struct rpc_req *rq, void *args, void *res)
 {
 	nlm4_notify *a = args;
+	char key[NLM_KEY_LEN];
 
 	(void)res;
-	nlm_free_hosts(nlm_of(rq), a->name, strlen(a->name) < NLM_KEY_LEN ? a->name : NULL);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	log_info("nlm: FREE_ALL from %s (as %s): its locks are freed", key, a->name);
+	nlm_free_host(nlm_of(rq), key);
 	return RPC_OUT_REPLY;
 }
 

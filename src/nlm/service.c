@@ -64,6 +64,16 @@ static int nlm_nsm_monitor(struct nlm_service *s, const struct rpc_req *rq, cons
 			   local, rq->rq_locallen);
 }
 
+static void nlm_nsm_unmonitor(struct nlm_service *s, const struct nlm_host *h)
+{
+	const struct sockaddr *sa = (const struct sockaddr *)&h->h_addr;
+
+	if (s->s_hooks.nh_unmonitor != NULL)
+		s->s_hooks.nh_unmonitor(s->s_hooks.nh_arg, sa, h->h_addrlen);
+	else if (s->s_nsm != NULL)
+		nsm_unmonitor(s->s_nsm, sa, h->h_addrlen);
+}
+
 static bool nlm_previous_clients(struct nlm_service *s)
 {
 	if (s->s_hooks.nh_previous != NULL)
@@ -81,6 +91,99 @@ static struct nlm_host *nlm_host_find(struct nlm_service *s, const char *key)
 	return NULL;
 }
 
+/* Under s_mu. */
+static struct nlm_host *nlm_host_add(struct nlm_service *s, const struct rpc_req *rq,
+				     const char *key)
+{
+	bool udp = rq->rq_protocol == IPPROTO_UDP;
+	struct nlm_host *h;
+	time_t now;
+
+	if (s->s_nhosts >= s->s_hosts_max)
+		return NULL;
+	if (udp && s->s_nudp >= NLM_UDP_HOSTS_MAX) {
+		now = time(NULL);
+		if (now - s->s_udp_warned >= 60) {
+			s->s_udp_warned = now;
+			log_warn("nlm: %u hosts that lock only over UDP hold locks already; %s is "
+				 "refused with DENIED_NOLOCKS (a datagram's sender can be forged: "
+				 "clients should lock over TCP, as they do by default)",
+				 NLM_UDP_HOSTS_MAX, key);
+		}
+		return NULL;
+	}
+	h = calloc(1, sizeof(*h));
+	if (h == NULL)
+		return NULL;
+	snprintf(h->h_key, sizeof(h->h_key), "%s", key);
+	memcpy(&h->h_addr, &rq->rq_peer, rq->rq_peerlen);
+	h->h_addrlen = rq->rq_peerlen;
+	h->h_udp = udp;
+	h->h_next = s->s_hosts;
+	s->s_hosts = h;
+	s->s_nhosts++;
+	s->s_nudp += udp;
+	return h;
+}
+
+nlm4_stats nlm_host_enter(struct nlm_service *s, const struct rpc_req *rq, const char *key)
+{
+	struct nlm_host *h;
+
+	pthread_mutex_lock(&s->s_mu);
+	h = nlm_host_find(s, key);
+	if (h == NULL)
+		h = nlm_host_add(s, rq, key);
+	if (h != NULL) {
+		h->h_calls++;
+		if (h->h_udp && rq->rq_protocol != IPPROTO_UDP) {
+			h->h_udp = false;
+			s->s_nudp--;
+		}
+	}
+	pthread_mutex_unlock(&s->s_mu);
+	return h != NULL ? NLM4_GRANTED : NLM4_DENIED_NOLOCKS;
+}
+
+/* Under s_mu: the entry of a host that holds nothing and has no call under way goes. */
+static void nlm_host_drop_if_idle(struct nlm_service *s, const char *key)
+{
+	struct nlm_host **pp = &s->s_hosts, *h;
+
+	while (*pp != NULL && strcmp((*pp)->h_key, key) != 0)
+		pp = &(*pp)->h_next;
+	h = *pp;
+	if (h == NULL || h->h_calls > 0 || nlm_shares_held(s, key) ||
+	    locks_host_active(s->s_locks, key))
+		return;
+	*pp = h->h_next;
+	s->s_nhosts--;
+	s->s_nudp -= h->h_udp;
+	if (h->h_name != NULL)
+		nlm_nsm_unmonitor(s, h);
+	free(h->h_name);
+	free(h);
+}
+
+void nlm_host_leave(struct nlm_service *s, const char *key)
+{
+	struct nlm_host *h;
+
+	pthread_mutex_lock(&s->s_mu);
+	h = nlm_host_find(s, key);
+	if (h != NULL && h->h_calls > 0)
+		h->h_calls--;
+	nlm_host_drop_if_idle(s, key);
+	pthread_mutex_unlock(&s->s_mu);
+}
+
+void nlm_host_settle(struct nlm_service *s, const char *key)
+{
+	pthread_mutex_lock(&s->s_mu);
+	nlm_host_drop_if_idle(s, key);
+	pthread_mutex_unlock(&s->s_mu);
+}
+
 /*
  * NSM monitors a host from its first lock or share on, under the name it gave: asked again
  * when the name changes. Durable before the lock is granted, so a reboot of ours tells it.
@@ -92,7 +195,7 @@ bool nlm_host_monitored(struct nlm_service *s, const char *key, const char *call
 
 	pthread_mutex_lock(&s->s_mu);
 	h = nlm_host_find(s, key);
-	known = h != NULL && strcmp(h->h_name, caller_name) == 0;
+	known = h != NULL && h->h_name != NULL && strcmp(h->h_name, caller_name) == 0;
 	pthread_mutex_unlock(&s->s_mu);
 	return known;
 }
@@ -117,23 +220,14 @@ nlm4_stats nlm_monitor_host(struct nlm_service *s, const struct rpc_req *rq, con
 	if (name == NULL)
 		return NLM4_DENIED_NOLOCKS;
 	pthread_mutex_lock(&s->s_mu);
-	h = nlm_host_find(s, key);
-	if (h == NULL && s->s_nhosts < s->s_hosts_max) {
-		h = calloc(1, sizeof(*h));
-		if (h != NULL) {
-			snprintf(h->h_key, sizeof(h->h_key), "%s", key);
-			h->h_next = s->s_hosts;
-			s->s_hosts = h;
-			s->s_nhosts++;
-		}
-	}
+	h = nlm_host_find(s, key);  /* entered by the caller: still there */
 	if (h != NULL) {
 		free(h->h_name);
 		h->h_name = name;
 		name = NULL;
 	}
 	pthread_mutex_unlock(&s->s_mu);
-	free(name);  /* no room to remember it: NSM is asked again next time, cheaply */
+	free(name);
 	return NLM4_GRANTED;
 }
 
@@ -234,6 +328,15 @@ static void nlm_grant_undo(struct nlm_service *s, uint64_t grant, const char *ke
 		log_info("nlm: %s changed its locks on a range it was granted since; the grant is "
 			 "not undone there", key);
 	nlm_events(s, events);
+	nlm_host_settle(s, key);
+}
+
+/* A caller over UDP may be a forged address: what we send it is bounded. */
+static unsigned nlm_callback_attempts(int protocol, unsigned attempts)
+{
+	if (protocol == IPPROTO_UDP && attempts > NLM_UDP_CALLBACK_ATTEMPTS)
+		return NLM_UDP_CALLBACK_ATTEMPTS;
+	return attempts;
 }
 
 struct nlm_callback {
@@ -302,8 +405,9 @@ static bool nlm_call_granted(struct nlm_service *s, const struct locks_event *ev
 		.to = (const struct sockaddr *)&to, .tolen = w->w_addrlen,
 		.protocol = w->w_protocol, .prog = NLM_PROG, .vers = NLM_VERS4,
 		.proc = NLMPROC4_GRANTED_MSG, .xdr_args = XDRP(xdr_nlm4_testargs), .args = &args,
-		.attempts = s->s_retry_total_ms / s->s_retry_ms + 1, .interval_ms = s->s_retry_ms,
-		.done = nlm_granted_done, .arg = cb,
+		.attempts = nlm_callback_attempts(w->w_protocol,
+						  s->s_retry_total_ms / s->s_retry_ms + 1),
+		.interval_ms = s->s_retry_ms, .done = nlm_granted_done, .arg = cb,
 	};
 	/* counted first: done may run on the client's thread before nlm_send returns */
 	atomic_fetch_add(&s->s_callbacks, 1);
@@ -328,13 +432,18 @@ void nlm_events(struct nlm_service *s, struct locks_event *events)
 
 		for (struct locks_event *ev = events; ev != NULL; ev = ev->le_next) {
 			struct nlm_waiter *w = ev->le_cookie;
+			bool gone = ev->le_kind != LOCKS_EV_GRANTED;
 
-			if (ev->le_kind == LOCKS_EV_GRANTED && !nlm_call_granted(s, ev, w)) {
+			if (!gone && !nlm_call_granted(s, ev, w)) {
 				log_warn("nlm: cannot call %s back for its granted lock; given back",
 					 ev->le_owner.lw_host);
 				locks_ungrant(s->s_locks, ev->le_grant, &more);
+				gone = true;
 			}
 			nlm_waiter_free(w);
+			/* its host may hold nothing now */
+			if (gone)
+				nlm_host_settle(s, ev->le_owner.lw_host);
 		}
 		locks_events_free(events);
 		events = more;
@@ -386,7 +495,8 @@ void nlm_send_res(struct nlm_service *s, const struct rpc_req *rq, uint32_t proc
 	call = (struct rpc_client_call){
 		.to = (const struct sockaddr *)&to, .tolen = rq->rq_peerlen,
 		.protocol = rq->rq_protocol, .prog = NLM_PROG, .vers = NLM_VERS4, .proc = proc,
-		.xdr_args = xdr, .args = res, .attempts = NLM_RES_ATTEMPTS,
+		.xdr_args = xdr, .args = res,
+		.attempts = rq->rq_protocol == IPPROTO_UDP ? 1 : NLM_RES_ATTEMPTS,
 		.interval_ms = NLM_RES_INTERVAL_MS, .done = nlm_res_done, .arg = NULL,
 	};
 	err = nlm_send(s, &call);
@@ -395,29 +505,6 @@ void nlm_send_res(struct nlm_service *s, const struct rpc_req *rq, uint32_t proc
 }
 
 /* ---- freeing hosts ---- */
-
-/* Up to max keys of the hosts known by name or address. */
-static size_t nlm_hosts_matching(struct nlm_service *s, const char *name, const char *addr_key,
-				 char (*keys)[NLM_KEY_LEN], size_t max)
-{
-	size_t n = 0;
-
-	for (struct nlm_host **pp = &s->s_hosts; *pp != NULL && n < max;) {
-		struct nlm_host *h = *pp;
-
-		if ((name != NULL && strcmp(h->h_name, name) == 0) ||
-		    (addr_key != NULL && strcmp(h->h_key, addr_key) == 0)) {
-			memcpy(keys[n++], h->h_key, NLM_KEY_LEN);
-			*pp = h->h_next;
-			s->s_nhosts--;
-			free(h->h_name);
-			free(h);
-		} else {
-			pp = &h->h_next;
-		}
-	}
-	return n;
-}
 
 static void nlm_grants_drop_host(struct nlm_service *s, const char *key)
 {
@@ -434,7 +521,7 @@ static void nlm_grants_drop_host(struct nlm_service *s, const char *key)
 	}
 }
 
-static void nlm_free_host_key(struct nlm_service *s, const char *key)
+void nlm_free_host(struct nlm_service *s, const char *key)
 {
 	struct locks_event *events = NULL;
 
@@ -444,63 +531,43 @@ static void nlm_free_host_key(struct nlm_service *s, const char *key)
 	pthread_mutex_unlock(&s->s_mu);
 	locks_release_host(s->s_locks, key, &events);
 	nlm_events(s, events);
+	nlm_host_settle(s, key);
 }
 
-void nlm_free_hosts(struct nlm_service *s, const char *name, const char *addr_key)
+/* A host known by this caller name at another address than key's, for the log; "" if none. */
+static void nlm_named_elsewhere(struct nlm_service *s, const char *name, const char *key,
+				char other[NLM_KEY_LEN])
 {
-	char (*keys)[NLM_KEY_LEN];
-	size_t n;
-
-	keys = calloc(s->s_hosts_max + 1, NLM_KEY_LEN);
-	if (keys == NULL)
-		return;
+	other[0] = '\0';
 	pthread_mutex_lock(&s->s_mu);
-	n = nlm_hosts_matching(s, name, addr_key, keys, s->s_hosts_max);
+	for (struct nlm_host *h = s->s_hosts; h != NULL && !other[0]; h = h->h_next)
+		if (h->h_name != NULL && strcmp(h->h_name, name) == 0 && strcmp(h->h_key, key) != 0)
+			snprintf(other, NLM_KEY_LEN, "%s", h->h_key);
 	pthread_mutex_unlock(&s->s_mu);
-	/* A name may also be an address, and a host may hold locks it was not monitored for. */
-	if (addr_key != NULL)
-		snprintf(keys[n++], NLM_KEY_LEN, "%s", addr_key);
-	else if (name != NULL && strlen(name) < NLM_KEY_LEN)
-		snprintf(keys[n++], NLM_KEY_LEN, "%s", name);
-	for (size_t i = 0; i < n; i++) {
-		bool seen = false;
-
-		for (size_t j = 0; j < i && !seen; j++)
-			seen = strcmp(keys[i], keys[j]) == 0;
-		if (!seen)
-			nlm_free_host_key(s, keys[i]);
-	}
-	free(keys);
-}
-
-static bool nlm_host_known(struct nlm_service *s, const char *key)
-{
-	bool known;
-
-	pthread_mutex_lock(&s->s_mu);
-	known = nlm_host_find(s, key) != NULL;
-	pthread_mutex_unlock(&s->s_mu);
-	return known || locks_host_locks(s->s_locks, key) > 0;
 }
 
 /*
- * The notice comes from the rebooted host's address: when we know a host there, only it is
- * freed, since caller names need not be unique (two kernels may both be "guest"). The name
- * decides only for a host we know by no address the notice came from (multi-homed).
+ * A reboot notice frees the host at the address it comes from, whatever name it gives: a
+ * client's statd sends it from the client. The name proves nothing (anyone can send any
+ * name, and two clients may both be "guest"), so a notice never frees a host elsewhere.
  */
 void nlm_host_rebooted(struct nlm_service *s, const char *mon_name, const struct sockaddr *from,
 		       socklen_t fromlen)
 {
-	char key[NLM_KEY_LEN] = "";
+	char key[NLM_KEY_LEN], other[NLM_KEY_LEN];
 
-	if (from != NULL && fromlen > 0)
-		nlm_addr_key(from, key);
-	log_info("nlm: %s%s%s rebooted: its locks are freed", mon_name ? mon_name : "",
-		 key[0] ? " at " : "", key);
-	if (key[0] && nlm_host_known(s, key))
-		nlm_free_hosts(s, NULL, key);
+	if (from == NULL || fromlen == 0)
+		return;
+	nlm_addr_key(from, key);
+	nlm_named_elsewhere(s, mon_name ? mon_name : "", key, other);
+	if (other[0])
+		log_info("nlm: reboot notice for %s from %s: the locks of %s there are freed, not "
+			 "those of %s by the same name (a notice frees only the host it comes from)",
+			 mon_name, key, key, other);
 	else
-		nlm_free_hosts(s, mon_name, NULL);
+		log_info("nlm: %s%s%s rebooted: its locks are freed", mon_name ? mon_name : "",
+			 mon_name ? " at " : "", key);
+	nlm_free_host(s, key);
 }
 
 static void nlm_reboot_hook(void *arg, const char *mon_name, const struct sockaddr *from,

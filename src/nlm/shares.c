@@ -80,3 +80,11 @@ void nlm_shares_drop_host(struct nlm_service *s, const char *key)
 			i++;
 	}
 }
+
+bool nlm_shares_held(const struct nlm_service *s, const char *key)
+{
+	for (unsigned i = 0; i < s->s_nshares; i++)
+		if (strcmp(s->s_shares[i].sh_key, key) == 0)
+			return true;
+	return false;
+}

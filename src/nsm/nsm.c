@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "fsio.h"
@@ -178,12 +179,18 @@ fail:
 	return r;
 }
 
+static void clients_compact(struct nsm *n);
+
 void nsm_close(struct nsm *n)
 {
 	bool last;
 
 	if (!n)
 		return;
+	pthread_mutex_lock(&n->ns_cur_lock);
+	if (n->ns_cur_idle > 0)
+		clients_compact(n);
+	pthread_mutex_unlock(&n->ns_cur_lock);
 	pthread_mutex_lock(&n->ns_prev_lock);
 	n->ns_closed = true;
 	last = n->ns_inflight == 0;
@@ -194,7 +201,31 @@ void nsm_close(struct nsm *n)
 
 /* ---- monitoring ---- */
 
-/* Appends c's line to the clients file, made on the first client; durable on return. */
+/*
+ * Opens the clients file for the next line: made (empty) for the first client, else
+ * reopened where the last rewrite left it.
+ */
+static int clients_open(struct nsm *n, bool *made)
+{
+	struct stat st;
+	int r;
+
+	*made = n->ns_cur.nl_n == 0;
+	r = fsio_open_file(n->ns_dirfd, NSM_CLIENTS_FILE,
+			   O_WRONLY | O_CREAT | (*made ? O_TRUNC : 0), 0600, &n->ns_cur_fd);
+	if (r < 0)
+		return r;
+	r = fsio_stat(n->ns_cur_fd, &st);
+	if (r < 0) {
+		fsio_close(n->ns_cur_fd);
+		n->ns_cur_fd = -1;
+		return r;
+	}
+	n->ns_cur_off = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* Appends c's line to the clients file; durable on return. */
 static int append_client(struct nsm *n, const struct nsm_client *c)
 {
 	char line[NSM_LINE_MAX + sizeof(NSM_CLIENTS_HEADER) + 1];
@@ -203,12 +234,9 @@ static int append_client(struct nsm *n, const struct nsm_client *c)
 	int r;
 
 	if (n->ns_cur_fd < 0) {
-		r = fsio_open_file(n->ns_dirfd, NSM_CLIENTS_FILE, O_WRONLY | O_CREAT | O_TRUNC,
-				   0600, &n->ns_cur_fd);
+		r = clients_open(n, &made);
 		if (r < 0)
 			return r;
-		n->ns_cur_off = 0;
-		made = true;
 	}
 	if (n->ns_cur_off == 0) {
 		memcpy(line, NSM_CLIENTS_HEADER, strlen(NSM_CLIENTS_HEADER));
@@ -226,35 +254,96 @@ static int append_client(struct nsm *n, const struct nsm_client *c)
 	return r;
 }
 
+/*
+ * Drops the clients that hold nothing from the list and the file (rewritten atomically, or
+ * removed when none is left); the next line reopens it. Under ns_cur_lock.
+ */
+static void clients_compact(struct nsm *n)
+{
+	int r;
+
+	for (unsigned i = 0; i < n->ns_cur.nl_n;) {
+		if (n->ns_cur.nl_v[i].nc_idle)
+			nsm_list_remove(&n->ns_cur, i);
+		else
+			i++;
+	}
+	n->ns_cur_idle = 0;
+	n->ns_full_logged = false;
+	if (n->ns_cur_fd >= 0)
+		fsio_close(n->ns_cur_fd);
+	n->ns_cur_fd = -1;
+	r = nsm_write_clients(n, NSM_CLIENTS_FILE, &n->ns_cur);
+	if (r < 0)
+		log_err("nsm: cannot rewrite %s/%s without the clients that hold nothing: %s (they "
+			"are told of the next start all the same)", n->ns_path, NSM_CLIENTS_FILE,
+			strerror(-r));
+}
+
+/* A new client: listed (after dropping the idle ones when due) and its line durable. */
+static int add_client(struct nsm *n, struct nsm_client *c)
+{
+	int r;
+
+	/* A failed rewrite is logged; the old file, a superset, is appended to. */
+	if (n->ns_cur_idle > 0 &&
+	    (n->ns_cur.nl_n >= NSM_MAX_CLIENTS || n->ns_cur_idle >= NSM_COMPACT_IDLE))
+		clients_compact(n);
+	if (n->ns_cur.nl_n >= NSM_MAX_CLIENTS) {
+		if (!n->ns_full_logged)
+			log_err("nsm: %d clients hold locks already; %s (%s) is refused locks until "
+				"one releases all of its own", NSM_MAX_CLIENTS, c->nc_addr,
+				c->nc_name);
+		n->ns_full_logged = true;
+		return -ENOSPC;
+	}
+	r = append_client(n, c);
+	if (r == 0)
+		r = nsm_list_add(&n->ns_cur, c->nc_addr, c->nc_local, c->nc_name);
+	else
+		log_err("nsm: cannot note client %s in %s/%s: %s", c->nc_addr, n->ns_path,
+			NSM_CLIENTS_FILE, strerror(-r));
+	return r;
+}
+
 int nsm_monitor(struct nsm *n, const struct sockaddr *client, socklen_t len,
 		const char *caller_name, const struct sockaddr *local, socklen_t locallen)
 {
 	struct nsm_client c = { .nc_name = (char *)(caller_name ? caller_name : "") };
-	int r;
+	int i, r = 0;
 
 	if (!nsm_addr_text(client, len, c.nc_addr, sizeof(c.nc_addr)) ||
 	    !nsm_addr_text(local, locallen, c.nc_local, sizeof(c.nc_local)) ||
 	    strlen(c.nc_name) > NSM_MAX_NAME)
 		return -EINVAL;
 	pthread_mutex_lock(&n->ns_cur_lock);
-	if (nsm_list_find(&n->ns_cur, c.nc_addr, c.nc_local) >= 0) {
-		r = 0;
-	} else if (n->ns_cur.nl_n >= NSM_MAX_CLIENTS) {
-		r = -ENOSPC;
-		if (!n->ns_full_logged)
-			log_err("nsm: %d clients hold locks already; %s (%s) is refused locks until "
-				"the server restarts", NSM_MAX_CLIENTS, c.nc_addr, c.nc_name);
-		n->ns_full_logged = true;
-	} else {
-		r = append_client(n, &c);
-		if (r == 0)
-			r = nsm_list_add(&n->ns_cur, c.nc_addr, c.nc_local, c.nc_name);
-		else
-			log_err("nsm: cannot note client %s in %s/%s: %s", c.nc_addr, n->ns_path,
-				NSM_CLIENTS_FILE, strerror(-r));
+	i = nsm_list_find(&n->ns_cur, c.nc_addr, c.nc_local);
+	if (i < 0) {
+		r = add_client(n, &c);
+	} else if (n->ns_cur.nl_v[i].nc_idle) {
+		n->ns_cur.nl_v[i].nc_idle = false;
+		n->ns_cur_idle--;
 	}
 	pthread_mutex_unlock(&n->ns_cur_lock);
 	return r;
+}
+
+void nsm_unmonitor(struct nsm *n, const struct sockaddr *client, socklen_t len)
+{
+	char addr[INET6_ADDRSTRLEN];
+
+	if (!nsm_addr_text(client, len, addr, sizeof(addr)))
+		return;
+	pthread_mutex_lock(&n->ns_cur_lock);
+	for (unsigned i = 0; i < n->ns_cur.nl_n; i++) {
+		struct nsm_client *c = &n->ns_cur.nl_v[i];
+
+		if (!c->nc_idle && strcmp(c->nc_addr, addr) == 0) {
+			c->nc_idle = true;
+			n->ns_cur_idle++;
+		}
+	}
+	pthread_mutex_unlock(&n->ns_cur_lock);
 }
 
 /* ---- SM_NOTIFY to the last run's clients ---- */

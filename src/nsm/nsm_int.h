@@ -17,6 +17,12 @@
 #define NSM_CLIENTS_FILE "clients"
 #define NSM_PREVIOUS_FILE "clients.previous"
 #define NSM_TMP_SUFFIX ".tmp"
+/*
+ * The clients file drops the lines of clients that hold nothing once this many are idle (or
+ * the list is full), when the next new client comes: not at each unlock, which would cost an
+ * fsync a lock (nsm_unmonitor).
+ */
+#define NSM_COMPACT_IDLE 64
 /* clients.previous is rewritten after this many answers (see previous_settle). */
 #define NSM_PREVIOUS_BATCH 64
 /* The first line of a clients file: what it is, and the version of its format. */
@@ -30,6 +36,7 @@ struct nsm_client {
 	char nc_local[INET6_ADDRSTRLEN];  /* our address it reached: what its statd monitors */
 	char *nc_name;                    /* its caller name (malloc) */
 	bool nc_sending;                  /* previous list: an SM_NOTIFY is under way */
+	bool nc_idle;                     /* this run's list: it holds nothing now */
 };
 
 struct nsm_list {
@@ -51,6 +58,7 @@ struct nsm {
 	struct nsm_list ns_cur;
 	int ns_cur_fd;                    /* the clients file, -1 until the first client */
 	uint64_t ns_cur_off;              /* where the next line goes */
+	unsigned ns_cur_idle;             /* entries of ns_cur that hold nothing (nc_idle) */
 	bool ns_full_logged;
 
 	pthread_mutex_t ns_prev_lock;     /* the previous runs' clients, the calls, the end */

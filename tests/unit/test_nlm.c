@@ -4,8 +4,10 @@
  * NSM monitoring is counted. Covers host keying by address (two clients both called
  * "guest" with the same svid and oh), grace refusals and reclaims, the *_MSG forms and their
  * *_RES calls, a blocked LOCK granted by GRANTED_MSG and given back by a refusing
- * GRANTED_RES or a callback that never arrives, CANCEL, FREE_ALL, the reboot hook, SHARE
- * conflicts, NM_LOCK, GRANTED, stale handles and limits.
+ * GRANTED_RES or a callback that never arrives, CANCEL, FREE_ALL and the reboot hook (the
+ * caller's own host only), reclaims outside grace, hosts given back once they hold nothing,
+ * UDP callers' bounded costs, permission, releases on removed files, SHARE conflicts,
+ * NM_LOCK, GRANTED, stale handles and limits.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -45,6 +47,7 @@ struct sent {
 	size_t cookielen;
 	int32_t svid;
 	uint64_t offset;
+	unsigned attempts;
 	void (*done)(void *arg, int status, XDR *reply);
 	void *arg;
 };
@@ -53,6 +56,7 @@ static struct {
 	struct sent sent[SENT_MAX];
 	int nsent;
 	int monitors;
+	int unmonitors;
 	int monitor_err;
 	bool previous;
 } h;
@@ -73,6 +77,7 @@ static int hook_send(void *arg, const struct rpc_client_call *c)
 	s->port = ntohs(((const struct sockaddr_in *)c->to)->sin_port);
 	s->done = c->done;
 	s->arg = c->arg;
+	s->attempts = c->attempts;
 	if (c->proc == NLMPROC4_GRANTED_MSG) {
 		const nlm4_testargs *a = c->args;
 
@@ -110,19 +115,40 @@ static int hook_monitor(void *arg, const struct sockaddr *client, socklen_t len,
 }
 
 /* A handle: 'F' or 'D' and a fileid; anything else names nothing. */
+static void hook_unmonitor(void *arg, const struct sockaddr *client, socklen_t len)
+{
+	(void)arg;
+	(void)client;
+	(void)len;
+	h.unmonitors++;
+}
+
+/*
+ * A handle: a kind and a fileid. 'F' a file, 'D' a directory, 'P' a file the caller may not
+ * lock, 'R' a file of a read-only export, 'G' a file since removed; anything else names
+ * nothing. As nfs_lock_object, a release needs only the handle.
+ */
 static int hook_object(void *arg, const struct rpc_req *rq, const void *fh, size_t fhlen,
-		       struct nfs_lock_target *out)
+		       enum nfs_lock_use use, struct nfs_lock_target *out)
 {
 	const uint8_t *p = fh;
 
 	(void)arg;
 	(void)rq;
-	if (fhlen != 9 || (p[0] != 'F' && p[0] != 'D'))
+	if (fhlen != 9 || strchr("FDPRG", p[0]) == NULL || p[0] == '\0')
 		return -ESTALE;
 	memset(out, 0, sizeof(*out));
 	out->lt_export = 3;
 	memcpy(&out->lt_fileid, p + 1, 8);
-	out->lt_regular = p[0] == 'F';
+	out->lt_regular = p[0] != 'D';
+	if (use == NFS_LOCK_RELEASE)
+		return 0;
+	if (p[0] == 'G')
+		return -ESTALE;
+	if (p[0] == 'P')
+		return -EACCES;
+	if (p[0] == 'R' && use == NFS_LOCK_WRITE)
+		return -EROFS;
 	return 0;
 }
 
@@ -132,7 +158,8 @@ static bool hook_previous(void *arg)
 	return h.previous;
 }
 
-static const struct nlm_hooks hooks = { hook_send, hook_monitor, hook_object, hook_previous, NULL };
+static const struct nlm_hooks hooks = { hook_send, hook_monitor, hook_object, hook_previous,
+					 hook_unmonitor, NULL };
 
 /* ---- the service under test ---- */
 
@@ -231,19 +258,25 @@ static nlm4_lock t_lock(struct fhbuf *fh, int32_t svid, uint64_t offset, uint64_
 static char cookie_bytes[] = "ck";
 static const nlm4_netobj cookie = { 2, cookie_bytes };
 
-static nlm4_stats t_lockp(const char *host, uint32_t proc, nlm4_lock l, bool excl, bool block,
-			  bool reclaim)
+static nlm4_stats t_lockx(const char *host, int protocol, uint32_t proc, nlm4_lock l, bool excl,
+			  bool block, bool reclaim)
 {
 	nlm4_lockargs a = { .cookie = cookie, .block = block, .exclusive = excl, .alock = l,
 			    .reclaim = reclaim, .state = 1 };
 	nlm4_res r;
 
 	memset(&r, 0, sizeof(r));
-	t_call(host, IPPROTO_TCP, proc, XDRP(xdr_nlm4_lockargs), &a, XDRP(xdr_nlm4_res), &r);
+	t_call(host, protocol, proc, XDRP(xdr_nlm4_lockargs), &a, XDRP(xdr_nlm4_res), &r);
 	assert_int_equal(r.cookie.nlm4_netobj_len, 2);
 	assert_memory_equal(r.cookie.nlm4_netobj_val, "ck", 2);
 	xdr_free(XDRP(xdr_nlm4_res), (char *)&r);
 	return r.stat.stat;
+}
+
+static nlm4_stats t_lockp(const char *host, uint32_t proc, nlm4_lock l, bool excl, bool block,
+			  bool reclaim)
+{
+	return t_lockx(host, IPPROTO_TCP, proc, l, excl, block, reclaim);
 }
 
 static nlm4_stats t_do_lock(const char *host, nlm4_lock l, bool excl, bool block)
@@ -547,48 +580,239 @@ static void test_cancel(void **state)
 	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_GRANTED);
 }
 
-/* FREE_ALL by caller name or address, and NSM's reboot notice, free that host only. */
-static void test_free_all_and_reboot(void **state)
+static void t_free_all(const char *from, int protocol, char *name)
+{
+	nlm4_notify n = { .name = name, .state = 3 };
+
+	t_call(from, protocol, NLMPROC4_FREE_ALL, XDRP(xdr_nlm4_notify), &n, NULL, NULL);
+}
+
+static void t_rebooted(const char *mon_name, const char *from)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+
+	inet_pton(AF_INET, from, &sa.sin_addr);
+	nlm_host_rebooted(svc, mon_name, (struct sockaddr *)&sa, sizeof(sa));
+}
+
+/* FREE_ALL frees the host it comes from, whatever name it gives, and never another host. */
+static void test_free_all_frees_the_caller_only(void **state)
 {
 	struct fhbuf f = fh_of('F', FILE1), g = fh_of('F', FILE2);
-	char guest[] = "guest", addr_b[] = B;
-	nlm4_notify n = { .name = guest, .state = 3 };
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	char guest[] = "guest", addr_a[] = A, addr_b[] = B;
 
 	(void)state;
 	assert_int_equal(t_do_lock(A, t_lock(&f, 1, 0, 10), true, false), NLM4_GRANTED);
 	assert_int_equal(t_do_lock(B, t_lock(&g, 1, 0, 10), true, false), NLM4_GRANTED);
 	assert_int_equal(t_share(A, NLMPROC4_SHARE, &f, fsm_DW, fsa_R, false), NLM4_GRANTED);
-	/* both are "guest": FREE_ALL of the name frees both */
-	t_call(C, IPPROTO_UDP, NLMPROC4_FREE_ALL, XDRP(xdr_nlm4_notify), &n, NULL, NULL);
-	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_GRANTED);
+	/* a stranger naming both "guest"s, or A's address, over UDP and TCP: nothing goes */
+	t_free_all(C, IPPROTO_UDP, guest);
+	t_free_all(C, IPPROTO_TCP, addr_a);
+	t_free_all(C, IPPROTO_UDP, addr_b);
+	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_DENIED);
+	assert_int_equal(t_test(C, t_lock(&g, 3, 0, 0), true, NULL), NLM4_DENIED);
+	assert_int_equal(t_share(C, NLMPROC4_SHARE, &f, fsm_DN, fsa_W, false), NLM4_DENIED);
+	/* B's own, even naming A: only B's locks go */
+	t_free_all(B, IPPROTO_UDP, addr_a);
 	assert_int_equal(t_test(C, t_lock(&g, 3, 0, 0), true, NULL), NLM4_GRANTED);
+	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_DENIED);
+	/* A's, lock and share */
+	t_free_all(A, IPPROTO_TCP, guest);
+	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_GRANTED);
 	assert_int_equal(t_share(C, NLMPROC4_SHARE, &f, fsm_DN, fsa_W, false), NLM4_GRANTED);
+	/* B, A, and C after its refused share */
+	assert_int_equal(h.unmonitors, 3);
+}
 
-	/* by address: only B */
+/*
+ * A reboot notice frees the host it comes from: not the hosts a stranger names, nor another
+ * client of the same name when the one that restarted came back on a new address.
+ */
+static void test_reboot_frees_the_sender_only(void **state)
+{
+	struct fhbuf f = fh_of('F', FILE1), g = fh_of('F', FILE2);
+
+	(void)state;
 	assert_int_equal(t_do_lock(A, t_lock(&f, 1, 0, 10), true, false), NLM4_GRANTED);
 	assert_int_equal(t_do_lock(B, t_lock(&g, 1, 0, 10), true, false), NLM4_GRANTED);
-	n.name = addr_b;
-	t_call(C, IPPROTO_UDP, NLMPROC4_FREE_ALL, XDRP(xdr_nlm4_notify), &n, NULL, NULL);
-	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_DENIED);
-	assert_int_equal(t_test(C, t_lock(&g, 3, 0, 0), true, NULL), NLM4_GRANTED);
-
-	/*
-	 * A reboots (NSM saw SM_NOTIFY from its address): its lock goes, B's waiter is called;
-	 * B, also "guest", keeps its lock on g
-	 */
-	assert_int_equal(t_do_lock(B, t_lock(&g, 1, 0, 10), true, false), NLM4_GRANTED);
 	assert_int_equal(t_do_lock(B, t_lock(&f, 2, 0, 10), true, true), NLM4_BLOCKED);
-	inet_pton(AF_INET, A, &sa.sin_addr);
-	nlm_host_rebooted(svc, "guest", (struct sockaddr *)&sa, sizeof(sa));
+	/* a stranger (or A back at C's address) names "guest", then A's address */
+	t_rebooted("guest", C);
+	t_rebooted(A, C);
+	nlm_host_rebooted(svc, "guest", NULL, 0);
+	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_DENIED);
+	assert_int_equal(t_test(C, t_lock(&g, 3, 0, 0), true, NULL), NLM4_DENIED);
+	assert_int_equal(h.nsent, 0);
+	/* from A's address, under any name: A's lock goes, B's waiter is called, B keeps g */
+	t_rebooted("another-name", A);
 	assert_int_equal(t_test(C, t_lock(&g, 3, 0, 0), true, NULL), NLM4_DENIED);
 	assert_int_equal(h.nsent, 1);
 	assert_int_equal(h.sent[0].proc, NLMPROC4_GRANTED_MSG);
 	assert_string_equal(h.sent[0].to, B);
 	h.sent[0].done(h.sent[0].arg, 0, NULL);
-	/* by caller name alone */
-	nlm_host_rebooted(svc, "guest", NULL, 0);
+	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_DENIED);
+	assert_int_equal(h.unmonitors, 1);
+	t_rebooted("guest", B);
 	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_GRANTED);
+	assert_int_equal(t_test(C, t_lock(&g, 3, 0, 0), true, NULL), NLM4_GRANTED);
+	assert_int_equal(h.unmonitors, 2);
+}
+
+/* A reclaim is for the grace period only (Linux lockd says DENIED_GRACE_PERIOD too). */
+static void test_reclaim_outside_grace(void **state)
+{
+	struct fhbuf f = fh_of('F', FILE1);
+
+	(void)state;
+	assert_false(nlm_in_grace(svc));
+	assert_int_equal(t_lockp(A, NLMPROC4_LOCK, t_lock(&f, 1, 0, 10), true, false, true),
+			 NLM4_DENIED_GRACE_PERIOD);
+	assert_int_equal(t_lockp(A, NLMPROC4_NM_LOCK, t_lock(&f, 1, 0, 10), true, false, true),
+			 NLM4_DENIED_GRACE_PERIOD);
+	assert_int_equal(t_test(B, t_lock(&f, 2, 0, 0), true, NULL), NLM4_GRANTED);
+	assert_int_equal(h.monitors, 0);
+}
+
+static void t_host_addr(char *buf, size_t len, int net, int i)
+{
+	snprintf(buf, len, "127.0.%d.%d", net, i);
+}
+
+/*
+ * A host keeps its place (and NSM watches it) only while it holds something: hosts far past
+ * the bound that each lock and release are all served, each given back to NSM.
+ */
+static void test_hosts_held_only_while_holding(void **state)
+{
+	struct locks_limits lim = { .ll_locks_per_host = 8, .ll_hosts = 4,
+				    .ll_waiters_per_object = 4 };
+	struct fhbuf f = fh_of('F', FILE1), g = fh_of('F', FILE2);
+	char host[INET_ADDRSTRLEN];
+
+	(void)state;
+	nlm_service_free(svc);
+	t_start(0, &lim);
+	for (int i = 1; i <= 20; i++) {
+		t_host_addr(host, sizeof(host), 1, i);
+		assert_int_equal(t_do_lock(host, t_lock(&f, 1, 0, 10), true, false), NLM4_GRANTED);
+		assert_int_equal(t_unlock(host, t_lock(&f, 1, 0, 0)), NLM4_GRANTED);
+	}
+	assert_int_equal(h.monitors, 20);
+	assert_int_equal(h.unmonitors, 20);
+	/* a lock, a waiter, a share, a part of a lock each keep their host */
+	assert_int_equal(t_do_lock(A, t_lock(&f, 1, 0, 10), true, false), NLM4_GRANTED);
+	assert_int_equal(t_do_lock(B, t_lock(&f, 2, 0, 10), true, true), NLM4_BLOCKED);
+	assert_int_equal(t_share(C, NLMPROC4_SHARE, &g, fsm_DN, fsa_R, false), NLM4_GRANTED);
+	assert_int_equal(t_unlock(A, t_lock(&f, 1, 0, 5)), NLM4_GRANTED);
+	assert_int_equal(h.unmonitors, 20);
+	/* a fourth host holds something: the bound is reached, counting only those */
+	assert_int_equal(t_do_lock("127.0.0.4", t_lock(&g, 4, 0, 1), true, false), NLM4_GRANTED);
+	assert_int_equal(t_do_lock("127.0.0.5", t_lock(&g, 5, 10, 1), true, false),
+			 NLM4_DENIED_NOLOCKS);
+	/* the waiter's CANCEL, the share's UNSHARE, the last UNLOCK: each host goes */
+	{
+		nlm4_cancargs ca = { .cookie = cookie, .block = true, .exclusive = true,
+				     .alock = t_lock(&f, 2, 0, 10) };
+		nlm4_res r;
+
+		memset(&r, 0, sizeof(r));
+		t_call(B, IPPROTO_TCP, NLMPROC4_CANCEL, XDRP(xdr_nlm4_cancargs), &ca,
+		       XDRP(xdr_nlm4_res), &r);
+		assert_int_equal(r.stat.stat, NLM4_GRANTED);
+		xdr_free(XDRP(xdr_nlm4_res), (char *)&r);
+	}
+	assert_int_equal(h.unmonitors, 21);
+	assert_int_equal(t_share(C, NLMPROC4_UNSHARE, &g, fsm_DN, fsa_R, false), NLM4_GRANTED);
+	assert_int_equal(h.unmonitors, 22);
+	assert_int_equal(t_unlock(A, t_lock(&f, 1, 0, 0)), NLM4_GRANTED);
+	assert_int_equal(h.unmonitors, 23);
+	assert_int_equal(t_do_lock("127.0.0.5", t_lock(&g, 5, 10, 1), true, false), NLM4_GRANTED);
+	assert_int_equal(h.nsent, 0);
+}
+
+/*
+ * A UDP caller may be a forged address: its *_RES goes once, a GRANTED callback is tried
+ * NLM_UDP_CALLBACK_ATTEMPTS times, and UDP-only hosts hold at most NLM_UDP_HOSTS_MAX places.
+ */
+static void test_udp_costs_bounded(void **state)
+{
+	struct fhbuf f = fh_of('F', FILE1), g = fh_of('F', FILE2);
+	nlm4_lockargs a = { .cookie = cookie, .exclusive = true, .alock = t_lock(&f, 1, 0, 10),
+			    .state = 1 };
+	char host[INET_ADDRSTRLEN];
+
+	(void)state;
+	t_call(A, IPPROTO_UDP, NLMPROC4_LOCK_MSG, XDRP(xdr_nlm4_lockargs), &a, NULL, NULL);
+	a.alock = t_lock(&g, 1, 0, 10);
+	t_call(B, IPPROTO_TCP, NLMPROC4_LOCK_MSG, XDRP(xdr_nlm4_lockargs), &a, NULL, NULL);
+	assert_int_equal(h.nsent, 2);
+	assert_int_equal(h.sent[0].proc, NLMPROC4_LOCK_RES);
+	assert_int_equal(h.sent[0].attempts, 1);
+	assert_int_equal(h.sent[1].attempts, 3);
+	h.sent[0].done(h.sent[0].arg, 0, NULL);
+	h.sent[1].done(h.sent[1].arg, 0, NULL);
+	assert_int_equal(t_lockx(C, IPPROTO_UDP, NLMPROC4_LOCK, t_lock(&f, 3, 0, 10), true, true,
+				 false), NLM4_BLOCKED);
+	assert_int_equal(t_unlock(A, t_lock(&f, 1, 0, 0)), NLM4_GRANTED);
+	assert_int_equal(h.nsent, 3);
+	assert_int_equal(h.sent[2].proc, NLMPROC4_GRANTED_MSG);
+	assert_int_equal(h.sent[2].attempts, 3);
+	h.sent[2].done(h.sent[2].arg, 0, NULL);
+	/* C and 63 more hosts lock over UDP only (A holds nothing now); then UDP-only ones wait */
+	for (int i = 1; i <= 63; i++) {
+		t_host_addr(host, sizeof(host), 2, i);
+		assert_int_equal(t_lockx(host, IPPROTO_UDP, NLMPROC4_LOCK, t_lock(&g, i, 100 + i, 1),
+					 true, false, false), NLM4_GRANTED);
+	}
+	assert_int_equal(t_lockx("127.0.3.1", IPPROTO_UDP, NLMPROC4_LOCK, t_lock(&g, 1, 2000, 1), true,
+				 false, false), NLM4_DENIED_NOLOCKS);
+	assert_int_equal(t_lockx("127.0.3.2", IPPROTO_TCP, NLMPROC4_LOCK, t_lock(&g, 1, 1000, 1),
+				 true, false, false), NLM4_GRANTED);
+	/* a UDP host that calls over TCP once is no longer counted as one */
+	assert_int_equal(t_do_lock(C, t_lock(&f, 3, 20, 1), true, false), NLM4_GRANTED);
+	assert_int_equal(t_lockx("127.0.3.1", IPPROTO_UDP, NLMPROC4_LOCK, t_lock(&g, 1, 2000, 1), true,
+				 false, false), NLM4_GRANTED);
+}
+
+/*
+ * Locking needs what knfsd asks: read permission or ownership ('P' has neither), and no
+ * exclusive lock or writing share on a read-only export ('R'); releasing needs neither.
+ */
+static void test_lock_needs_permission(void **state)
+{
+	struct fhbuf p = fh_of('P', FILE1), r = fh_of('R', FILE2);
+
+	(void)state;
+	assert_int_equal(t_do_lock(A, t_lock(&p, 1, 0, 10), false, false), NLM4_FAILED);
+	assert_int_equal(t_do_lock(A, t_lock(&p, 1, 0, 10), true, true), NLM4_FAILED);
+	assert_int_equal(t_test(A, t_lock(&p, 1, 0, 10), false, NULL), NLM4_FAILED);
+	assert_int_equal(t_share(A, NLMPROC4_SHARE, &p, fsm_DRW, fsa_R, false), NLM4_DENIED);
+	assert_int_equal(t_unlock(A, t_lock(&p, 1, 0, 0)), NLM4_GRANTED);
+	assert_int_equal(t_share(A, NLMPROC4_UNSHARE, &p, fsm_DRW, fsa_R, false), NLM4_GRANTED);
+	assert_int_equal(h.monitors, 0);
+	assert_int_equal(t_do_lock(A, t_lock(&r, 1, 0, 10), true, false), NLM4_FAILED);
+	assert_int_equal(t_lockp(A, NLMPROC4_NM_LOCK, t_lock(&r, 1, 0, 10), true, false, false),
+			 NLM4_FAILED);
+	assert_int_equal(t_test(A, t_lock(&r, 1, 0, 10), true, NULL), NLM4_FAILED);
+	assert_int_equal(t_share(A, NLMPROC4_SHARE, &r, fsm_DN, fsa_RW, false), NLM4_DENIED);
+	assert_int_equal(t_do_lock(A, t_lock(&r, 1, 0, 10), false, false), NLM4_GRANTED);
+	assert_int_equal(t_share(A, NLMPROC4_SHARE, &r, fsm_DW, fsa_R, false), NLM4_GRANTED);
+}
+
+/* A file removed meanwhile ('G', same fileid): its locks can still be released. */
+static void test_release_on_removed_file(void **state)
+{
+	struct fhbuf f = fh_of('F', FILE1), gone = fh_of('G', FILE1);
+
+	(void)state;
+	assert_int_equal(t_do_lock(A, t_lock(&f, 1, 0, 10), true, false), NLM4_GRANTED);
+	assert_int_equal(t_do_lock(A, t_lock(&f, 1, 20, 10), false, false), NLM4_GRANTED);
+	assert_int_equal(locks_host_locks(nlm_service_locks(svc), A), 2);
+	assert_int_equal(t_do_lock(A, t_lock(&gone, 1, 40, 10), true, false), NLM4_STALE_FH);
+	assert_int_equal(t_unlock(A, t_lock(&gone, 1, 0, 0)), NLM4_GRANTED);
+	assert_int_equal(locks_host_locks(nlm_service_locks(svc), A), 0);
+	assert_int_equal(h.unmonitors, 1);
+	assert_int_equal(t_test(B, t_lock(&f, 2, 0, 0), true, NULL), NLM4_GRANTED);
 }
 
 /* Conflict: the new access is what a held one denies, or it denies what a held one does. */
@@ -681,7 +905,16 @@ int main(void)
 						t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_accepted_upgrade_stays, t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, t_setup, t_teardown),
-		cmocka_unit_test_setup_teardown(test_free_all_and_reboot, t_setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_free_all_frees_the_caller_only, t_setup,
+						t_teardown),
+		cmocka_unit_test_setup_teardown(test_reboot_frees_the_sender_only, t_setup,
+						t_teardown),
+		cmocka_unit_test_setup_teardown(test_reclaim_outside_grace, t_setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_hosts_held_only_while_holding, t_setup,
+						t_teardown),
+		cmocka_unit_test_setup_teardown(test_udp_costs_bounded, t_setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_lock_needs_permission, t_setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_release_on_removed_file, t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_shares, t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_nm_lock_granted_stale, t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_limits, t_setup, t_teardown),
