@@ -82,6 +82,11 @@ int nsm_monitor(struct nsm *n, const struct sockaddr *client, socklen_t len,
  * nsm_monitor takes it up again first. In memory only: never waits for the disk.
  */
 void nsm_unmonitor(struct nsm *n, const struct sockaddr *client, socklen_t len);
+/*
+ * The client at this address reclaimed a lock: it has learned of this start, so it is told
+ * no more (as if its statd had answered SM_NOTIFY), and leaves clients.previous.
+ */
+void nsm_reclaimed(struct nsm *n, const struct sockaddr *client, socklen_t len);
 /* SM_NOTIFY to the last run's clients, asynchronously (schedule above). Call once. */
 void nsm_notify_previous(struct nsm *n);
 /*

@@ -112,6 +112,8 @@ void nlm_addr_key(const struct sockaddr *sa, char key[NLM_KEY_LEN]);
  */
 nlm4_stats nlm_host_enter(struct nlm_service *s, const struct rpc_req *rq, const char *key);
 void nlm_host_leave(struct nlm_service *s, const char *key);
+/* rq's host reclaimed a lock: it knows of this start, NSM need not tell it. */
+void nlm_host_reclaimed(struct nlm_service *s, const struct rpc_req *rq);
 /* Whether NSM already monitors the host at key under caller_name (no call to NSM needed). */
 bool nlm_host_monitored(struct nlm_service *s, const char *key, const char *caller_name);
 /* Has NSM monitor the entered host at key under caller_name (if it does not already). */

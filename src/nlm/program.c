@@ -188,6 +188,8 @@ static void nlm_do_lock(struct rpc_req *rq, nlm4_lockargs *a, nlm4_res *r, bool 
 		nlm_waiter_free(w);  /* not queued (ALREADY_BLOCKED keeps the first cookie) */
 	nlm_events(s, events);
 	st = nlm_stat_of(ls);
+	if (st == NLM4_GRANTED && a->reclaim)
+		nlm_host_reclaimed(s, rq);
 out:
 	if (entered)
 		nlm_host_leave(s, key);

@@ -74,6 +74,12 @@ static void nlm_nsm_unmonitor(struct nlm_service *s, const struct nlm_host *h)
 		nsm_unmonitor(s->s_nsm, sa, h->h_addrlen);
 }
 
+void nlm_host_reclaimed(struct nlm_service *s, const struct rpc_req *rq)
+{
+	if (s->s_nsm != NULL)
+		nsm_reclaimed(s->s_nsm, (const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen);
+}
+
 static bool nlm_previous_clients(struct nlm_service *s)
 {
 	if (s->s_hooks.nh_previous != NULL)

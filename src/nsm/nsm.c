@@ -434,6 +434,28 @@ static void notify_end(struct nsm_notify *nn, bool delivered)
 		nsm_free(n);
 }
 
+void nsm_reclaimed(struct nsm *n, const struct sockaddr *client, socklen_t len)
+{
+	char addr[INET6_ADDRSTRLEN];
+	int r;
+
+	if (!nsm_addr_text(client, len, addr, sizeof(addr)))
+		return;
+	pthread_mutex_lock(&n->ns_prev_lock);
+	/* A call still under way finds its entry gone and only ends (notify_end). */
+	for (unsigned i = 0; i < n->ns_prev.nl_n;) {
+		if (strcmp(n->ns_prev.nl_v[i].nc_addr, addr) == 0) {
+			nsm_list_remove(&n->ns_prev, i);
+			n->ns_prev_unsaved++;
+		} else {
+			i++;
+		}
+	}
+	r = previous_settle(n);
+	pthread_mutex_unlock(&n->ns_prev_lock);
+	previous_settle_failed(n, r);
+}
+
 /* No answer in the fast part of the schedule: the slow part follows. */
 static int notify_slow(struct nsm_notify *nn)
 {

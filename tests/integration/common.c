@@ -66,6 +66,15 @@ const char *it_server_binary(void)
 	return path;
 }
 
+const char *it_ctl_binary(void)
+{
+	static char path[PATH_MAX];
+	const char *build = getenv("BUILD");
+
+	snprintf(path, sizeof(path), "%s/unionnfsd-ctl", build && *build ? build : "build");
+	return path;
+}
+
 void it_path(char *out, const char *fmt, ...)
 {
 	va_list ap;

@@ -64,6 +64,8 @@ struct it_server {
 
 /* Path of the server binary: $UNIONNFSD, else $BUILD/unionnfsd, else build/unionnfsd. */
 const char *it_server_binary(void);
+/* Path of the control tool: $BUILD/unionnfsd-ctl, else build/unionnfsd-ctl. */
+const char *it_ctl_binary(void);
 
 /* Makes a fresh temporary tree (upper, and a lower when with_lower). Does not start anything. */
 void it_server_init(struct it_server *s, bool with_lower);

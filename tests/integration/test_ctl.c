@@ -43,19 +43,10 @@ static int setup(void **state)
 	return it_group_setup_union(state);
 }
 
-static const char *ctl_binary(void)
-{
-	static char path[PATH_MAX];
-	const char *build = getenv("BUILD");
-
-	snprintf(path, sizeof(path), "%s/unionnfsd-ctl", build && *build ? build : "build");
-	return path;
-}
-
 /* Runs unionnfsd-ctl --state STATE args...; returns its exit status, output in out. */
 static int ctl(const char *state, char *out, const char *a1, const char *a2)
 {
-	char *argv[] = { (char *)ctl_binary(), "--state", (char *)state, (char *)a1, (char *)a2, NULL };
+	char *argv[] = { (char *)it_ctl_binary(), "--state", (char *)state, (char *)a1, (char *)a2, NULL };
 
 	return it_run(argv, 30, out, T_OUT);
 }
@@ -281,9 +272,9 @@ static void test_check_long(void **state)
 {
 	static char out[T_OUT];
 	char path[PATH_MAX], name[32];
-	char *argv[] = { (char *)ctl_binary(), "--state", it_srv.is_state, "--timeout",
+	char *argv[] = { (char *)it_ctl_binary(), "--state", it_srv.is_state, "--timeout",
 			 T_LONG_TIMEOUT, "check", NULL };
-	char *argv_status[] = { (char *)ctl_binary(), "--state", it_srv.is_state, "--timeout",
+	char *argv_status[] = { (char *)it_ctl_binary(), "--state", it_srv.is_state, "--timeout",
 				T_LONG_TIMEOUT, "status", NULL };
 	unsigned long long done, total;
 	const char *last;
@@ -353,7 +344,7 @@ static void test_no_server(void **state)
 	assert_non_null(strstr(out, "pass --state"));
 	/* No command is a usage error. */
 	{
-		char *argv[] = { (char *)ctl_binary(), NULL };
+		char *argv[] = { (char *)it_ctl_binary(), NULL };
 
 		assert_int_equal(it_run(argv, 30, out, T_OUT), 2);
 	}

@@ -5,7 +5,10 @@
  * offsets and length 0; splits and merges as TEST sees them; a lock that holds across the
  * copy-up of a lower file; a blocked LOCK granted by a GRANTED_MSG callback (a fake
  * portmapper on port 111 and a fake client lock manager record it); the grace period after
- * a restart with a lock-holding client; the waiter limit (DENIED_NOLOCKS); per-client views
+ * a restart with a lock-holding client, none after one whose clients released everything,
+ * reclaims refused outside it; permission (read or ownership; exclusive locks not on a
+ * read-only export, squashed root); UNLOCK of a file another client removed; the waiter
+ * limit (DENIED_NOLOCKS); per-client views
  * as separate lock spaces; the portmapper's entries; --nlm-port off.
  *
  * The process runs in a network namespace of its own (unshare(CLONE_NEWNET), lo up), so the
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -415,6 +419,90 @@ static void test_first_lock_of_a_user(void **state)
 	it_clnt_destroy(c);
 }
 
+/*
+ * Locking needs what knfsd asks: read permission or ownership. uid 1000 can neither lock,
+ * test nor share-deny root's 0600 file (and so cannot lock its owner out), but locks its
+ * own mode-0 file.
+ */
+static void test_lock_needs_permission(void **state)
+{
+	struct env *e = *state;
+	char path[PATH_MAX];
+	nfs_fh3 secret, mine;
+	CLIENT *nc, *user, *root;
+
+	it_path(path, "%s/secret", e->srv.is_upper);
+	it_write_file(path, "root only", 9);
+	assert_int_equal(chmod(path, 0600), 0);
+	it_path(path, "%s/mine", e->srv.is_upper);
+	it_write_file(path, "x", 1);
+	assert_int_equal(chown(path, 1000, 1000), 0);
+	assert_int_equal(chmod(path, 0), 0);
+	nc = it_nfs_clnt(&e->srv, IPPROTO_TCP);
+	it_assert_status(it_lookup(nc, &e->root, "secret", &secret, NULL), NFS3_OK);
+	it_assert_status(it_lookup(nc, &e->root, "mine", &mine, NULL), NFS3_OK);
+	it_clnt_destroy(nc);
+	user = it_clnt_from(HOST_C, NLM_PROG, NLM_VERS4, e->port, 1000, 1000, true);
+	assert_int_equal(do_lock(user, lk(&secret, 7, 0, 1), false), NLM4_FAILED);
+	assert_int_equal(do_lock(user, lk(&secret, 7, 0, 1), true), NLM4_FAILED);
+	assert_int_equal(do_test(user, lk(&secret, 7, 0, 1), true, NULL), NLM4_FAILED);
+	assert_int_equal(do_share(user, NLMPROC4_SHARE, &secret, fsm_DRW, fsa_R), NLM4_DENIED);
+	assert_int_equal(do_lock(user, lk(&mine, 7, 0, 1), true), NLM4_GRANTED);
+	assert_int_equal(do_unlock(user, lk(&mine, 7, 0, 0)), NLM4_GRANTED);
+	/* root (no_root_squash here) may */
+	root = nlm_clnt(e, HOST_C, IPPROTO_TCP);
+	assert_int_equal(do_lock(root, lk(&secret, 8, 0, 1), true), NLM4_GRANTED);
+	assert_int_equal(do_unlock(root, lk(&secret, 8, 0, 0)), NLM4_GRANTED);
+	it_clnt_destroy(root);
+	it_clnt_destroy(user);
+	it_fh_free(&secret);
+	it_fh_free(&mine);
+}
+
+/* "locks held N" of `unionnfsd-ctl stats`. */
+static unsigned long locks_held(const struct env *e)
+{
+	char out[8192], *p;
+	char *argv[] = { (char *)it_ctl_binary(), "--state", (char *)e->srv.is_state, "stats",
+			 NULL };
+
+	assert_int_equal(it_run(argv, 30, out, sizeof(out)), 0);
+	p = strstr(out, "locks held ");
+	assert_non_null(p);
+	return strtoul(p + strlen("locks held "), NULL, 10);
+}
+
+/*
+ * A file another client removed: its locks can still be released (knfsd keeps the file
+ * open; unionnfsd keys a lock by the handle's object), and none is left behind.
+ */
+static void test_unlock_of_removed_file(void **state)
+{
+	struct env *e = *state;
+	CLIENT *nc = it_nfs_clnt(&e->srv, IPPROTO_TCP), *a = nlm_clnt(e, HOST_A, IPPROTO_TCP);
+	REMOVE3args ra = { .object = { .dir = e->root, .name = "doomed" } };
+	unsigned long before = locks_held(e);
+	REMOVE3res rr;
+	nfs_fh3 doomed;
+
+	it_assert_status(it_create(nc, &e->root, "doomed"), NFS3_OK);
+	it_assert_status(it_lookup(nc, &e->root, "doomed", &doomed, NULL), NFS3_OK);
+	assert_int_equal(do_lock(a, lk(&doomed, 9, 0, 10), true), NLM4_GRANTED);
+	assert_int_equal(do_lock(a, lk(&doomed, 9, 20, 10), false), NLM4_GRANTED);
+	assert_int_equal(locks_held(e), before + 2);
+	memset(&rr, 0, sizeof(rr));
+	assert_int_equal(it_call(nc, NFSPROC3_REMOVE, (xdrproc_t)xdr_REMOVE3args, &ra,
+				 (xdrproc_t)xdr_REMOVE3res, &rr), RPC_SUCCESS);
+	it_assert_status(rr.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_REMOVE3res, &rr);
+	assert_int_equal(do_lock(a, lk(&doomed, 9, 40, 10), true), NLM4_STALE_FH);
+	assert_int_equal(do_unlock(a, lk(&doomed, 9, 0, 0)), NLM4_GRANTED);
+	assert_int_equal(locks_held(e), before);
+	it_clnt_destroy(a);
+	it_clnt_destroy(nc);
+	it_fh_free(&doomed);
+}
+
 /* Waiters per object are bounded (64 by default): past it, DENIED_NOLOCKS. */
 static void test_waiter_limit(void **state)
 {
@@ -647,6 +735,48 @@ static void test_blocked_lock_granted(void **state)
 
 /* ---- grace after a restart, and locking off: servers of their own ---- */
 
+/*
+ * On a read-only export with root squashed: squashed root cannot lock root's 0600 file, and
+ * exclusive locks and writing shares are refused (knfsd since 5.15: NLM4_FAILED).
+ */
+static void test_lock_on_ro_squashed_export(void **state)
+{
+	struct env e;
+	char path[PATH_MAX];
+	nfs_fh3 secret, open;
+	CLIENT *c;
+
+	(void)state;
+	memset(&e, 0, sizeof(e));
+	it_server_init(&e.srv, true);
+	e.srv.is_opts = "ro,root_squash,insecure";
+	it_path(path, "%s/secret", e.srv.is_upper);
+	it_write_file(path, "root only", 9);
+	assert_int_equal(chmod(path, 0600), 0);
+	it_path(path, "%s/open", e.srv.is_upper);
+	it_write_file(path, "anyone", 6);
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(it_server_start(&e.srv), 0);
+	e.port = nlm_port_of(&e.srv);
+	assert_int_equal(it_mnt(&e.srv, IPPROTO_TCP, IT_EXPORT, &e.root), 0);
+	c = it_nfs_clnt(&e.srv, IPPROTO_TCP);
+	it_assert_status(it_lookup(c, &e.root, "secret", &secret, NULL), NFS3_OK);
+	it_assert_status(it_lookup(c, &e.root, "open", &open, NULL), NFS3_OK);
+	it_clnt_destroy(c);
+	c = nlm_clnt(&e, HOST_A, IPPROTO_TCP);
+	assert_int_equal(do_lock(c, lk(&secret, 1, 0, 1), false), NLM4_FAILED);
+	assert_int_equal(do_lock(c, lk(&open, 1, 0, 1), true), NLM4_FAILED);
+	assert_int_equal(do_test(c, lk(&open, 1, 0, 1), true, NULL), NLM4_FAILED);
+	assert_int_equal(do_share(c, NLMPROC4_SHARE, &open, fsm_DN, fsa_RW), NLM4_DENIED);
+	assert_int_equal(do_lock(c, lk(&open, 1, 0, 1), false), NLM4_GRANTED);
+	assert_int_equal(do_share(c, NLMPROC4_SHARE, &open, fsm_DW, fsa_R), NLM4_GRANTED);
+	it_clnt_destroy(c);
+	it_fh_free(&secret);
+	it_fh_free(&open);
+	it_fh_free(&e.root);
+	assert_int_equal(it_server_finish(&e.srv), 0);
+}
+
 static void test_grace_after_restart(void **state)
 {
 	struct env e;
@@ -676,6 +806,17 @@ static void test_grace_after_restart(void **state)
 	assert_true(it_server_log_wait(&e.srv, "grace period over", 10000));
 	assert_int_equal(do_lock(c, lk(&e.file, 2, 20, 10), true), NLM4_GRANTED);
 	assert_int_equal(do_test(c, lk(&e.file, 2, 0, 10), true, NULL), NLM4_GRANTED);
+	/* a reclaim after the grace period could take a lock held since: refused */
+	assert_int_equal(lock_call(c, 2, lk(&e.file, 3, 40, 10), true, false, true),
+			 NLM4_DENIED_GRACE_PERIOD);
+	assert_int_equal(do_unlock(c, lk(&e.file, 2, 20, 10)), NLM4_GRANTED);
+	it_clnt_destroy(c);
+
+	/* everything released before a clean stop: nobody to wait for at the next start */
+	it_server_restart(&e.srv);
+	e.port = nlm_port_of(&e.srv);
+	c = nlm_clnt(&e, HOST_A, IPPROTO_TCP);
+	assert_int_equal(do_lock(c, lk(&e.file, 1, 0, 10), true), NLM4_GRANTED);
 	it_clnt_destroy(c);
 	it_fh_free(&e.root);
 	it_fh_free(&e.file);
@@ -871,11 +1012,14 @@ int main(void)
 		cmocka_unit_test(test_unlock_retransmitted),
 		cmocka_unit_test(test_lock_survives_copyup),
 		cmocka_unit_test(test_first_lock_of_a_user),
+		cmocka_unit_test(test_lock_needs_permission),
+		cmocka_unit_test(test_unlock_of_removed_file),
 		cmocka_unit_test(test_waiter_limit),
 		cmocka_unit_test(test_blocked_lock_granted),
 	};
 	const struct CMUnitTest alone[] = {
 		cmocka_unit_test(test_grace_after_restart),
+		cmocka_unit_test(test_lock_on_ro_squashed_export),
 		cmocka_unit_test(test_views_are_separate),
 		cmocka_unit_test(test_portmapper_lists_locking),
 		cmocka_unit_test(test_nlm_port_is_portmap_port),

@@ -3,7 +3,9 @@
  * TCP and UDP: arguments past their bounds (caller_name, owner handle, cookie, SM_NOTIFY's
  * mon_name) and malformed ones get GARBAGE_ARGS, never a crash; a lock flood past the
  * per-host limit and a waiter flood past the per-file limit get NLM4_DENIED_NOLOCKS and
- * change nothing, and the server serves normally afterwards. The server must exit 0 on
+ * change nothing, and the server serves normally afterwards; FREE_ALL from a stranger frees
+ * nothing; clients far past the monitored bound that come and go are all served. The
+ * server must exit 0 on
  * SIGTERM with no sanitizer report (group teardown).
  */
 #include "common.h"
@@ -18,6 +20,7 @@
 
 #include "nlm.h"
 #include "nlm_locks.h"
+#include "nsm.h"
 #include "sm_inter.h"
 
 #define T_FILE "locked"
@@ -389,6 +392,77 @@ static void test_garbage_notify_udp(void **state)
  * After each test, whatever it left (a failed one may leave locks and waiters): FREE_ALL for
  * our caller name frees everything of this host.
  */
+static void free_all_from(CLIENT *c, const char *name)
+{
+	nlm4_notify n = { .name = (char *)name, .state = 0 };
+
+	assert_int_equal(it_call(c, NLMPROC4_FREE_ALL, (xdrproc_t)xdr_nlm4_notify, &n,
+				 (xdrproc_t)it_xdr_void, NULL), RPC_SUCCESS);
+}
+
+/*
+ * FREE_ALL frees the locks of the host it comes from only: another address naming the
+ * holder's caller name or address, over TCP or UDP, unprivileged, frees nothing.
+ */
+static void test_free_all_from_another_host(void **state)
+{
+	CLIENT *holder = nlm_clnt(IPPROTO_TCP);
+	CLIENT *tcp = it_clnt_from("127.0.0.2", NLM_PROG, NLM_VERS4, nlm_port, 1000, 1000, false);
+	CLIENT *udp = it_clnt_udp_from("127.0.0.2", NLM_PROG, NLM_VERS4, nlm_port);
+
+	(void)state;
+	assert_int_equal(nlm_lock(holder, "victim", 1, 0, 10, false), NLM4_GRANTED);
+	free_all_from(tcp, "hostile");
+	free_all_from(tcp, "127.0.0.1");
+	free_all_from(udp, "hostile");
+	free_all_from(udp, "127.0.0.1");
+	assert_int_equal(nlm_lock(tcp, "thief", 2, 0, 10, false), NLM4_DENIED);
+	/* the holder's own FREE_ALL does, whatever name it gives */
+	free_all_from(holder, "another-name");
+	assert_int_equal(nlm_lock(tcp, "thief", 2, 0, 10, false), NLM4_GRANTED);
+	assert_int_equal(nlm_unlock(tcp, "thief", 2, 0, 0), NLM4_GRANTED);
+	it_clnt_destroy(udp);
+	it_clnt_destroy(tcp);
+	it_clnt_destroy(holder);
+}
+
+/*
+ * Clients come and go (DHCP, temporary IPv6 addresses): far more than the 1024 monitored
+ * places each lock and release a byte, and a new client is still granted its lock; the
+ * clients file keeps only clients that hold something (it is rewritten as they go).
+ */
+static void test_clients_come_and_go(void **state)
+{
+	int n = NSM_MAX_CLIENTS + 6;
+	char host[INET_ADDRSTRLEN], path[PATH_MAX], *text;
+	size_t len, lines = 0;
+	CLIENT *c;
+
+	(void)state;
+	for (int i = 0; i <= n; i++) {
+		snprintf(host, sizeof(host), "127.1.%d.%d", i / 250, 1 + i % 250);
+		c = it_clnt_from(host, NLM_PROG, NLM_VERS4, nlm_port, 0, 0, false);
+		if (nlm_lock(c, "churn", 1, (uint64_t)i, 1, false) != NLM4_GRANTED)
+			fail_msg("client %d of %d (%s): its lock was refused", i + 1, n + 1, host);
+		if (i < n)
+			assert_int_equal(nlm_unlock(c, "churn", 1, 0, 0), NLM4_GRANTED);
+		it_clnt_destroy(c);
+	}
+	it_path(path, "%s/nsm/clients", it_srv.is_state);
+	text = it_read_file(path, &len);
+	assert_non_null(text);
+	for (size_t i = 0; i < len; i++)
+		lines += text[i] == '\n';
+	free(text);
+	/* the header, the last client, at most NSM_COMPACT_IDLE (64) idle ones */
+	assert_true(lines >= 2 && lines <= 2 + 64);
+	/* the last client releases its own lock (the teardown's FREE_ALL frees 127.0.0.1's only) */
+	snprintf(host, sizeof(host), "127.1.%d.%d", n / 250, 1 + n % 250);
+	c = it_clnt_from(host, NLM_PROG, NLM_VERS4, nlm_port, 0, 0, false);
+	assert_int_equal(nlm_unlock(c, "churn", 1, 0, 0), NLM4_GRANTED);
+	it_clnt_destroy(c);
+}
+
 static int free_all(void **state)
 {
 	CLIENT *c = nlm_clnt(IPPROTO_TCP);
@@ -472,6 +546,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_waiter_flood, free_all),
 		cmocka_unit_test_teardown(test_garbage_notify_tcp, free_all),
 		cmocka_unit_test_teardown(test_garbage_notify_udp, free_all),
+		cmocka_unit_test_teardown(test_free_all_from_another_host, free_all),
+		cmocka_unit_test_teardown(test_clients_come_and_go, free_all),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
