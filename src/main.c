@@ -136,6 +136,35 @@ static void main_warn(struct main_ctx *mc, const char *fmt, ...)
  * Every branch must be an existing directory before anything touches the state
  * directory: a typo in -e must not leave a fresh, empty inode map behind.
  */
+/*
+ * Locks belong to an export's union objects: two exports reaching one directory as the top
+ * branch of either are two lock spaces over the same files. Said at start, not refused (a
+ * read-only and a read-write export of one tree is a common set-up).
+ */
+static void main_warn_shared_top(const struct config *cf, int i, const struct stat *top)
+{
+	struct stat st;
+
+	for (int k = 0; k < cf->cf_nexports; k++) {
+		const struct export_conf *ek = &cf->cf_exports[k];
+
+		for (int j = 0; j < ek->ec_nbranches && k != i; j++) {
+			/* two tops are one pair: said once, from the first export */
+			if (k < i && j == 0 && ek->ec_upper == NULL)
+				continue;
+			if (stat(ek->ec_branches[j], &st) == 0 && st.st_dev == top->st_dev &&
+			    st.st_ino == top->st_ino) {
+				log_warn("exports %s and %s both serve the directory %s: file locks "
+					 "taken through one are not seen through the other (each "
+					 "export is a lock space of its own); export it once, with "
+					 "client rules for the different options",
+					 cf->cf_exports[i].ec_name, ek->ec_name, ek->ec_branches[j]);
+				break;
+			}
+		}
+	}
+}
+
 static int main_check_branches(const struct config *cf, char *err, size_t errlen)
 {
 	struct stat st;
@@ -159,6 +188,9 @@ static int main_check_branches(const struct config *cf, char *err, size_t errlen
 					 ec->ec_name, b);
 				return -1;
 			}
+			/* the top branch of an export without per-client uppers */
+			if (j == 0 && ec->ec_upper == NULL)
+				main_warn_shared_top(cf, i, &st);
 		}
 	}
 	return 0;

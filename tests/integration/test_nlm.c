@@ -777,6 +777,50 @@ static void test_lock_on_ro_squashed_export(void **state)
 	assert_int_equal(it_server_finish(&e.srv), 0);
 }
 
+/*
+ * Two exports over one directory are two lock spaces: both exclusive locks are granted, and
+ * the start-up log says so, naming the directory.
+ */
+static void test_exports_sharing_a_branch(void **state)
+{
+	const char *extra[] = { "-e", NULL, NULL };
+	char spec[PATH_MAX + 16], text[PATH_MAX + 64];
+	nfs_fh3 again_root, again_file;
+	struct env e;
+	CLIENT *c;
+
+	(void)state;
+	memset(&e, 0, sizeof(e));
+	it_server_init(&e.srv, true);
+	it_path(text, "%s/low", e.srv.is_lower);
+	it_write_file(text, "lower data", 10);
+	snprintf(spec, sizeof(spec), "/again=%s", e.srv.is_upper);
+	extra[1] = spec;
+	memcpy(e.srv.is_extra, extra, sizeof(extra));
+	assert_int_equal(it_server_start(&e.srv), 0);
+	e.port = nlm_port_of(&e.srv);
+	snprintf(text, sizeof(text), "exports /again and /union both serve the directory %s",
+		 e.srv.is_upper);
+	assert_true(it_server_log_contains(&e.srv, text));
+	env_files(&e);
+	assert_int_equal(it_mnt(&e.srv, IPPROTO_TCP, "/again", &again_root), 0);
+	c = it_nfs_clnt(&e.srv, IPPROTO_TCP);
+	it_assert_status(it_lookup(c, &again_root, "f", &again_file, NULL), NFS3_OK);
+	it_clnt_destroy(c);
+	c = nlm_clnt(&e, HOST_A, IPPROTO_TCP);
+	assert_int_equal(do_lock(c, lk(&e.file, 1, 0, 0), true), NLM4_GRANTED);
+	it_clnt_destroy(c);
+	c = nlm_clnt(&e, HOST_B, IPPROTO_TCP);
+	assert_int_equal(do_lock(c, lk(&again_file, 1, 0, 0), true), NLM4_GRANTED);
+	it_clnt_destroy(c);
+	it_fh_free(&again_root);
+	it_fh_free(&again_file);
+	it_fh_free(&e.root);
+	it_fh_free(&e.file);
+	it_fh_free(&e.lower);
+	assert_int_equal(it_server_finish(&e.srv), 0);
+}
+
 static void test_grace_after_restart(void **state)
 {
 	struct env e;
@@ -1020,6 +1064,7 @@ int main(void)
 	const struct CMUnitTest alone[] = {
 		cmocka_unit_test(test_grace_after_restart),
 		cmocka_unit_test(test_lock_on_ro_squashed_export),
+		cmocka_unit_test(test_exports_sharing_a_branch),
 		cmocka_unit_test(test_views_are_separate),
 		cmocka_unit_test(test_portmapper_lists_locking),
 		cmocka_unit_test(test_nlm_port_is_portmap_port),
