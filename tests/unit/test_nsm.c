@@ -1,6 +1,7 @@
 /*
  * NSM (src/nsm/): the state number across opens, the monitored clients' files (crashes
- * between writes, corrupt and over-long files, the bound), the program's handlers called
+ * between writes, corrupt and over-long files, the bound, clients giving their places
+ * back), the program's handlers called
  * directly, and SM_NOTIFY to the last run's clients through the RPC client to a fake
  * statd behind a fake portmapper.
  */
@@ -376,6 +377,62 @@ static void test_client_bound(void **state)
 	}
 }
 
+static void unmonitor(struct nsm *n, const char *client)
+{
+	struct sockaddr_in c = v4(client);
+
+	nsm_unmonitor(n, (struct sockaddr *)&c, sizeof(c));
+}
+
+static size_t lines_of(const struct fixture *f, const char *name)
+{
+	char *text = slurp(f, name);
+	size_t lines = 0;
+
+	for (char *p = text; p != NULL && *p; p++)
+		lines += *p == '\n';
+	free(text);
+	return lines;
+}
+
+/*
+ * Clients that hold nothing give their place back: far more than the bound come and go, the
+ * file stays short and keeps every client still holding something, and a clean close
+ * leaves only those (none: no file, so no grace at the next start).
+ */
+static void test_clients_come_and_go(void **state)
+{
+	struct fixture *f = *state;
+	struct nsm *n = open_nsm(f, NULL);
+	char addr[32], *text;
+
+	assert_int_equal(monitor(n, "10.7.0.1", "keeper", "10.0.0.100"), 0);
+	for (int i = 0; i < 3 * NSM_MAX_CLIENTS; i++) {
+		snprintf(addr, sizeof(addr), "10.1.%d.%d", i / 256, i % 256);
+		assert_int_equal(monitor(n, addr, "c", "10.0.0.100"), 0);
+		unmonitor(n, addr);
+	}
+	/* the header, the keeper, fewer than NSM_COMPACT_IDLE idle ones, one more at most */
+	assert_true(lines_of(f, "clients") <= 3 + 64);
+	text = slurp(f, "clients");
+	assert_non_null(strstr(text, "10.7.0.1 =keeper"));
+	free(text);
+	/* an idle client that locks again is busy again, with no new line */
+	assert_int_equal(monitor(n, addr, "c", "10.0.0.100"), 0);
+	nsm_close(n);
+	n = open_nsm(f, NULL);
+	assert_true(nsm_previous_clients(n));
+	assert_int_equal(lines_of(f, "clients.previous"), 3);
+	unmonitor(n, "10.7.0.1");
+	nsm_close(n);
+	/* a run whose only client released everything leaves no clients file */
+	n = open_nsm(f, NULL);
+	assert_int_equal(monitor(n, "10.7.0.1", "keeper", "10.0.0.100"), 0);
+	unmonitor(n, "10.7.0.1");
+	nsm_close(n);
+	assert_false(exists(f, "clients"));
+}
+
 /* ---- the program's handlers ---- */
 
 struct hook_seen {
@@ -643,6 +700,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_torn_append, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_clients_come_and_go, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_handlers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notify_previous, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notify_many, setup, teardown),
