@@ -440,7 +440,7 @@ static void test_clients_come_and_go(void **state)
 
 	(void)state;
 	for (int i = 0; i <= n; i++) {
-		snprintf(host, sizeof(host), "127.1.%d.%d", i / 250, 1 + i % 250);
+		snprintf(host, sizeof(host), "127.1.%u.%u", (unsigned char)(i / 250), (unsigned char)(1 + i % 250));
 		c = it_clnt_from(host, NLM_PROG, NLM_VERS4, nlm_port, 0, 0, false);
 		if (nlm_lock(c, "churn", 1, (uint64_t)i, 1, false) != NLM4_GRANTED)
 			fail_msg("client %d of %d (%s): its lock was refused", i + 1, n + 1, host);
@@ -457,7 +457,7 @@ static void test_clients_come_and_go(void **state)
 	/* the header, the last client, at most NSM_COMPACT_IDLE (64) idle ones */
 	assert_true(lines >= 2 && lines <= 2 + 64);
 	/* the last client releases its own lock (the teardown's FREE_ALL frees 127.0.0.1's only) */
-	snprintf(host, sizeof(host), "127.1.%d.%d", n / 250, 1 + n % 250);
+	snprintf(host, sizeof(host), "127.1.%u.%u", (unsigned char)(n / 250), (unsigned char)(1 + n % 250));
 	c = it_clnt_from(host, NLM_PROG, NLM_VERS4, nlm_port, 0, 0, false);
 	assert_int_equal(nlm_unlock(c, "churn", 1, 0, 0), NLM4_GRANTED);
 	it_clnt_destroy(c);

@@ -675,7 +675,7 @@ static void test_reclaim_outside_grace(void **state)
 
 static void t_host_addr(char *buf, size_t len, int net, int i)
 {
-	snprintf(buf, len, "127.0.%d.%d", net, i);
+	snprintf(buf, len, "127.0.%u.%u", (unsigned char)net, (unsigned char)i);
 }
 
 /*
