@@ -29,15 +29,22 @@ static int lockobj_begin_error(nfsstat3 status, enum rpc_outcome out)
 	}
 }
 
-/* A lock is a use of the file: knfsd asks for read permission, or ownership. */
+/*
+ * A lock is a use of the file: knfsd asks for read permission, or ownership. The owner and
+ * root (unsquashed) need no question to the kernel, which costs a descriptor.
+ */
 static int lockobj_may_lock(const struct nfs_call *nc, enum nfs_lock_use use, struct stat *st)
 {
+	uint32_t uid = nc->nc_cred.cr_uid;
 	int granted = 0, err;
 
 	if (use == NFS_LOCK_WRITE && nc->nc_ro)
 		return -EROFS;
+	err = union_getattr(nc->nc_ux, nc->nc_ino, st);
+	if (err < 0 || st->st_uid == uid || uid == 0)
+		return err;
 	err = union_access(nc->nc_ux, nc->nc_ino, R_OK, &granted, st);
-	if (err == 0 && !(granted & R_OK) && st->st_uid != nc->nc_cred.cr_uid)
+	if (err == 0 && !(granted & R_OK))
 		err = -EACCES;
 	return err;
 }
