@@ -27,9 +27,10 @@ typedef bool net_admit_fn(void *arg, const struct sockaddr *peer, socklen_t peer
  *
  * When no_max_conns connections are open (or the open files limit leaves too few
  * descriptors), a new connection closes the one idle longest instead, where one is idle (no
- * call in flight, no reply queued; a record only partly received counts as idle); only
- * when none is idle is the new one closed at once. no_max_conns_per_host bounds one client
- * address in the same way, among its own connections.
+ * call in flight, no reply queued; a record only partly received counts as idle) and not in
+ * use (in use: more than one call received, the last within the last 10 s); only when none
+ * may go is the new one closed at once. no_max_conns_per_host bounds one client address in
+ * the same way, among its own connections.
  */
 struct net_opts {
 	const char *no_listen;   /* NULL: all addresses (IPv6 any with v4 mapped, else IPv4 any) */

@@ -33,9 +33,13 @@
  * address, or max_conns (or the descriptors the open files limit leaves for clients) in
  * all, a new connection closes the one idle longest (of that address, or of all) instead,
  * as knfsd does: a host holding slots without calls in flight (a record mark trickled a
- * byte at a time counts as idle) cannot shut others out. Only when none is idle is the
- * new connection closed at once. ns_lru orders connections by their last progress (a
- * call received or reply bytes sent), so the one idle longest is found from its head.
+ * byte at a time counts as idle) cannot shut others out. A connection in use is not
+ * closed for room even between its calls (conn_in_use): by idle time alone, a client
+ * calling every 50 ms would be the "idle longest" once a flood of connections had each
+ * made one call since, and a flood could close every working client that way. Only when
+ * every connection is busy or in use is the new connection closed at once. ns_lru orders
+ * connections by their last progress (a call received or reply bytes sent), so the one
+ * idle longest is found from its head.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -78,8 +82,15 @@
 #define NET_WARN_EVERY 60.0                 /* seconds between repeated limit warnings */
 /* Descriptors kept from clients: a quarter of the open files limit, at least this many. */
 #define NET_FD_RESERVE_MIN 64
-/* Connections looked at for one to close; the ones passed over all have calls or replies. */
+/* Connections looked at for one to close; the ones passed over are all busy or in use. */
 #define NET_EVICT_SCAN 4096
+/*
+ * In use, not closed to make room (conn_in_use): a connection that made more calls than a
+ * flood's one each, the last within the window. A client working on files calls at least
+ * that often: it revalidates attributes every 3 s (acregmin) while a file is used.
+ */
+#define NET_IN_USE_CALLS 2
+#define NET_IN_USE_WINDOW 10.0
 #define NET_HOST_BUCKETS_MAX 65536u
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
@@ -145,6 +156,7 @@ struct net_conn {
 	int nc_fd;
 	unsigned nc_refs;
 	unsigned nc_inflight;
+	unsigned nc_calls;                     /* calls received, counted up to NET_IN_USE_CALLS */
 	size_t nc_inbytes;                     /* request bytes of the calls in flight */
 	size_t nc_rxacct;                      /* reassembly buffer counted in ns_buffered */
 	ev_tstamp nc_last;                     /* last progress: opened, a call received, reply bytes sent */
@@ -400,6 +412,23 @@ static bool conn_idle(const struct net_conn *c)
 }
 
 /*
+ * In use between its calls: a client that keeps calling on its connection, however
+ * short its pauses, against connections that made a single call (a flood's) or have been
+ * quiet for NET_IN_USE_WINDOW. Quiet ones go by idle time again, as knfsd's do, so a host
+ * cannot keep slots with two calls each and silence.
+ */
+static bool conn_in_use(const struct net_conn *c, ev_tstamp now)
+{
+	return c->nc_calls >= NET_IN_USE_CALLS && now - c->nc_last < NET_IN_USE_WINDOW;
+}
+
+/* May be closed to make room for a new connection. */
+static bool conn_evictable(const struct net_conn *c, ev_tstamp now)
+{
+	return conn_idle(c) && !conn_in_use(c, now);
+}
+
+/*
  * Under pressure a connection holding nothing but a large partial record may finish it if
  * no other connection is finishing one: without the turn, connections that each hold part
  * of a large record could fill max_buffered between them and never be read again. The
@@ -577,6 +606,8 @@ static bool conn_record_done(struct net_conn *c)
 	rec = record_take(&c->nc_rx, &rlen);
 	conn_sync_rx(c);
 	conn_touch(c);
+	if (c->nc_calls < NET_IN_USE_CALLS)
+		c->nc_calls++;
 	if (conn_hard_pressed(c->nc_srv) && net_reply_estimate(rec, rlen) > RPC_REPLY_SMALL) {
 		c->nc_park = rec;
 		c->nc_parklen = rlen;
@@ -932,23 +963,25 @@ static bool net_warn_due(struct net_server *srv, ev_tstamp *last)
 /*
  * Closes the connection idle longest, of host h (NULL: of any host), to make room for a
  * new one, as knfsd does: a client that left a connection idle reconnects when it needs
- * it. False when none is idle (of the first NET_EVICT_SCAN looked at).
+ * it. Connections in use are passed over (conn_in_use). False when none may be closed
+ * (of the first NET_EVICT_SCAN looked at).
  */
 static bool net_evict(struct net_server *srv, struct net_host *h, const char *limit)
 {
 	struct net_conn *c, *victim = NULL;
+	ev_tstamp now = ev_now(srv->ns_loop);
 	unsigned seen = 0;
 	char a[NET_ADDRSTR];
 
 	if (h != NULL) {
 		/* Newest first: on a tie the later one in the list is the older. */
 		for (c = h->nh_conns; c != NULL && seen++ < NET_EVICT_SCAN; c = c->nc_hnext)
-			if (conn_idle(c) && (victim == NULL || c->nc_last <= victim->nc_last))
+			if (conn_evictable(c, now) && (victim == NULL || c->nc_last <= victim->nc_last))
 				victim = c;
 	} else {
 		for (c = srv->ns_lru; c != NULL && victim == NULL && seen++ < NET_EVICT_SCAN;
 		     c = c->nc_lru_next)
-			if (conn_idle(c))
+			if (conn_evictable(c, now))
 				victim = c;
 	}
 	if (victim == NULL)
@@ -977,13 +1010,13 @@ static void listener_refuse(struct net_listener *l, int fd, const struct sockadd
 	close(fd);
 	if (h != NULL) {
 		if (net_warn_due(srv, &srv->ns_host_warned))
-			log_warn("net: %s has %u connections open, the max-connections-per-host limit, and none is idle; closing its new ones (raise max-connections-per-host if it is a legitimate client, e.g. a NAT gateway)",
-				 net_addrstr(peer, peerlen, a), h->nh_nconns);
+			log_warn("net: %s has %u connections open, the max-connections-per-host limit, and each is busy or in use (calls within the last %.0f s); closing its new ones (raise max-connections-per-host if it is a legitimate client, e.g. a NAT gateway)",
+				 net_addrstr(peer, peerlen, a), h->nh_nconns, NET_IN_USE_WINDOW);
 		return;
 	}
 	if (net_warn_due(srv, &srv->ns_full_warned))
-		log_warn("net: %u connections are open, the max-connections limit (or what the open files limit leaves for clients), and none is idle; closing new ones (first from %s) until some end (raise max-connections, or the open files limit, if the clients are legitimate)",
-			 srv->ns_nconns, net_addrstr(peer, peerlen, a));
+		log_warn("net: %u connections are open, the max-connections limit (or what the open files limit leaves for clients), and each is busy or in use (calls within the last %.0f s); closing new ones (first from %s) until some end (raise max-connections, or the open files limit, if the clients are legitimate)",
+			 srv->ns_nconns, NET_IN_USE_WINDOW, net_addrstr(peer, peerlen, a));
 }
 
 /* A client no rule admits gets nothing, not even a slot: closed before it costs one. */

@@ -3,13 +3,13 @@
  * connection, while another connection times GETATTRs of the root.
  *
  * - 32 one-byte WRITEs to one large lower file build exactly one temporary copy (watched
- *   with inotify in the work directory, where copies are built as copyup.*); the other
- *   calls wait for it without workers, so the GETATTRs stay fast.
+ *   with inotify in the work directory, where copies are built as copyup.*); the calls
+ *   arriving while it runs wait for it without workers, so the GETATTRs stay fast.
  * - WRITEs to several large lower files on a server of two workers copy them one at a
  *   time (the pool lets half its threads do long work), and the GETATTRs stay fast.
  *
  * Every write must land with the right byte, the rest of each file must be the lower's,
- * and unionnfsd-ctl stats must show the waits.
+ * and unionnfsd-ctl stats must count the copy-ups (and the waits for a place).
  */
 #include "common.h"
 
@@ -341,8 +341,11 @@ static void test_one_file_one_copy(void **state)
 	printf("stats: copy-ups %llu, waits for the same file %llu, for a place %llu\n", made, same,
 	       place);
 	assert_int_equal(made, 1);
-	/* Writes that arrive once the copy is in place need not wait: at least one did. */
-	assert_true(same >= 1 && same <= T_WRITES - 1);
+	/*
+	 * How many WRITEs waited for the copy is timing: all that arrive after it is done
+	 * find the file up and wait for nothing, maybe every one. The copier never waits.
+	 */
+	assert_true(same <= T_WRITES - 1);
 	nfs_close(nfs, fh);
 	it_nfs_unmount(nfs);
 	free(data);

@@ -1008,6 +1008,52 @@ static void test_net_per_host(void **state)
 	harness_finish(&h);
 }
 
+/*
+ * A connection in use (more than one call, the last one recent) is not closed to make
+ * room even while it is idle longest: one that made a single call goes instead, and when
+ * only connections in use are idle the new connection is closed itself.
+ */
+static void test_net_in_use_kept(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2, .no_max_conns = 2 };
+	struct cconn *a, *b, *c, *d;
+	struct harness h;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	a = cc_open(h.port);
+	send_call(a, 1, 0);
+	assert_true(reply_or_eof(a, 1));
+	send_call(a, 2, 0);
+	assert_true(reply_or_eof(a, 2));
+	b = cc_open(h.port);
+	send_call(b, 3, 0);
+	assert_true(reply_or_eof(b, 3));
+	/* a is idle longest, but b made one call only. */
+	c = cc_open(h.port);
+	send_call(c, 4, 0);
+	assert_true(reply_or_eof(c, 4));
+	assert_true(cc_closed_within(b, 2000));
+	send_call(a, 5, 0);
+	assert_true(reply_or_eof(a, 5));
+	/* c in use too: both idle, neither may go, so the newest is closed. */
+	send_call(c, 6, 0);
+	assert_true(reply_or_eof(c, 6));
+	d = cc_open(h.port);
+	send_call(d, 7, 0);
+	assert_false(reply_or_eof(d, 7));
+	send_call(a, 8, 0);
+	assert_true(reply_or_eof(a, 8));
+	send_call(c, 9, 0);
+	assert_true(reply_or_eof(c, 9));
+	cc_close(a);
+	cc_close(b);
+	cc_close(c);
+	cc_close(d);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
 /* A record mark sent a byte at a time is no call: such connections make room for others. */
 static void test_net_trickle_is_idle(void **state)
 {
@@ -1255,6 +1301,7 @@ int main(void)
 		cmocka_unit_test(test_net_backpressure),
 		cmocka_unit_test(test_net_max_conns),
 		cmocka_unit_test(test_net_per_host),
+		cmocka_unit_test(test_net_in_use_kept),
 		cmocka_unit_test(test_net_trickle_is_idle),
 		cmocka_unit_test(test_net_admit),
 		cmocka_unit_test(test_net_idle_trickle),
