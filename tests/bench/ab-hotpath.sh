@@ -7,6 +7,8 @@
 #   SECONDS_PER=S length of each timed load, after loadgen's 0.5 s warm-up (default 3)
 #   LOADGEN=path  the load generator (default build/bench/loadgen: make bench-tools)
 #   PORT=P        first of the four ports used on 127.0.0.1 (default 13071)
+#   CASES="W.N ..." workloads and in-flight counts (default "getattr.1 getattr.32 lookup.1
+#                 lookup.32"; "lock.1 lock.32" measures NLM LOCK+UNLOCK pairs on a file)
 # Prints two tables, per workload, in-flight count and binary: the rate in calls/s and the
 # server's CPU time per call (all its threads, from /proc/PID/task/*/schedstat), each as the
 # median with the lowest and highest round, then NEW's median against OLD's. On a machine
@@ -74,6 +76,9 @@ server_start() {
 	die "${BIN[$i]} did not listen on port $port within 15 s; see $WORK/server$i.log"
 }
 
+# the NLM port server I printed at start
+nlm_port() { sed -n 's/^nlm port \([0-9]*\)$/\1/p' "$WORK/server$1.log" | tail -n 1; }
+
 # CPU time all threads of process PID have used so far, in ns (the scheduler's own count)
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
 
@@ -82,6 +87,7 @@ cpu_ns() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END {
 measure() {
 	local wl=$1 inflight=$2 port=$((PORT + 2 * $3)) pid=${PIDS[$3]} path='' out c0 c1 rate ops
 	[ "$wl" = lookup ] && path="--path dir"
+	[ "$wl" = lock ] && path="--path lockfile --nlm-port $(nlm_port "$3")"
 	c0=$(cpu_ns "$pid")
 	# shellcheck disable=SC2086
 	out=$("$LOADGEN" --url "nfs://127.0.0.1/ab?nfsport=$port&mountport=$((port + 1))" \
@@ -99,6 +105,7 @@ measure() {
 summary() { sort -n | awk -v f="$1" '{ v[NR] = $1 } END { printf f " " f " " f, v[int((NR + 1) / 2)], v[1], v[NR] }'; }
 
 mkdir -p "$WORK/lower/dir"
+echo x > "$WORK/lower/lockfile"
 for n in $(seq 1 $NAMES); do
 	echo x > "$WORK/lower/dir/f$n"
 done
@@ -112,7 +119,7 @@ for i in 0 1; do
 done
 
 declare -A RATES=() CPU=()
-CASES="getattr.1 getattr.32 lookup.1 lookup.32"
+CASES=${CASES:-getattr.1 getattr.32 lookup.1 lookup.32}
 for r in $(seq 1 "$ROUNDS"); do
 	# odd rounds old first, even rounds new first
 	order="0 1"
