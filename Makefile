@@ -20,6 +20,10 @@ CFLAGS_ALL = -std=gnu11 -Wall -Wextra -Werror $(OPT) -g -D_GNU_SOURCE -pthread \
 	-Iinclude -I$(BUILD)/gen -I/usr/include/tirpc $(CFLAGS)
 LDFLAGS_ALL = -pthread $(LDFLAGS)
 LIBS = -ltirpc -llmdb -lev -lsodium
+# make STAGES=1 BUILD=build/stages: log where TCP calls spend their time (src/net/stages.h)
+ifeq ($(STAGES),1)
+CFLAGS_ALL += -DNET_STAGE_TIMES
+endif
 ifeq ($(SAN),1)
 CFLAGS_ALL += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS_ALL += -fsanitize=address,undefined

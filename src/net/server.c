@@ -1,6 +1,9 @@
 /*
- * The network server: one libev loop owns every socket; worker threads only run
- * rpc_serve() on a copy of a record and hand the reply back through an ev_async.
+ * The network server: one libev loop owns every socket; worker threads run rpc_serve() on
+ * a copy of a record and hand the reply back through an ev_async. The one exception: a
+ * worker whose call is the only one of its connection writes the reply itself (job_send),
+ * sparing a client that waits for each reply the loop's wake-up; its completion comes back
+ * without waking the loop, and is taken right after the loop's next wake-up.
  *
  * Ownership and lifetime:
  * - struct net_listener: one per net_listen() call (a TCP and a UDP socket on one port);
@@ -48,6 +51,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +69,7 @@
 #include "net.h"
 #include "record.h"
 #include "rpc.h"
+#include "stages.h"
 #include "workers.h"
 
 #define NET_MAX_INBYTES (16u << 20)         /* request bytes in flight per TCP connection */
@@ -92,6 +98,8 @@
 #define NET_IN_USE_CALLS 2
 #define NET_IN_USE_WINDOW 10.0
 #define NET_HOST_BUCKETS_MAX 65536u
+/* Seconds: how late a completion whose worker wrote the reply is taken, at most (idle loop). */
+#define NET_COLLECT_EVERY 0.1
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -121,6 +129,10 @@ struct net_job {
 	uint8_t *nj_reply;                 /* from rpc_serve_at(), 4 reserved bytes first */
 	size_t nj_replylen;
 	size_t nj_reserve;                 /* TCP: counted in ns_buffered while in flight */
+	size_t nj_sent;                    /* TCP: bytes its worker wrote itself (job_send) */
+#ifdef NET_STAGE_TIMES
+	struct net_stamps nj_stamps;
+#endif
 };
 
 struct net_listener {
@@ -172,6 +184,20 @@ struct net_conn {
 	size_t nc_pendlen, nc_pendoff;
 	struct net_job *nc_outq, *nc_outtail;  /* replies to write, nc_outoff into the first */
 	size_t nc_outoff;
+	/*
+	 * The socket's writes, shared with the workers that write their own replies
+	 * (job_send): each write and these fields under nc_wmu. A reply half written leaves
+	 * the socket to its writer until it is whole: nc_wpartial for a worker's (the loop
+	 * takes it over with its completion), nc_outoff for the loop's.
+	 */
+	pthread_mutex_t nc_wmu;
+	/*
+	 * Calls submitted whose reply is neither written by their worker nor taken back by
+	 * the loop: a worker writes its reply only when it is the one call (job_send).
+	 */
+	_Atomic unsigned nc_unsent;
+	bool nc_wopen;                         /* nc_fd may be written */
+	bool nc_wpartial;                      /* a worker left a reply half written */
 	size_t nc_outbytes;
 	struct sockaddr_storage nc_peer, nc_local;
 	socklen_t nc_peerlen, nc_locallen;
@@ -206,6 +232,8 @@ struct net_server {
 	struct workers *ns_workers;
 	ev_async ns_async;
 	bool ns_async_on;
+	ev_check ns_collect;                   /* takes quiet completions after each wake-up */
+	ev_timer ns_collect_timer;             /* ... and while calls are in flight, every so often */
 	struct net_listener *ns_listeners;
 	struct net_conn *ns_conns;
 	unsigned ns_inflight;
@@ -213,6 +241,9 @@ struct net_server {
 	bool ns_down;
 	uint8_t *ns_rbuf;                      /* NET_READ_CHUNK, loop thread only */
 	uint8_t *ns_ubuf;                      /* NET_UDP_BUF, loop thread only */
+#ifdef NET_STAGE_TIMES
+	struct net_stage_sums ns_stages;
+#endif
 };
 
 static void conn_close(struct net_conn *c);
@@ -272,6 +303,47 @@ static void job_free(struct net_job *j)
 	free(j);
 }
 
+/*
+ * Worker thread: a client with one call at a time waits for each reply, so the job's
+ * worker writes it itself when it is the connection's only call and the socket is free (no
+ * reply half written): the reply does not wait for the loop to wake up and take it. With
+ * more calls in flight the loop writes the replies, several in one sendmsg. Replies of one
+ * connection may go in any order; each goes whole or leaves the socket to the loop
+ * (nc_wpartial) once its completion is taken. Whatever cannot be written now (a full
+ * socket) is written by the loop, as every reply was before. A reply written whole need
+ * not wake the loop: its completion is taken when the loop next wakes (net_collect_cb).
+ */
+static void job_send(struct net_job *j)
+{
+	struct net_conn *c = j->nj_conn;
+	ssize_t n = -1;
+
+	if (atomic_load_explicit(&c->nc_unsent, memory_order_relaxed) != 1)
+		return;
+	pthread_mutex_lock(&c->nc_wmu);
+	if (c->nc_wopen && !c->nc_wpartial && c->nc_outoff == 0) {
+		/* Counted as sent before the client can see it: it may call again at once. */
+		atomic_fetch_sub_explicit(&c->nc_unsent, 1, memory_order_relaxed);
+		do
+			n = send(c->nc_fd, j->nj_reply, j->nj_replylen, MSG_NOSIGNAL | MSG_DONTWAIT);
+		while (n < 0 && errno == EINTR);
+		if (n > 0) {
+			j->nj_sent = (size_t)n;
+			c->nc_wpartial = j->nj_sent < j->nj_replylen;
+		}
+		if (j->nj_sent < j->nj_replylen)
+			atomic_fetch_add_explicit(&c->nc_unsent, 1, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&c->nc_wmu);
+	j->nj_work.wk_quiet = j->nj_sent == j->nj_replylen;
+#ifdef NET_STAGE_TIMES
+	if (j->nj_work.wk_quiet) {
+		j->nj_stamps.ns_at[NET_ST_DONE] = j->nj_stamps.ns_at[NET_ST_END];
+		NET_STAMP(&j->nj_stamps, NET_ST_SENT);
+	}
+#endif
+}
+
 /* Worker thread: serve the record, keep the reply, let go of the request bytes. */
 static void job_run(struct work *w)
 {
@@ -280,6 +352,7 @@ static void job_run(struct work *w)
 	socklen_t peerlen, locallen = 0;
 	int protocol = j->nj_conn ? IPPROTO_TCP : IPPROTO_UDP;
 
+	NET_STAMP(&j->nj_stamps, NET_ST_START);
 	peerlen = net_unmap(&j->nj_peer, j->nj_peerlen, &peer);
 	if (j->nj_locallen > 0)
 		locallen = net_unmap(&j->nj_local, j->nj_locallen, &local);
@@ -292,6 +365,9 @@ static void job_run(struct work *w)
 	/* A large record goes back to the pool, for the next one or a READ reply. */
 	rpc_reply_free(j->nj_rec);
 	j->nj_rec = NULL;
+	NET_STAMP(&j->nj_stamps, NET_ST_END);
+	if (j->nj_conn != NULL && j->nj_reply != NULL)
+		job_send(j);
 }
 
 static void net_notify(void *arg)
@@ -305,6 +381,12 @@ static void net_submit(struct net_server *srv, struct net_job *j)
 {
 	j->nj_work.wk_run = job_run;
 	srv->ns_inflight++;
+	/*
+	 * A reply its worker wrote wakes nobody (job_send): the loop takes the completion at
+	 * its next turn, and this timer bounds how late that is when no client calls again.
+	 */
+	if (!ev_is_active(&srv->ns_collect_timer))
+		ev_timer_start(srv->ns_loop, &srv->ns_collect_timer);
 	workers_submit(srv->ns_workers, &j->nj_work);
 }
 
@@ -312,8 +394,10 @@ static void net_submit(struct net_server *srv, struct net_job *j)
 
 static void conn_unref(struct net_conn *c)
 {
-	if (--c->nc_refs == 0)
+	if (--c->nc_refs == 0) {
+		pthread_mutex_destroy(&c->nc_wmu);
 		free(c);
+	}
 }
 
 /* ---- client addresses and connection slots ---- */
@@ -405,10 +489,11 @@ static void conn_unlink_slots(struct net_conn *c)
  * Idle, for making room: nothing in flight, parked, left unread or queued. A record only
  * partly received is no call yet, so a client trickling one does not keep its slot.
  */
-static bool conn_idle(const struct net_conn *c)
+static bool conn_idle(struct net_conn *c)
 {
-	return c->nc_inflight == 0 && c->nc_outq == NULL && c->nc_park == NULL &&
-	       c->nc_pend == NULL;
+	/* nc_unsent, not nc_inflight: a reply its worker wrote is done for the client. */
+	return atomic_load_explicit(&c->nc_unsent, memory_order_relaxed) == 0 &&
+	       c->nc_outq == NULL && c->nc_park == NULL && c->nc_pend == NULL;
 }
 
 /*
@@ -423,7 +508,7 @@ static bool conn_in_use(const struct net_conn *c, ev_tstamp now)
 }
 
 /* May be closed to make room for a new connection. */
-static bool conn_evictable(const struct net_conn *c, ev_tstamp now)
+static bool conn_evictable(struct net_conn *c, ev_tstamp now)
 {
 	return conn_idle(c) && !conn_in_use(c, now);
 }
@@ -527,8 +612,12 @@ static void conn_close(struct net_conn *c)
 	c->nc_open = false;
 	ev_io_stop(srv->ns_loop, &c->nc_rio);
 	ev_io_stop(srv->ns_loop, &c->nc_wio);
+	/* No worker writes to the descriptor once it is closed (its number is reused). */
+	pthread_mutex_lock(&c->nc_wmu);
+	c->nc_wopen = false;
 	close(c->nc_fd);
 	c->nc_fd = -1;
+	pthread_mutex_unlock(&c->nc_wmu);
 	if (c->nc_prev)
 		c->nc_prev->nc_next = c->nc_next;
 	else
@@ -593,6 +682,8 @@ static bool conn_submit(struct net_conn *c, uint8_t *rec, size_t len)
 	c->nc_inflight++;
 	c->nc_inbytes += len;
 	c->nc_srv->ns_buffered += j->nj_reserve;
+	atomic_fetch_add_explicit(&c->nc_unsent, 1, memory_order_relaxed);
+	NET_STAMP(&j->nj_stamps, NET_ST_READ);
 	net_submit(c->nc_srv, j);
 	return true;
 }
@@ -698,7 +789,8 @@ static int conn_feed_pending(struct net_conn *c)
 
 /*
  * Writes queued replies until done or the socket is full. Returns -1 when the
- * connection was closed.
+ * connection was closed. Not while a worker's reply is half written: that one goes first,
+ * once its completion is taken (net_complete_all flushes then).
  */
 static int conn_flush(struct net_conn *c)
 {
@@ -707,10 +799,11 @@ static int conn_flush(struct net_conn *c)
 	struct msghdr msg;
 	struct net_job *j;
 	ssize_t n;
-	int cnt;
+	int cnt, err = 0;
 	char a[NET_ADDRSTR];
 
-	while (c->nc_outq != NULL) {
+	pthread_mutex_lock(&c->nc_wmu);
+	while (c->nc_outq != NULL && !c->nc_wpartial) {
 		cnt = 0;
 		for (j = c->nc_outq; j != NULL && cnt < NET_BATCH; j = j->nj_next) {
 			size_t off = cnt == 0 ? c->nc_outoff : 0;
@@ -726,15 +819,8 @@ static int conn_flush(struct net_conn *c)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				if (!ev_is_active(&c->nc_wio))
-					ev_io_start(srv->ns_loop, &c->nc_wio);
-				return 0;
-			}
-			log_debug("net: writing to %s: %s; closing the connection",
-				  net_addrstr(&c->nc_peer, c->nc_peerlen, a), strerror(errno));
-			conn_close(c);
-			return -1;
+			err = errno;
+			break;
 		}
 		c->nc_outbytes -= (size_t)n;
 		srv->ns_buffered -= (uint64_t)n;
@@ -754,8 +840,22 @@ static int conn_flush(struct net_conn *c)
 			c->nc_outq = j->nj_next;
 			if (c->nc_outq == NULL)
 				c->nc_outtail = NULL;
+			NET_STAMP(&j->nj_stamps, NET_ST_SENT);
+			NET_STAGES_ADD(&srv->ns_stages, &j->nj_stamps);
 			job_free(j);
 		}
+	}
+	pthread_mutex_unlock(&c->nc_wmu);
+	if (err == EAGAIN || err == EWOULDBLOCK) {
+		if (!ev_is_active(&c->nc_wio))
+			ev_io_start(srv->ns_loop, &c->nc_wio);
+		return 0;
+	}
+	if (err != 0) {
+		log_debug("net: writing to %s: %s; closing the connection",
+			  net_addrstr(&c->nc_peer, c->nc_peerlen, a), strerror(err));
+		conn_close(c);
+		return -1;
 	}
 	if (ev_is_active(&c->nc_wio))
 		ev_io_stop(srv->ns_loop, &c->nc_wio);
@@ -890,6 +990,8 @@ static void conn_new(struct net_server *srv, int fd, const struct sockaddr_stora
 	c->nc_fd = fd;
 	c->nc_refs = 1;
 	c->nc_open = true;
+	c->nc_wopen = true;
+	pthread_mutex_init(&c->nc_wmu, NULL);
 	c->nc_host = h;
 	c->nc_hnext = h->nh_conns;
 	if (h->nh_conns)
@@ -1353,6 +1455,32 @@ static void net_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---- completions ---- */
 
+/* Queues a reply for conn_flush; one its worker half wrote goes first, and frees the socket. */
+static void conn_queue_reply(struct net_conn *c, struct net_job *j)
+{
+	size_t left = j->nj_replylen - j->nj_sent;
+
+	pthread_mutex_lock(&c->nc_wmu);
+	if (j->nj_sent > 0) {
+		j->nj_next = c->nc_outq;
+		c->nc_outq = j;
+		if (c->nc_outtail == NULL)
+			c->nc_outtail = j;
+		c->nc_outoff = j->nj_sent;
+		c->nc_wpartial = false;
+	} else {
+		j->nj_next = NULL;
+		if (c->nc_outtail)
+			c->nc_outtail->nj_next = j;
+		else
+			c->nc_outq = j;
+		c->nc_outtail = j;
+	}
+	pthread_mutex_unlock(&c->nc_wmu);
+	c->nc_outbytes += left;
+	c->nc_srv->ns_buffered += left;
+}
+
 static void net_complete_all(struct net_server *srv)
 {
 	struct work *w, *next;
@@ -1377,16 +1505,18 @@ static void net_complete_all(struct net_server *srv)
 		c->nc_inflight--;
 		c->nc_inbytes -= j->nj_len;
 		srv->ns_buffered -= j->nj_reserve;
-		if (c->nc_open && j->nj_reply != NULL) {
-			j->nj_next = NULL;
-			if (c->nc_outtail)
-				c->nc_outtail->nj_next = j;
-			else
-				c->nc_outq = j;
-			c->nc_outtail = j;
-			c->nc_outbytes += j->nj_replylen;
-			srv->ns_buffered += j->nj_replylen;
+		if (j->nj_reply != NULL && j->nj_sent == j->nj_replylen) {
+			/* its worker wrote it: progress, if the connection is still there */
+			if (c->nc_open)
+				conn_touch(c);
+			NET_STAGES_ADD(&srv->ns_stages, &j->nj_stamps);
+			job_free(j);
+		} else if (c->nc_open && j->nj_reply != NULL) {
+			atomic_fetch_sub_explicit(&c->nc_unsent, 1, memory_order_relaxed);
+			NET_STAMP(&j->nj_stamps, NET_ST_DONE);
+			conn_queue_reply(c, j);
 		} else {
+			atomic_fetch_sub_explicit(&c->nc_unsent, 1, memory_order_relaxed);
 			job_free(j);
 		}
 		/* The job's reference moves to the dirty list, or is dropped if already there. */
@@ -1417,6 +1547,26 @@ static void net_async_cb(struct ev_loop *loop, ev_async *w, int revents)
 	(void)loop;
 	(void)revents;
 	net_complete_all(container_of(w, struct net_server, ns_async));
+}
+
+static void net_collect_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+	struct net_server *srv = container_of(w, struct net_server, ns_collect);
+
+	(void)loop;
+	(void)revents;
+	if (srv->ns_workers != NULL && workers_have_done(srv->ns_workers))
+		net_complete_all(srv);
+}
+
+static void net_collect_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct net_server *srv = container_of(w, struct net_server, ns_collect_timer);
+
+	(void)revents;
+	net_complete_all(srv);
+	if (srv->ns_inflight == 0)
+		ev_timer_stop(loop, w);
 }
 
 /* ---- creating and listening ---- */
@@ -1466,7 +1616,14 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
 		goto fail;
 	ev_async_init(&srv->ns_async, net_async_cb);
 	ev_async_start(loop, &srv->ns_async);
-	/* The async watcher alone must not keep ev_run() from returning. */
+	/* First after each wake-up: what a call or accept then sees is up to date. */
+	ev_check_init(&srv->ns_collect, net_collect_cb);
+	ev_set_priority(&srv->ns_collect, EV_MAXPRI);
+	ev_check_start(loop, &srv->ns_collect);
+	ev_timer_init(&srv->ns_collect_timer, net_collect_timer_cb, NET_COLLECT_EVERY,
+		      NET_COLLECT_EVERY);
+	/* The async and check watchers alone must not keep ev_run() from returning. */
+	ev_unref(loop);
 	ev_unref(loop);
 	srv->ns_async_on = true;
 	if (srv->ns_idle > 0) {
@@ -1782,10 +1939,27 @@ void net_server_shutdown(struct net_server *srv)
 	if (srv->ns_async_on) {
 		ev_ref(loop);
 		ev_async_stop(loop, &srv->ns_async);
+		ev_ref(loop);
+		ev_check_stop(loop, &srv->ns_collect);
+		ev_timer_stop(loop, &srv->ns_collect_timer);
 		srv->ns_async_on = false;
 	}
 	srv->ns_down = true;
 }
+
+#ifdef NET_STAGE_TIMES
+static void net_stages_log(const struct net_stage_sums *s)
+{
+	static const char *const names[NET_ST_N] = {
+		"", "queued for a worker", "served", "back to the loop", "written",
+	};
+	double n = s->ss_calls ? (double)s->ss_calls : 1;
+
+	log_info("net: stage times of %llu TCP calls (mean us):", (unsigned long long)s->ss_calls);
+	for (int i = 1; i < NET_ST_N; i++)
+		log_info("net:   %-20s %8.1f", names[i], (double)s->ss_ns[i] / n / 1000.0);
+}
+#endif
 
 void net_server_free(struct net_server *srv)
 {
@@ -1794,6 +1968,9 @@ void net_server_free(struct net_server *srv)
 	if (srv == NULL)
 		return;
 	net_server_shutdown(srv);
+#ifdef NET_STAGE_TIMES
+	net_stages_log(&srv->ns_stages);
+#endif
 	workers_free(srv->ns_workers);
 	for (l = srv->ns_listeners; l != NULL; l = next) {
 		next = l->nl_next;

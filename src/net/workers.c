@@ -49,6 +49,8 @@ struct workers {
 	pthread_cond_t wp_watch;         /* the monitor sleeps on it while nothing waits */
 	struct work *wp_head, *wp_tail;        /* queued */
 	struct work *wp_done, *wp_done_tail;   /* completed, oldest first */
+	_Atomic bool wp_have_done;             /* wp_done != NULL, for workers_have_done */
+	bool wp_notified;                      /* notify called since the last workers_done */
 	bool wp_stop;
 	bool wp_joined;
 	int wp_nthreads;
@@ -74,15 +76,20 @@ static int64_t workers_now(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void workers_append_done(struct workers *wp, struct work *w, bool *was_empty)
+/* Lock held. Whether the loop should be told: the item is not quiet and no notice is due. */
+static bool workers_append_done(struct workers *wp, struct work *w)
 {
+	bool notify = !w->wk_quiet && !wp->wp_notified;
+
 	w->wk_next = NULL;
-	*was_empty = wp->wp_done == NULL;
 	if (wp->wp_done_tail)
 		wp->wp_done_tail->wk_next = w;
 	else
 		wp->wp_done = w;
 	wp->wp_done_tail = w;
+	atomic_store_explicit(&wp->wp_have_done, true, memory_order_release);
+	wp->wp_notified |= notify;
+	return notify;
 }
 
 static struct work *workers_of_link(struct blocking_parked *p)
@@ -164,8 +171,6 @@ static void workers_long_release(struct workers *wp, struct work *w)
 /* After an item's run: done, parked until woken, or woken already and queued again. Lock held. */
 static void workers_ran(struct workers *wp, struct work *w, bool *notify)
 {
-	bool was_empty;
-
 	w->wk_running = false;
 	*notify = false;
 	if (w->wk_parked && w->wk_woken) {
@@ -179,8 +184,7 @@ static void workers_ran(struct workers *wp, struct work *w, bool *notify)
 	if (w->wk_parked)
 		return;
 	w->wk_ran = true;
-	workers_append_done(wp, w, &was_empty);
-	*notify = was_empty;
+	*notify = workers_append_done(wp, w);
 }
 
 static void *workers_main(void *arg)
@@ -450,6 +454,7 @@ int workers_create(int n, void (*notify)(void *), void *arg, struct workers **ou
 void workers_submit(struct workers *wp, struct work *w)
 {
 	w->wk_ran = false;
+	w->wk_quiet = false;
 	w->wk_pool = wp;
 	w->wk_running = w->wk_parked = w->wk_woken = w->wk_long = false;
 	w->wk_parked_ns = 0;
@@ -465,14 +470,20 @@ struct work *workers_done(struct workers *wp)
 	pthread_mutex_lock(&wp->wp_lock);
 	w = wp->wp_done;
 	wp->wp_done = wp->wp_done_tail = NULL;
+	wp->wp_notified = false;
+	atomic_store_explicit(&wp->wp_have_done, false, memory_order_relaxed);
 	pthread_mutex_unlock(&wp->wp_lock);
 	return w;
+}
+
+bool workers_have_done(struct workers *wp)
+{
+	return atomic_load_explicit(&wp->wp_have_done, memory_order_acquire);
 }
 
 void workers_stop(struct workers *wp)
 {
 	struct work *w, *next;
-	bool was_empty;
 
 	if (wp->wp_joined)
 		return;
@@ -491,7 +502,7 @@ void workers_stop(struct workers *wp)
 	for (w = wp->wp_head; w != NULL; w = next) {
 		next = w->wk_next;
 		w->wk_ran = false;
-		workers_append_done(wp, w, &was_empty);
+		(void)workers_append_done(wp, w);
 	}
 	/*
 	 * Nothing is left parked: each item waited for a run that has ended since, and woke it

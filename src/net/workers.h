@@ -23,6 +23,11 @@ struct work {
 	struct work *wk_next;          /* queue link, owned by the pool while queued */
 	void (*wk_run)(struct work *); /* runs on a worker thread */
 	bool wk_ran;                   /* false when workers_stop() gave it back unfinished */
+	/*
+	 * Set by wk_run: its completion need not wake the loop (its reply went out already);
+	 * it is taken with the next workers_done() all the same.
+	 */
+	bool wk_quiet;
 	/* The pool's own, under its lock: */
 	struct workers *wk_pool;
 	struct blocking_parked wk_link; /* on a blocking_queue while parked */
@@ -36,8 +41,8 @@ struct work {
 
 /*
  * Starts n threads (all signals blocked in them, so the loop thread handles signals).
- * notify(arg) is called from a worker thread whenever the completion list goes from empty
- * to non-empty. Returns 0 or -errno.
+ * notify(arg) is called from a worker thread when an item that is not quiet completes and
+ * no notice is pending since the last workers_done(). Returns 0 or -errno.
  */
 int workers_create(int n, void (*notify)(void *), void *arg, struct workers **out);
 
@@ -45,6 +50,8 @@ void workers_submit(struct workers *wp, struct work *w);
 
 /* Takes every completed item, oldest first (NULL when none). */
 struct work *workers_done(struct workers *wp);
+/* Whether completed items wait to be taken (a hint: read without the lock). */
+bool workers_have_done(struct workers *wp);
 
 /*
  * Lets running items finish, joins every thread, and moves items never started (or queued
