@@ -921,6 +921,52 @@ static void cc_busy_done(struct cconn *cc, uint32_t xid, int n)
  * Past max_conns a new connection closes the one idle longest and is served; only when
  * every open one has calls in flight is the new one closed at once.
  */
+/*
+ * A reply too large for the socket, written in part by its worker (the connection's one
+ * call), is finished before any other reply starts: an echo of almost 2 MiB while the
+ * client reads nothing, then a NULL; both come back whole, the echo first.
+ */
+static void test_net_worker_reply_finished_first(void **state)
+{
+	size_t blen = (2u << 20) - 4096, n, len;
+	uint8_t *data = malloc(blen), *call = malloc(blen + 512), *rec;
+	struct pollfd pfd;
+	struct harness h;
+	struct cconn *cc;
+	struct rep r;
+	uint32_t echoed;
+
+	(void)state;
+	assert_non_null(data);
+	assert_non_null(call);
+	for (size_t i = 0; i < blen; i++)
+		data[i] = (uint8_t)(i * 7 + (i >> 12));
+	harness_start(&h, "127.0.0.1");
+	cc = cc_open(h.port);
+	n = mkcall(call + 4, blen + 508, 0x7001, TEST_PROG, P_ECHO, data, (uint32_t)blen, true);
+	frame(call, (uint32_t)n, true);
+	write_all(cc->cc_fd, call, n + 4);
+	/* The echo's first bytes are here: its worker wrote what the socket took. */
+	pfd = (struct pollfd){ .fd = cc->cc_fd, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 5000), 1);
+	send_call(cc, 0x7002, 0);
+	rec = read_record(cc, &len);
+	assert_non_null(rec);
+	parse_rep(rec, len, &r);
+	assert_int_equal(r.xid, 0x7001);
+	memcpy(&echoed, rec + r.off, 4);
+	assert_int_equal(ntohl(echoed), blen);
+	assert_true(len >= r.off + 4 + blen);
+	assert_memory_equal(rec + r.off + 4, data, blen);
+	free(rec);
+	assert_true(reply_or_eof(cc, 0x7002));
+	cc_close(cc);
+	harness_stop(&h);
+	harness_finish(&h);
+	free(data);
+	free(call);
+}
+
 static void test_net_max_conns(void **state)
 {
 	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2, .no_max_conns = 2 };
@@ -1299,6 +1345,7 @@ int main(void)
 		cmocka_unit_test(test_net_shutdown),
 		cmocka_unit_test_teardown(test_net_emfile, restore_nofile),
 		cmocka_unit_test(test_net_backpressure),
+		cmocka_unit_test(test_net_worker_reply_finished_first),
 		cmocka_unit_test(test_net_max_conns),
 		cmocka_unit_test(test_net_per_host),
 		cmocka_unit_test(test_net_in_use_kept),
