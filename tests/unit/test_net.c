@@ -867,6 +867,13 @@ static bool reply_or_eof(struct cconn *cc, uint32_t xid)
 	return reply_in(cc, xid, 0);
 }
 
+/* A NULL call on cc that must be answered. */
+static void null_ok(struct cconn *cc, uint32_t xid)
+{
+	send_call(cc, xid, 0);
+	assert_true(reply_or_eof(cc, xid));
+}
+
 static double mono_now(void)
 {
 	struct timespec ts;
@@ -976,17 +983,13 @@ static void test_net_max_conns(void **state)
 	(void)state;
 	harness_start_opts(&h, &no);
 	a = cc_open(h.port);
-	send_call(a, 1, 0);
-	assert_true(reply_or_eof(a, 1));
+	null_ok(a, 1);
 	b = cc_open(h.port);
-	send_call(b, 2, 0);
-	assert_true(reply_or_eof(b, 2));
+	null_ok(b, 2);
 	c = cc_open(h.port);
-	send_call(c, 3, 0);
-	assert_true(reply_or_eof(c, 3));
+	null_ok(c, 3);
 	assert_true(cc_closed_within(a, 2000));
-	send_call(b, 4, 0);
-	assert_true(reply_or_eof(b, 4));
+	null_ok(b, 4);
 	/* Both busy for a while (8 slow calls each, two workers): nothing can make room. */
 	cc_busy(b, 100, 8);
 	cc_busy(c, 200, 8);
@@ -1018,22 +1021,16 @@ static void test_net_per_host(void **state)
 	(void)state;
 	harness_start_opts(&h, &no);
 	a1 = cc_open_from("127.0.0.1", h.port);
-	send_call(a1, 1, 0);
-	assert_true(reply_or_eof(a1, 1));
+	null_ok(a1, 1);
 	a2 = cc_open_from("127.0.0.1", h.port);
-	send_call(a2, 2, 0);
-	assert_true(reply_or_eof(a2, 2));
+	null_ok(a2, 2);
 	b1 = cc_open_from("127.0.0.2", h.port);
-	send_call(b1, 3, 0);
-	assert_true(reply_or_eof(b1, 3));
+	null_ok(b1, 3);
 	a3 = cc_open_from("127.0.0.1", h.port);
-	send_call(a3, 4, 0);
-	assert_true(reply_or_eof(a3, 4));
+	null_ok(a3, 4);
 	assert_true(cc_closed_within(a1, 2000));
-	send_call(b1, 5, 0);
-	assert_true(reply_or_eof(b1, 5));
-	send_call(a2, 6, 0);
-	assert_true(reply_or_eof(a2, 6));
+	null_ok(b1, 5);
+	null_ok(a2, 6);
 	/* Both of its connections busy: its next one is closed, the other address's is not. */
 	cc_busy(a2, 100, 4);
 	cc_busy(a3, 200, 4);
@@ -1041,8 +1038,7 @@ static void test_net_per_host(void **state)
 	a4 = cc_open_from("127.0.0.1", h.port);
 	send_call(a4, 7, 0);
 	assert_false(reply_or_eof(a4, 7));
-	send_call(b1, 8, 0);
-	assert_true(reply_or_eof(b1, 8));
+	null_ok(b1, 8);
 	cc_busy_done(a2, 100, 4);
 	cc_busy_done(a3, 200, 4);
 	cc_close(a1);
@@ -1068,30 +1064,22 @@ static void test_net_in_use_kept(void **state)
 	(void)state;
 	harness_start_opts(&h, &no);
 	a = cc_open(h.port);
-	send_call(a, 1, 0);
-	assert_true(reply_or_eof(a, 1));
-	send_call(a, 2, 0);
-	assert_true(reply_or_eof(a, 2));
+	null_ok(a, 1);
+	null_ok(a, 2);
 	b = cc_open(h.port);
-	send_call(b, 3, 0);
-	assert_true(reply_or_eof(b, 3));
+	null_ok(b, 3);
 	/* a is idle longest, but b made one call only. */
 	c = cc_open(h.port);
-	send_call(c, 4, 0);
-	assert_true(reply_or_eof(c, 4));
+	null_ok(c, 4);
 	assert_true(cc_closed_within(b, 2000));
-	send_call(a, 5, 0);
-	assert_true(reply_or_eof(a, 5));
+	null_ok(a, 5);
 	/* c in use too: both idle, neither may go, so the newest is closed. */
-	send_call(c, 6, 0);
-	assert_true(reply_or_eof(c, 6));
+	null_ok(c, 6);
 	d = cc_open(h.port);
 	send_call(d, 7, 0);
 	assert_false(reply_or_eof(d, 7));
-	send_call(a, 8, 0);
-	assert_true(reply_or_eof(a, 8));
-	send_call(c, 9, 0);
-	assert_true(reply_or_eof(c, 9));
+	null_ok(a, 8);
+	null_ok(c, 9);
 	cc_close(a);
 	cc_close(b);
 	cc_close(c);
