@@ -164,11 +164,6 @@ enum rpc_parse rpc_parse_call(const void *rec, size_t len, struct rpc_call *call
  * programs are registered.
  */
 size_t rpc_reply_max(const void *rec, size_t len);
-/*
- * Whether the record is a call of procedure 0 (NULL, of any program and version): no file
- * system work, an empty reply, so a transport may serve it on its own thread. Any thread.
- */
-bool rpc_is_null_call(const void *rec, size_t len);
 
 #define RPC_MAX_PROGRAMS 16
 

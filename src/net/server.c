@@ -377,28 +377,9 @@ static void net_notify(void *arg)
 	ev_async_send(srv->ns_loop, &srv->ns_async);
 }
 
-/*
- * A NULL call alone on its connection needs no file system and a client waits for it: the
- * loop answers it itself rather than wake a worker for it (job_send writes the reply), and
- * takes its completion within this turn. Pipelined NULLs go to the workers as other calls.
- */
-static void net_serve_inline(struct net_server *srv, struct net_job *j)
-{
-	srv->ns_inflight++;
-	job_run(&j->nj_work);
-	workers_add_done(srv->ns_workers, &j->nj_work);
-	ev_feed_event(srv->ns_loop, &srv->ns_async, EV_ASYNC);
-}
-
 static void net_submit(struct net_server *srv, struct net_job *j)
 {
 	j->nj_work.wk_run = job_run;
-	if (j->nj_conn != NULL &&
-	    atomic_load_explicit(&j->nj_conn->nc_unsent, memory_order_relaxed) == 1 &&
-	    rpc_is_null_call(j->nj_rec, j->nj_len)) {
-		net_serve_inline(srv, j);
-		return;
-	}
 	srv->ns_inflight++;
 	/*
 	 * A reply its worker wrote wakes nobody (job_send): the loop takes the completion at

@@ -463,16 +463,6 @@ void workers_submit(struct workers *wp, struct work *w)
 	pthread_mutex_unlock(&wp->wp_lock);
 }
 
-void workers_add_done(struct workers *wp, struct work *w)
-{
-	w->wk_ran = true;
-	w->wk_quiet = true;
-	w->wk_pool = wp;
-	pthread_mutex_lock(&wp->wp_lock);
-	(void)workers_append_done(wp, w);
-	pthread_mutex_unlock(&wp->wp_lock);
-}
-
 struct work *workers_done(struct workers *wp)
 {
 	struct work *w;

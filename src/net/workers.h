@@ -48,12 +48,6 @@ int workers_create(int n, void (*notify)(void *), void *arg, struct workers **ou
 
 void workers_submit(struct workers *wp, struct work *w);
 
-/*
- * An item the caller ran itself (never submitted) joins the completion list, to be taken with
- * the others; nobody is notified.
- */
-void workers_add_done(struct workers *wp, struct work *w);
-
 /* Takes every completed item, oldest first (NULL when none). */
 struct work *workers_done(struct workers *wp);
 /* Whether completed items wait to be taken (a hint: read without the lock). */

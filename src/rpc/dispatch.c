@@ -569,19 +569,6 @@ size_t rpc_reply_max(const void *rec, size_t len)
 	return dispatch_reply_max(ntohl(w[0]), ntohl(w[1]), ntohl(w[2]));
 }
 
-bool rpc_is_null_call(const void *rec, size_t len)
-{
-	const uint8_t *b = rec;
-	uint32_t type, proc;
-
-	/* xid, message type, RPC version, program, version, procedure */
-	if (len < 24)
-		return false;
-	memcpy(&type, b + 4, 4);
-	memcpy(&proc, b + 20, 4);
-	return ntohl(type) == CALL && proc == 0;
-}
-
 /*
  * Whether a reply of len bytes keeps to its procedure's bound. The transport counted on
  * the bound for its memory, so a longer reply is a bug: logged, and answered SYSTEM_ERR.
