@@ -112,15 +112,16 @@ static int workers_running(struct workers *wp, int64_t now)
 	return n;
 }
 
-/* Wakes an idle worker if the queue needs one. Lock held. */
-static void workers_kick(struct workers *wp)
+/* Wakes an idle worker if the queue needs one; whether one was woken. Lock held. */
+static bool workers_kick(struct workers *wp)
 {
 	if (wp->wp_head == NULL || wp->wp_idle == wp->wp_waking)
-		return;
+		return false;
 	if (workers_running(wp, workers_now()) >= wp->wp_cpus)
-		return;
+		return false;
 	wp->wp_waking++;
 	pthread_cond_signal(&wp->wp_cond);
+	return true;
 }
 
 /* Appends w to the queue and wakes whoever should take it. Lock held. */
@@ -132,8 +133,12 @@ static void workers_enqueue(struct workers *wp, struct work *w)
 	else
 		wp->wp_head = w;
 	wp->wp_tail = w;
-	workers_kick(wp);
-	if (wp->wp_monitor_idle)
+	/*
+	 * The monitor watches items that wait behind running workers. One a worker was just
+	 * woken for is taken at once: waking the monitor too would cost every call a second
+	 * thread's wake-up.
+	 */
+	if (!workers_kick(wp) && wp->wp_monitor_idle)
 		pthread_cond_signal(&wp->wp_watch);
 }
 
