@@ -133,10 +133,6 @@ static void main_warn(struct main_ctx *mc, const char *fmt, ...)
 }
 
 /*
- * Every branch must be an existing directory before anything touches the state
- * directory: a typo in -e must not leave a fresh, empty inode map behind.
- */
-/*
  * Locks belong to an export's union objects: two exports reaching one directory as the top
  * branch of either are two lock spaces over the same files. Said at start, not refused (a
  * read-only and a read-write export of one tree is a common set-up).
@@ -148,7 +144,9 @@ static void main_warn_shared_top(const struct config *cf, int i, const struct st
 	for (int k = 0; k < cf->cf_nexports; k++) {
 		const struct export_conf *ek = &cf->cf_exports[k];
 
-		for (int j = 0; j < ek->ec_nbranches && k != i; j++) {
+		if (k == i)
+			continue;
+		for (int j = 0; j < ek->ec_nbranches; j++) {
 			/* two tops are one pair: said once, from the first export */
 			if (k < i && j == 0 && ek->ec_upper == NULL)
 				continue;
@@ -165,6 +163,10 @@ static void main_warn_shared_top(const struct config *cf, int i, const struct st
 	}
 }
 
+/*
+ * Every branch must be an existing directory before anything touches the state
+ * directory: a typo in -e must not leave a fresh, empty inode map behind.
+ */
 static int main_check_branches(const struct config *cf, char *err, size_t errlen)
 {
 	struct stat st;
