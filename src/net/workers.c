@@ -112,20 +112,30 @@ static int workers_running(struct workers *wp, int64_t now)
 	return n;
 }
 
-/* Wakes an idle worker if the queue needs one; whether one was woken. Lock held. */
-static bool workers_kick(struct workers *wp)
+/* Whether an idle worker should be woken for the queue; counts it as waking. Lock held. */
+static bool workers_kick_due(struct workers *wp)
 {
 	if (wp->wp_head == NULL || wp->wp_idle == wp->wp_waking)
 		return false;
 	if (workers_running(wp, workers_now()) >= wp->wp_cpus)
 		return false;
 	wp->wp_waking++;
+	return true;
+}
+
+/* Wakes an idle worker if the queue needs one; whether one was woken. Lock held. */
+static bool workers_kick(struct workers *wp)
+{
+	if (!workers_kick_due(wp))
+		return false;
 	pthread_cond_signal(&wp->wp_cond);
 	return true;
 }
 
-/* Appends w to the queue and wakes whoever should take it. Lock held. */
-static void workers_enqueue(struct workers *wp, struct work *w)
+enum workers_wakeup { WORKERS_WAKE_NONE, WORKERS_WAKE_WORKER, WORKERS_WAKE_MONITOR };
+
+/* Appends w to the queue; returns who should be woken to take it. Lock held. */
+static enum workers_wakeup workers_append(struct workers *wp, struct work *w)
 {
 	w->wk_next = NULL;
 	if (wp->wp_tail)
@@ -138,8 +148,23 @@ static void workers_enqueue(struct workers *wp, struct work *w)
 	 * woken for is taken at once: waking the monitor too would cost every call a second
 	 * thread's wake-up.
 	 */
-	if (!workers_kick(wp) && wp->wp_monitor_idle)
+	if (workers_kick_due(wp))
+		return WORKERS_WAKE_WORKER;
+	return wp->wp_monitor_idle ? WORKERS_WAKE_MONITOR : WORKERS_WAKE_NONE;
+}
+
+static void workers_send_wakeup(struct workers *wp, enum workers_wakeup who)
+{
+	if (who == WORKERS_WAKE_WORKER)
+		pthread_cond_signal(&wp->wp_cond);
+	else if (who == WORKERS_WAKE_MONITOR)
 		pthread_cond_signal(&wp->wp_watch);
+}
+
+/* Appends w to the queue and wakes whoever should take it. Lock held. */
+static void workers_enqueue(struct workers *wp, struct work *w)
+{
+	workers_send_wakeup(wp, workers_append(wp, w));
 }
 
 /* A woken item runs again: now, or when its parked run has unwound. Lock held. */
@@ -458,14 +483,21 @@ int workers_create(int n, void (*notify)(void *), void *arg, struct workers **ou
 
 void workers_submit(struct workers *wp, struct work *w)
 {
+	enum workers_wakeup who;
+
 	w->wk_ran = false;
 	w->wk_quiet = false;
 	w->wk_pool = wp;
 	w->wk_running = w->wk_parked = w->wk_woken = w->wk_long = false;
 	w->wk_parked_ns = 0;
 	pthread_mutex_lock(&wp->wp_lock);
-	workers_enqueue(wp, w);
+	who = workers_append(wp, w);
 	pthread_mutex_unlock(&wp->wp_lock);
+	/*
+	 * After the unlock: a worker woken while the lock is still held runs only to block on
+	 * it, and the loop pays two more switches for every call.
+	 */
+	workers_send_wakeup(wp, who);
 }
 
 struct work *workers_done(struct workers *wp)
