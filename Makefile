@@ -168,10 +168,17 @@ clean:
 # Benchmark tools (tests/bench/); `make bench` depends on bench-tools.
 .PHONY: bench-tools
 LOADGEN_SRC = $(sort $(wildcard tests/bench/loadgen*.c))
-bench-tools: $(BUILD)/bench/loadgen $(BUILD)/bench/mkmap
+bench-tools: $(BUILD)/bench/loadgen $(BUILD)/bench/mkmap $(BUILD)/bench/rpclat $(BUILD)/bench/rpcecho
 $(BUILD)/bench/loadgen: $(LOADGEN_SRC) $(wildcard tests/bench/loadgen*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $(LOADGEN_SRC) -lnfs
+# A blocking libtirpc client, and the polling responder that is the benchmark's limit.
+$(BUILD)/bench/rpclat: tests/bench/rpclat.c $(GEN_O) $(BUILD)/obj/src/rpc/xdr_strict.o $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(GEN_O) $(BUILD)/obj/src/rpc/xdr_strict.o -ltirpc
+$(BUILD)/bench/rpcecho: tests/bench/rpcecho.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $<
 # Builds a large inode map and its tree through the store API (tests/bench/map-scale.sh).
 $(BUILD)/bench/mkmap: tests/bench/mkmap.c $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)

@@ -295,17 +295,20 @@ static void lg_usage(FILE *f)
 		"usage: loadgen --url URL --workload W [--inflight N] [--conns C] [--seconds S]\n"
 		"               [--path P] [--count K] [--stop-file F] [--nlm-port P]\n"
 		"  URL  nfs://127.0.0.1/EXPORT?nfsport=N&mountport=M\n"
-		"  W    null getattr lookup read write randread cwr readdirplus copyup getattr-lat\n"
-		"       lock\n"
+		"  W    null getattr access lookup read write write4k randread cwr readdirplus\n"
+		"       listing copyup getattr-lat lock\n"
 		"  --inflight N  requests in flight in total (default 32; 1 for getattr-lat,\n"
-		"                readdirplus and copyup; copyup sends N one-byte WRITEs at once)\n"
+		"                readdirplus, listing and copyup; copyup sends N one-byte WRITEs at\n"
+		"                once)\n"
 		"  --conns C     connections, each its own mount (default 1)\n"
 		"  --seconds S   measured time after a 0.5 s warm-up (default 5)\n"
 		"  --path P      object relative to the export root (default the root)\n"
-		"  --count K     readdirplus: listings (default 1); write: wrap offsets at K MiB\n"
-		"                (default 1024)\n"
+		"  --count K     readdirplus: listings (default 1); write, write4k: wrap offsets\n"
+		"                at K MiB (default 1024)\n"
 		"  --stop-file F getattr-lat: stop once F exists (--seconds then defaults to 600)\n"
 		"  --nlm-port P  lock: the server's NLM port (default: ask its portmapper)\n"
+		"  listing: complete READDIRPLUS listings of --path for --seconds; the rate is\n"
+		"           listings/s\n"
 		"  lock: NLM4 LOCK + UNLOCK pairs on --path (a file), each slot its own owner\n"
 		"        (svid, owner handle) and its own 4 KiB range; the rate is pairs/s\n");
 }
@@ -581,8 +584,8 @@ int main(int argc, char **argv)
 		return 2;
 	run.r_wl = lg_workload_find(run.r_opt.o_workload);
 	if (!run.r_wl) {
-		fprintf(stderr, "loadgen: unknown --workload %s; one of null getattr lookup read write "
-			"randread cwr readdirplus copyup getattr-lat lock\n", run.r_opt.o_workload);
+		fprintf(stderr, "loadgen: unknown --workload %s; one of null getattr access lookup "
+			"read write write4k randread cwr readdirplus listing copyup getattr-lat lock\n", run.r_opt.o_workload);
 		return 2;
 	}
 	/* libnfs resolves paths from the mount root, which it wants with a leading slash */

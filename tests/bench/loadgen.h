@@ -77,6 +77,7 @@ struct lg_workload {
 	int w_count_drain;
 	int w_default_inflight;
 	int w_data; /* report mbps */
+	uint32_t w_block; /* write: bytes per WRITE */
 	int (*w_prepare)(struct lg_run *run);
 	/* starts a new unit of work on an idle slot */
 	void (*w_issue)(struct lg_slot *slot);

@@ -75,7 +75,7 @@ int lg_data_randread_prepare(struct lg_run *run)
 	return lg_wl_file_size(run, LG_SMALL);
 }
 
-/* --- write: 1 MiB UNSTABLE, a COMMIT every 64 MiB and one at the end --- */
+/* --- write, write4k: 1 MiB or 4 KiB UNSTABLE, a COMMIT every 64 MiB and one at the end --- */
 
 static void lg_data_write_after(struct lg_slot *slot);
 
@@ -165,11 +165,11 @@ void lg_data_write_issue(struct lg_slot *slot)
 	memset(&a, 0, sizeof(a));
 	a.file = lg_fh3(&slot->s_conn->c_fh);
 	a.offset = run->r_next_off;
-	a.count = LG_MIB;
+	a.count = run->r_wl->w_block;
 	a.stable = UNSTABLE;
-	a.data.data_len = LG_MIB;
+	a.data.data_len = run->r_wl->w_block;
 	a.data.data_val = run->r_buf;
-	run->r_next_off += LG_MIB;
+	run->r_next_off += run->r_wl->w_block;
 	if (run->r_next_off >= run->r_wrap)
 		run->r_next_off = 0;
 	slot->s_step = 0;

@@ -143,7 +143,10 @@ int lg_dir_cwr_prepare(struct lg_run *run)
 	return lg_open_path(run, O_RDONLY);
 }
 
-/* --- readdirplus: complete listings of --path, one after the other --- */
+/*
+ * --- readdirplus: --count complete listings of --path, one after the other, counting entries;
+ * listing: the same for --seconds, counting listings (a small directory is one call) ---
+ */
 
 static void lg_dir_rdp_send(struct lg_slot *slot);
 
@@ -172,12 +175,16 @@ static void lg_dir_rdp_cb(struct rpc_context *rpc, int status, void *data, void 
 		if (!lg_wl_is_dot(e.name))
 			n++;
 	}
-	lg_count(run, n, 0);
+	if (run->r_wl->w_fixed)
+		lg_count(run, n, 0);
 	if (ok->reply.eof) {
-		if (++run->r_listings >= run->r_opt.o_count)
+		if (!run->r_wl->w_fixed) {
+			lg_count(run, 1, 0);
+		} else if (++run->r_listings >= run->r_opt.o_count) {
 			lg_finish(run);
-		else
-			lg_next(slot);
+			return;
+		}
+		lg_next(slot);
 		return;
 	}
 	if (!ok->reply.entries) {

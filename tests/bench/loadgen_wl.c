@@ -117,6 +117,38 @@ static void lg_wl_getattr_issue(struct lg_slot *slot)
 		lg_issue_failed(slot, "GETATTR");
 }
 
+/* --- access: ACCESS of --path asking every bit, as a client checks before opening --- */
+
+static void lg_wl_access_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct lg_slot *slot = priv;
+	ACCESS3res *res = data;
+
+	(void)rpc;
+	if (lg_end(slot, status, data, "ACCESS") < 0)
+		return;
+	if (status == RPC_STATUS_SUCCESS) {
+		if (res->status == NFS3_OK)
+			lg_count(slot->s_run, 1, 0);
+		else
+			lg_nfs_error(slot->s_run, "ACCESS", res->status);
+	}
+	lg_next(slot);
+}
+
+static void lg_wl_access_issue(struct lg_slot *slot)
+{
+	ACCESS3args a;
+
+	memset(&a, 0, sizeof(a));
+	a.object = lg_fh3(&slot->s_conn->c_fh);
+	a.access = ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND |
+		   ACCESS3_DELETE | ACCESS3_EXECUTE;
+	lg_begin(slot);
+	if (rpc_nfs3_access_async(slot->s_conn->c_rpc, lg_wl_access_cb, &a, slot))
+		lg_issue_failed(slot, "ACCESS");
+}
+
 /* --- lookup: names from one READDIRPLUS of --path, cycled --- */
 
 struct lg_wl_names {
@@ -249,11 +281,19 @@ static const struct lg_workload lg_wl_table[] = {
 	  .w_prepare = lg_data_read_prepare, .w_issue = lg_data_read_issue },
 	{ .w_name = "randread", .w_unit = "ops/s", .w_default_inflight = 32, .w_data = 1,
 	  .w_prepare = lg_data_randread_prepare, .w_issue = lg_data_randread_issue },
+	{ .w_name = "access", .w_unit = "ops/s", .w_default_inflight = 32,
+	  .w_prepare = lg_wl_prepare_open, .w_issue = lg_wl_access_issue },
 	{ .w_name = "write", .w_unit = "ops/s", .w_default_inflight = 32, .w_data = 1,
-	  .w_count_drain = 1, .w_prepare = lg_data_write_prepare, .w_issue = lg_data_write_issue },
+	  .w_count_drain = 1, .w_block = LG_MIB, .w_prepare = lg_data_write_prepare,
+	  .w_issue = lg_data_write_issue },
+	{ .w_name = "write4k", .w_unit = "ops/s", .w_default_inflight = 32, .w_data = 1,
+	  .w_count_drain = 1, .w_block = LG_SMALL, .w_prepare = lg_data_write_prepare,
+	  .w_issue = lg_data_write_issue },
 	{ .w_name = "cwr", .w_unit = "files/s", .w_default_inflight = 32,
 	  .w_prepare = lg_dir_cwr_prepare, .w_issue = lg_dir_cwr_issue },
 	{ .w_name = "readdirplus", .w_unit = "entries/s", .w_default_inflight = 1, .w_fixed = 1,
+	  .w_prepare = lg_wl_prepare_open, .w_issue = lg_dir_rdp_issue },
+	{ .w_name = "listing", .w_unit = "listings/s", .w_default_inflight = 1,
 	  .w_prepare = lg_wl_prepare_open, .w_issue = lg_dir_rdp_issue },
 	{ .w_name = "copyup", .w_unit = "ops/s", .w_default_inflight = 1, .w_fixed = 1,
 	  .w_prepare = lg_data_copyup_prepare, .w_issue = lg_data_copyup_issue },
