@@ -585,7 +585,8 @@ int main(int argc, char **argv)
 	run.r_wl = lg_workload_find(run.r_opt.o_workload);
 	if (!run.r_wl) {
 		fprintf(stderr, "loadgen: unknown --workload %s; one of null getattr access lookup "
-			"read write write4k randread cwr readdirplus listing copyup getattr-lat lock\n", run.r_opt.o_workload);
+			"read write write4k randread cwr readdirplus listing copyup getattr-lat lock\n",
+			run.r_opt.o_workload);
 		return 2;
 	}
 	/* libnfs resolves paths from the mount root, which it wants with a leading slash */

@@ -87,23 +87,32 @@ static int lg_wl_null_prepare(struct lg_run *run)
 	return 0;
 }
 
+/*
+ * Ends a call whose reply counts by its status alone: one op, or the error; then the slot
+ * goes on. Every NFSv3 result begins with its nfsstat3, so data may be read as one.
+ */
+static void lg_wl_status_end(struct lg_slot *slot, int status, void *data, const char *what,
+			     const char *context)
+{
+	const nfsstat3 *st = data;
+
+	if (lg_end(slot, status, data, what) < 0)
+		return;
+	if (status == RPC_STATUS_SUCCESS) {
+		if (*st == NFS3_OK)
+			lg_count(slot->s_run, 1, 0);
+		else
+			lg_nfs_error(slot->s_run, context, *st);
+	}
+	lg_next(slot);
+}
+
 /* --- getattr, getattr-lat --- */
 
 static void lg_wl_getattr_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 {
-	struct lg_slot *slot = priv;
-	GETATTR3res *res = data;
-
 	(void)rpc;
-	if (lg_end(slot, status, data, "GETATTR") < 0)
-		return;
-	if (status == RPC_STATUS_SUCCESS) {
-		if (res->status == NFS3_OK)
-			lg_count(slot->s_run, 1, 0);
-		else
-			lg_nfs_error(slot->s_run, "GETATTR", res->status);
-	}
-	lg_next(slot);
+	lg_wl_status_end(priv, status, data, "GETATTR", "GETATTR");
 }
 
 static void lg_wl_getattr_issue(struct lg_slot *slot)
@@ -121,19 +130,8 @@ static void lg_wl_getattr_issue(struct lg_slot *slot)
 
 static void lg_wl_access_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 {
-	struct lg_slot *slot = priv;
-	ACCESS3res *res = data;
-
 	(void)rpc;
-	if (lg_end(slot, status, data, "ACCESS") < 0)
-		return;
-	if (status == RPC_STATUS_SUCCESS) {
-		if (res->status == NFS3_OK)
-			lg_count(slot->s_run, 1, 0);
-		else
-			lg_nfs_error(slot->s_run, "ACCESS", res->status);
-	}
-	lg_next(slot);
+	lg_wl_status_end(priv, status, data, "ACCESS", "ACCESS");
 }
 
 static void lg_wl_access_issue(struct lg_slot *slot)
@@ -230,19 +228,8 @@ static int lg_wl_lookup_prepare(struct lg_run *run)
 
 static void lg_wl_lookup_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 {
-	struct lg_slot *slot = priv;
-	LOOKUP3res *res = data;
-
 	(void)rpc;
-	if (lg_end(slot, status, data, "LOOKUP") < 0)
-		return;
-	if (status == RPC_STATUS_SUCCESS) {
-		if (res->status == NFS3_OK)
-			lg_count(slot->s_run, 1, 0);
-		else
-			lg_nfs_error(slot->s_run, "LOOKUP in the directory", res->status);
-	}
-	lg_next(slot);
+	lg_wl_status_end(priv, status, data, "LOOKUP", "LOOKUP in the directory");
 }
 
 static void lg_wl_lookup_issue(struct lg_slot *slot)
