@@ -62,6 +62,7 @@ struct config {
 	unsigned cf_max_conns;   /* open TCP connections, default 1024 */
 	unsigned cf_max_conns_per_host; /* open TCP connections of one client address, default 128 */
 	unsigned cf_max_views_per_rule; /* open client views (upper=) per client rule, default 1024 */
+	unsigned cf_busy_poll_us;     /* microseconds the loop polls after a call; 0: never */
 	unsigned cf_idle_timeout;     /* seconds before an idle connection closes, 0: never; default 300 */
 	unsigned cf_max_requests;     /* calls in flight per TCP connection, default 64 */
 	uint64_t cf_max_buffered;     /* buffered bytes across all connections, default 256 MiB */
@@ -113,7 +114,9 @@ struct config {
 	X(HOSTS, "hosts", PATH, cf_hosts_file, NULL, 0, 0, RELOAD, \
 	  "the full path of the host name map, e.g. /etc/unionnfsd/hosts") \
 	X(FOREGROUND, "foreground", SWITCH, cf_foreground, false, 0, 1, RESTART, NULL) \
-	X(UDP, "udp", SWITCH, cf_udp, false, 0, 1, RESTART, NULL)
+	X(UDP, "udp", SWITCH, cf_udp, false, 0, 1, RESTART, NULL) \
+	X(BUSY_POLL, "busy-poll", UINT, cf_busy_poll_us, NET_DEFAULT_BUSY_POLL_US, 0, 1000, \
+	  RESTART, "longer than a millisecond spends a core on clients that are not calling")
 
 /* nlm-port off: no lock manager (NLM) or status monitor (NSM) is served. */
 #define CONFIG_NLM_OFF (-1)

@@ -45,6 +45,8 @@ struct net_opts {
 	net_admit_fn *no_admit;     /* NULL: every client may connect */
 	void *no_admit_arg;
 	bool no_udp;                /* listeners take UDP datagrams too; false: TCP only */
+	unsigned no_busy_poll_us;   /* how long the loop polls before it sleeps after a call
+				       (an upper bound, see src/net/spin.h); 0: never */
 };
 
 /*
@@ -57,6 +59,11 @@ struct net_opts {
 #define NET_DEFAULT_MAX_CONNS 1024u
 #define NET_DEFAULT_MAX_REQUESTS 64u
 #define NET_DEFAULT_MAX_BUFFERED (256ull << 20)
+/*
+ * Long enough to catch the next call of a client with one call in flight (its turnaround
+ * is 20-60 us); a client calling less often shrinks the window to nothing.
+ */
+#define NET_DEFAULT_BUSY_POLL_US 100u
 
 int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct net_server **out);
 

@@ -157,6 +157,14 @@ enum rpc_parse {
 enum rpc_parse rpc_parse_call(const void *rec, size_t len, struct rpc_call *call);
 
 /*
+ * Whether rec is a well-formed call of procedure 0, every program's NULL procedure (RFC
+ * 5531 section 12: no arguments, no work). Its handler must neither block nor touch a
+ * file: the transport serves such calls on the event loop, sparing them a worker's
+ * wake-up. Any thread.
+ */
+bool rpc_call_is_null(const void *rec, size_t len);
+
+/*
  * The largest reply, record mark included, the dispatcher may send for the call in rec
  * (its program, version and procedure; RPC_REPLY_SMALL for anything it cannot tell or does
  * not serve). A reply that would be longer is replaced by SYSTEM_ERR, so a transport may

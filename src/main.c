@@ -874,6 +874,7 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		.no_max_requests = cf->cf_max_requests,
 		.no_max_buffered = cf->cf_max_buffered,
 		.no_udp = cf->cf_udp,
+		.no_busy_poll_us = cf->cf_busy_poll_us,
 	};
 	rc = net_server_create(mc->mc_loop, &no, &mc->mc_net);
 	if (rc < 0) {

@@ -1,9 +1,12 @@
 /*
  * The network server: one libev loop owns every socket; worker threads run rpc_serve() on
- * a copy of a record and hand the reply back through an ev_async. The one exception: a
- * worker whose call is the only one of its connection writes the reply itself (job_send),
- * sparing a client that waits for each reply the loop's wake-up; its completion comes back
- * without waking the loop, and is taken right after the loop's next wake-up.
+ * a copy of a record and hand the reply back through an ev_async. The exceptions, all for
+ * a client that waits for each reply: a worker whose call is the only one of its
+ * connection writes the reply itself (job_send), sparing the loop's wake-up; its
+ * completion comes back without waking the loop, and is taken right after the loop's next
+ * wake-up. NULL calls, which do no work, are served on the loop (net_serve_here). And
+ * after a call the loop polls for a while instead of sleeping (spin.h), so the client's
+ * next call does not wait for an idle CPU to wake up.
  *
  * Ownership and lifetime:
  * - struct net_listener: one per net_listen() call (a TCP and a UDP socket on one port);
@@ -52,6 +55,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -61,6 +65,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "blocking.h"
@@ -69,6 +74,7 @@
 #include "net.h"
 #include "record.h"
 #include "rpc.h"
+#include "spin.h"
 #include "stages.h"
 #include "workers.h"
 
@@ -230,10 +236,13 @@ struct net_server {
 	ev_timer ns_idle_timer;
 	bool ns_idle_on;
 	struct workers *ns_workers;
+	struct work *ns_here, *ns_here_tail;   /* served on the loop, completions not yet taken */
 	ev_async ns_async;
 	bool ns_async_on;
 	ev_check ns_collect;                   /* takes quiet completions after each wake-up */
 	ev_timer ns_collect_timer;             /* ... and while calls are in flight, every so often */
+	struct spin ns_spin;                   /* busy polling after calls (spin.h) */
+	ev_idle ns_poll;                       /* active: the loop polls instead of sleeping */
 	struct net_listener *ns_listeners;
 	struct net_conn *ns_conns;
 	unsigned ns_inflight;
@@ -377,10 +386,68 @@ static void net_notify(void *arg)
 	ev_async_send(srv->ns_loop, &srv->ns_async);
 }
 
+static int64_t net_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Polls rather than sleeps for the spin window after now, if it has one. */
+static void net_poll_on(struct net_server *srv, int64_t now)
+{
+	if (!ev_is_active(&srv->ns_poll) && spin_keep(&srv->ns_spin, now))
+		ev_idle_start(srv->ns_loop, &srv->ns_poll);
+}
+
+/*
+ * Runs when the loop found nothing to do: an active idle watcher makes it poll again at
+ * once. Once the window is over it sleeps as usual. The yield lets a thread that shares
+ * this CPU (a worker, on a small machine) run while the loop has nothing to do.
+ */
+static void net_poll_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	struct net_server *srv = container_of(w, struct net_server, ns_poll);
+
+	(void)revents;
+	if (!spin_keep(&srv->ns_spin, net_clock_ns()))
+		ev_idle_stop(loop, w);
+	else
+		sched_yield();
+}
+
+/*
+ * Serves a NULL call on the loop thread (rpc_call_is_null): its reply goes out as a
+ * worker's would, and its completion is taken with the workers' ones, after the callback
+ * that read it has returned (it may close the connection).
+ */
+static void net_serve_here(struct net_server *srv, struct net_job *j)
+{
+	struct work *w = &j->nj_work;
+
+	job_run(w);
+	w->wk_ran = true;
+	w->wk_next = NULL;
+	if (srv->ns_here_tail)
+		srv->ns_here_tail->wk_next = w;
+	else
+		srv->ns_here = w;
+	srv->ns_here_tail = w;
+}
+
 static void net_submit(struct net_server *srv, struct net_job *j)
 {
+	int64_t now = net_clock_ns();
+
 	j->nj_work.wk_run = job_run;
 	srv->ns_inflight++;
+	spin_call(&srv->ns_spin, now);
+	net_poll_on(srv, now);
+	if (rpc_call_is_null(j->nj_rec, j->nj_len)) {
+		net_serve_here(srv, j);
+		return;
+	}
 	/*
 	 * A reply its worker wrote wakes nobody (job_send): the loop takes the completion at
 	 * its next turn, and this timer bounds how late that is when no client calls again.
@@ -1485,11 +1552,20 @@ static void net_complete_all(struct net_server *srv)
 {
 	struct work *w, *next;
 	struct net_conn *dirty = NULL, *c;
+	bool done = false;
 
-	for (w = workers_done(srv->ns_workers); w != NULL; w = next) {
+	if (srv->ns_here != NULL) {
+		w = srv->ns_here;
+		srv->ns_here_tail->wk_next = srv->ns_workers ? workers_done(srv->ns_workers) : NULL;
+		srv->ns_here = srv->ns_here_tail = NULL;
+	} else {
+		w = workers_done(srv->ns_workers);
+	}
+	for (; w != NULL; w = next) {
 		struct net_job *j = container_of(w, struct net_job, nj_work);
 
 		next = w->wk_next;
+		done = true;
 		srv->ns_inflight--;
 		if (j->nj_lst != NULL) {
 			struct net_listener *l = j->nj_lst;
@@ -1540,6 +1616,12 @@ static void net_complete_all(struct net_server *srv)
 		conn_unref(c);
 	}
 	net_relieve(srv);
+	if (done) {
+		int64_t now = net_clock_ns();
+
+		spin_event(&srv->ns_spin, now);
+		net_poll_on(srv, now);
+	}
 }
 
 static void net_async_cb(struct ev_loop *loop, ev_async *w, int revents)
@@ -1555,7 +1637,7 @@ static void net_collect_cb(struct ev_loop *loop, ev_check *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	if (srv->ns_workers != NULL && workers_have_done(srv->ns_workers))
+	if (srv->ns_here != NULL || (srv->ns_workers != NULL && workers_have_done(srv->ns_workers)))
 		net_complete_all(srv);
 }
 
@@ -1620,6 +1702,8 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
 	ev_check_init(&srv->ns_collect, net_collect_cb);
 	ev_set_priority(&srv->ns_collect, EV_MAXPRI);
 	ev_check_start(loop, &srv->ns_collect);
+	spin_init(&srv->ns_spin, opts->no_busy_poll_us);
+	ev_idle_init(&srv->ns_poll, net_poll_cb);
 	ev_timer_init(&srv->ns_collect_timer, net_collect_timer_cb, NET_COLLECT_EVERY,
 		      NET_COLLECT_EVERY);
 	/* The async and check watchers alone must not keep ev_run() from returning. */
@@ -1897,6 +1981,7 @@ void net_server_shutdown(struct net_server *srv)
 	if (srv->ns_shutting)
 		return;
 	srv->ns_shutting = true;
+	ev_idle_stop(loop, &srv->ns_poll);
 	if (srv->ns_idle_on) {
 		ev_ref(loop);
 		ev_timer_stop(loop, &srv->ns_idle_timer);
@@ -1941,6 +2026,7 @@ void net_server_shutdown(struct net_server *srv)
 		ev_async_stop(loop, &srv->ns_async);
 		ev_ref(loop);
 		ev_check_stop(loop, &srv->ns_collect);
+		ev_idle_stop(loop, &srv->ns_poll);
 		ev_timer_stop(loop, &srv->ns_collect_timer);
 		srv->ns_async_on = false;
 	}

@@ -537,7 +537,8 @@ static void test_file_bad_lines(void **state)
 			  "3: unknown option 'rww' (expected listen, port, mount-port, portmap-port, "
 			  "nlm-port, grace, state, portmap, workers, max-record, max-connections, "
 			  "max-connections-per-host, idle-timeout, max-requests-per-connection, "
-			  "max-buffered, max-views-per-rule, metrics, hosts, export, foreground, udp)");
+			  "max-buffered, max-views-per-rule, metrics, hosts, export, foreground, udp, "
+			  "busy-poll)");
 	expect_file_error(fx, "export /union /srv/upper rww\n",
 			  "1: unknown export option 'rww' (expected ro, rw, root_squash, "
 			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
@@ -906,7 +907,7 @@ static void test_setting_bounds(void **state)
 			assert_non_null(strstr(fx->err, "is not a number in"));
 		}
 	}
-	assert_int_equal(numbers, 12);
+	assert_int_equal(numbers, 13);
 	/* a value set by hand outside the bounds is caught by config_validate */
 	assert_int_equal(PARSE(fx, "-e", "/u=/srv/a"), 0);
 	fx->cf.cf_workers = 0;

@@ -369,7 +369,7 @@ static void harness_start_opts(struct harness *h, const struct net_opts *opts);
 static void harness_start(struct harness *h, const char *listen)
 {
 	struct net_opts no = { .no_listen = listen, .no_workers = 3, .no_max_record = 2u << 20,
-			       .no_udp = true };
+			       .no_udp = true, .no_busy_poll_us = NET_DEFAULT_BUSY_POLL_US };
 
 	harness_start_opts(h, &no);
 }
@@ -974,6 +974,43 @@ static void test_net_worker_reply_finished_first(void **state)
 	free(call);
 }
 
+/*
+ * NULL calls are served on the loop (rpc_call_is_null): with the one worker held by a slow
+ * call, a NULL pipelined behind it on the same connection, and one over UDP, are answered
+ * first, and the slow call's reply still follows.
+ */
+static void test_net_null_on_loop(void **state)
+{
+	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 1, .no_udp = true,
+			       .no_busy_poll_us = 100 };
+	uint8_t req[512], rep[4096];
+	struct harness h;
+	struct cconn *cc;
+	struct rep r;
+	size_t n, k;
+	int ufd;
+
+	(void)state;
+	harness_start_opts(&h, &no);
+	cc = cc_open(h.port);
+	send_call(cc, 0x8001, P_SLOW);
+	send_call(cc, 0x8002, 0);
+	assert_true(reply_or_eof(cc, 0x8002));
+	ufd = udp_socket(AF_INET, h.port);
+	n = mkcall(req, sizeof(req), 0x8003, TEST_PROG, 0, NULL, 0, false);
+	k = udp_call(ufd, req, n, rep, sizeof(rep));
+	assert_true(k > 0);
+	parse_rep(rep, k, &r);
+	assert_int_equal(r.xid, 0x8003);
+	assert_int_equal(r.code, SUCCESS);
+	close(ufd);
+	assert_true(reply_or_eof(cc, 0x8001));
+	null_ok(cc, 0x8004);
+	cc_close(cc);
+	harness_stop(&h);
+	harness_finish(&h);
+}
+
 static void test_net_max_conns(void **state)
 {
 	struct net_opts no = { .no_listen = "127.0.0.1", .no_workers = 2, .no_max_conns = 2 };
@@ -1334,6 +1371,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_net_emfile, restore_nofile),
 		cmocka_unit_test(test_net_backpressure),
 		cmocka_unit_test(test_net_worker_reply_finished_first),
+		cmocka_unit_test(test_net_null_on_loop),
 		cmocka_unit_test(test_net_max_conns),
 		cmocka_unit_test(test_net_per_host),
 		cmocka_unit_test(test_net_in_use_kept),
