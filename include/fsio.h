@@ -1,7 +1,9 @@
 /*
- * The only code that makes file system system calls. Every path is one name relative to
- * a directory fd: no function here follows a symlink in its last component or accepts a
- * path with '/', so nothing can leave a branch. Callers validate names (union layer).
+ * The only code that makes file system system calls (include/README lists the exceptions
+ * and why). Every path is one name relative to a directory fd: no function here follows a
+ * symlink in its last component or accepts a path with '/' (except where said below: the
+ * directories the administrator names, trees walked a name at a time), so nothing can
+ * leave a branch. Callers validate names (union layer).
  *
  * Every function returns 0 (or a count where noted) or a negative errno. Every fd it
  * hands out is O_CLOEXEC and owned by the caller.
