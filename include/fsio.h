@@ -1,7 +1,9 @@
 /*
- * The only code that makes file system system calls. Every path is one name relative to
- * a directory fd: no function here follows a symlink in its last component or accepts a
- * path with '/', so nothing can leave a branch. Callers validate names (union layer).
+ * The only code that makes file system system calls (include/README lists the exceptions
+ * and why). Every path is one name relative to a directory fd: no function here follows a
+ * symlink in its last component or accepts a path with '/' (except where said below: the
+ * directories the administrator names, trees walked a name at a time), so nothing can
+ * leave a branch. Callers validate names (union layer).
  *
  * Every function returns 0 (or a count where noted) or a negative errno. Every fd it
  * hands out is O_CLOEXEC and owned by the caller.
@@ -35,8 +37,17 @@ void fsio_shed(void);
  */
 bool fsio_short_of_resources(int err);
 
-/* Canonicalises path (realpath) into canon and opens it as an O_PATH directory fd. */
+/*
+ * Directories the administrator names by path (branches, the state directory): unlike
+ * everything else here, these follow symbolic links in the path, as he would expect.
+ *
+ * fsio_open_root canonicalises path (realpath) into canon and opens it as an O_PATH
+ * directory fd. fsio_make_root makes the directory path with mode, its parent only (which
+ * must exist): 1 when it made it, 0 when a directory (or a symlink to one) is there,
+ * -ENOTDIR when anything else is.
+ */
 int fsio_open_root(const char *path, char *canon, size_t canonlen, int *fd);
+int fsio_make_root(const char *path, mode_t mode);
 
 /* O_PATH fd of the directory name in dirfd; -ENOTDIR for any non-directory, symlinks too. */
 int fsio_open_dir(int dirfd, const char *name, int *fd);
@@ -96,6 +107,16 @@ uint64_t fsio_sync_failures(void);
 int fsio_fsync_dir(int pathfd);
 /* -EFBIG for a size (or, in fsio_pwrite, an end) beyond what an off_t holds. */
 int fsio_ftruncate(int fd, uint64_t size);
+/*
+ * Allocates the blocks of [off, off + len), growing the file to cover it (posix_fallocate),
+ * so that writing there later needs no space. -EOPNOTSUPP or -EINVAL where it cannot.
+ */
+int fsio_allocate(int fd, uint64_t off, uint64_t len);
+/*
+ * Takes the exclusive flock(2) of fd's open file without waiting: -EWOULDBLOCK while
+ * another open of the file holds it. Closing the last descriptor of that open releases it.
+ */
+int fsio_try_lock(int fd);
 /*
  * The largest size a file may have on the file system of directory dirfd (O_PATH will do),
  * as the kernel holds writes to it: probed with lseek, which checks offsets against the

@@ -900,6 +900,11 @@ static int config_file_line(struct config *cf, char *line, const char *origin, c
 	return config_set_where(cf, (enum config_setting)k, where, err, errlen);
 }
 
+/*
+ * Read with stdio by the path given to -c, following symbolic links as the administrator
+ * would expect: an exception to fsio, whose rules are for what clients put in branches
+ * (include/README).
+ */
 int config_parse_file(struct config *cf, const char *path, char *err, size_t errlen)
 {
 	FILE *f;

@@ -181,6 +181,11 @@ static int hostmap_add(struct hostmap *hm, size_t *cap, char *line, int lineno, 
 	return 0;
 }
 
+/*
+ * Read with stdio by the path the hosts setting gives, following symbolic links as the
+ * administrator would expect: an exception to fsio, whose rules are for what clients put in
+ * branches (include/README).
+ */
 int hostmap_load(const char *path, struct hostmap **out, char *err, size_t errlen)
 {
 	struct hostmap *hm = calloc(1, sizeof(*hm));

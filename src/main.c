@@ -6,6 +6,11 @@
  * Start-up errors exit 2 with one line on stderr. As a daemon the parent waits on a pipe
  * until the child has finished starting, so "unionnfsd ... && mount ..." is race-free and
  * a failure (a locked state directory, a busy port) still reaches the terminal.
+ *
+ * The file system calls here are exceptions to fsio (include/README): the start-up checks
+ * stat the branch and state directory paths as the administrator gave them (symbolic links
+ * followed), a relative -c path is made absolute (realpath) for reloads, and daemonizing
+ * points stdio at /dev/null and leaves the working directory for /.
  */
 #include <errno.h>
 #include <ev.h>

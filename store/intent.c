@@ -15,12 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include "fsio.h"
 #include "intent.h"
 #include "log.h"
 #include "store.h"
 
+#define SINTENT_FILE "intents"         /* in the state directory */
 #define SINTENT_MAGIC 0x31544e49u      /* "INT1": a slot in use, this layout */
 #define SINTENT_SLOT 1024              /* bytes; divides the page size */
 #define SINTENT_FIRST 64               /* slots to start with; doubled when all are in use */
@@ -50,15 +51,16 @@ static int sintent_grow(struct sintent *si, unsigned n)
 	off_t len = (off_t)n * SINTENT_SLOT;
 	struct stat sb;
 	bool *used;
-	int e = 0;
+	int r;
 
 	/* Only when short: an open that changes nothing leaves the file as it was (mtime too). */
-	if (fstat(si->si_fd, &sb) < 0)
-		return -errno;
+	r = fsio_stat(si->si_fd, &sb);
+	if (r < 0)
+		return r;
 	if (sb.st_size < len)
-		e = posix_fallocate(si->si_fd, 0, len);
-	if (e != 0 && e != EOPNOTSUPP && e != EINVAL)
-		return -e;
+		r = fsio_allocate(si->si_fd, 0, (uint64_t)len);
+	if (r < 0 && r != -EOPNOTSUPP && r != -EINVAL)
+		return r;
 	used = realloc(si->si_used, n * sizeof(*used));
 	if (!used)
 		return -ENOMEM;
@@ -73,31 +75,32 @@ static int sintent_scan(struct sintent *si)
 {
 	struct sintent_slot s;
 	struct stat sb;
+	size_t got;
 	unsigned n;
 	int r;
 
-	if (fstat(si->si_fd, &sb) < 0)
-		return -errno;
+	r = fsio_stat(si->si_fd, &sb);
+	if (r < 0)
+		return r;
 	n = (unsigned)((sb.st_size + SINTENT_SLOT - 1) / SINTENT_SLOT); /* the last slot may be short */
 	r = sintent_grow(si, n > SINTENT_FIRST ? n : SINTENT_FIRST);
 	for (unsigned i = 0; r == 0 && i < n; i++) {
-		ssize_t got = pread(si->si_fd, &s, sizeof(s), (off_t)i * SINTENT_SLOT);
-
-		if (got < 0)
-			return -errno;
-		si->si_used[i] = got == (ssize_t)sizeof(s) && s.ss_magic == SINTENT_MAGIC;
+		r = fsio_pread(si->si_fd, &s, sizeof(s), (uint64_t)i * SINTENT_SLOT, &got);
+		if (r < 0)
+			return r;
+		si->si_used[i] = got == sizeof(s) && s.ss_magic == SINTENT_MAGIC;
 	}
 	return r;
 }
 
-int sintent_open(const char *dir, struct sintent **out, char *err, size_t errlen)
+int sintent_open(int dirfd, const char *dir, struct sintent **out, char *err, size_t errlen)
 {
 	struct sintent *si;
 	char path[4096];
 	int r;
 
 	*out = NULL;
-	if ((size_t)snprintf(path, sizeof(path), "%s/intents", dir) >= sizeof(path)) {
+	if ((size_t)snprintf(path, sizeof(path), "%s/" SINTENT_FILE, dir) >= sizeof(path)) {
 		snprintf(err, errlen, "state directory path %s is too long; choose a shorter --state",
 			 dir);
 		return -ENAMETOOLONG;
@@ -108,8 +111,9 @@ int sintent_open(const char *dir, struct sintent **out, char *err, size_t errlen
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&si->si_lock, NULL);
-	si->si_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	r = si->si_fd < 0 ? -errno : sintent_scan(si);
+	r = fsio_open_file(dirfd, SINTENT_FILE, O_RDWR | O_CREAT, 0600, &si->si_fd);
+	if (r == 0)
+		r = sintent_scan(si);
 	if (r < 0) {
 		snprintf(err, errlen, "cannot open the intent file %s: %s; fix the state directory's "
 			 "permissions or choose another --state", path, strerror(-r));
@@ -124,8 +128,7 @@ void sintent_close(struct sintent *si)
 {
 	if (!si)
 		return;
-	if (si->si_fd >= 0)
-		close(si->si_fd);
+	fsio_close(si->si_fd);
 	pthread_mutex_destroy(&si->si_lock);
 	free(si->si_used);
 	free(si);
@@ -151,11 +154,12 @@ static int sintent_take(struct sintent *si)
 
 static int sintent_write(struct sintent *si, int slot, const void *buf, size_t len)
 {
-	ssize_t n = pwrite(si->si_fd, buf, len, (off_t)slot * SINTENT_SLOT);
+	size_t done;
+	int r = fsio_pwrite(si->si_fd, buf, len, (uint64_t)slot * SINTENT_SLOT, &done);
 
-	if (n == (ssize_t)len)
-		return 0;
-	return n < 0 ? -errno : -EIO;
+	if (r < 0)
+		return r;
+	return done == len ? 0 : -EIO;
 }
 
 int sintent_put(struct sintent *si, const struct store_intent *in)
@@ -197,18 +201,16 @@ void sintent_drop(struct sintent *si, int slot)
 /* Slot i of a walk (lock taken): 1 when it holds an intent of exp, 0 not, -ENOENT past the end. */
 static int sintent_read(struct sintent *si, unsigned i, uint16_t exp, struct sintent_slot *s)
 {
-	ssize_t got;
+	size_t got;
 	int r = 0;
 
 	pthread_mutex_lock(&si->si_lock);
 	if (i >= si->si_n) {
 		r = -ENOENT;
 	} else if (si->si_used[i]) {
-		got = pread(si->si_fd, s, sizeof(*s), (off_t)i * SINTENT_SLOT);
-		if (got < 0)
-			r = -errno;
-		else
-			r = got == (ssize_t)sizeof(*s) && s->ss_magic == SINTENT_MAGIC &&
+		r = fsio_pread(si->si_fd, s, sizeof(*s), (uint64_t)i * SINTENT_SLOT, &got);
+		if (r == 0)
+			r = got == sizeof(*s) && s->ss_magic == SINTENT_MAGIC &&
 			    s->ss_in.sn_exp == exp;
 	}
 	pthread_mutex_unlock(&si->si_lock);

@@ -10,8 +10,11 @@
 struct sintent;
 struct store_intent;
 
-/* Opens (creating) DIR/intents; -errno with a message naming the cause and the fix. */
-int sintent_open(const char *dir, struct sintent **out, char *err, size_t errlen);
+/*
+ * Opens (creating) the file intents in the state directory dirfd, whose path dir is for
+ * messages; -errno with a message naming the cause and the fix.
+ */
+int sintent_open(int dirfd, const char *dir, struct sintent **out, char *err, size_t errlen);
 void sintent_close(struct sintent *si);
 /* As store_intent_begin, store_intent_end and store_intent_recover. */
 int sintent_put(struct sintent *si, const struct store_intent *in);

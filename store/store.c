@@ -28,11 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "fsio.h"
 #include "group.h"
 #include "intent.h"
 #include "log.h"
@@ -40,6 +39,7 @@
 #include "trim.h"
 
 #define STORE_SCHEMA 2
+#define STORE_LOCK_FILE "lock"   /* in the state directory: the instance lock, our pid */
 #define STORE_SCHEMA_NO_ID 1     /* before records kept the real identity */
 /* LMDB files are sparse and grow as written, so a large map costs only address space. */
 #define STORE_MAPSIZE (sizeof(size_t) > 4 ? (size_t)16 << 30 : (size_t)1 << 30)
@@ -312,55 +312,62 @@ static int store_name_len(const char *name, size_t bufsize, size_t *len)
 
 /* ---- opening ---- */
 
-static int store_make_dir(const char *dir, char *err, size_t errlen)
+/* Makes the state directory unless it is there, and opens it (O_PATH) into *dirfd. */
+static int store_open_dir(const char *dir, int *dirfd, char *err, size_t errlen)
 {
-	struct stat sb;
-	int e;
+	char canon[PATH_MAX];
+	int r;
 
-	if (mkdir(dir, 0700) == 0)
-		return 0;
-	e = errno;
-	if (e == EEXIST) {
-		if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
-			return 0;
+	r = fsio_make_root(dir, 0700);
+	if (r == -ENOTDIR) {
 		err_set(err, errlen, "state directory %s exists but is not a directory; remove it or "
 			"choose another --state", dir);
-		return -ENOTDIR;
+		return r;
 	}
-	if (e == ENOENT)
+	if (r == -ENOENT) {
 		err_set(err, errlen, "cannot create state directory %s: its parent directory does not "
 			"exist; create the parent or choose another --state", dir);
-	else
+		return r;
+	}
+	if (r < 0) {
 		err_set(err, errlen, "cannot create state directory %s: %s; fix its permissions or "
-			"choose another --state", dir, strerror(e));
-	return -e;
+			"choose another --state", dir, strerror(-r));
+		return r;
+	}
+	r = fsio_open_root(dir, canon, sizeof(canon), dirfd);
+	if (r < 0)
+		err_set(err, errlen, "cannot open state directory %s: %s; fix its permissions or "
+			"choose another --state", dir, strerror(-r));
+	return r;
 }
 
-/* Takes the instance lock and records our pid in it; returns the fd or -errno. */
-static int store_lock(const char *dir, char *err, size_t errlen)
+/*
+ * Takes the instance lock (the file lock in the state directory dirfd, whose path dir is for
+ * messages) and records our pid in it; returns the fd or -errno.
+ */
+static int store_lock(int dirfd, const char *dir, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
 	char buf[32];
-	ssize_t n;
+	size_t n, done;
 	int fd = -1, rc;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/lock", dir) >= sizeof(path)) {
+	if ((size_t)snprintf(path, sizeof(path), "%s/" STORE_LOCK_FILE, dir) >= sizeof(path)) {
 		err_set(err, errlen, "state directory path %s is too long; choose a shorter --state", dir);
 		rc = -ENAMETOOLONG;
 		goto out;
 	}
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		rc = -errno;
+	rc = fsio_open_file(dirfd, STORE_LOCK_FILE, O_RDWR | O_CREAT, 0600, &fd);
+	if (rc < 0) {
 		err_set(err, errlen, "cannot open lock file %s: %s; fix the state directory's "
 			"permissions or choose another --state", path, strerror(-rc));
 		goto out;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		rc = -errno;
+	rc = fsio_try_lock(fd);
+	if (rc < 0) {
 		if (rc == -EWOULDBLOCK) {
-			n = pread(fd, buf, sizeof(buf) - 1, 0);
-			buf[n > 0 ? n : 0] = '\0';
+			(void)fsio_pread(fd, buf, sizeof(buf) - 1, 0, &done);
+			buf[done] = '\0';
 			buf[strcspn(buf, "\n")] = '\0';
 			err_set(err, errlen, "state directory %s is in use by another unionnfsd (pid %s); "
 				"stop it or choose another --state", dir, buf[0] ? buf : "unknown");
@@ -370,9 +377,13 @@ static int store_lock(const char *dir, char *err, size_t errlen)
 		}
 		goto out;
 	}
-	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
-		rc = -errno;
+	n = (size_t)snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	rc = fsio_ftruncate(fd, 0);
+	if (rc == 0)
+		rc = fsio_pwrite(fd, buf, n, 0, &done);
+	if (rc == 0 && done != n)
+		rc = -EIO;
+	if (rc < 0) {
 		err_set(err, errlen, "cannot write lock file %s: %s; free space or fix permissions in "
 			"the state directory", path, strerror(-rc));
 		goto out;
@@ -380,11 +391,15 @@ static int store_lock(const char *dir, char *err, size_t errlen)
 	rc = fd;
 	fd = -1;
 out:
-	if (fd >= 0)
-		close(fd);
+	fsio_close(fd);
 	return rc;
 }
 
+/*
+ * LMDB makes its own file system calls on inodes.mdb and inodes.mdb-lock, by path: the
+ * exception to fsio in store/ (include/README). It owns those files, their locks and its
+ * map of them, and offers no way to hand it descriptors.
+ */
 static int store_open_env(struct store *st, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
@@ -535,7 +550,7 @@ out:
 int store_open(const char *dir, struct store **out, char *err, size_t errlen)
 {
 	struct store *st = NULL;
-	int rc;
+	int dirfd = -1, rc;
 
 	*out = NULL;
 	if (sodium_init() < 0) {
@@ -552,10 +567,10 @@ int store_open(const char *dir, struct store **out, char *err, size_t errlen)
 	}
 	st->st_lockfd = -1;
 	pthread_mutex_init(&st->st_group_lock, NULL);
-	rc = store_make_dir(dir, err, errlen);
+	rc = store_open_dir(dir, &dirfd, err, errlen);
 	if (rc < 0)
 		goto out;
-	rc = store_lock(dir, err, errlen);
+	rc = store_lock(dirfd, dir, err, errlen);
 	if (rc < 0)
 		goto out;
 	st->st_lockfd = rc;
@@ -565,12 +580,13 @@ int store_open(const char *dir, struct store **out, char *err, size_t errlen)
 	rc = store_init_tables(st, err, errlen);
 	if (rc < 0)
 		goto out;
-	rc = sintent_open(dir, &st->st_intent, err, errlen);
+	rc = sintent_open(dirfd, dir, &st->st_intent, err, errlen);
 	if (rc < 0)
 		goto out;
 	*out = st;
 	st = NULL;
 out:
+	fsio_close(dirfd);
 	store_close(st);
 	return rc < 0 ? rc : 0;
 }
@@ -586,9 +602,11 @@ void store_close(struct store *st)
 		mdb_env_close(st->st_env);
 	if (st->st_lockfd >= 0) {
 		/* An empty lock file tells a reader that nobody holds the directory. */
-		if (ftruncate(st->st_lockfd, 0) < 0)
-			log_warn("cannot clear lock file in %s: %s", st->st_dir, strerror(errno));
-		close(st->st_lockfd);
+		int r = fsio_ftruncate(st->st_lockfd, 0);
+
+		if (r < 0)
+			log_warn("cannot clear lock file in %s: %s", st->st_dir, strerror(-r));
+		fsio_close(st->st_lockfd);
 	}
 	sodium_memzero(st->st_key, sizeof(st->st_key));
 	free(st->st_dir);
@@ -673,7 +691,7 @@ static int store_short_write(const struct store *st, int rc)
 {
 	struct statvfs vfs;
 
-	if (rc == EIO && fstatvfs(st->st_lockfd, &vfs) == 0 &&
+	if (rc == EIO && fsio_statvfs(st->st_lockfd, &vfs) == 0 &&
 	    (uint64_t)vfs.f_bfree * vfs.f_frsize < STORE_NEARLY_FULL)
 		return ENOSPC;
 	return rc;

@@ -129,6 +129,7 @@ int strim_trim(struct strim *tr, MDB_env *env, size_t budget)
 	len = (info.me_last_pgno + 1) * (size_t)ms.ms_psize;
 	if (len > tr->tr_maplen)
 		len = tr->tr_maplen;
+	/* LMDB's map of its own file (store.c: LMDB is the exception to fsio in store/). */
 	if (madvise(tr->tr_map, len, MADV_DONTNEED) < 0)
 		return -errno;
 	return 1;

@@ -2,6 +2,11 @@
  * The control socket (include/control.h): accept, read one bounded line, hand it to
  * control.c, write its reply, close; and the --metrics listener's connections. All on the
  * loop; every socket is non-blocking.
+ *
+ * The socket's file is an exception to fsio (include/README): bind(2) names the socket by
+ * a path, not by a directory fd and a name, so clearing it (ctl_clear_path), setting its
+ * mode, noting its identity (control_open) and removing it (control_close) go by that same
+ * path, resolved as bind resolves it, or they could act on another file than the one bound.
  */
 #include <errno.h>
 #include <ev.h>

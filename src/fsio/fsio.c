@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -103,6 +104,17 @@ int fsio_open_root(const char *path, char *canon, size_t canonlen, int *fd)
 	if (*fd < 0 && fsio_shed_retry())
 		*fd = open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	return *fd < 0 ? fsio_err() : 0;
+}
+
+int fsio_make_root(const char *path, mode_t mode)
+{
+	struct stat st;
+
+	if (mkdir(path, mode) == 0)
+		return 1;
+	if (errno != EEXIST)
+		return fsio_err();
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
 int fsio_open_dir(int dirfd, const char *name, int *fd)
@@ -403,6 +415,22 @@ int fsio_ftruncate(int fd, uint64_t size)
 	if (size > (uint64_t)INT64_MAX)
 		return -EFBIG;
 	return ftruncate(fd, (off_t)size) < 0 ? fsio_err() : 0;
+}
+
+int fsio_allocate(int fd, uint64_t off, uint64_t len)
+{
+	int e;
+
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off)
+		return -EFBIG;
+	/* posix_fallocate returns the error rather than setting errno. */
+	e = posix_fallocate(fd, (off_t)off, (off_t)len);
+	return -e;
+}
+
+int fsio_try_lock(int fd)
+{
+	return flock(fd, LOCK_EX | LOCK_NB) < 0 ? fsio_err() : 0;
 }
 
 /* Copies [off, end) from in to out at the same offsets. */

@@ -21,7 +21,7 @@
  * hits only read, and misses, which write, are rare once the working set is in.
  * Entries are reference counted; the table holds one reference of its own. Expired entries
  * are useless, yet hold descriptors (which pin a directory removed by hand): the sweeper
- * of fdcache.c drops them about once a second.
+ * (sweep.c) drops them about once a second.
  */
 #include <errno.h>
 #include <stdatomic.h>

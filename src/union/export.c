@@ -179,7 +179,7 @@ int union_open(const char *name, char *const *branches, int nbranches, unsigned 
 			 "branch", name, ux->ux_paths[0], UNION_WORK_NAME, strerror(-r));
 		goto fail;
 	}
-	r = ufd_register(ux);
+	r = usw_export_open(ux);
 	if (r < 0)
 		goto fail;
 	r = uint_recover(ux, union_settle);
@@ -202,7 +202,7 @@ fail:
 void union_close(struct union_export *ux)
 {
 	if (ux)
-		ufd_unregister(ux);
+		usw_export_close(ux);
 	union_free(ux);
 }
 

@@ -16,11 +16,9 @@
  * A descriptor pins its file: a removed file's blocks are not freed, nor its inode number
  * reused, while one is open. So every path that unlinks an object drops its entries before
  * it replies (ufd_forget), a call that finds an object stale drops those of a file whose
- * link count is 0 (ufd_forget_dead), and a sweeper thread closes, about once a second,
- * entries idle for UFD_IDLE_NS and those of files removed behind the server's back; it also
- * drops the resolve cache's expired entries (which hold directory descriptors) of every
- * open export. When the process runs out of descriptors, all of these are given back at
- * once (union_shed_fds, fsio's shedder) and the failed call tries again.
+ * link count is 0 (ufd_forget_dead), and ufd_sweep closes entries idle for UFD_IDLE_NS and
+ * those of files removed behind the server's back (the sweeper, sweep.c, about once a
+ * second), or every entry when the process runs out of descriptors (union_shed_fds).
  *
  * The table is split in shards by (device, inode), each with its own lock, so all entries
  * of one object are in one shard; a hit is one lock, a compare and a reference. Entries are
@@ -28,24 +26,18 @@
  * when that call is done with it. Descriptors are closed outside the shard locks: the last
  * close of a removed file frees its blocks, which may take a while.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "fsio.h"
-#include "log.h"
 #include "uint.h"
 
 #define UFD_SHARDS 32
 #define UFD_PER_SHARD 8
 #define UFD_IDLE_NS 2000000000LL
-#define UFD_SWEEP_NS 1000000000LL
 
 struct ufd_ent {
 	struct ufd_ent *fe_next;
@@ -69,17 +61,6 @@ struct ufd_shard {
 static struct ufd_shard ufd_shards[UFD_SHARDS] = {
 	[0 ... UFD_SHARDS - 1] = { .fs_lock = PTHREAD_MUTEX_INITIALIZER },
 };
-
-/* Open exports, whose resolve caches the sweeper visits; the sweeper runs while any is. */
-static pthread_mutex_t ufd_reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ufd_reg_cond;
-static struct union_export **ufd_reg;
-static size_t ufd_reg_n, ufd_reg_cap;
-static bool ufd_sweeper_stop;
-/* Serializes starting and stopping the sweeper (never taken by the sweeper). */
-static pthread_mutex_t ufd_life_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_t ufd_sweeper;
-static bool ufd_sweeper_runs;
 
 static long long ufd_now(void)
 {
@@ -256,8 +237,7 @@ void ufd_forget_dead(dev_t dev, ino_t ino)
 	ufd_forget_if(dev, ino, ufd_unlinked);
 }
 
-/* Drops every entry, or (all false) those idle too long or of removed files. */
-static void ufd_sweep_fds(bool all)
+void ufd_sweep(bool all)
 {
 	long long now = ufd_now();
 
@@ -275,165 +255,4 @@ static void ufd_sweep_fds(bool all)
 		pthread_mutex_unlock(&s->fs_lock);
 		ufd_put_list(doomed);
 	}
-}
-
-static void *ufd_sweeper_main(void *arg)
-{
-	struct timespec at;
-	sigset_t all;
-
-	(void)arg;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the event loop's */
-	pthread_mutex_lock(&ufd_reg_lock);
-	while (!ufd_sweeper_stop) {
-		clock_gettime(CLOCK_MONOTONIC, &at);
-		at.tv_sec += UFD_SWEEP_NS / 1000000000LL;
-		while (!ufd_sweeper_stop &&
-		       pthread_cond_timedwait(&ufd_reg_cond, &ufd_reg_lock, &at) != ETIMEDOUT)
-			;
-		if (ufd_sweeper_stop)
-			break;
-		/* Under the registry lock: no export closes while its cache is swept. */
-		for (size_t i = 0; i < ufd_reg_n; i++)
-			ucache_sweep(ufd_reg[i], false);
-		pthread_mutex_unlock(&ufd_reg_lock);
-		ufd_sweep_fds(false);
-		pthread_mutex_lock(&ufd_reg_lock);
-	}
-	pthread_mutex_unlock(&ufd_reg_lock);
-	return NULL;
-}
-
-static int ufd_sweeper_start(void)
-{
-	pthread_condattr_t ca;
-	int r;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&ufd_reg_cond, &ca);
-	pthread_condattr_destroy(&ca);
-	ufd_sweeper_stop = false;
-	r = pthread_create(&ufd_sweeper, NULL, ufd_sweeper_main, NULL);
-	if (r != 0) {
-		pthread_cond_destroy(&ufd_reg_cond);
-		return -r;
-	}
-	ufd_sweeper_runs = true;
-	return 0;
-}
-
-/* Seconds between two warnings about running out of descriptors. */
-#define UFD_SHORT_LOG_INTERVAL 60
-
-static void ufd_warn_short(void)
-{
-	static _Atomic time_t last;
-	time_t now = time(NULL), was = atomic_load(&last);
-	struct rlimit rl;
-
-	if (now - was < UFD_SHORT_LOG_INTERVAL || !atomic_compare_exchange_strong(&last, &was, now))
-		return;
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		rl.rlim_cur = RLIM_INFINITY;
-	if (rl.rlim_cur == RLIM_INFINITY)
-		log_warn("out of file descriptors: cached ones were closed to make room; calls "
-			 "that still find none get NFS3ERR_JUKEBOX and are retried by clients "
-			 "(raise the system's file limit, fs.file-max)");
-	else
-		log_warn("out of file descriptors (the open files limit is %llu): cached ones "
-			 "were closed to make room; calls that still find none get NFS3ERR_JUKEBOX "
-			 "and are retried by clients (raise the limit, e.g. ulimit -n or "
-			 "LimitNOFILE=)", (unsigned long long)rl.rlim_cur);
-}
-
-/*
- * fsio's shedder, run where a call that makes a descriptor finds none. Descriptors belong
- * to the process, not to an export: one client's view is relieved by what any union holds.
- * No call that makes a descriptor runs under this file's or the resolve cache's locks, so
- * this may run wherever such a call fails.
- */
-static void ufd_shed_all(void)
-{
-	union_shed_fds(NULL);
-	ufd_warn_short();
-}
-
-int ufd_register(struct union_export *ux)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&ufd_life_lock);
-	pthread_mutex_lock(&ufd_reg_lock);
-	if (ufd_reg_n == ufd_reg_cap) {
-		size_t cap = ufd_reg_cap ? 2 * ufd_reg_cap : 16;
-		struct union_export **n = realloc(ufd_reg, cap * sizeof(*n));
-
-		if (n) {
-			ufd_reg = n;
-			ufd_reg_cap = cap;
-		} else {
-			r = -ENOMEM;
-		}
-	}
-	if (r == 0)
-		ufd_reg[ufd_reg_n++] = ux;
-	pthread_mutex_unlock(&ufd_reg_lock);
-	fsio_set_shedder(ufd_shed_all);
-	if (r == 0 && !ufd_sweeper_runs) {
-		r = ufd_sweeper_start();
-		if (r < 0)
-			log_warn("cannot start the thread closing idle and removed files: %s; "
-				 "they are closed when the next call on them finds them",
-				 strerror(-r));
-		r = 0; /* the cache still works, only closes lazily */
-	}
-	pthread_mutex_unlock(&ufd_life_lock);
-	return r;
-}
-
-void ufd_unregister(struct union_export *ux)
-{
-	bool last;
-
-	pthread_mutex_lock(&ufd_life_lock);
-	pthread_mutex_lock(&ufd_reg_lock);
-	for (size_t i = 0; i < ufd_reg_n; i++)
-		if (ufd_reg[i] == ux) {
-			ufd_reg[i] = ufd_reg[--ufd_reg_n];
-			break;
-		}
-	last = ufd_reg_n == 0;
-	if (last && ufd_sweeper_runs) {
-		ufd_sweeper_stop = true;
-		pthread_cond_signal(&ufd_reg_cond);
-	}
-	pthread_mutex_unlock(&ufd_reg_lock);
-	if (last && ufd_sweeper_runs) {
-		pthread_join(ufd_sweeper, NULL);
-		pthread_cond_destroy(&ufd_reg_cond);
-		ufd_sweeper_runs = false;
-	}
-	if (last) {
-		/* Nothing is served any more: nothing stays open either. */
-		ufd_sweep_fds(true);
-		free(ufd_reg);
-		ufd_reg = NULL;
-		ufd_reg_cap = 0;
-	}
-	pthread_mutex_unlock(&ufd_life_lock);
-}
-
-void union_shed_fds(struct union_export *ux)
-{
-	ufd_sweep_fds(true);
-	if (ux) {
-		ucache_sweep(ux, true);
-		return;
-	}
-	pthread_mutex_lock(&ufd_reg_lock);
-	for (size_t i = 0; i < ufd_reg_n; i++)
-		ucache_sweep(ufd_reg[i], true);
-	pthread_mutex_unlock(&ufd_reg_lock);
 }

@@ -339,7 +339,7 @@ void ucent_borrow(const struct ucent *e, struct uobj *o);
 
 /*
  * Drops expired entries (all: every entry), closing what they hold; the sweeper
- * (fdcache.c) calls it about once a second.
+ * (sweep.c) calls it about once a second.
  */
 void ucache_sweep(struct union_export *ux, bool all);
 /* An object went away through the server: its entry goes at once, live or not. */
@@ -371,9 +371,23 @@ void ufd_drop(struct ufd_ent *e);
 void ufd_forget(const struct stat *st);
 /* A call found the object (dev, ino) stale: its descriptors go if it has no name left. */
 void ufd_forget_dead(dev_t dev, ino_t ino);
-/* An export opens and closes: while any is open, a thread sweeps the caches. */
-int ufd_register(struct union_export *ux);
-void ufd_unregister(struct union_export *ux);
+/* Closes every entry, or (all false) those idle for a while or of removed files. */
+void ufd_sweep(bool all);
+
+/* The open exports (registry.c). -ENOMEM */
+int ureg_add(struct union_export *ux);
+/* Whether ux was the last one open. */
+bool ureg_remove(struct union_export *ux);
+/* Runs fn on every open export, under the registry's lock: none closes meanwhile. */
+void ureg_each(void (*fn)(struct union_export *ux, void *arg), void *arg);
+
+/*
+ * An export opens and closes (sweep.c): it joins the registry, and while any is open a
+ * thread sweeps the caches (ufd_sweep, ucache_sweep); when the last closes, every cached
+ * descriptor is closed.
+ */
+int usw_export_open(struct union_export *ux);
+void usw_export_close(struct union_export *ux);
 
 /* Listing cache (dir.c). */
 int udir_cache_new(struct udir_cache **out);

@@ -75,6 +75,62 @@ static void test_root(void **state)
 	assert_int_equal(fsio_open_root("/tmp", small, sizeof(small), &fd), -ENAMETOOLONG);
 }
 
+/* A directory named by path: made with its mode, or found, through symlinks too. */
+static void test_make_root(void **state)
+{
+	struct fx *f = *state;
+	char path[PATH_MAX + 32];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/state", f->dir);
+	assert_int_equal(fsio_make_root(path, 0700), 1);
+	assert_int_equal(fsio_statat(f->fd, "state", &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(fsio_make_root(path, 0700), 0);
+	assert_int_equal(fsio_symlink("state", f->fd, "link"), 0);
+	snprintf(path, sizeof(path), "%s/link", f->dir);
+	assert_int_equal(fsio_make_root(path, 0700), 0);
+	assert_int_equal(fsio_open_file(f->fd, "file", O_WRONLY | O_CREAT, 0644, &fd), 0);
+	fsio_close(fd);
+	snprintf(path, sizeof(path), "%s/file", f->dir);
+	assert_int_equal(fsio_make_root(path, 0700), -ENOTDIR);
+	assert_int_equal(fsio_symlink("missing", f->fd, "dangling"), 0);
+	snprintf(path, sizeof(path), "%s/dangling", f->dir);
+	assert_int_equal(fsio_make_root(path, 0700), -ENOTDIR);
+	/* Only the last component is made. */
+	snprintf(path, sizeof(path), "%s/missing/state", f->dir);
+	assert_int_equal(fsio_make_root(path, 0700), -ENOENT);
+}
+
+/* Blocks allocated up front, and the instance lock one open file at a time. */
+static void test_allocate_and_lock(void **state)
+{
+	struct fx *f = *state;
+	struct stat st;
+	int fd, other;
+
+	assert_int_equal(fsio_open_file(f->fd, "f", O_RDWR | O_CREAT, 0600, &fd), 0);
+	assert_int_equal(fsio_allocate(fd, 0, 8192), 0);
+	assert_int_equal(fsio_stat(fd, &st), 0);
+	assert_int_equal(st.st_size, 8192);
+	assert_true(st.st_blocks * 512 >= 8192);
+	/* A range inside the file leaves its size alone. */
+	assert_int_equal(fsio_allocate(fd, 0, 1024), 0);
+	assert_int_equal(fsio_stat(fd, &st), 0);
+	assert_int_equal(st.st_size, 8192);
+	assert_int_equal(fsio_allocate(fd, (uint64_t)INT64_MAX, 2), -EFBIG);
+
+	assert_int_equal(fsio_open_file(f->fd, "f", O_RDWR, 0, &other), 0);
+	assert_int_equal(fsio_try_lock(fd), 0);
+	assert_int_equal(fsio_try_lock(fd), 0);
+	assert_int_equal(fsio_try_lock(other), -EWOULDBLOCK);
+	fsio_close(fd);
+	assert_int_equal(fsio_try_lock(other), 0);
+	fsio_close(other);
+}
+
 static void test_symlinks_not_followed(void **state)
 {
 	struct fx *f = *state;
@@ -755,6 +811,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_root),
+		cmocka_unit_test_setup_teardown(test_make_root, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_allocate_and_lock, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_sparse, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dir_listing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_xattrs, setup, teardown),
