@@ -173,6 +173,14 @@ bool rpc_call_is_null(const void *rec, size_t len);
  */
 size_t rpc_reply_max(const void *rec, size_t len);
 
+/*
+ * The text of sa's address, without the port, into buf (INET6_ADDRSTRLEN bytes are enough):
+ * an IPv4-mapped IPv6 address is written as IPv4, so a client is named alike whether it
+ * came over IPv4 or a dual-stack socket. False for sa NULL, a family other than AF_INET and
+ * AF_INET6, a len too short for the family, or a buf too small. Any thread.
+ */
+bool rpc_addr_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen);
+
 #define RPC_MAX_PROGRAMS 16
 
 /*

@@ -101,8 +101,8 @@ struct nlm_service {
 	pthread_t s_grace_thread;
 };
 
-/* The peer's address as a host key (IPv4-mapped IPv6 as IPv4). */
-void nlm_addr_key(const struct sockaddr *sa, char key[NLM_KEY_LEN]);
+/* The peer's address as a host key (rpc_addr_text; "unknown" when it has none). */
+void nlm_addr_key(const struct sockaddr *sa, socklen_t len, char key[NLM_KEY_LEN]);
 
 /* service.c */
 /*

@@ -86,7 +86,7 @@ static nlm4_stats nlm_request(struct nlm_service *s, const struct rpc_req *rq, c
 	st = nlm_object_stat(nlm_object(s, rq, &l->fh, use, &out->lq_object));
 	if (st != NLM4_GRANTED)
 		return st;
-	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, key);
 	out->lq_owner = (struct locks_owner){ key, l->svid, l->oh.nlm4_netobj_val,
 					      l->oh.nlm4_netobj_len };
 	out->lq_type = exclusive ? LOCKS_EXCLUSIVE : LOCKS_SHARED;
@@ -367,7 +367,7 @@ static enum rpc_outcome nlm_h_share(struct rpc_req *rq, void *args, void *res)
 	int err;
 
 	nlm_netobj_copy(rq, &a->cookie, &r->cookie);
-	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, key);
 	if (!a->reclaim && nlm_in_grace(s)) {
 		st = NLM4_DENIED_GRACE_PERIOD;
 	} else {
@@ -400,7 +400,7 @@ static enum rpc_outcome nlm_h_unshare(struct rpc_req *rq, void *args, void *res)
 	char key[NLM_KEY_LEN];
 
 	nlm_netobj_copy(rq, &a->cookie, &r->cookie);
-	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, key);
 	r->stat = nlm_object_stat(nlm_object(s, rq, &a->share.fh, NFS_LOCK_RELEASE, &o));
 	if (r->stat == NLM4_GRANTED) {
 		pthread_mutex_lock(&s->s_mu);
@@ -421,7 +421,7 @@ static enum rpc_outcome nlm_h_free_all(struct rpc_req *rq, void *args, void *res
 	char key[NLM_KEY_LEN];
 
 	(void)res;
-	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, key);
 	log_info("nlm: FREE_ALL from %s (as %s): its locks are freed", key, a->name);
 	nlm_free_host(nlm_of(rq), key);
 	return RPC_OUT_REPLY;

@@ -3,7 +3,6 @@
  * after a restart, and the calls back to clients (GRANTED_MSG for granted waiters, *_RES for
  * the *_MSG procedures). No call goes out while a mutex is held.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,23 +18,9 @@
 #define NLM_RES_INTERVAL_MS 2000
 #define NLM_RETRY_ENV "UNIONNFSD_NLM_RETRY_MS"
 
-void nlm_addr_key(const struct sockaddr *sa, char key[NLM_KEY_LEN])
+void nlm_addr_key(const struct sockaddr *sa, socklen_t len, char key[NLM_KEY_LEN])
 {
-	const struct sockaddr_in6 *s6;
-	const void *addr = NULL;
-	int family = sa->sa_family;
-
-	if (family == AF_INET) {
-		addr = &((const struct sockaddr_in *)sa)->sin_addr;
-	} else if (family == AF_INET6) {
-		s6 = (const struct sockaddr_in6 *)sa;
-		addr = &s6->sin6_addr;
-		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-			family = AF_INET;
-			addr = &s6->sin6_addr.s6_addr[12];
-		}
-	}
-	if (addr == NULL || inet_ntop(family, addr, key, NLM_KEY_LEN) == NULL)
+	if (!rpc_addr_text(sa, len, key, NLM_KEY_LEN))
 		snprintf(key, NLM_KEY_LEN, "unknown");
 }
 
@@ -466,7 +451,7 @@ void nlm_granted_res(struct nlm_service *s, const struct rpc_req *rq, const nlm4
 	if (cookie->nlm4_netobj_len != sizeof(seq))
 		return;
 	memcpy(&seq, cookie->nlm4_netobj_val, sizeof(seq));
-	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, key);
 	pthread_mutex_lock(&s->s_mu);
 	/* Only the host the lock was granted to may give it back. */
 	for (struct nlm_grant *i = s->s_grants; i != NULL && g == NULL; i = i->g_next)
@@ -564,7 +549,7 @@ void nlm_host_rebooted(struct nlm_service *s, const char *mon_name, const struct
 
 	if (from == NULL || fromlen == 0)
 		return;
-	nlm_addr_key(from, key);
+	nlm_addr_key(from, fromlen, key);
 	nlm_named_elsewhere(s, mon_name ? mon_name : "", key, other);
 	if (other[0])
 		log_info("nlm: reboot notice for %s from %s: the locks of %s there are freed, not "

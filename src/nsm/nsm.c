@@ -312,8 +312,8 @@ int nsm_monitor(struct nsm *n, const struct sockaddr *client, socklen_t len,
 	struct nsm_client c = { .nc_name = (char *)(caller_name ? caller_name : "") };
 	int i, r = 0;
 
-	if (!nsm_addr_text(client, len, c.nc_addr, sizeof(c.nc_addr)) ||
-	    !nsm_addr_text(local, locallen, c.nc_local, sizeof(c.nc_local)) ||
+	if (!rpc_addr_text(client, len, c.nc_addr, sizeof(c.nc_addr)) ||
+	    !rpc_addr_text(local, locallen, c.nc_local, sizeof(c.nc_local)) ||
 	    strlen(c.nc_name) > NSM_MAX_NAME)
 		return -EINVAL;
 	pthread_mutex_lock(&n->ns_cur_lock);
@@ -332,7 +332,7 @@ void nsm_unmonitor(struct nsm *n, const struct sockaddr *client, socklen_t len)
 {
 	char addr[INET6_ADDRSTRLEN];
 
-	if (!nsm_addr_text(client, len, addr, sizeof(addr)))
+	if (!rpc_addr_text(client, len, addr, sizeof(addr)))
 		return;
 	pthread_mutex_lock(&n->ns_cur_lock);
 	for (unsigned i = 0; i < n->ns_cur.nl_n; i++) {
@@ -439,7 +439,7 @@ void nsm_reclaimed(struct nsm *n, const struct sockaddr *client, socklen_t len)
 	char addr[INET6_ADDRSTRLEN];
 	int r;
 
-	if (!nsm_addr_text(client, len, addr, sizeof(addr)))
+	if (!rpc_addr_text(client, len, addr, sizeof(addr)))
 		return;
 	pthread_mutex_lock(&n->ns_prev_lock);
 	/* A call still under way finds its entry gone and only ends (notify_end). */

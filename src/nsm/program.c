@@ -19,7 +19,7 @@
 
 static void peer_text(const struct rpc_req *rq, char *buf, size_t len)
 {
-	if (!nsm_addr_text((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, buf, len))
+	if (!rpc_addr_text((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, buf, len))
 		snprintf(buf, len, "?");
 }
 
