@@ -13,7 +13,6 @@
 #include "nsm.h"
 #include "rpc_client.h"
 
-#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
 #define NLM_RES_ATTEMPTS 3
 #define NLM_RES_INTERVAL_MS 2000
 #define NLM_RETRY_ENV "UNIONNFSD_NLM_RETRY_MS"
@@ -395,7 +394,8 @@ static bool nlm_call_granted(struct nlm_service *s, const struct locks_event *ev
 	call = (struct rpc_client_call){
 		.to = (const struct sockaddr *)&to, .tolen = w->w_addrlen,
 		.protocol = w->w_protocol, .prog = NLM_PROG, .vers = NLM_VERS4,
-		.proc = NLMPROC4_GRANTED_MSG, .xdr_args = XDRP(xdr_nlm4_testargs), .args = &args,
+		.proc = NLMPROC4_GRANTED_MSG, .xdr_args = RPC_XDRPROC(xdr_nlm4_testargs),
+		.args = &args,
 		.attempts = nlm_callback_attempts(w->w_protocol,
 						  s->s_retry_total_ms / s->s_retry_ms + 1),
 		.interval_ms = s->s_retry_ms, .done = nlm_granted_done, .arg = cb,

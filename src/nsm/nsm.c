@@ -17,9 +17,6 @@
 #include "rpc_client.h"
 #include "sm_inter.h"
 
-/* rpcgen's routines take typed pointers; the RPC client holds the generic xdrproc_t. */
-#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
-
 /* One SM_NOTIFY under way (the entry itself may move in the list meanwhile). */
 struct nsm_notify {
 	struct nsm *nn_nsm;
@@ -362,7 +359,7 @@ static int notify_send(struct nsm_notify *nn)
 		.to = (struct sockaddr *)&to,
 		.protocol = IPPROTO_UDP,
 		.prog = SM_PROG, .vers = SM_VERS, .proc = SM_NOTIFY,
-		.xdr_args = XDRP(xdr_stat_chge), .args = &args,
+		.xdr_args = RPC_XDRPROC(xdr_stat_chge), .args = &args,
 		.attempts = nn->nn_slow ? slow_tries : NSM_NOTIFY_FAST_TRIES,
 		.interval_ms = nn->nn_slow ? NSM_NOTIFY_SLOW_MS : fast_ms,
 		.done = notify_done, .arg = nn,
