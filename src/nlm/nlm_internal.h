@@ -19,8 +19,9 @@
 #include "nlm_locks.h"
 #include "rpc.h"
 
-/* A host key: the peer's address as text. */
+/* A host key: the peer's address as text (the lock table's lw_host), with its NUL. */
 #define NLM_KEY_LEN INET6_ADDRSTRLEN
+_Static_assert(NLM_KEY_LEN - 1 <= LOCKS_HOST_MAX, "the lock table takes every host key");
 
 /* Granted callbacks awaiting GRANTED_RES: bound. */
 #define NLM_GRANTS_MAX 1024

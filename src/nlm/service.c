@@ -34,6 +34,13 @@ static int nlm_send(struct nlm_service *s, const struct rpc_client_call *call)
 	return rpc_client_send(s->s_rc, call);
 }
 
+/*
+ * Every host holding something is monitored by NSM under the caller_name it gave: NSM must
+ * list as many hosts as the table serves by default, and keep any name NLM decodes.
+ */
+_Static_assert(LOCKS_DEFAULT_HOSTS <= NSM_MAX_CLIENTS, "NSM lists every host holding locks");
+_Static_assert(LM_MAXSTRLEN <= NSM_MAX_NAME, "NSM keeps every caller_name");
+
 static int nlm_nsm_monitor(struct nlm_service *s, const struct rpc_req *rq, const char *name)
 {
 	const struct sockaddr *local = rq->rq_locallen ? (const struct sockaddr *)&rq->rq_local
