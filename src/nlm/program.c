@@ -131,7 +131,7 @@ static void nlm_do_test(struct rpc_req *rq, nlm4_testargs *a, nlm4_testres *r)
  * A reclaim is granted only during the grace period and a new lock only outside it (as
  * Linux lockd): a reclaim later could take a lock another client has held since.
  */
-static bool nlm_grace_refuses(const struct nlm_service *s, bool reclaim)
+static bool nlm_grace_refuses(struct nlm_service *s, bool reclaim)
 {
 	return reclaim != nlm_in_grace(s);
 }

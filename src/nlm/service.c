@@ -584,56 +584,29 @@ static bool nlm_before(const struct timespec *end)
 	return now.tv_sec < end->tv_sec || (now.tv_sec == end->tv_sec && now.tv_nsec < end->tv_nsec);
 }
 
-bool nlm_in_grace(const struct nlm_service *s)
+bool nlm_in_grace(struct nlm_service *s)
 {
-	return s->s_grace_on && nlm_before(&s->s_grace_end);
-}
-
-/* Only says when grace ends: nlm_in_grace reads the clock itself. */
-static void *nlm_grace_thread(void *arg)
-{
-	struct nlm_service *s = arg;
-	int err = 0;
-
-	pthread_mutex_lock(&s->s_mu);
-	while (!s->s_stop && err != ETIMEDOUT)
-		err = pthread_cond_timedwait(&s->s_cond, &s->s_mu, &s->s_grace_end);
-	pthread_mutex_unlock(&s->s_mu);
-	if (err == ETIMEDOUT)
+	if (!atomic_load_explicit(&s->s_grace_on, memory_order_relaxed))
+		return false;
+	if (nlm_before(&s->s_grace_end))
+		return true;
+	if (atomic_exchange(&s->s_grace_on, false))
 		log_info("nlm: grace period over: new locks are granted");
-	return NULL;
+	return false;
 }
 
-static int nlm_grace_start(struct nlm_service *s, unsigned seconds)
+static void nlm_grace_start(struct nlm_service *s, unsigned seconds)
 {
-	int err;
-
 	if (seconds == 0 || !nlm_previous_clients(s))
-		return 0;
+		return;
 	clock_gettime(CLOCK_MONOTONIC, &s->s_grace_end);
 	s->s_grace_end.tv_sec += seconds;
-	s->s_grace_on = true;
-	err = pthread_create(&s->s_grace_thread, NULL, nlm_grace_thread, s);
-	if (err != 0)
-		return -err;
-	s->s_grace_thread_on = true;
+	atomic_store(&s->s_grace_on, true);
 	log_info("nlm: grace period of %u s: clients of the last run reclaim their locks, new "
 		 "locks wait", seconds);
-	return 0;
 }
 
 /* ---- the service ---- */
-
-/* The grace thread waits for a CLOCK_MONOTONIC deadline. */
-static void nlm_cond_init(pthread_cond_t *c)
-{
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &ca);
-	pthread_condattr_destroy(&ca);
-}
 
 static unsigned nlm_retry_ms(const struct nlm_opts *o)
 {
@@ -672,7 +645,6 @@ int nlm_service_new(struct nfs_server *ns, struct nsm *nsm, struct rpc_client *r
 	s->s_hosts_max = o->no_limits ? o->no_limits->ll_hosts : LOCKS_DEFAULT_HOSTS;
 	atomic_init(&s->s_seq, (uint64_t)time(NULL) << 20);
 	pthread_mutex_init(&s->s_mu, NULL);
-	nlm_cond_init(&s->s_cond);
 	s->s_shares = calloc(s->s_shares_max, sizeof(*s->s_shares));
 	if (s->s_shares == NULL)
 		goto nomem;
@@ -682,11 +654,7 @@ int nlm_service_new(struct nfs_server *ns, struct nsm *nsm, struct rpc_client *r
 		e = ls == LOCKS_NOMEM ? -ENOMEM : -EINVAL;
 		goto fail;
 	}
-	e = nlm_grace_start(s, o->no_grace_seconds);
-	if (e != 0) {
-		snprintf(err, len, "nlm: cannot start the grace period: %s", strerror(-e));
-		goto fail;
-	}
+	nlm_grace_start(s, o->no_grace_seconds);
 	if (nsm != NULL)
 		nsm_set_reboot_hook(nsm, nlm_reboot_hook, s);
 	*out = s;
@@ -707,13 +675,6 @@ void nlm_service_free(struct nlm_service *s)
 		return;
 	if (s->s_nsm != NULL)
 		nsm_set_reboot_hook(s->s_nsm, NULL, NULL);
-	if (s->s_grace_thread_on) {
-		pthread_mutex_lock(&s->s_mu);
-		s->s_stop = true;
-		pthread_cond_signal(&s->s_cond);
-		pthread_mutex_unlock(&s->s_mu);
-		pthread_join(s->s_grace_thread, NULL);
-	}
 	if (s->s_locks != NULL) {
 		locks_release_all(s->s_locks, &events);
 		for (struct locks_event *ev = events; ev != NULL; ev = ev->le_next)
@@ -735,7 +696,6 @@ void nlm_service_free(struct nlm_service *s)
 		free(g);
 	}
 	free(s->s_shares);
-	pthread_cond_destroy(&s->s_cond);
 	pthread_mutex_destroy(&s->s_mu);
 	free(s);
 }
