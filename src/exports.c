@@ -362,7 +362,8 @@ void exports_rule_addrs(const struct export_rule *r, char *buf, size_t len)
 		return;
 	buf[0] = '\0';
 	for (i = 0; i < r->er_nnets; i++) {
-		struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = r->er_nets[i].xn_addr };
+		struct sockaddr_in6 a = { .sin6_family = AF_INET6,
+					  .sin6_addr = r->er_nets[i].xn_addr };
 
 		rpc_addr_text((const struct sockaddr *)&a, sizeof(a), one, sizeof(one));
 		n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", one);
