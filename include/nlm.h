@@ -86,7 +86,8 @@ void nlm_service_free(struct nlm_service *s);
 struct locks_table *nlm_service_locks(struct nlm_service *s);
 /* GRANTED callbacks queued or being retried (not yet delivered nor given up), for the stats. */
 uint64_t nlm_service_callbacks_pending(struct nlm_service *s);
-bool nlm_in_grace(const struct nlm_service *s);
+/* Whether the grace period runs; the first call to find it over says so in the log. */
+bool nlm_in_grace(struct nlm_service *s);
 
 /*
  * NSM's reboot notice (the hook nlm_service_new registers with nsm): frees every lock, waiter

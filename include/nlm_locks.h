@@ -1,12 +1,13 @@
 /*
- * The lock table: POSIX byte-range locks on union objects, for the NLM and NSM servers.
+ * The lock table: POSIX byte-range locks on union objects, for the NLM server (NSM's reboot
+ * notices reach it through NLM).
  *
  * A lock belongs to a union object, named by (export or view id, union fileid) and never by a
  * backing file, so a lock taken before a copy-up still holds after it and locks of different
- * per-client views never meet. Its owner is (client host, svid, owner handle): NLM's
- * caller_name, svid and oh. This module knows nothing of NLM: it has its own status codes, and
- * the NLM layer maps them (LOCKS_NOLOCKS to NLM4_DENIED_NOLOCKS, LOCKS_BLOCKED to
- * NLM4_BLOCKED, ...).
+ * per-client views never meet. Its owner is (client host, svid, owner handle): for NLM the
+ * peer's address as text (not the caller_name, which two clients may share), svid and oh.
+ * This module knows nothing of NLM: it has its own status codes, and the NLM layer maps them
+ * (LOCKS_NOLOCKS to NLM4_DENIED_NOLOCKS, LOCKS_BLOCKED to NLM4_BLOCKED, ...).
  *
  * Semantics are those of POSIX fcntl locks between owners:
  * - a range is (offset, len); len 0, or an offset + len past 2^64, means "to the end of file";
@@ -64,7 +65,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LOCKS_HOST_MAX 1024   /* bytes of a host key: NLM's LM_MAXSTRLEN for caller_name */
+#define LOCKS_HOST_MAX 1024   /* bytes of a host key at most (NLM's, an address, are fewer) */
 #define LOCKS_OH_MAX 1024     /* bytes of an owner handle: NLM's MAXNETOBJ_SZ */
 
 #define LOCKS_DEFAULT_LOCKS_PER_HOST 4096
@@ -96,8 +97,8 @@ struct locks_object {
 
 /*
  * An owner. lw_host is the client's host key (NUL-terminated, 1..LOCKS_HOST_MAX bytes,
- * compared as bytes; the caller chooses it, e.g. NLM's caller_name). The table copies what it
- * keeps: the pointers need only live for the call.
+ * compared as bytes; the caller chooses it: NLM's is the peer's address as text). The table
+ * copies what it keeps: the pointers need only live for the call.
  */
 struct locks_owner {
 	const char *lw_host;

@@ -33,15 +33,18 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "nlm_locks.h"
 #include "rpc.h"
+#include "sm_inter.h"   /* generated from rpc/sm_inter.x */
 
 struct rpc_client;
 
-/* Clients holding something listed at most: as many as the lock table serves hosts. */
-#define NSM_MAX_CLIENTS LOCKS_DEFAULT_HOSTS
-/* Longest caller name kept (NLM's LM_MAXSTRLEN, as the lock table's host keys). */
-#define NSM_MAX_NAME LOCKS_HOST_MAX
+/*
+ * Clients holding something listed at most. NLM has NSM monitor each host holding locks:
+ * it checks its bound on those hosts is no larger.
+ */
+#define NSM_MAX_CLIENTS 1024
+/* Longest caller name kept: a name NSM monitors a host under (mon_name<SM_MAXSTRLEN>). */
+#define NSM_MAX_NAME SM_MAXSTRLEN
 /*
  * SM_NOTIFY's schedule: NSM_NOTIFY_FAST_TRIES tries 1 s apart, then one every
  * NSM_NOTIFY_SLOW_MS until about NSM_NOTIFY_GIVE_UP_MS after the start; a client not
@@ -72,7 +75,8 @@ bool nsm_previous_clients(const struct nsm *n);
  * Notes that client (reaching us at local; its caller name from NLM) holds locks, so it is
  * told when we restart. Durable (fsync) before it returns when the client is new; a lookup
  * only when listed. 0, -ENOSPC when NSM_MAX_CLIENTS that hold something are listed (logged
- * once until there is room again), -EINVAL for an address that is not AF_INET/AF_INET6, or -errno of the write.
+ * once until there is room again), -EINVAL for an address that is not AF_INET/AF_INET6 or a
+ * caller name longer than NSM_MAX_NAME, or -errno of the write.
  */
 int nsm_monitor(struct nsm *n, const struct sockaddr *client, socklen_t len,
 		const char *caller_name, const struct sockaddr *local, socklen_t locallen);

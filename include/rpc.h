@@ -106,6 +106,27 @@ struct rpc_proc {
 };
 
 /*
+ * Writing procedure tables. rpcgen's routines take typed pointers and xdr_void() none; a
+ * table (and an outbound call, rpc_client.h) holds the generic xdrproc_t, reached through
+ * void (*)(void), which any function pointer becomes without a warning.
+ */
+#define RPC_XDRPROC(fn) ((xdrproc_t)(void (*)(void))(fn))
+/* Arguments of XDR type argt, result of type rest: xdr_argt and sizeof(argt), and so on. */
+#define RPC_PROC(name, argt, rest, fn) \
+	{ name, RPC_XDRPROC(xdr_##argt), sizeof(argt), RPC_XDRPROC(xdr_##rest), sizeof(rest), fn }
+/* No arguments (void), a result of type rest. */
+#define RPC_PROC_NOARGS(name, rest, fn) \
+	{ name, RPC_XDRPROC(xdr_void), 0, RPC_XDRPROC(xdr_##rest), sizeof(rest), fn }
+/* Arguments of type argt, an empty (void) result. */
+#define RPC_PROC_NORES(name, argt, fn) \
+	{ name, RPC_XDRPROC(xdr_##argt), sizeof(argt), RPC_XDRPROC(xdr_void), 0, fn }
+/* Neither arguments nor result (every program's NULL). */
+#define RPC_PROC_VOID(name, fn) \
+	{ name, RPC_XDRPROC(xdr_void), 0, RPC_XDRPROC(xdr_void), 0, fn }
+/* A procedure number not served: PROC_UNAVAIL (name NULL for a number without a name). */
+#define RPC_PROC_UNAVAIL(name) { name, NULL, 0, NULL, 0, NULL }
+
+/*
  * One program served: everything the transport, the dispatcher and the statistics need to
  * know about it, so a new program is one such table and its handlers, listed in the
  * programs main hands to rpc_dispatch_init (src/nfs/program.c is an example; so is the
@@ -172,6 +193,14 @@ bool rpc_call_is_null(const void *rec, size_t len);
  * programs are registered.
  */
 size_t rpc_reply_max(const void *rec, size_t len);
+
+/*
+ * The text of sa's address, without the port, into buf (INET6_ADDRSTRLEN bytes are enough):
+ * an IPv4-mapped IPv6 address is written as IPv4, so a client is named alike whether it
+ * came over IPv4 or a dual-stack socket. False for sa NULL, a family other than AF_INET and
+ * AF_INET6, a len too short for the family, or a buf too small. Any thread.
+ */
+bool rpc_addr_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen);
 
 #define RPC_MAX_PROGRAMS 16
 

@@ -1,6 +1,7 @@
 /* Client rules of exports: parsing specifiers and options, resolving host names, matching peers. */
 #include "exports.h"
 #include "log.h"
+#include "rpc.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -361,12 +362,10 @@ void exports_rule_addrs(const struct export_rule *r, char *buf, size_t len)
 		return;
 	buf[0] = '\0';
 	for (i = 0; i < r->er_nnets; i++) {
-		const struct in6_addr *a = &r->er_nets[i].xn_addr;
+		struct sockaddr_in6 a = { .sin6_family = AF_INET6,
+					  .sin6_addr = r->er_nets[i].xn_addr };
 
-		if (IN6_IS_ADDR_V4MAPPED(a))
-			inet_ntop(AF_INET, &a->s6_addr[12], one, sizeof(one));
-		else
-			inet_ntop(AF_INET6, a, one, sizeof(one));
+		rpc_addr_text((const struct sockaddr *)&a, sizeof(a), one, sizeof(one));
 		n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", one);
 		if (n < 0 || (size_t)n >= len - used)
 			return;

@@ -1,7 +1,7 @@
 /*
  * The client host name map (see hostmap.h). Addresses are kept in the canonical text form
- * the server prints for a peer (inet_ntop, IPv4-mapped IPv6 as IPv4), sorted, so a lookup
- * is one canonicalisation and a binary search.
+ * the server prints for a peer (rpc_addr_text: IPv4-mapped IPv6 as IPv4), sorted, so a
+ * lookup is one canonicalisation and a binary search.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "hostmap.h"
+#include "rpc.h"
 
 #define HOSTMAP_ADDR_MAX INET6_ADDRSTRLEN
 #define HOSTMAP_LINE_MAX 4096
@@ -59,17 +60,14 @@ static bool hostmap_parse_addr(const char *text, struct sockaddr_storage *ss, so
 	return true;
 }
 
+/* As the server writes a peer's address (rpc_addr_text), so a peer's text finds its line. */
 static bool hostmap_canonical(const char *text, char *out, size_t len)
 {
 	struct sockaddr_storage ss;
 	socklen_t sslen;
-	const void *a;
 
-	if (!hostmap_parse_addr(text, &ss, &sslen))
-		return false;
-	a = ss.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
-				    : (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
-	return inet_ntop(ss.ss_family, a, out, (socklen_t)len) != NULL;
+	return hostmap_parse_addr(text, &ss, &sslen) &&
+	       rpc_addr_text((const struct sockaddr *)&ss, sslen, out, len);
 }
 
 bool hostmap_is_address(const char *text)

@@ -4,7 +4,6 @@
  * What a program is called, what its procedures are called and what its results say
  * come from its table (rpc.h): nothing here knows one program from another.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -333,18 +332,15 @@ void stats_clients_each(bool (*fn)(const struct stats_client *c, void *arg), voi
 {
 	struct stats_client_ent *e;
 	struct stats_client c;
-	struct in_addr a4;
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
 
 	for (unsigned h = 0; h < STATS_CLIENT_CHAINS; h++) {
 		for (e = atomic_load_explicit(&stats_chains[h], memory_order_acquire); e != NULL;
 		     e = atomic_load_explicit(&e->ce_next, memory_order_acquire)) {
 			memset(&c, 0, sizeof(c));
-			if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)(const void *)e->ce_addr)) {
-				memcpy(&a4, e->ce_addr + 12, 4);
-				inet_ntop(AF_INET, &a4, c.sc_addr, sizeof(c.sc_addr));
-			} else {
-				inet_ntop(AF_INET6, e->ce_addr, c.sc_addr, sizeof(c.sc_addr));
-			}
+			memcpy(&a6.sin6_addr, e->ce_addr, sizeof(a6.sin6_addr));
+			rpc_addr_text((const struct sockaddr *)&a6, sizeof(a6), c.sc_addr,
+				      sizeof(c.sc_addr));
 			c.sc_first = (time_t)atomic_load_explicit(&e->ce_first, memory_order_relaxed);
 			c.sc_last = (time_t)atomic_load_explicit(&e->ce_last, memory_order_relaxed);
 			c.sc_calls = GET(e->ce_calls);

@@ -283,23 +283,18 @@ static socklen_t net_unmap(const struct sockaddr_storage *in, socklen_t len,
 
 static const char *net_addrstr(const struct sockaddr_storage *ss, socklen_t len, char *buf)
 {
-	struct sockaddr_storage u;
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
 	char host[INET6_ADDRSTRLEN];
 
-	len = net_unmap(ss, len, &u);
-	if (u.ss_family == AF_INET) {
-		const struct sockaddr_in *s = (const struct sockaddr_in *)&u;
-
-		inet_ntop(AF_INET, &s->sin_addr, host, sizeof(host));
-		snprintf(buf, NET_ADDRSTR, "%s:%u", host, ntohs(s->sin_port));
-	} else if (u.ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)&u;
-
-		inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof(host));
-		snprintf(buf, NET_ADDRSTR, "[%s]:%u", host, ntohs(s->sin6_port));
-	} else {
+	if (!rpc_addr_text((const struct sockaddr *)ss, len, host, sizeof(host)))
 		snprintf(buf, NET_ADDRSTR, "?");
-	}
+	else if (ss->ss_family == AF_INET)
+		snprintf(buf, NET_ADDRSTR, "%s:%u", host,
+			 ntohs(((const struct sockaddr_in *)ss)->sin_port));
+	else if (strchr(host, ':') == NULL)  /* IPv4-mapped, written as IPv4 */
+		snprintf(buf, NET_ADDRSTR, "%s:%u", host, ntohs(s6->sin6_port));
+	else
+		snprintf(buf, NET_ADDRSTR, "[%s]:%u", host, ntohs(s6->sin6_port));
 	return buf;
 }
 

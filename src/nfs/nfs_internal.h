@@ -120,7 +120,7 @@ bool nfs_log_due(_Atomic time_t *last);
 
 /* The client's source port, or -1 for an address family without one. */
 int nfs_peer_port(const struct rpc_req *rq);
-/* The client's address as text (IPv4-mapped IPv6 addresses printed as IPv4). */
+/* The client's address as text (rpc_addr_text), or "unknown". */
 void nfs_peer_host(const struct rpc_req *rq, char *buf, size_t len);
 /* The "secure" export option: a source port below 1024. */
 bool nfs_peer_secure(const struct rpc_req *rq, const struct export_opts *eo);

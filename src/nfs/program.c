@@ -7,14 +7,6 @@
 
 #include "nfs_internal.h"
 
-/* rpcgen's routines take typed pointers; the table holds the generic xdrproc_t. */
-#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
-
-#define PROC(name, argt, rest, fn) \
-	{ name, XDRP(xdr_##argt), sizeof(argt), XDRP(xdr_##rest), sizeof(rest), fn }
-#define PROC_VOID(name, fn) \
-	{ name, XDRP(xdr_void), 0, XDRP(xdr_void), 0, fn }
-
 /* Every NFS v3 result (but NULL's) is a union switched on its nfsstat3, first. */
 static enum rpc_status nfs3_status(uint32_t vers, uint32_t proc, const void *res)
 {
@@ -30,29 +22,29 @@ static enum rpc_status nfs3_status(uint32_t vers, uint32_t proc, const void *res
 }
 
 static const struct rpc_proc nfs3_procs[] = {
-	PROC_VOID("NULL", nfs3_null),
-	PROC("GETATTR", GETATTR3args, GETATTR3res, nfs3_getattr),
-	PROC("SETATTR", SETATTR3args, SETATTR3res, nfs3_setattr),
-	PROC("LOOKUP", LOOKUP3args, LOOKUP3res, nfs3_lookup),
-	PROC("ACCESS", ACCESS3args, ACCESS3res, nfs3_access),
-	PROC("READLINK", READLINK3args, READLINK3res, nfs3_readlink),
-	PROC("READ", READ3args, READ3res, nfs3_read),
-	{ "WRITE", XDRP(nfs3_xdr_write_args), sizeof(struct nfs3_write_args),
-	  XDRP(xdr_WRITE3res), sizeof(WRITE3res), nfs3_write },
-	PROC("CREATE", CREATE3args, CREATE3res, nfs3_create),
-	PROC("MKDIR", MKDIR3args, MKDIR3res, nfs3_mkdir),
-	PROC("SYMLINK", SYMLINK3args, SYMLINK3res, nfs3_symlink),
-	PROC("MKNOD", MKNOD3args, MKNOD3res, nfs3_mknod),
-	PROC("REMOVE", REMOVE3args, REMOVE3res, nfs3_remove),
-	PROC("RMDIR", RMDIR3args, RMDIR3res, nfs3_rmdir),
-	PROC("RENAME", RENAME3args, RENAME3res, nfs3_rename),
-	PROC("LINK", LINK3args, LINK3res, nfs3_link),
-	PROC("READDIR", READDIR3args, READDIR3res, nfs3_readdir),
-	PROC("READDIRPLUS", READDIRPLUS3args, READDIRPLUS3res, nfs3_readdirplus),
-	PROC("FSSTAT", FSSTAT3args, FSSTAT3res, nfs3_fsstat),
-	PROC("FSINFO", FSINFO3args, FSINFO3res, nfs3_fsinfo),
-	PROC("PATHCONF", PATHCONF3args, PATHCONF3res, nfs3_pathconf),
-	PROC("COMMIT", COMMIT3args, COMMIT3res, nfs3_commit),
+	RPC_PROC_VOID("NULL", nfs3_null),
+	RPC_PROC("GETATTR", GETATTR3args, GETATTR3res, nfs3_getattr),
+	RPC_PROC("SETATTR", SETATTR3args, SETATTR3res, nfs3_setattr),
+	RPC_PROC("LOOKUP", LOOKUP3args, LOOKUP3res, nfs3_lookup),
+	RPC_PROC("ACCESS", ACCESS3args, ACCESS3res, nfs3_access),
+	RPC_PROC("READLINK", READLINK3args, READLINK3res, nfs3_readlink),
+	RPC_PROC("READ", READ3args, READ3res, nfs3_read),
+	{ "WRITE", RPC_XDRPROC(nfs3_xdr_write_args), sizeof(struct nfs3_write_args),
+	  RPC_XDRPROC(xdr_WRITE3res), sizeof(WRITE3res), nfs3_write },
+	RPC_PROC("CREATE", CREATE3args, CREATE3res, nfs3_create),
+	RPC_PROC("MKDIR", MKDIR3args, MKDIR3res, nfs3_mkdir),
+	RPC_PROC("SYMLINK", SYMLINK3args, SYMLINK3res, nfs3_symlink),
+	RPC_PROC("MKNOD", MKNOD3args, MKNOD3res, nfs3_mknod),
+	RPC_PROC("REMOVE", REMOVE3args, REMOVE3res, nfs3_remove),
+	RPC_PROC("RMDIR", RMDIR3args, RMDIR3res, nfs3_rmdir),
+	RPC_PROC("RENAME", RENAME3args, RENAME3res, nfs3_rename),
+	RPC_PROC("LINK", LINK3args, LINK3res, nfs3_link),
+	RPC_PROC("READDIR", READDIR3args, READDIR3res, nfs3_readdir),
+	RPC_PROC("READDIRPLUS", READDIRPLUS3args, READDIRPLUS3res, nfs3_readdirplus),
+	RPC_PROC("FSSTAT", FSSTAT3args, FSSTAT3res, nfs3_fsstat),
+	RPC_PROC("FSINFO", FSINFO3args, FSINFO3res, nfs3_fsinfo),
+	RPC_PROC("PATHCONF", PATHCONF3args, PATHCONF3res, nfs3_pathconf),
+	RPC_PROC("COMMIT", COMMIT3args, COMMIT3res, nfs3_commit),
 };
 
 static const struct rpc_proc *const nfs3_versions[] = { nfs3_procs };
@@ -84,21 +76,21 @@ const struct rpc_program nfs3_program = {
 
 /* Versions 1 and 2 differ from 3 only in MNT's reply (v2's extra PATHCONF is not served). */
 static const struct rpc_proc mnt1_procs[] = {
-	PROC_VOID("NULL", mnt_null),
-	PROC("MNT", dirpath, fhstatus, mnt_mnt1),
-	{ "DUMP", XDRP(xdr_void), 0, XDRP(xdr_mountlist), sizeof(mountlist), mnt_dump },
-	{ "UMNT", XDRP(xdr_dirpath), sizeof(dirpath), XDRP(xdr_void), 0, mnt_umnt },
-	PROC_VOID("UMNTALL", mnt_umntall),
-	{ "EXPORT", XDRP(xdr_void), 0, XDRP(xdr_mntexports), sizeof(mntexports), mnt_export },
+	RPC_PROC_VOID("NULL", mnt_null),
+	RPC_PROC("MNT", dirpath, fhstatus, mnt_mnt1),
+	RPC_PROC_NOARGS("DUMP", mountlist, mnt_dump),
+	RPC_PROC_NORES("UMNT", dirpath, mnt_umnt),
+	RPC_PROC_VOID("UMNTALL", mnt_umntall),
+	RPC_PROC_NOARGS("EXPORT", mntexports, mnt_export),
 };
 
 static const struct rpc_proc mnt3_procs[] = {
-	PROC_VOID("NULL", mnt_null),
-	PROC("MNT", dirpath, mountres3, mnt_mnt3),
-	{ "DUMP", XDRP(xdr_void), 0, XDRP(xdr_mountlist), sizeof(mountlist), mnt_dump },
-	{ "UMNT", XDRP(xdr_dirpath), sizeof(dirpath), XDRP(xdr_void), 0, mnt_umnt },
-	PROC_VOID("UMNTALL", mnt_umntall),
-	{ "EXPORT", XDRP(xdr_void), 0, XDRP(xdr_mntexports), sizeof(mntexports), mnt_export },
+	RPC_PROC_VOID("NULL", mnt_null),
+	RPC_PROC("MNT", dirpath, mountres3, mnt_mnt3),
+	RPC_PROC_NOARGS("DUMP", mountlist, mnt_dump),
+	RPC_PROC_NORES("UMNT", dirpath, mnt_umnt),
+	RPC_PROC_VOID("UMNTALL", mnt_umntall),
+	RPC_PROC_NOARGS("EXPORT", mntexports, mnt_export),
 };
 
 static const struct rpc_proc *const mnt_versions[] = { mnt1_procs, mnt1_procs, mnt3_procs };

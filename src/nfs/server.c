@@ -204,22 +204,7 @@ int nfs_peer_port(const struct rpc_req *rq)
 
 void nfs_peer_host(const struct rpc_req *rq, char *buf, size_t len)
 {
-	const struct sockaddr_storage *ss = &rq->rq_peer;
-	const struct sockaddr_in6 *s6;
-	const void *addr = NULL;
-	int family = ss->ss_family;
-
-	if (family == AF_INET) {
-		addr = &((const struct sockaddr_in *)ss)->sin_addr;
-	} else if (family == AF_INET6) {
-		s6 = (const struct sockaddr_in6 *)ss;
-		addr = &s6->sin6_addr;
-		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-			family = AF_INET;
-			addr = &s6->sin6_addr.s6_addr[12];
-		}
-	}
-	if (addr == NULL || inet_ntop(family, addr, buf, (socklen_t)len) == NULL)
+	if (!rpc_addr_text((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, buf, len))
 		snprintf(buf, len, "unknown");
 }
 

@@ -19,8 +19,9 @@
 #include "nlm_locks.h"
 #include "rpc.h"
 
-/* A host key: the peer's address as text. */
+/* A host key: the peer's address as text (the lock table's lw_host), with its NUL. */
 #define NLM_KEY_LEN INET6_ADDRSTRLEN
+_Static_assert(NLM_KEY_LEN - 1 <= LOCKS_HOST_MAX, "the lock table takes every host key");
 
 /* Granted callbacks awaiting GRANTED_RES: bound. */
 #define NLM_GRANTS_MAX 1024
@@ -83,7 +84,7 @@ struct nlm_service {
 	_Atomic uint64_t s_seq;     /* our cookies */
 	_Atomic uint64_t s_callbacks;  /* GRANTED_MSG calls queued or being retried */
 
-	pthread_mutex_t s_mu;       /* guards hosts, grants, shares and the grace thread's stop */
+	pthread_mutex_t s_mu;       /* guards hosts, grants and shares */
 	struct nlm_host *s_hosts;
 	unsigned s_nhosts, s_hosts_max;
 	unsigned s_nudp;            /* of s_hosts, those with h_udp */
@@ -93,16 +94,13 @@ struct nlm_service {
 	struct nlm_share *s_shares; /* [s_nshares] of [s_shares_max] */
 	unsigned s_nshares, s_shares_max;
 
-	bool s_grace_on;            /* the last run left clients and a grace is configured */
+	/* the last run left clients and a grace is configured; false once seen over */
+	atomic_bool s_grace_on;
 	struct timespec s_grace_end;  /* CLOCK_MONOTONIC */
-	pthread_cond_t s_cond;      /* wakes the grace thread to stop */
-	bool s_stop;
-	bool s_grace_thread_on;
-	pthread_t s_grace_thread;
 };
 
-/* The peer's address as a host key (IPv4-mapped IPv6 as IPv4). */
-void nlm_addr_key(const struct sockaddr *sa, char key[NLM_KEY_LEN]);
+/* The peer's address as a host key (rpc_addr_text; "unknown" when it has none). */
+void nlm_addr_key(const struct sockaddr *sa, socklen_t len, char key[NLM_KEY_LEN]);
 
 /* service.c */
 /*

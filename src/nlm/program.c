@@ -10,8 +10,6 @@
 #include "log.h"
 #include "nlm_internal.h"
 
-#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
-
 static struct nlm_service *nlm_of(const struct rpc_req *rq)
 {
 	return rq->rq_ctx;
@@ -86,7 +84,7 @@ static nlm4_stats nlm_request(struct nlm_service *s, const struct rpc_req *rq, c
 	st = nlm_object_stat(nlm_object(s, rq, &l->fh, use, &out->lq_object));
 	if (st != NLM4_GRANTED)
 		return st;
-	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, key);
 	out->lq_owner = (struct locks_owner){ key, l->svid, l->oh.nlm4_netobj_val,
 					      l->oh.nlm4_netobj_len };
 	out->lq_type = exclusive ? LOCKS_EXCLUSIVE : LOCKS_SHARED;
@@ -133,7 +131,7 @@ static void nlm_do_test(struct rpc_req *rq, nlm4_testargs *a, nlm4_testres *r)
  * A reclaim is granted only during the grace period and a new lock only outside it (as
  * Linux lockd): a reclaim later could take a lock another client has held since.
  */
-static bool nlm_grace_refuses(const struct nlm_service *s, bool reclaim)
+static bool nlm_grace_refuses(struct nlm_service *s, bool reclaim)
 {
 	return reclaim != nlm_in_grace(s);
 }
@@ -291,7 +289,7 @@ static enum rpc_outcome nlm_h_test_msg(struct rpc_req *rq, void *args, void *res
 
 	(void)res;
 	nlm_do_test(rq, args, r);
-	nlm_send_res(nlm_of(rq), rq, NLMPROC4_TEST_RES, XDRP(xdr_nlm4_testres), r);
+	nlm_send_res(nlm_of(rq), rq, NLMPROC4_TEST_RES, RPC_XDRPROC(xdr_nlm4_testres), r);
 	return RPC_OUT_REPLY;
 }
 
@@ -301,7 +299,7 @@ static enum rpc_outcome nlm_h_lock_msg(struct rpc_req *rq, void *args, void *res
 
 	(void)res;
 	nlm_do_lock(rq, args, r, true);
-	nlm_send_res(nlm_of(rq), rq, NLMPROC4_LOCK_RES, XDRP(xdr_nlm4_res), r);
+	nlm_send_res(nlm_of(rq), rq, NLMPROC4_LOCK_RES, RPC_XDRPROC(xdr_nlm4_res), r);
 	return RPC_OUT_REPLY;
 }
 
@@ -311,7 +309,7 @@ static enum rpc_outcome nlm_h_cancel_msg(struct rpc_req *rq, void *args, void *r
 
 	(void)res;
 	nlm_do_cancel(rq, args, r);
-	nlm_send_res(nlm_of(rq), rq, NLMPROC4_CANCEL_RES, XDRP(xdr_nlm4_res), r);
+	nlm_send_res(nlm_of(rq), rq, NLMPROC4_CANCEL_RES, RPC_XDRPROC(xdr_nlm4_res), r);
 	return RPC_OUT_REPLY;
 }
 
@@ -321,7 +319,7 @@ static enum rpc_outcome nlm_h_unlock_msg(struct rpc_req *rq, void *args, void *r
 
 	(void)res;
 	nlm_do_unlock(rq, args, r);
-	nlm_send_res(nlm_of(rq), rq, NLMPROC4_UNLOCK_RES, XDRP(xdr_nlm4_res), r);
+	nlm_send_res(nlm_of(rq), rq, NLMPROC4_UNLOCK_RES, RPC_XDRPROC(xdr_nlm4_res), r);
 	return RPC_OUT_REPLY;
 }
 
@@ -331,7 +329,7 @@ static enum rpc_outcome nlm_h_granted_msg(struct rpc_req *rq, void *args, void *
 
 	(void)res;
 	nlm_do_granted(rq, args, r);
-	nlm_send_res(nlm_of(rq), rq, NLMPROC4_GRANTED_RES, XDRP(xdr_nlm4_res), r);
+	nlm_send_res(nlm_of(rq), rq, NLMPROC4_GRANTED_RES, RPC_XDRPROC(xdr_nlm4_res), r);
 	return RPC_OUT_REPLY;
 }
 
@@ -367,7 +365,7 @@ static enum rpc_outcome nlm_h_share(struct rpc_req *rq, void *args, void *res)
 	int err;
 
 	nlm_netobj_copy(rq, &a->cookie, &r->cookie);
-	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, key);
 	if (!a->reclaim && nlm_in_grace(s)) {
 		st = NLM4_DENIED_GRACE_PERIOD;
 	} else {
@@ -400,7 +398,7 @@ static enum rpc_outcome nlm_h_unshare(struct rpc_req *rq, void *args, void *res)
 	char key[NLM_KEY_LEN];
 
 	nlm_netobj_copy(rq, &a->cookie, &r->cookie);
-	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, key);
 	r->stat = nlm_object_stat(nlm_object(s, rq, &a->share.fh, NFS_LOCK_RELEASE, &o));
 	if (r->stat == NLM4_GRANTED) {
 		pthread_mutex_lock(&s->s_mu);
@@ -421,7 +419,7 @@ static enum rpc_outcome nlm_h_free_all(struct rpc_req *rq, void *args, void *res
 	char key[NLM_KEY_LEN];
 
 	(void)res;
-	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, key);
 	log_info("nlm: FREE_ALL from %s (as %s): its locks are freed", key, a->name);
 	nlm_free_host(nlm_of(rq), key);
 	return RPC_OUT_REPLY;
@@ -463,34 +461,29 @@ static enum rpc_status nlm4_status(uint32_t vers, uint32_t proc, const void *res
 	}
 }
 
-#define PROC(name, argt, rest, fn) \
-	{ name, XDRP(xdr_##argt), sizeof(argt), XDRP(xdr_##rest), sizeof(rest), fn }
-#define PROC_MSG(name, argt, fn) \
-	{ name, XDRP(xdr_##argt), sizeof(argt), XDRP(xdr_void), 0, fn }
-#define PROC_NONE { NULL, NULL, 0, NULL, 0, NULL }
-
 static const struct rpc_proc nlm4_procs[] = {
-	[NLMPROC4_NULL] = { "NULL", XDRP(xdr_void), 0, XDRP(xdr_void), 0, nlm_h_null },
-	[NLMPROC4_TEST] = PROC("TEST", nlm4_testargs, nlm4_testres, nlm_h_test),
-	[NLMPROC4_LOCK] = PROC("LOCK", nlm4_lockargs, nlm4_res, nlm_h_lock),
-	[NLMPROC4_CANCEL] = PROC("CANCEL", nlm4_cancargs, nlm4_res, nlm_h_cancel),
-	[NLMPROC4_UNLOCK] = PROC("UNLOCK", nlm4_unlockargs, nlm4_res, nlm_h_unlock),
-	[NLMPROC4_GRANTED] = PROC("GRANTED", nlm4_testargs, nlm4_res, nlm_h_granted),
-	[NLMPROC4_TEST_MSG] = PROC_MSG("TEST_MSG", nlm4_testargs, nlm_h_test_msg),
-	[NLMPROC4_LOCK_MSG] = PROC_MSG("LOCK_MSG", nlm4_lockargs, nlm_h_lock_msg),
-	[NLMPROC4_CANCEL_MSG] = PROC_MSG("CANCEL_MSG", nlm4_cancargs, nlm_h_cancel_msg),
-	[NLMPROC4_UNLOCK_MSG] = PROC_MSG("UNLOCK_MSG", nlm4_unlockargs, nlm_h_unlock_msg),
-	[NLMPROC4_GRANTED_MSG] = PROC_MSG("GRANTED_MSG", nlm4_testargs, nlm_h_granted_msg),
-	[NLMPROC4_TEST_RES] = PROC_MSG("TEST_RES", nlm4_testres, nlm_h_res_ignored),
-	[NLMPROC4_LOCK_RES] = PROC_MSG("LOCK_RES", nlm4_res, nlm_h_res_ignored),
-	[NLMPROC4_CANCEL_RES] = PROC_MSG("CANCEL_RES", nlm4_res, nlm_h_res_ignored),
-	[NLMPROC4_UNLOCK_RES] = PROC_MSG("UNLOCK_RES", nlm4_res, nlm_h_res_ignored),
-	[NLMPROC4_GRANTED_RES] = PROC_MSG("GRANTED_RES", nlm4_res, nlm_h_granted_res),
-	[16] = PROC_NONE, [17] = PROC_NONE, [18] = PROC_NONE, [19] = PROC_NONE,
-	[NLMPROC4_SHARE] = PROC("SHARE", nlm4_shareargs, nlm4_shareres, nlm_h_share),
-	[NLMPROC4_UNSHARE] = PROC("UNSHARE", nlm4_shareargs, nlm4_shareres, nlm_h_unshare),
-	[NLMPROC4_NM_LOCK] = PROC("NM_LOCK", nlm4_lockargs, nlm4_res, nlm_h_nm_lock),
-	[NLMPROC4_FREE_ALL] = PROC_MSG("FREE_ALL", nlm4_notify, nlm_h_free_all),
+	[NLMPROC4_NULL] = RPC_PROC_VOID("NULL", nlm_h_null),
+	[NLMPROC4_TEST] = RPC_PROC("TEST", nlm4_testargs, nlm4_testres, nlm_h_test),
+	[NLMPROC4_LOCK] = RPC_PROC("LOCK", nlm4_lockargs, nlm4_res, nlm_h_lock),
+	[NLMPROC4_CANCEL] = RPC_PROC("CANCEL", nlm4_cancargs, nlm4_res, nlm_h_cancel),
+	[NLMPROC4_UNLOCK] = RPC_PROC("UNLOCK", nlm4_unlockargs, nlm4_res, nlm_h_unlock),
+	[NLMPROC4_GRANTED] = RPC_PROC("GRANTED", nlm4_testargs, nlm4_res, nlm_h_granted),
+	[NLMPROC4_TEST_MSG] = RPC_PROC_NORES("TEST_MSG", nlm4_testargs, nlm_h_test_msg),
+	[NLMPROC4_LOCK_MSG] = RPC_PROC_NORES("LOCK_MSG", nlm4_lockargs, nlm_h_lock_msg),
+	[NLMPROC4_CANCEL_MSG] = RPC_PROC_NORES("CANCEL_MSG", nlm4_cancargs, nlm_h_cancel_msg),
+	[NLMPROC4_UNLOCK_MSG] = RPC_PROC_NORES("UNLOCK_MSG", nlm4_unlockargs, nlm_h_unlock_msg),
+	[NLMPROC4_GRANTED_MSG] = RPC_PROC_NORES("GRANTED_MSG", nlm4_testargs, nlm_h_granted_msg),
+	[NLMPROC4_TEST_RES] = RPC_PROC_NORES("TEST_RES", nlm4_testres, nlm_h_res_ignored),
+	[NLMPROC4_LOCK_RES] = RPC_PROC_NORES("LOCK_RES", nlm4_res, nlm_h_res_ignored),
+	[NLMPROC4_CANCEL_RES] = RPC_PROC_NORES("CANCEL_RES", nlm4_res, nlm_h_res_ignored),
+	[NLMPROC4_UNLOCK_RES] = RPC_PROC_NORES("UNLOCK_RES", nlm4_res, nlm_h_res_ignored),
+	[NLMPROC4_GRANTED_RES] = RPC_PROC_NORES("GRANTED_RES", nlm4_res, nlm_h_granted_res),
+	[16] = RPC_PROC_UNAVAIL(NULL), [17] = RPC_PROC_UNAVAIL(NULL),
+	[18] = RPC_PROC_UNAVAIL(NULL), [19] = RPC_PROC_UNAVAIL(NULL),
+	[NLMPROC4_SHARE] = RPC_PROC("SHARE", nlm4_shareargs, nlm4_shareres, nlm_h_share),
+	[NLMPROC4_UNSHARE] = RPC_PROC("UNSHARE", nlm4_shareargs, nlm4_shareres, nlm_h_unshare),
+	[NLMPROC4_NM_LOCK] = RPC_PROC("NM_LOCK", nlm4_lockargs, nlm4_res, nlm_h_nm_lock),
+	[NLMPROC4_FREE_ALL] = RPC_PROC_NORES("FREE_ALL", nlm4_notify, nlm_h_free_all),
 };
 
 /*

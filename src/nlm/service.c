@@ -3,7 +3,6 @@
  * after a restart, and the calls back to clients (GRANTED_MSG for granted waiters, *_RES for
  * the *_MSG procedures). No call goes out while a mutex is held.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,28 +13,13 @@
 #include "nsm.h"
 #include "rpc_client.h"
 
-#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
 #define NLM_RES_ATTEMPTS 3
 #define NLM_RES_INTERVAL_MS 2000
 #define NLM_RETRY_ENV "UNIONNFSD_NLM_RETRY_MS"
 
-void nlm_addr_key(const struct sockaddr *sa, char key[NLM_KEY_LEN])
+void nlm_addr_key(const struct sockaddr *sa, socklen_t len, char key[NLM_KEY_LEN])
 {
-	const struct sockaddr_in6 *s6;
-	const void *addr = NULL;
-	int family = sa->sa_family;
-
-	if (family == AF_INET) {
-		addr = &((const struct sockaddr_in *)sa)->sin_addr;
-	} else if (family == AF_INET6) {
-		s6 = (const struct sockaddr_in6 *)sa;
-		addr = &s6->sin6_addr;
-		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-			family = AF_INET;
-			addr = &s6->sin6_addr.s6_addr[12];
-		}
-	}
-	if (addr == NULL || inet_ntop(family, addr, key, NLM_KEY_LEN) == NULL)
+	if (!rpc_addr_text(sa, len, key, NLM_KEY_LEN))
 		snprintf(key, NLM_KEY_LEN, "unknown");
 }
 
@@ -49,6 +33,13 @@ static int nlm_send(struct nlm_service *s, const struct rpc_client_call *call)
 		return -ENOTCONN;
 	return rpc_client_send(s->s_rc, call);
 }
+
+/*
+ * Every host holding something is monitored by NSM under the caller_name it gave: NSM must
+ * list as many hosts as the table serves by default, and keep any name NLM decodes.
+ */
+_Static_assert(LOCKS_DEFAULT_HOSTS <= NSM_MAX_CLIENTS, "NSM lists every host holding locks");
+_Static_assert(LM_MAXSTRLEN <= NSM_MAX_NAME, "NSM keeps every caller_name");
 
 static int nlm_nsm_monitor(struct nlm_service *s, const struct rpc_req *rq, const char *name)
 {
@@ -410,7 +401,8 @@ static bool nlm_call_granted(struct nlm_service *s, const struct locks_event *ev
 	call = (struct rpc_client_call){
 		.to = (const struct sockaddr *)&to, .tolen = w->w_addrlen,
 		.protocol = w->w_protocol, .prog = NLM_PROG, .vers = NLM_VERS4,
-		.proc = NLMPROC4_GRANTED_MSG, .xdr_args = XDRP(xdr_nlm4_testargs), .args = &args,
+		.proc = NLMPROC4_GRANTED_MSG, .xdr_args = RPC_XDRPROC(xdr_nlm4_testargs),
+		.args = &args,
 		.attempts = nlm_callback_attempts(w->w_protocol,
 						  s->s_retry_total_ms / s->s_retry_ms + 1),
 		.interval_ms = s->s_retry_ms, .done = nlm_granted_done, .arg = cb,
@@ -466,7 +458,7 @@ void nlm_granted_res(struct nlm_service *s, const struct rpc_req *rq, const nlm4
 	if (cookie->nlm4_netobj_len != sizeof(seq))
 		return;
 	memcpy(&seq, cookie->nlm4_netobj_val, sizeof(seq));
-	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, key);
+	nlm_addr_key((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, key);
 	pthread_mutex_lock(&s->s_mu);
 	/* Only the host the lock was granted to may give it back. */
 	for (struct nlm_grant *i = s->s_grants; i != NULL && g == NULL; i = i->g_next)
@@ -564,7 +556,7 @@ void nlm_host_rebooted(struct nlm_service *s, const char *mon_name, const struct
 
 	if (from == NULL || fromlen == 0)
 		return;
-	nlm_addr_key(from, key);
+	nlm_addr_key(from, fromlen, key);
 	nlm_named_elsewhere(s, mon_name ? mon_name : "", key, other);
 	if (other[0])
 		log_info("nlm: reboot notice for %s from %s: the locks of %s there are freed, not "
@@ -592,56 +584,29 @@ static bool nlm_before(const struct timespec *end)
 	return now.tv_sec < end->tv_sec || (now.tv_sec == end->tv_sec && now.tv_nsec < end->tv_nsec);
 }
 
-bool nlm_in_grace(const struct nlm_service *s)
+bool nlm_in_grace(struct nlm_service *s)
 {
-	return s->s_grace_on && nlm_before(&s->s_grace_end);
-}
-
-/* Only says when grace ends: nlm_in_grace reads the clock itself. */
-static void *nlm_grace_thread(void *arg)
-{
-	struct nlm_service *s = arg;
-	int err = 0;
-
-	pthread_mutex_lock(&s->s_mu);
-	while (!s->s_stop && err != ETIMEDOUT)
-		err = pthread_cond_timedwait(&s->s_cond, &s->s_mu, &s->s_grace_end);
-	pthread_mutex_unlock(&s->s_mu);
-	if (err == ETIMEDOUT)
+	if (!atomic_load_explicit(&s->s_grace_on, memory_order_relaxed))
+		return false;
+	if (nlm_before(&s->s_grace_end))
+		return true;
+	if (atomic_exchange(&s->s_grace_on, false))
 		log_info("nlm: grace period over: new locks are granted");
-	return NULL;
+	return false;
 }
 
-static int nlm_grace_start(struct nlm_service *s, unsigned seconds)
+static void nlm_grace_start(struct nlm_service *s, unsigned seconds)
 {
-	int err;
-
 	if (seconds == 0 || !nlm_previous_clients(s))
-		return 0;
+		return;
 	clock_gettime(CLOCK_MONOTONIC, &s->s_grace_end);
 	s->s_grace_end.tv_sec += seconds;
-	s->s_grace_on = true;
-	err = pthread_create(&s->s_grace_thread, NULL, nlm_grace_thread, s);
-	if (err != 0)
-		return -err;
-	s->s_grace_thread_on = true;
+	atomic_store(&s->s_grace_on, true);
 	log_info("nlm: grace period of %u s: clients of the last run reclaim their locks, new "
 		 "locks wait", seconds);
-	return 0;
 }
 
 /* ---- the service ---- */
-
-/* The grace thread waits for a CLOCK_MONOTONIC deadline. */
-static void nlm_cond_init(pthread_cond_t *c)
-{
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &ca);
-	pthread_condattr_destroy(&ca);
-}
 
 static unsigned nlm_retry_ms(const struct nlm_opts *o)
 {
@@ -680,7 +645,6 @@ int nlm_service_new(struct nfs_server *ns, struct nsm *nsm, struct rpc_client *r
 	s->s_hosts_max = o->no_limits ? o->no_limits->ll_hosts : LOCKS_DEFAULT_HOSTS;
 	atomic_init(&s->s_seq, (uint64_t)time(NULL) << 20);
 	pthread_mutex_init(&s->s_mu, NULL);
-	nlm_cond_init(&s->s_cond);
 	s->s_shares = calloc(s->s_shares_max, sizeof(*s->s_shares));
 	if (s->s_shares == NULL)
 		goto nomem;
@@ -690,11 +654,7 @@ int nlm_service_new(struct nfs_server *ns, struct nsm *nsm, struct rpc_client *r
 		e = ls == LOCKS_NOMEM ? -ENOMEM : -EINVAL;
 		goto fail;
 	}
-	e = nlm_grace_start(s, o->no_grace_seconds);
-	if (e != 0) {
-		snprintf(err, len, "nlm: cannot start the grace period: %s", strerror(-e));
-		goto fail;
-	}
+	nlm_grace_start(s, o->no_grace_seconds);
 	if (nsm != NULL)
 		nsm_set_reboot_hook(nsm, nlm_reboot_hook, s);
 	*out = s;
@@ -715,13 +675,6 @@ void nlm_service_free(struct nlm_service *s)
 		return;
 	if (s->s_nsm != NULL)
 		nsm_set_reboot_hook(s->s_nsm, NULL, NULL);
-	if (s->s_grace_thread_on) {
-		pthread_mutex_lock(&s->s_mu);
-		s->s_stop = true;
-		pthread_cond_signal(&s->s_cond);
-		pthread_mutex_unlock(&s->s_mu);
-		pthread_join(s->s_grace_thread, NULL);
-	}
 	if (s->s_locks != NULL) {
 		locks_release_all(s->s_locks, &events);
 		for (struct locks_event *ev = events; ev != NULL; ev = ev->le_next)
@@ -743,7 +696,6 @@ void nlm_service_free(struct nlm_service *s)
 		free(g);
 	}
 	free(s->s_shares);
-	pthread_cond_destroy(&s->s_cond);
 	pthread_mutex_destroy(&s->s_mu);
 	free(s);
 }

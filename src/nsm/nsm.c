@@ -17,9 +17,6 @@
 #include "rpc_client.h"
 #include "sm_inter.h"
 
-/* rpcgen's routines take typed pointers; the RPC client holds the generic xdrproc_t. */
-#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
-
 /* One SM_NOTIFY under way (the entry itself may move in the list meanwhile). */
 struct nsm_notify {
 	struct nsm *nn_nsm;
@@ -312,8 +309,8 @@ int nsm_monitor(struct nsm *n, const struct sockaddr *client, socklen_t len,
 	struct nsm_client c = { .nc_name = (char *)(caller_name ? caller_name : "") };
 	int i, r = 0;
 
-	if (!nsm_addr_text(client, len, c.nc_addr, sizeof(c.nc_addr)) ||
-	    !nsm_addr_text(local, locallen, c.nc_local, sizeof(c.nc_local)) ||
+	if (!rpc_addr_text(client, len, c.nc_addr, sizeof(c.nc_addr)) ||
+	    !rpc_addr_text(local, locallen, c.nc_local, sizeof(c.nc_local)) ||
 	    strlen(c.nc_name) > NSM_MAX_NAME)
 		return -EINVAL;
 	pthread_mutex_lock(&n->ns_cur_lock);
@@ -332,7 +329,7 @@ void nsm_unmonitor(struct nsm *n, const struct sockaddr *client, socklen_t len)
 {
 	char addr[INET6_ADDRSTRLEN];
 
-	if (!nsm_addr_text(client, len, addr, sizeof(addr)))
+	if (!rpc_addr_text(client, len, addr, sizeof(addr)))
 		return;
 	pthread_mutex_lock(&n->ns_cur_lock);
 	for (unsigned i = 0; i < n->ns_cur.nl_n; i++) {
@@ -362,7 +359,7 @@ static int notify_send(struct nsm_notify *nn)
 		.to = (struct sockaddr *)&to,
 		.protocol = IPPROTO_UDP,
 		.prog = SM_PROG, .vers = SM_VERS, .proc = SM_NOTIFY,
-		.xdr_args = XDRP(xdr_stat_chge), .args = &args,
+		.xdr_args = RPC_XDRPROC(xdr_stat_chge), .args = &args,
 		.attempts = nn->nn_slow ? slow_tries : NSM_NOTIFY_FAST_TRIES,
 		.interval_ms = nn->nn_slow ? NSM_NOTIFY_SLOW_MS : fast_ms,
 		.done = notify_done, .arg = nn,
@@ -439,7 +436,7 @@ void nsm_reclaimed(struct nsm *n, const struct sockaddr *client, socklen_t len)
 	char addr[INET6_ADDRSTRLEN];
 	int r;
 
-	if (!nsm_addr_text(client, len, addr, sizeof(addr)))
+	if (!rpc_addr_text(client, len, addr, sizeof(addr)))
 		return;
 	pthread_mutex_lock(&n->ns_prev_lock);
 	/* A call still under way finds its entry gone and only ends (notify_end). */

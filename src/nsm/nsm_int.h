@@ -93,7 +93,5 @@ int nsm_write_clients(struct nsm *n, const char *name, const struct nsm_list *l)
 int nsm_write_atomic(struct nsm *n, const char *name, const void *buf, size_t len);
 /* Reads the state number: 0, -ENOENT, -EBADMSG (logged). */
 int nsm_read_state(struct nsm *n, uint32_t *state);
-/* Text of sa's address (IPv4-mapped IPv6 as IPv4); false for other families. */
-bool nsm_addr_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen);
 
 #endif

@@ -12,14 +12,9 @@
 #include "nsm_int.h"
 #include "sm_inter.h"
 
-#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
-#define PROC(name, argt, rest, fn) \
-	{ name, XDRP(xdr_##argt), sizeof(argt), XDRP(xdr_##rest), sizeof(rest), fn }
-#define PROC_VOID(name, fn) { name, XDRP(xdr_void), 0, XDRP(xdr_void), 0, fn }
-
 static void peer_text(const struct rpc_req *rq, char *buf, size_t len)
 {
-	if (!nsm_addr_text((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, buf, len))
+	if (!rpc_addr_text((const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen, buf, len))
 		snprintf(buf, len, "?");
 }
 
@@ -116,13 +111,13 @@ static enum rpc_status nsm_status(uint32_t vers, uint32_t proc, const void *res)
 }
 
 static const struct rpc_proc nsm_procs[] = {
-	PROC_VOID("NULL", sm_null),
-	PROC("STAT", sm_name, sm_stat_res, sm_stat_proc),
-	PROC("MON", mon, sm_stat_res, sm_mon_proc),
-	PROC("UNMON", mon_id, sm_stat, sm_unmon_proc),
-	PROC("UNMON_ALL", my_id, sm_stat, sm_unmon_proc),
-	PROC_VOID("SIMU_CRASH", sm_simu_crash_proc),
-	{ "NOTIFY", XDRP(xdr_stat_chge), sizeof(stat_chge), XDRP(xdr_void), 0, sm_notify_proc },
+	RPC_PROC_VOID("NULL", sm_null),
+	RPC_PROC("STAT", sm_name, sm_stat_res, sm_stat_proc),
+	RPC_PROC("MON", mon, sm_stat_res, sm_mon_proc),
+	RPC_PROC("UNMON", mon_id, sm_stat, sm_unmon_proc),
+	RPC_PROC("UNMON_ALL", my_id, sm_stat, sm_unmon_proc),
+	RPC_PROC_VOID("SIMU_CRASH", sm_simu_crash_proc),
+	RPC_PROC_NORES("NOTIFY", stat_chge, sm_notify_proc),
 };
 
 static const struct rpc_proc *const nsm_versions[] = { nsm_procs };

@@ -62,21 +62,6 @@ void nsm_list_free(struct nsm_list *l)
 	l->nl_n = 0;
 }
 
-bool nsm_addr_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen)
-{
-	if (sa && sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in))
-		return inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf,
-				 (socklen_t)buflen) != NULL;
-	if (sa && sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-
-		if (IN6_IS_ADDR_V4MAPPED(a))
-			return inet_ntop(AF_INET, &a->s6_addr[12], buf, (socklen_t)buflen) != NULL;
-		return inet_ntop(AF_INET6, a, buf, (socklen_t)buflen) != NULL;
-	}
-	return false;
-}
-
 /* ---- lines ---- */
 
 static bool name_plain(unsigned char ch)

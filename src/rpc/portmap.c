@@ -41,9 +41,6 @@
 #define PORTMAP_PROBE_MS 400
 #define PORTMAP_PROBE_TRIES 2
 
-/* xdr_void() is declared without parameters; go through void (*)(void) to cast it. */
-#define XDR_VOID ((xdrproc_t)(void (*)(void))xdr_void)
-
 static pthread_mutex_t portmap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct portmap_mapping portmap_table[PORTMAP_MAX_MAPS];
 static int portmap_n;
@@ -291,36 +288,41 @@ static enum rpc_outcome pm_gettime(struct rpc_req *rq, void *args, void *res)
 	return RPC_OUT_REPLY;
 }
 
-#define PM_NULL { "NULL", XDR_VOID, 0, XDR_VOID, 0, pm_null }
-#define PM_UNAVAIL(name) { name, NULL, 0, NULL, 0, NULL }
-
 static const struct rpc_proc portmap_v2[] = {
-	PM_NULL,
-	{ "SET", (xdrproc_t)xdr_pmap, sizeof(struct pmap), (xdrproc_t)xdr_bool, sizeof(bool_t), pm_refuse },
-	{ "UNSET", (xdrproc_t)xdr_pmap, sizeof(struct pmap), (xdrproc_t)xdr_bool, sizeof(bool_t), pm_refuse },
-	{ "GETPORT", (xdrproc_t)xdr_pmap, sizeof(struct pmap), (xdrproc_t)xdr_u_int, sizeof(u_int), pm_getport },
-	{ "DUMP", XDR_VOID, 0, (xdrproc_t)xdr_pmaplist, sizeof(struct pmaplist *), pm_dump2 },
+	RPC_PROC_VOID("NULL", pm_null),
+	{ "SET", RPC_XDRPROC(xdr_pmap), sizeof(struct pmap), RPC_XDRPROC(xdr_bool), sizeof(bool_t),
+	  pm_refuse },
+	{ "UNSET", RPC_XDRPROC(xdr_pmap), sizeof(struct pmap), RPC_XDRPROC(xdr_bool),
+	  sizeof(bool_t), pm_refuse },
+	{ "GETPORT", RPC_XDRPROC(xdr_pmap), sizeof(struct pmap), RPC_XDRPROC(xdr_u_int),
+	  sizeof(u_int), pm_getport },
+	{ "DUMP", RPC_XDRPROC(xdr_void), 0, RPC_XDRPROC(xdr_pmaplist), sizeof(struct pmaplist *),
+	  pm_dump2 },
 	{ "CALLIT", NULL, 0, NULL, 0, pm_drop },
 };
 
 #define PM_RPCB_COMMON \
-	PM_NULL, \
-	{ "SET", (xdrproc_t)portmap_xdr_rpcb_args, sizeof(rpcb), (xdrproc_t)xdr_bool, sizeof(bool_t), pm_refuse }, \
-	{ "UNSET", (xdrproc_t)portmap_xdr_rpcb_args, sizeof(rpcb), (xdrproc_t)xdr_bool, sizeof(bool_t), pm_refuse }, \
-	{ "GETADDR", (xdrproc_t)portmap_xdr_rpcb_args, sizeof(rpcb), (xdrproc_t)xdr_wrapstring, sizeof(char *), pm_getaddr }, \
-	{ "DUMP", XDR_VOID, 0, (xdrproc_t)xdr_rpcblist_ptr, sizeof(rpcblist_ptr), pm_dump34 }, \
+	RPC_PROC_VOID("NULL", pm_null), \
+	{ "SET", RPC_XDRPROC(portmap_xdr_rpcb_args), sizeof(rpcb), RPC_XDRPROC(xdr_bool), \
+	  sizeof(bool_t), pm_refuse }, \
+	{ "UNSET", RPC_XDRPROC(portmap_xdr_rpcb_args), sizeof(rpcb), RPC_XDRPROC(xdr_bool), \
+	  sizeof(bool_t), pm_refuse }, \
+	{ "GETADDR", RPC_XDRPROC(portmap_xdr_rpcb_args), sizeof(rpcb), \
+	  RPC_XDRPROC(xdr_wrapstring), sizeof(char *), pm_getaddr }, \
+	RPC_PROC_NOARGS("DUMP", rpcblist_ptr, pm_dump34), \
 	{ "CALLIT", NULL, 0, NULL, 0, pm_drop }, \
-	{ "GETTIME", XDR_VOID, 0, (xdrproc_t)xdr_u_int, sizeof(u_int), pm_gettime }, \
-	PM_UNAVAIL("UADDR2TADDR"), \
-	PM_UNAVAIL("TADDR2UADDR")
+	RPC_PROC_NOARGS("GETTIME", u_int, pm_gettime), \
+	RPC_PROC_UNAVAIL("UADDR2TADDR"), \
+	RPC_PROC_UNAVAIL("TADDR2UADDR")
 
 static const struct rpc_proc portmap_v3[] = { PM_RPCB_COMMON };
 static const struct rpc_proc portmap_v4[] = {
 	PM_RPCB_COMMON,
-	{ "GETVERSADDR", (xdrproc_t)portmap_xdr_rpcb_args, sizeof(rpcb), (xdrproc_t)xdr_wrapstring, sizeof(char *), pm_getversaddr },
-	PM_UNAVAIL("INDIRECT"),
-	PM_UNAVAIL("GETADDRLIST"),
-	PM_UNAVAIL("GETSTAT"),
+	{ "GETVERSADDR", RPC_XDRPROC(portmap_xdr_rpcb_args), sizeof(rpcb),
+	  RPC_XDRPROC(xdr_wrapstring), sizeof(char *), pm_getversaddr },
+	RPC_PROC_UNAVAIL("INDIRECT"),
+	RPC_PROC_UNAVAIL("GETADDRLIST"),
+	RPC_PROC_UNAVAIL("GETSTAT"),
 };
 
 static const struct rpc_proc *const portmap_procs[] = { portmap_v2, portmap_v3, portmap_v4 };

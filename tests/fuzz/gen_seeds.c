@@ -27,7 +27,6 @@
 #include "serve_env.h"
 #include "sm_inter.h"
 
-#define XP(fn) ((xdrproc_t)(void (*)(void))(fn))
 #define SEED_MAX 8192
 
 static const char *gen_dir;
@@ -206,14 +205,14 @@ static void gen_nfs(void)
 	static char target[] = "file";
 	const uint32_t P = NFS_PROGRAM, V = NFS_V3;
 
-	gen("nfs-null", P, V, 0, XP(xdr_void), NULL);
-	gen_uid("nfs-null-authnone", P, V, 0, XP(xdr_void), NULL, -1);
+	gen("nfs-null", P, V, 0, RPC_XDRPROC(xdr_void), NULL);
+	gen_uid("nfs-null-authnone", P, V, 0, RPC_XDRPROC(xdr_void), NULL, -1);
 	{
 		GETATTR3args a = { .object = fh(SENV_FILE) };
 
-		gen("nfs-getattr", P, V, 1, XP(xdr_GETATTR3args), &a);
+		gen("nfs-getattr", P, V, 1, RPC_XDRPROC(xdr_GETATTR3args), &a);
 		a.object = fh(SENV_ROOT);
-		gen("nfs-getattr-root", P, V, 1, XP(xdr_GETATTR3args), &a);
+		gen("nfs-getattr-root", P, V, 1, RPC_XDRPROC(xdr_GETATTR3args), &a);
 	}
 	{
 		SETATTR3args a;
@@ -224,46 +223,46 @@ static void gen_nfs(void)
 		a.new_attributes.size.set_it = TRUE;
 		a.new_attributes.size.set_size3_u.size = 3;
 		a.new_attributes.mtime.set_it = SET_TO_SERVER_TIME;
-		gen("nfs-setattr", P, V, 2, XP(xdr_SETATTR3args), &a);
+		gen("nfs-setattr", P, V, 2, RPC_XDRPROC(xdr_SETATTR3args), &a);
 		a.object = fh(SENV_UPFILE);
 		a.new_attributes.uid.set_it = TRUE;
 		a.new_attributes.uid.set_uid3_u.uid = 1000;
 		a.guard.check = TRUE;
-		gen("nfs-setattr-guard", P, V, 2, XP(xdr_SETATTR3args), &a);
+		gen("nfs-setattr-guard", P, V, 2, RPC_XDRPROC(xdr_SETATTR3args), &a);
 	}
 	{
 		LOOKUP3args a = { .what = dirop(SENV_ROOT, "file") };
 
-		gen("nfs-lookup", P, V, 3, XP(xdr_LOOKUP3args), &a);
+		gen("nfs-lookup", P, V, 3, RPC_XDRPROC(xdr_LOOKUP3args), &a);
 		a.what = dirop(SENV_DIR, "..");
-		gen("nfs-lookup-dotdot", P, V, 3, XP(xdr_LOOKUP3args), &a);
+		gen("nfs-lookup-dotdot", P, V, 3, RPC_XDRPROC(xdr_LOOKUP3args), &a);
 		a.what = dirop(SENV_DIR, "inner");
-		gen("nfs-lookup-inner", P, V, 3, XP(xdr_LOOKUP3args), &a);
+		gen("nfs-lookup-inner", P, V, 3, RPC_XDRPROC(xdr_LOOKUP3args), &a);
 	}
 	{
 		ACCESS3args a = { .object = fh(SENV_DIR), .access = 0x3f };
 
-		gen("nfs-access", P, V, 4, XP(xdr_ACCESS3args), &a);
-		gen_uid("nfs-access-user", P, V, 4, XP(xdr_ACCESS3args), &a, 1000);
+		gen("nfs-access", P, V, 4, RPC_XDRPROC(xdr_ACCESS3args), &a);
+		gen_uid("nfs-access-user", P, V, 4, RPC_XDRPROC(xdr_ACCESS3args), &a, 1000);
 	}
 	{
 		READLINK3args a = { .symlink = fh(SENV_LINK) };
 
-		gen("nfs-readlink", P, V, 5, XP(xdr_READLINK3args), &a);
+		gen("nfs-readlink", P, V, 5, RPC_XDRPROC(xdr_READLINK3args), &a);
 	}
 	{
 		READ3args a = { .file = fh(SENV_FILE), .offset = 2, .count = 100 };
 
-		gen("nfs-read", P, V, 6, XP(xdr_READ3args), &a);
+		gen("nfs-read", P, V, 6, RPC_XDRPROC(xdr_READ3args), &a);
 	}
 	{
 		WRITE3args a = { .file = fh(SENV_FILE), .offset = 4, .count = sizeof(data) - 1,
 				 .stable = FILE_SYNC, .data = { sizeof(data) - 1, data } };
 
-		gen("nfs-write", P, V, 7, XP(xdr_WRITE3args), &a);
+		gen("nfs-write", P, V, 7, RPC_XDRPROC(xdr_WRITE3args), &a);
 		a.file = fh(SENV_UPFILE);
 		a.stable = UNSTABLE;
-		gen("nfs-write-upper", P, V, 7, XP(xdr_WRITE3args), &a);
+		gen("nfs-write-upper", P, V, 7, RPC_XDRPROC(xdr_WRITE3args), &a);
 	}
 	{
 		CREATE3args a;
@@ -272,23 +271,23 @@ static void gen_nfs(void)
 		a.where = dirop(SENV_ROOT, "new");
 		a.how.mode = UNCHECKED;
 		a.how.createhow3_u.obj_attributes = attrs_mode(0644);
-		gen("nfs-create", P, V, 8, XP(xdr_CREATE3args), &a);
+		gen("nfs-create", P, V, 8, RPC_XDRPROC(xdr_CREATE3args), &a);
 		a.where = dirop(SENV_DIR, "excl");
 		a.how.mode = EXCLUSIVE;
 		memcpy(a.how.createhow3_u.verf, "verifier", NFS3_CREATEVERFSIZE);
-		gen("nfs-create-excl", P, V, 8, XP(xdr_CREATE3args), &a);
+		gen("nfs-create-excl", P, V, 8, RPC_XDRPROC(xdr_CREATE3args), &a);
 	}
 	{
 		MKDIR3args a = { .where = dirop(SENV_DIR, "sub"), .attributes = attrs_mode(0755) };
 
-		gen("nfs-mkdir", P, V, 9, XP(xdr_MKDIR3args), &a);
+		gen("nfs-mkdir", P, V, 9, RPC_XDRPROC(xdr_MKDIR3args), &a);
 	}
 	{
 		SYMLINK3args a = { .where = dirop(SENV_ROOT, "sl") };
 
 		a.symlink.symlink_attributes = attrs_mode(0777);
 		a.symlink.symlink_data = target;
-		gen("nfs-symlink", P, V, 10, XP(xdr_SYMLINK3args), &a);
+		gen("nfs-symlink", P, V, 10, RPC_XDRPROC(xdr_SYMLINK3args), &a);
 	}
 	{
 		MKNOD3args a;
@@ -297,70 +296,70 @@ static void gen_nfs(void)
 		a.where = dirop(SENV_ROOT, "fifo");
 		a.what.type = NF3FIFO;
 		a.what.mknoddata3_u.pipe_attributes = attrs_mode(0644);
-		gen("nfs-mknod-fifo", P, V, 11, XP(xdr_MKNOD3args), &a);
+		gen("nfs-mknod-fifo", P, V, 11, RPC_XDRPROC(xdr_MKNOD3args), &a);
 		a.where = dirop(SENV_ROOT, "chr");
 		a.what.type = NF3CHR;
 		a.what.mknoddata3_u.device.dev_attributes = attrs_mode(0600);
 		a.what.mknoddata3_u.device.spec.specdata1 = 1;
 		a.what.mknoddata3_u.device.spec.specdata2 = 3;
-		gen("nfs-mknod-chr", P, V, 11, XP(xdr_MKNOD3args), &a);
+		gen("nfs-mknod-chr", P, V, 11, RPC_XDRPROC(xdr_MKNOD3args), &a);
 	}
 	{
 		REMOVE3args a = { .object = dirop(SENV_ROOT, "file") };
 
-		gen("nfs-remove", P, V, 12, XP(xdr_REMOVE3args), &a);
+		gen("nfs-remove", P, V, 12, RPC_XDRPROC(xdr_REMOVE3args), &a);
 		a.object = dirop(SENV_ROOT, "upfile");
-		gen("nfs-remove-upper", P, V, 12, XP(xdr_REMOVE3args), &a);
+		gen("nfs-remove-upper", P, V, 12, RPC_XDRPROC(xdr_REMOVE3args), &a);
 	}
 	{
 		RMDIR3args a = { .object = dirop(SENV_ROOT, "dir") };
 
-		gen("nfs-rmdir", P, V, 13, XP(xdr_RMDIR3args), &a);
+		gen("nfs-rmdir", P, V, 13, RPC_XDRPROC(xdr_RMDIR3args), &a);
 	}
 	{
 		RENAME3args a = { .from = dirop(SENV_ROOT, "file"), .to = dirop(SENV_DIR, "moved") };
 
-		gen("nfs-rename", P, V, 14, XP(xdr_RENAME3args), &a);
+		gen("nfs-rename", P, V, 14, RPC_XDRPROC(xdr_RENAME3args), &a);
 		a.from = dirop(SENV_ROOT, "dir");
 		a.to = dirop(SENV_ROOT, "dir2");
-		gen("nfs-rename-dir", P, V, 14, XP(xdr_RENAME3args), &a);
+		gen("nfs-rename-dir", P, V, 14, RPC_XDRPROC(xdr_RENAME3args), &a);
 	}
 	{
 		LINK3args a = { .file = fh(SENV_FILE), .link = dirop(SENV_DIR, "hard") };
 
-		gen("nfs-link", P, V, 15, XP(xdr_LINK3args), &a);
+		gen("nfs-link", P, V, 15, RPC_XDRPROC(xdr_LINK3args), &a);
 	}
 	{
 		READDIR3args a = { .dir = fh(SENV_ROOT), .cookie = 0, .count = 1024 };
 
-		gen("nfs-readdir", P, V, 16, XP(xdr_READDIR3args), &a);
+		gen("nfs-readdir", P, V, 16, RPC_XDRPROC(xdr_READDIR3args), &a);
 		a.cookie = 2;
-		gen("nfs-readdir-cookie", P, V, 16, XP(xdr_READDIR3args), &a);
+		gen("nfs-readdir-cookie", P, V, 16, RPC_XDRPROC(xdr_READDIR3args), &a);
 	}
 	{
 		READDIRPLUS3args a = { .dir = fh(SENV_DIR), .dircount = 512, .maxcount = 4096 };
 
-		gen("nfs-readdirplus", P, V, 17, XP(xdr_READDIRPLUS3args), &a);
+		gen("nfs-readdirplus", P, V, 17, RPC_XDRPROC(xdr_READDIRPLUS3args), &a);
 	}
 	{
 		FSSTAT3args a = { .fsroot = fh(SENV_ROOT) };
 
-		gen("nfs-fsstat", P, V, 18, XP(xdr_FSSTAT3args), &a);
+		gen("nfs-fsstat", P, V, 18, RPC_XDRPROC(xdr_FSSTAT3args), &a);
 	}
 	{
 		FSINFO3args a = { .fsroot = fh(SENV_ROOT) };
 
-		gen("nfs-fsinfo", P, V, 19, XP(xdr_FSINFO3args), &a);
+		gen("nfs-fsinfo", P, V, 19, RPC_XDRPROC(xdr_FSINFO3args), &a);
 	}
 	{
 		PATHCONF3args a = { .object = fh(SENV_FILE) };
 
-		gen("nfs-pathconf", P, V, 20, XP(xdr_PATHCONF3args), &a);
+		gen("nfs-pathconf", P, V, 20, RPC_XDRPROC(xdr_PATHCONF3args), &a);
 	}
 	{
 		COMMIT3args a = { .file = fh(SENV_UPFILE), .offset = 0, .count = 0 };
 
-		gen("nfs-commit", P, V, 21, XP(xdr_COMMIT3args), &a);
+		gen("nfs-commit", P, V, 21, RPC_XDRPROC(xdr_COMMIT3args), &a);
 	}
 }
 
@@ -381,9 +380,9 @@ static void gen_variants(void)
 
 		gen_how = v[i].how;
 		snprintf(name, sizeof(name), "nfs-write-%s", v[i].name);
-		gen(name, NFS_PROGRAM, NFS_V3, 7, XP(xdr_WRITE3args), &w);
+		gen(name, NFS_PROGRAM, NFS_V3, 7, RPC_XDRPROC(xdr_WRITE3args), &w);
 		snprintf(name, sizeof(name), "nfs-read-%s", v[i].name);
-		gen(name, NFS_PROGRAM, NFS_V3, 6, XP(xdr_READ3args), &r);
+		gen(name, NFS_PROGRAM, NFS_V3, 6, RPC_XDRPROC(xdr_READ3args), &r);
 	}
 	gen_how = 0;
 }
@@ -398,7 +397,7 @@ static void gen_mount(void)
 
 #define GEN_MNT(label, proc, fn, args) \
 		snprintf(name, sizeof(name), "mnt%u-%s", v, label); \
-		gen(name, MOUNT_PROGRAM, v, proc, XP(fn), args)
+		gen(name, MOUNT_PROGRAM, v, proc, RPC_XDRPROC(fn), args)
 		GEN_MNT("null", 0, xdr_void, NULL);
 		GEN_MNT("mnt", 1, xdr_dirpath, &path);
 		GEN_MNT("mnt-bad", 1, xdr_dirpath, &bad);
@@ -425,28 +424,28 @@ static void gen_portmap(void)
 	char *rb[3] = { "tcp", "", "" };
 	char *rb6[3] = { "udp6", "::1.8.1", "me" };
 
-	gen("pm2-null", 100000, 2, 0, XP(xdr_void), NULL);
-	gen("pm2-set", 100000, 2, 1, XP(xdr_pmap), &pm);
-	gen("pm2-unset", 100000, 2, 2, XP(xdr_pmap), &pm);
-	gen("pm2-getport", 100000, 2, 3, XP(xdr_pmap), &pm);
-	gen("pm2-dump", 100000, 2, 4, XP(xdr_void), NULL);
+	gen("pm2-null", 100000, 2, 0, RPC_XDRPROC(xdr_void), NULL);
+	gen("pm2-set", 100000, 2, 1, RPC_XDRPROC(xdr_pmap), &pm);
+	gen("pm2-unset", 100000, 2, 2, RPC_XDRPROC(xdr_pmap), &pm);
+	gen("pm2-getport", 100000, 2, 3, RPC_XDRPROC(xdr_pmap), &pm);
+	gen("pm2-dump", 100000, 2, 4, RPC_XDRPROC(xdr_void), NULL);
 	for (uint32_t v = 3; v <= 4; v++) {
 		char name[32];
 
 		snprintf(name, sizeof(name), "pm%u-null", v);
-		gen(name, 100000, v, 0, XP(xdr_void), NULL);
+		gen(name, 100000, v, 0, RPC_XDRPROC(xdr_void), NULL);
 		snprintf(name, sizeof(name), "pm%u-set", v);
-		gen(name, 100000, v, 1, XP(gen_xdr_rpcb), rb);
+		gen(name, 100000, v, 1, RPC_XDRPROC(gen_xdr_rpcb), rb);
 		snprintf(name, sizeof(name), "pm%u-getaddr", v);
-		gen(name, 100000, v, 3, XP(gen_xdr_rpcb), rb);
+		gen(name, 100000, v, 3, RPC_XDRPROC(gen_xdr_rpcb), rb);
 		snprintf(name, sizeof(name), "pm%u-getaddr6", v);
-		gen(name, 100000, v, 3, XP(gen_xdr_rpcb), rb6);
+		gen(name, 100000, v, 3, RPC_XDRPROC(gen_xdr_rpcb), rb6);
 		snprintf(name, sizeof(name), "pm%u-dump", v);
-		gen(name, 100000, v, 4, XP(xdr_void), NULL);
+		gen(name, 100000, v, 4, RPC_XDRPROC(xdr_void), NULL);
 		snprintf(name, sizeof(name), "pm%u-gettime", v);
-		gen(name, 100000, v, 6, XP(xdr_void), NULL);
+		gen(name, 100000, v, 6, RPC_XDRPROC(xdr_void), NULL);
 	}
-	gen("pm4-getversaddr", 100000, 4, 9, XP(gen_xdr_rpcb), rb);
+	gen("pm4-getversaddr", 100000, 4, 9, RPC_XDRPROC(gen_xdr_rpcb), rb);
 }
 
 /*
@@ -474,7 +473,7 @@ static void gen_lock_call(const char *name, uint32_t prog, uint32_t vers, uint32
 			  xdrproc_t fn, void *args)
 {
 	gen(name, prog, vers, proc, fn, args);
-	if (fn != XP(xdr_void))
+	if (fn != RPC_XDRPROC(xdr_void))
 		gen_lockargs(name, prog == NLM_PROG ? 0 : 1, (uint8_t)proc, fn, args);
 }
 
@@ -515,47 +514,49 @@ static void gen_locks(void)
 
 	lb.block = 1;
 	lb.alock.l_len = 10;
-	gen_lock_call("nlm-null", NLM_PROG, NLM_VERS4, NLMPROC4_NULL, XP(xdr_void), NULL);
-	gen_lock_call("nlm-test", NLM_PROG, NLM_VERS4, NLMPROC4_TEST, XP(xdr_nlm4_testargs), &ta);
-	gen_lock_call("nlm-lock", NLM_PROG, NLM_VERS4, NLMPROC4_LOCK, XP(xdr_nlm4_lockargs), &la);
+	gen_lock_call("nlm-null", NLM_PROG, NLM_VERS4, NLMPROC4_NULL, RPC_XDRPROC(xdr_void), NULL);
+	gen_lock_call("nlm-test", NLM_PROG, NLM_VERS4, NLMPROC4_TEST,
+		      RPC_XDRPROC(xdr_nlm4_testargs), &ta);
+	gen_lock_call("nlm-lock", NLM_PROG, NLM_VERS4, NLMPROC4_LOCK,
+		      RPC_XDRPROC(xdr_nlm4_lockargs), &la);
 	gen_lock_call("nlm-lock-block", NLM_PROG, NLM_VERS4, NLMPROC4_LOCK,
-		      XP(xdr_nlm4_lockargs), &lb);
-	gen_lock_call("nlm-cancel", NLM_PROG, NLM_VERS4, NLMPROC4_CANCEL, XP(xdr_nlm4_cancargs),
-		      &ca);
+		      RPC_XDRPROC(xdr_nlm4_lockargs), &lb);
+	gen_lock_call("nlm-cancel", NLM_PROG, NLM_VERS4, NLMPROC4_CANCEL,
+		      RPC_XDRPROC(xdr_nlm4_cancargs), &ca);
 	gen_lock_call("nlm-unlock", NLM_PROG, NLM_VERS4, NLMPROC4_UNLOCK,
-		      XP(xdr_nlm4_unlockargs), &ua);
+		      RPC_XDRPROC(xdr_nlm4_unlockargs), &ua);
 	gen_lock_call("nlm-granted", NLM_PROG, NLM_VERS4, NLMPROC4_GRANTED,
-		      XP(xdr_nlm4_testargs), &ta);
+		      RPC_XDRPROC(xdr_nlm4_testargs), &ta);
 	gen_lock_call("nlm-test-msg", NLM_PROG, NLM_VERS4, NLMPROC4_TEST_MSG,
-		      XP(xdr_nlm4_testargs), &ta);
+		      RPC_XDRPROC(xdr_nlm4_testargs), &ta);
 	gen_lock_call("nlm-lock-msg", NLM_PROG, NLM_VERS4, NLMPROC4_LOCK_MSG,
-		      XP(xdr_nlm4_lockargs), &la);
+		      RPC_XDRPROC(xdr_nlm4_lockargs), &la);
 	gen_lock_call("nlm-cancel-msg", NLM_PROG, NLM_VERS4, NLMPROC4_CANCEL_MSG,
-		      XP(xdr_nlm4_cancargs), &ca);
+		      RPC_XDRPROC(xdr_nlm4_cancargs), &ca);
 	gen_lock_call("nlm-unlock-msg", NLM_PROG, NLM_VERS4, NLMPROC4_UNLOCK_MSG,
-		      XP(xdr_nlm4_unlockargs), &ua);
+		      RPC_XDRPROC(xdr_nlm4_unlockargs), &ua);
 	gen_lock_call("nlm-granted-msg", NLM_PROG, NLM_VERS4, NLMPROC4_GRANTED_MSG,
-		      XP(xdr_nlm4_testargs), &ta);
+		      RPC_XDRPROC(xdr_nlm4_testargs), &ta);
 	gen_lock_call("nlm-test-res", NLM_PROG, NLM_VERS4, NLMPROC4_TEST_RES,
-		      XP(xdr_nlm4_testres), &tres);
-	gen_lock_call("nlm-lock-res", NLM_PROG, NLM_VERS4, NLMPROC4_LOCK_RES, XP(xdr_nlm4_res),
-		      &res);
+		      RPC_XDRPROC(xdr_nlm4_testres), &tres);
+	gen_lock_call("nlm-lock-res", NLM_PROG, NLM_VERS4, NLMPROC4_LOCK_RES,
+		      RPC_XDRPROC(xdr_nlm4_res), &res);
 	gen_lock_call("nlm-granted-res", NLM_PROG, NLM_VERS4, NLMPROC4_GRANTED_RES,
-		      XP(xdr_nlm4_res), &res);
-	gen_lock_call("nlm-share", NLM_PROG, NLM_VERS4, NLMPROC4_SHARE, XP(xdr_nlm4_shareargs),
-		      &sa);
+		      RPC_XDRPROC(xdr_nlm4_res), &res);
+	gen_lock_call("nlm-share", NLM_PROG, NLM_VERS4, NLMPROC4_SHARE,
+		      RPC_XDRPROC(xdr_nlm4_shareargs), &sa);
 	gen_lock_call("nlm-unshare", NLM_PROG, NLM_VERS4, NLMPROC4_UNSHARE,
-		      XP(xdr_nlm4_shareargs), &sa);
+		      RPC_XDRPROC(xdr_nlm4_shareargs), &sa);
 	gen_lock_call("nlm-nm-lock", NLM_PROG, NLM_VERS4, NLMPROC4_NM_LOCK,
-		      XP(xdr_nlm4_lockargs), &la);
+		      RPC_XDRPROC(xdr_nlm4_lockargs), &la);
 	gen_lock_call("nlm-free-all", NLM_PROG, NLM_VERS4, NLMPROC4_FREE_ALL,
-		      XP(xdr_nlm4_notify), &nn);
-	gen_lock_call("sm-null", SM_PROG, SM_VERS, SM_NULL, XP(xdr_void), NULL);
-	gen_lock_call("sm-stat", SM_PROG, SM_VERS, SM_STAT, XP(xdr_sm_name), &smn);
-	gen_lock_call("sm-mon", SM_PROG, SM_VERS, SM_MON, XP(xdr_mon), &mn);
-	gen_lock_call("sm-unmon-all", SM_PROG, SM_VERS, SM_UNMON_ALL, XP(xdr_my_id),
+		      RPC_XDRPROC(xdr_nlm4_notify), &nn);
+	gen_lock_call("sm-null", SM_PROG, SM_VERS, SM_NULL, RPC_XDRPROC(xdr_void), NULL);
+	gen_lock_call("sm-stat", SM_PROG, SM_VERS, SM_STAT, RPC_XDRPROC(xdr_sm_name), &smn);
+	gen_lock_call("sm-mon", SM_PROG, SM_VERS, SM_MON, RPC_XDRPROC(xdr_mon), &mn);
+	gen_lock_call("sm-unmon-all", SM_PROG, SM_VERS, SM_UNMON_ALL, RPC_XDRPROC(xdr_my_id),
 		      &mn.mon_id.my_id);
-	gen_lock_call("sm-notify", SM_PROG, SM_VERS, SM_NOTIFY, XP(xdr_stat_chge), &sc);
+	gen_lock_call("sm-notify", SM_PROG, SM_VERS, SM_NOTIFY, RPC_XDRPROC(xdr_stat_chge), &sc);
 }
 
 /* ---- fuzz_conn: scripts of client operations (see fuzz_conn.c for the op codes) ---- */
@@ -657,7 +658,7 @@ static const uint8_t *gs_read_call(enum senv_obj o, uint32_t count, size_t *n)
 	static uint8_t buf[SEED_MAX];
 	READ3args r = { .file = fh(o), .count = count };
 
-	*n = gen_encode("read", NFS_PROGRAM, NFS_V3, 6, XP(xdr_READ3args), &r, 0, buf);
+	*n = gen_encode("read", NFS_PROGRAM, NFS_V3, 6, RPC_XDRPROC(xdr_READ3args), &r, 0, buf);
 	return buf;
 }
 

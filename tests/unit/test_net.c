@@ -99,13 +99,12 @@ static enum rpc_outcome t_where(struct rpc_req *rq, void *a, void *r)
 	return RPC_OUT_REPLY;
 }
 
-#define XDR_VOID ((xdrproc_t)(void (*)(void))xdr_void)
-
 static const struct rpc_proc t_v1[] = {
-	{ "NULL", XDR_VOID, 0, XDR_VOID, 0, t_null },
+	RPC_PROC_VOID("NULL", t_null),
 	{ "ECHO", (xdrproc_t)xdr_blob, sizeof(struct blob), (xdrproc_t)xdr_blob, sizeof(struct blob), t_echo },
-	{ "SLOW", XDR_VOID, 0, XDR_VOID, 0, t_slow },
-	{ "WHERE", XDR_VOID, 0, (xdrproc_t)xdr_where, sizeof(struct where), t_where },
+	RPC_PROC_VOID("SLOW", t_slow),
+	{ "WHERE", RPC_XDRPROC(xdr_void), 0, RPC_XDRPROC(xdr_where), sizeof(struct where),
+	  t_where },
 };
 static const struct rpc_proc *const t_procs[] = { t_v1 };
 static const uint32_t t_nprocs[] = { 4 };

@@ -26,7 +26,6 @@
 #include "nlm.h"
 #include "rpc_client.h"
 
-#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
 #define A "127.0.0.1"
 #define B "127.0.0.2"
 #define C "127.0.0.3"
@@ -266,10 +265,11 @@ static nlm4_stats t_lockx(const char *host, int protocol, uint32_t proc, nlm4_lo
 	nlm4_res r;
 
 	memset(&r, 0, sizeof(r));
-	t_call(host, protocol, proc, XDRP(xdr_nlm4_lockargs), &a, XDRP(xdr_nlm4_res), &r);
+	t_call(host, protocol, proc, RPC_XDRPROC(xdr_nlm4_lockargs), &a, RPC_XDRPROC(xdr_nlm4_res),
+	       &r);
 	assert_int_equal(r.cookie.nlm4_netobj_len, 2);
 	assert_memory_equal(r.cookie.nlm4_netobj_val, "ck", 2);
-	xdr_free(XDRP(xdr_nlm4_res), (char *)&r);
+	xdr_free(RPC_XDRPROC(xdr_nlm4_res), (char *)&r);
 	return r.stat.stat;
 }
 
@@ -291,14 +291,14 @@ static nlm4_stats t_test(const char *host, nlm4_lock l, bool excl, nlm4_holder *
 	nlm4_stats st;
 
 	memset(&r, 0, sizeof(r));
-	t_call(host, IPPROTO_UDP, NLMPROC4_TEST, XDRP(xdr_nlm4_testargs), &a,
-	       XDRP(xdr_nlm4_testres), &r);
+	t_call(host, IPPROTO_UDP, NLMPROC4_TEST, RPC_XDRPROC(xdr_nlm4_testargs), &a,
+	       RPC_XDRPROC(xdr_nlm4_testres), &r);
 	st = r.stat.stat;
 	if (st == NLM4_DENIED && holder != NULL) {
 		*holder = r.stat.nlm4_testrply_u.holder;
 		holder->oh.nlm4_netobj_val = NULL;
 	}
-	xdr_free(XDRP(xdr_nlm4_testres), (char *)&r);
+	xdr_free(RPC_XDRPROC(xdr_nlm4_testres), (char *)&r);
 	return st;
 }
 
@@ -308,9 +308,9 @@ static nlm4_stats t_unlock(const char *host, nlm4_lock l)
 	nlm4_res r;
 
 	memset(&r, 0, sizeof(r));
-	t_call(host, IPPROTO_TCP, NLMPROC4_UNLOCK, XDRP(xdr_nlm4_unlockargs), &a,
-	       XDRP(xdr_nlm4_res), &r);
-	xdr_free(XDRP(xdr_nlm4_res), (char *)&r);
+	t_call(host, IPPROTO_TCP, NLMPROC4_UNLOCK, RPC_XDRPROC(xdr_nlm4_unlockargs), &a,
+	       RPC_XDRPROC(xdr_nlm4_res), &r);
+	xdr_free(RPC_XDRPROC(xdr_nlm4_res), (char *)&r);
 	return r.stat.stat;
 }
 
@@ -329,8 +329,9 @@ static nlm4_stats t_share(const char *host, uint32_t proc, struct fhbuf *fh, fsh
 	a.share.mode = mode;
 	a.share.access = access;
 	memset(&r, 0, sizeof(r));
-	t_call(host, IPPROTO_TCP, proc, XDRP(xdr_nlm4_shareargs), &a, XDRP(xdr_nlm4_shareres), &r);
-	xdr_free(XDRP(xdr_nlm4_shareres), (char *)&r);
+	t_call(host, IPPROTO_TCP, proc, RPC_XDRPROC(xdr_nlm4_shareargs), &a,
+	       RPC_XDRPROC(xdr_nlm4_shareres), &r);
+	xdr_free(RPC_XDRPROC(xdr_nlm4_shareres), (char *)&r);
 	return r.stat;
 }
 
@@ -408,7 +409,7 @@ static void test_msg_res(void **state)
 	nlm4_unlockargs ua = { .cookie = cookie, .alock = t_lock(&f, 7, 0, 1) };
 
 	(void)state;
-	t_call(A, IPPROTO_UDP, NLMPROC4_LOCK_MSG, XDRP(xdr_nlm4_lockargs), &la, NULL, NULL);
+	t_call(A, IPPROTO_UDP, NLMPROC4_LOCK_MSG, RPC_XDRPROC(xdr_nlm4_lockargs), &la, NULL, NULL);
 	assert_int_equal(h.nsent, 1);
 	assert_int_equal(h.sent[0].proc, NLMPROC4_LOCK_RES);
 	assert_int_equal(h.sent[0].stat, NLM4_GRANTED);
@@ -417,12 +418,13 @@ static void test_msg_res(void **state)
 	assert_int_equal(h.sent[0].port, 0);  /* its lock manager's port: the portmapper's */
 	assert_int_equal(h.sent[0].cookielen, 2);
 	assert_memory_equal(h.sent[0].cookie, "ck", 2);
-	t_call(B, IPPROTO_TCP, NLMPROC4_TEST_MSG, XDRP(xdr_nlm4_testargs), &ta, NULL, NULL);
+	t_call(B, IPPROTO_TCP, NLMPROC4_TEST_MSG, RPC_XDRPROC(xdr_nlm4_testargs), &ta, NULL, NULL);
 	assert_int_equal(h.nsent, 2);
 	assert_int_equal(h.sent[1].proc, NLMPROC4_TEST_RES);
 	assert_int_equal(h.sent[1].stat, NLM4_DENIED);
 	assert_string_equal(h.sent[1].to, B);
-	t_call(A, IPPROTO_TCP, NLMPROC4_UNLOCK_MSG, XDRP(xdr_nlm4_unlockargs), &ua, NULL, NULL);
+	t_call(A, IPPROTO_TCP, NLMPROC4_UNLOCK_MSG, RPC_XDRPROC(xdr_nlm4_unlockargs), &ua, NULL,
+	       NULL);
 	assert_int_equal(h.sent[2].proc, NLMPROC4_UNLOCK_RES);
 	assert_int_equal(h.sent[2].stat, NLM4_GRANTED);
 	assert_int_equal(t_test(B, t_lock(&f, 8, 0, 1), true, NULL), NLM4_GRANTED);
@@ -453,7 +455,7 @@ static void t_granted_res(const char *host, const struct sent *s, nlm4_stats sta
 
 	a.cookie.nlm4_netobj_len = (u_int)s->cookielen;
 	a.cookie.nlm4_netobj_val = (char *)s->cookie;
-	t_call(host, IPPROTO_TCP, NLMPROC4_GRANTED_RES, XDRP(xdr_nlm4_res), &a, NULL, NULL);
+	t_call(host, IPPROTO_TCP, NLMPROC4_GRANTED_RES, RPC_XDRPROC(xdr_nlm4_res), &a, NULL, NULL);
 }
 
 static void test_granted_res(void **state)
@@ -571,10 +573,10 @@ static void test_cancel(void **state)
 	assert_int_equal(t_do_lock(A, t_lock(&f, 1, 0, 0), true, false), NLM4_GRANTED);
 	assert_int_equal(t_do_lock(B, t_lock(&f, 2, 10, 5), true, true), NLM4_BLOCKED);
 	memset(&r, 0, sizeof(r));
-	t_call(B, IPPROTO_TCP, NLMPROC4_CANCEL, XDRP(xdr_nlm4_cancargs), &ca, XDRP(xdr_nlm4_res),
-	       &r);
+	t_call(B, IPPROTO_TCP, NLMPROC4_CANCEL, RPC_XDRPROC(xdr_nlm4_cancargs), &ca,
+	       RPC_XDRPROC(xdr_nlm4_res), &r);
 	assert_int_equal(r.stat.stat, NLM4_GRANTED);
-	xdr_free(XDRP(xdr_nlm4_res), (char *)&r);
+	xdr_free(RPC_XDRPROC(xdr_nlm4_res), (char *)&r);
 	assert_int_equal(t_unlock(A, t_lock(&f, 1, 0, 0)), NLM4_GRANTED);
 	assert_int_equal(h.nsent, 0);
 	assert_int_equal(t_test(C, t_lock(&f, 3, 0, 0), true, NULL), NLM4_GRANTED);
@@ -584,7 +586,7 @@ static void t_free_all(const char *from, int protocol, char *name)
 {
 	nlm4_notify n = { .name = name, .state = 3 };
 
-	t_call(from, protocol, NLMPROC4_FREE_ALL, XDRP(xdr_nlm4_notify), &n, NULL, NULL);
+	t_call(from, protocol, NLMPROC4_FREE_ALL, RPC_XDRPROC(xdr_nlm4_notify), &n, NULL, NULL);
 }
 
 static void t_rebooted(const char *mon_name, const char *from)
@@ -716,10 +718,10 @@ static void test_hosts_held_only_while_holding(void **state)
 		nlm4_res r;
 
 		memset(&r, 0, sizeof(r));
-		t_call(B, IPPROTO_TCP, NLMPROC4_CANCEL, XDRP(xdr_nlm4_cancargs), &ca,
-		       XDRP(xdr_nlm4_res), &r);
+		t_call(B, IPPROTO_TCP, NLMPROC4_CANCEL, RPC_XDRPROC(xdr_nlm4_cancargs), &ca,
+		       RPC_XDRPROC(xdr_nlm4_res), &r);
 		assert_int_equal(r.stat.stat, NLM4_GRANTED);
-		xdr_free(XDRP(xdr_nlm4_res), (char *)&r);
+		xdr_free(RPC_XDRPROC(xdr_nlm4_res), (char *)&r);
 	}
 	assert_int_equal(h.unmonitors, 21);
 	assert_int_equal(t_share(C, NLMPROC4_UNSHARE, &g, fsm_DN, fsa_R, false), NLM4_GRANTED);
@@ -742,9 +744,9 @@ static void test_udp_costs_bounded(void **state)
 	char host[INET_ADDRSTRLEN];
 
 	(void)state;
-	t_call(A, IPPROTO_UDP, NLMPROC4_LOCK_MSG, XDRP(xdr_nlm4_lockargs), &a, NULL, NULL);
+	t_call(A, IPPROTO_UDP, NLMPROC4_LOCK_MSG, RPC_XDRPROC(xdr_nlm4_lockargs), &a, NULL, NULL);
 	a.alock = t_lock(&g, 1, 0, 10);
-	t_call(B, IPPROTO_TCP, NLMPROC4_LOCK_MSG, XDRP(xdr_nlm4_lockargs), &a, NULL, NULL);
+	t_call(B, IPPROTO_TCP, NLMPROC4_LOCK_MSG, RPC_XDRPROC(xdr_nlm4_lockargs), &a, NULL, NULL);
 	assert_int_equal(h.nsent, 2);
 	assert_int_equal(h.sent[0].proc, NLMPROC4_LOCK_RES);
 	assert_int_equal(h.sent[0].attempts, 1);
@@ -863,10 +865,10 @@ static void test_nm_lock_granted_stale(void **state)
 	assert_int_equal(h.monitors, 1);
 	/* we hold no lock of a client's: a GRANTED to us is refused */
 	memset(&r, 0, sizeof(r));
-	t_call(A, IPPROTO_TCP, NLMPROC4_GRANTED, XDRP(xdr_nlm4_testargs), &ga, XDRP(xdr_nlm4_res),
-	       &r);
+	t_call(A, IPPROTO_TCP, NLMPROC4_GRANTED, RPC_XDRPROC(xdr_nlm4_testargs), &ga,
+	       RPC_XDRPROC(xdr_nlm4_res), &r);
 	assert_int_equal(r.stat.stat, NLM4_DENIED);
-	xdr_free(XDRP(xdr_nlm4_res), (char *)&r);
+	xdr_free(RPC_XDRPROC(xdr_nlm4_res), (char *)&r);
 	assert_int_equal(t_do_lock(A, t_lock(&bad, 1, 0, 10), true, false), NLM4_STALE_FH);
 	assert_int_equal(t_test(A, t_lock(&bad, 1, 0, 10), true, NULL), NLM4_STALE_FH);
 	assert_int_equal(t_do_lock(A, t_lock(&d, 1, 0, 10), true, false), NLM4_FAILED);

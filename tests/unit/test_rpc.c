@@ -17,8 +17,6 @@
 
 #define FAKE_PROG 200000
 #define CTX_MAGIC ((void *)0x5eed)
-/* xdr_void() is declared without parameters; go through void (*)(void) to cast it. */
-#define XDR_VOID ((xdrproc_t)(void (*)(void))xdr_void)
 
 /* ---- building calls ---- */
 
@@ -193,10 +191,10 @@ static enum rpc_outcome fake_long(struct rpc_req *rq, void *args, void *res)
 #define FAKE_BIG_MAX 20000
 
 static const struct rpc_proc fake_v2[] = {
-	{ "NULL", XDR_VOID, 0, XDR_VOID, 0, fake_null },
+	RPC_PROC_VOID("NULL", fake_null),
 	{ "ECHO", (xdrproc_t)xdr_u_int, sizeof(uint32_t), (xdrproc_t)xdr_echo_res,
 	  sizeof(struct echo_res), fake_echo },
-	{ "MISSING", XDR_VOID, 0, XDR_VOID, 0, NULL },
+	{ "MISSING", RPC_XDRPROC(xdr_void), 0, RPC_XDRPROC(xdr_void), 0, NULL },
 	{ "LONG", (xdrproc_t)xdr_u_int, sizeof(uint32_t), (xdrproc_t)xdr_long_res,
 	  sizeof(struct long_res), fake_long },
 	{ "BIG", (xdrproc_t)xdr_u_int, sizeof(uint32_t), (xdrproc_t)xdr_long_res,

@@ -28,8 +28,6 @@
 #define TOY_STALE 9  /* the toy's own "handle names nothing" status */
 #define TOY_LIST_MAX (64u << 10)
 
-#define XDRP(fn) ((xdrproc_t)(void (*)(void))(fn))
-
 struct toy_res {
 	uint32_t tr_status;
 	uint32_t tr_len;
@@ -89,18 +87,19 @@ static enum rpc_status toy_status(uint32_t vers, uint32_t proc, const void *res)
 }
 
 #define TOY_PROC(name, fn) \
-	{ name, XDRP(xdr_u_int), sizeof(uint32_t), XDRP(xdr_toy_res), sizeof(struct toy_res), fn }
+	{ name, RPC_XDRPROC(xdr_u_int), sizeof(uint32_t), RPC_XDRPROC(xdr_toy_res), \
+	  sizeof(struct toy_res), fn }
 
 static const struct rpc_proc toy_v1[] = {
-	{ "NULL", XDRP(xdr_void), 0, XDRP(xdr_void), 0, toy_null },
+	RPC_PROC_VOID("NULL", toy_null),
 	TOY_PROC("ECHO", toy_echo),
 	TOY_PROC("LIST", toy_list),
 };
 static const struct rpc_proc toy_v2[] = {
-	{ "NULL", XDRP(xdr_void), 0, XDRP(xdr_void), 0, toy_null },
+	RPC_PROC_VOID("NULL", toy_null),
 	TOY_PROC("ECHO", toy_echo),
 	TOY_PROC("LIST", toy_list),
-	{ "HOLE", NULL, 0, NULL, 0, NULL },
+	RPC_PROC_UNAVAIL("HOLE"),
 	TOY_PROC("CTX", toy_ctx),
 };
 static const struct rpc_proc *const toy_versions[] = { toy_v1, toy_v2 };
