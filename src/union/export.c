@@ -184,6 +184,8 @@ int union_open(const char *name, char *const *branches, int nbranches, unsigned 
 		goto fail;
 	r = uint_recover(ux, union_settle);
 	if (r < 0) {
+		/* registered above: the sweeper must not meet it once freed */
+		usw_export_close(ux);
 		snprintf(err, errlen, "export %s: settling changes cut short by a crash: %s; check "
 			 "the state directory and the upper branch", name, strerror(-r));
 		goto fail;
