@@ -831,7 +831,7 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	mc->mc_nfs_ready = true;
 	mc->mc_nfs.ns_exports = mc->mc_exports;
 	mc->mc_nfs.ns_nexports = cf->cf_nexports;
-	if (views_new(&mc->mc_nfs, &mc->mc_views) < 0)
+	if (views_new(&mc->mc_nfs, cf, &mc->mc_views) < 0)
 		log_warn("no memory for the table of client views; exports with upper= will "
 			 "refuse mounts");
 	store_handle_key(mc->mc_store, mc->mc_nfs.ns_handle_key);

@@ -267,8 +267,10 @@ static void ctl_lock_export(struct control *ctl, uint32_t id, char *buf, size_t 
 	const struct config *cf = ctl->ct_env.ce_cfg;
 	struct nfs_server *ns = ctl->ct_env.ce_nfs;
 
-	for (int i = 0; ns != NULL && i < cf->cf_nexports && i < ns->ns_nexports; i++) {
-		if (ns->ns_exports[i] != NULL && union_export_id(ns->ns_exports[i]) == id) {
+	for (int i = 0; ns != NULL && i < cf->cf_nexports && i < nfs_export_count(ns); i++) {
+		struct union_export *ux = nfs_export_union(ns, i);
+
+		if (ux != NULL && union_export_id(ux) == id) {
 			snprintf(buf, len, "%s", cf->cf_exports[i].ec_name);
 			return;
 		}
@@ -466,12 +468,13 @@ static void ctl_check_export(struct ctl_check *ck, int i)
 {
 	struct nfs_server *ns = ck->ck_ctl->ct_env.ce_nfs;
 	const struct export_conf *ec = &ck->ck_ctl->ct_env.ce_cfg->cf_exports[i];
+	struct union_export *ux = nfs_export_union(ns, i);
 
-	if (ns->ns_exports[i] == NULL)
+	if (ux == NULL)
 		return;
 	ctl_put(ck->ck_out, "export %s:\n", ec->ec_name);
 	ck->ck_export = ec->ec_name;
-	if (ctl_check_union(ck, ec->ec_upper ? "shared lowers" : "records", ns->ns_exports[i]) < 0)
+	if (ctl_check_union(ck, ec->ec_upper ? "shared lowers" : "records", ux) < 0)
 		return;
 	if (ec->ec_upper)
 		views_walk(ck->ck_ctl->ct_env.ce_views, i, ctl_check_view, ck);
@@ -523,7 +526,7 @@ static void *ctl_check_thread(void *arg)
 	struct ctl_check ck = { .ck_ctl = ctl, .ck_out = &o, .ck_threads = ctl_check_threads(ctl),
 				.ck_pace_us = ctl_check_pace() };
 
-	for (int i = 0; i < ctl->ct_env.ce_nfs->ns_nexports; i++)
+	for (int i = 0; i < nfs_export_count(ctl->ct_env.ce_nfs); i++)
 		ctl_check_export(&ck, i);
 	if (ck.ck_listed > CTL_CHECK_LIST)
 		ctl_put(&o, "(%llu more records not listed)\n",
