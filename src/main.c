@@ -766,7 +766,8 @@ static void main_check_state_mode(struct main_ctx *mc)
 /* The lock service: outbound calls, NSM's state in the state directory, the lock table. */
 static int main_locking(struct main_ctx *mc, char *err, size_t errlen)
 {
-	struct nlm_opts o = { .no_grace_seconds = mc->mc_cfg.cf_grace };
+	struct nlm_opts o = { .no_grace_seconds = mc->mc_cfg.cf_grace,
+			      .no_retry_ms = mc->mc_cfg.cf_nlm_retry_ms };
 	char lerr[MAIN_ERRLEN];
 
 	if (mc->mc_cfg.cf_nlm_port == CONFIG_NLM_OFF)

@@ -31,12 +31,6 @@
 #define CTL_MAX_WORDS 4
 #define CTL_CHECK_LIST 20          /* stale records named one by one; more are only counted */
 #define CTL_CHECK_THREADS_PER_CPU 2 /* resolving waits on the disk too */
-/*
- * Microseconds each check thread pauses after a record (default none): spares a slow disk,
- * and lets tests have a check outlast unionnfsd-ctl's timeout on a small map.
- */
-#define CTL_CHECK_PACE_ENV "UNIONNFSD_CHECK_PACE_US"
-#define CTL_CHECK_PACE_MAX 1000000
 /* `locks` lists this many locks and waiters; past it only the counts say how many more */
 #define CTL_LOCKS_LIST 1000
 #define CTL_LOCKS_HOST_SHOWN 40    /* bytes of a client's host key shown */
@@ -506,14 +500,6 @@ static unsigned ctl_check_threads(const struct control *ctl)
 	return n;
 }
 
-static unsigned ctl_check_pace(void)
-{
-	const char *v = getenv(CTL_CHECK_PACE_ENV);
-	unsigned long us = v ? strtoul(v, NULL, 10) : 0;
-
-	return us > CTL_CHECK_PACE_MAX ? CTL_CHECK_PACE_MAX : (unsigned)us;
-}
-
 static void *ctl_check_thread(void *arg)
 {
 	struct control *ctl = arg;
@@ -524,7 +510,7 @@ static void *ctl_check_thread(void *arg)
 		goto out;
 	}
 	struct ctl_check ck = { .ck_ctl = ctl, .ck_out = &o, .ck_threads = ctl_check_threads(ctl),
-				.ck_pace_us = ctl_check_pace() };
+				.ck_pace_us = ctl->ct_env.ce_cfg->cf_check_pace_us };
 
 	for (int i = 0; i < nfs_export_count(ctl->ct_env.ce_nfs); i++)
 		ctl_check_export(&ck, i);

@@ -535,10 +535,10 @@ static void test_file_bad_lines(void **state)
 
 	expect_file_error(fx, "port 2049\n\nrww 1\n",
 			  "3: unknown option 'rww' (expected listen, port, mount-port, portmap-port, "
-			  "nlm-port, grace, state, portmap, workers, max-record, max-connections, "
-			  "max-connections-per-host, idle-timeout, max-requests-per-connection, "
-			  "max-buffered, max-views-per-rule, metrics, hosts, export, foreground, udp, "
-			  "busy-poll)");
+			  "nlm-port, grace, nlm-retry, state, portmap, workers, max-record, "
+			  "max-connections, max-connections-per-host, idle-timeout, "
+			  "max-requests-per-connection, max-buffered, max-views-per-rule, metrics, "
+			  "hosts, export, foreground, udp, busy-poll, check-pace)");
 	expect_file_error(fx, "export /union /srv/upper rww\n",
 			  "1: unknown export option 'rww' (expected ro, rw, root_squash, "
 			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
@@ -907,7 +907,7 @@ static void test_setting_bounds(void **state)
 			assert_non_null(strstr(fx->err, "is not a number in"));
 		}
 	}
-	assert_int_equal(numbers, 13);
+	assert_int_equal(numbers, 15);
 	/* a value set by hand outside the bounds is caught by config_validate */
 	assert_int_equal(PARSE(fx, "-e", "/u=/srv/a"), 0);
 	fx->cf.cf_workers = 0;
