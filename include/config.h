@@ -162,9 +162,29 @@ bool config_setting_bounds(enum config_setting s, uint64_t *min, uint64_t *max);
 
 /*
  * The settings that differ between a and b: bit (1 << s) for every setting s. Exports and
- * client rules are not settings (a reload compares them export by export).
+ * client rules are not settings (a reload compares them export by export:
+ * config_diff_export).
  */
 uint64_t config_diff(const struct config *a, const struct config *b);
+
+/* What a reload cannot apply to an export: only a restart does (config_diff_export). */
+enum config_export_change {
+	CONFIG_EXPORT_NEW = 1 << 0,      /* in the new config only: not served until then */
+	CONFIG_EXPORT_GONE = 1 << 1,     /* in the running one only: served with its old rules */
+	CONFIG_EXPORT_BRANCHES = 1 << 2, /* another branch stack: served as before, old rules */
+	CONFIG_EXPORT_UPPER = 1 << 3,    /* another upper=: clients keep their layers */
+	CONFIG_EXPORT_WRITABLE = 1 << 4, /* served read-only, no longer 'ro': stays read-only */
+};
+
+/*
+ * The changes of export name from the running config live to next (a reload's) that only a
+ * restart applies: CONFIG_EXPORT_* bits, 0 when its client rules and options are all that
+ * changed. GONE and BRANCHES come alone; UPPER and WRITABLE may come together. opened_ro:
+ * the export is served read-only now. Before nfs_server_swap_rules: next's options are
+ * compared, and the swap hands next the old ones.
+ */
+unsigned config_diff_export(const struct config *live, const struct config *next,
+			    const char *name, bool opened_ro);
 
 
 /* Sets every default. */

@@ -619,6 +619,29 @@ uint64_t config_diff(const struct config *a, const struct config *b)
 
 _Static_assert(CONFIG_NSETTINGS <= 64, "config_diff returns one bit per setting");
 
+unsigned config_diff_export(const struct config *live, const struct config *next,
+			    const char *name, bool opened_ro)
+{
+	int i = config_find_export(live, name), j = config_find_export(next, name);
+	const struct export_conf *a, *b;
+	unsigned changes = 0;
+
+	if (i < 0)
+		return j < 0 ? 0 : CONFIG_EXPORT_NEW;
+	if (j < 0)
+		return CONFIG_EXPORT_GONE;
+	a = &live->cf_exports[i];
+	b = &next->cf_exports[j];
+	if (!config_same_branches(a, b))
+		return CONFIG_EXPORT_BRANCHES;
+	if (config_str_differs(a->ec_upper, b->ec_upper))
+		changes |= CONFIG_EXPORT_UPPER;
+	/* The union was opened read-only: only opening it again makes it writable. */
+	if (opened_ro && !b->ec_opts.eo_ro)
+		changes |= CONFIG_EXPORT_WRITABLE;
+	return changes;
+}
+
 /* The setting named by the len bytes at name; -1 when there is none. */
 static int config_find_key(const char *name, size_t len)
 {

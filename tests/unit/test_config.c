@@ -1006,6 +1006,43 @@ static void test_config_diff(void **state)
 }
 
 /*
+ * config_diff_export: what a reload cannot apply to an export. Client rules and options
+ * alone are no such change; a new, removed or restacked export is; another upper= and an
+ * export served read-only that is no longer 'ro' may come together.
+ */
+static void test_config_diff_export(void **state)
+{
+	struct fixture *fx = *state;
+	struct config b;
+
+	assert_int_equal(PARSE(fx, "-e", "/u=/srv/a:/srv/b", "-o", "ro", "-e", "/gone=/srv/g",
+			       "-e", "/v=/srv/v", "-o", "upper=/srv/c/%a"), 0);
+	config_init(&b);
+	assert_int_equal(config_parse_args(&b, 11, (char *[]){ "unionnfsd", "-e", "/u=/srv/a:/srv/b",
+				"--client", "10.0.0.0/8(rw)", "-e", "/new=/srv/n", "-e", "/v=/srv/v",
+				"-o", "upper=/srv/d/%a", NULL }, fx->err, sizeof(fx->err)), 0);
+	/* other rules and options: a reload applies them, unless it was opened read-only */
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/u", false), 0);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/u", true), CONFIG_EXPORT_WRITABLE);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/gone", false), CONFIG_EXPORT_GONE);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/new", false), CONFIG_EXPORT_NEW);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/none", false), 0);
+	/* an upper= export is served read-only and stays 'ro' */
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/v", true), CONFIG_EXPORT_UPPER);
+	assert_int_equal(config_diff_export(&fx->cf, &fx->cf, "/v", true), 0);
+	config_free(&b);
+
+	config_init(&b);
+	assert_int_equal(config_parse_args(&b, 5, (char *[]){ "unionnfsd", "-e", "/u=/srv/b:/srv/a",
+				"-e", "/v=/srv/v", NULL }, fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/u", true), CONFIG_EXPORT_BRANCHES);
+	/* upper= dropped: another template, and the export is writable now */
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/v", true),
+			 CONFIG_EXPORT_UPPER | CONFIG_EXPORT_WRITABLE);
+	config_free(&b);
+}
+
+/*
  * Parsing asks no resolver and reads no file but the config text: a host name that does
  * not resolve and a --hosts map that does not exist both parse; config_resolve fails on
  * them, naming where each was written.
@@ -1086,6 +1123,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_nlm_settings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setting_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_diff, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_diff_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parse_no_dns, setup, teardown),
 	};
 
