@@ -139,10 +139,10 @@ bool nfs_export_read_only(struct nfs_server *ns, int i)
 
 /*
  * The first rule of ec admitting peer, as nfs_rule_index, with its options in *out unless
- * out is NULL (rules lock held).
+ * out is NULL (rules lock held). Inline: nfs_rule_for runs on every call.
  */
-static int nfs_rule_match_locked(const struct export_conf *ec, const struct sockaddr *peer,
-				 struct export_opts *out)
+static inline int nfs_rule_match_locked(const struct export_conf *ec, const struct sockaddr *peer,
+					struct export_opts *out)
 {
 	int r;
 
