@@ -55,6 +55,7 @@ struct config {
 	int cf_nlm_port;         /* NLM and NSM (locking), TCP and UDP; 0 picks a free one;
 				    CONFIG_NLM_OFF: no locking served */
 	unsigned cf_grace;       /* seconds of lock reclaim after a restart, 0: none; default 90 */
+	unsigned cf_nlm_retry_ms; /* GRANTED callback interval, default CONFIG_DEFAULT_NLM_RETRY_MS */
 	char *cf_state_dir;      /* default /var/lib/unionnfsd */
 	enum portmap_mode cf_portmap;
 	int cf_workers;          /* file system worker threads, default NET_DEFAULT_WORKERS */
@@ -63,6 +64,7 @@ struct config {
 	unsigned cf_max_conns_per_host; /* open TCP connections of one client address, default 128 */
 	unsigned cf_max_views_per_rule; /* open client views (upper=) per client rule, default 1024 */
 	unsigned cf_busy_poll_us;     /* microseconds the loop polls after a call; 0: never */
+	unsigned cf_check_pace_us;    /* pause of a check thread after each record; 0: none */
 	unsigned cf_idle_timeout;     /* seconds before an idle connection closes, 0: never; default 300 */
 	unsigned cf_max_requests;     /* calls in flight per TCP connection, default 64 */
 	uint64_t cf_max_buffered;     /* buffered bytes across all connections, default 256 MiB */
@@ -92,6 +94,9 @@ struct config {
 	X(NLM_PORT, "nlm-port", PORTOFF, cf_nlm_port, 0, 0, 65535, RESTART, NULL) \
 	X(GRACE, "grace", UINT, cf_grace, CONFIG_DEFAULT_GRACE, 0, 3600, RESTART, \
 	  "an hour is far longer than any client needs to reclaim its locks") \
+	X(NLM_RETRY, "nlm-retry", UINT, cf_nlm_retry_ms, CONFIG_DEFAULT_NLM_RETRY_MS, 100, \
+	  CONFIG_NLM_RETRY_TOTAL_MS, RESTART, \
+	  "a grant is called back for a minute: 2 to 601 tries") \
 	X(STATE, "state", PATH, cf_state_dir, "/var/lib/unionnfsd", 0, 0, RESTART, \
 	  "the full path, e.g. /var/lib/unionnfsd") \
 	X(PORTMAP, "portmap", PORTMAP, cf_portmap, PORTMAP_AUTO, 0, 0, RESTART, NULL) \
@@ -116,12 +121,21 @@ struct config {
 	X(FOREGROUND, "foreground", SWITCH, cf_foreground, false, 0, 1, RESTART, NULL) \
 	X(UDP, "udp", SWITCH, cf_udp, false, 0, 1, RESTART, NULL) \
 	X(BUSY_POLL, "busy-poll", UINT, cf_busy_poll_us, NET_DEFAULT_BUSY_POLL_US, 0, 1000, \
-	  RESTART, "longer than a millisecond spends a core on clients that are not calling")
+	  RESTART, "longer than a millisecond spends a core on clients that are not calling") \
+	X(CHECK_PACE, "check-pace", UINT, cf_check_pace_us, 0, 0, 1000000, RESTART, \
+	  "a second per record makes a check of a large map last weeks")
 
 /* nlm-port off: no lock manager (NLM) or status monitor (NSM) is served. */
 #define CONFIG_NLM_OFF (-1)
 /* Clients retry a lock refused for grace every few seconds: 90 s as knfsd and ganesha. */
 #define CONFIG_DEFAULT_GRACE 90
+/*
+ * A client whose blocked lock was granted is called back (GRANTED_MSG) every nlm-retry ms
+ * for CONFIG_NLM_RETRY_TOTAL_MS, then the grant is taken back: a client that missed one
+ * call gets another soon, one that is gone holds the lock no longer than a minute.
+ */
+#define CONFIG_DEFAULT_NLM_RETRY_MS 5000
+#define CONFIG_NLM_RETRY_TOTAL_MS 60000
 
 /* A kernel client needs one or two connections (nconnect: up to 16); a NAT gateway more. */
 #define CONFIG_DEFAULT_MAX_CONNS_PER_HOST 128
@@ -148,9 +162,29 @@ bool config_setting_bounds(enum config_setting s, uint64_t *min, uint64_t *max);
 
 /*
  * The settings that differ between a and b: bit (1 << s) for every setting s. Exports and
- * client rules are not settings (a reload compares them export by export).
+ * client rules are not settings (a reload compares them export by export:
+ * config_diff_export).
  */
 uint64_t config_diff(const struct config *a, const struct config *b);
+
+/* What a reload cannot apply to an export: only a restart does (config_diff_export). */
+enum config_export_change {
+	CONFIG_EXPORT_NEW = 1 << 0,      /* in the new config only: not served until then */
+	CONFIG_EXPORT_GONE = 1 << 1,     /* in the running one only: served with its old rules */
+	CONFIG_EXPORT_BRANCHES = 1 << 2, /* another branch stack: served as before, old rules */
+	CONFIG_EXPORT_UPPER = 1 << 3,    /* another upper=: clients keep their layers */
+	CONFIG_EXPORT_WRITABLE = 1 << 4, /* served read-only, no longer 'ro': stays read-only */
+};
+
+/*
+ * The changes of export name from the running config live to next (a reload's) that only a
+ * restart applies: CONFIG_EXPORT_* bits, 0 when its client rules and options are all that
+ * changed. GONE and BRANCHES come alone; UPPER and WRITABLE may come together. opened_ro:
+ * the export is served read-only now. Before nfs_server_swap_rules: next's options are
+ * compared, and the swap hands next the old ones.
+ */
+unsigned config_diff_export(const struct config *live, const struct config *next,
+			    const char *name, bool opened_ro);
 
 
 /* Sets every default. */

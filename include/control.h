@@ -67,7 +67,7 @@ struct locks_table;
 
 struct control_env {
 	const struct config *ce_cfg;      /* exports, branches, state directory */
-	struct nfs_server *ce_nfs;        /* the MOUNT list and the rules lock */
+	struct nfs_server *ce_nfs;        /* the MOUNT list, the exports' unions and options */
 	struct views *ce_views;           /* per-client views (upper=); NULL: none */
 	struct locks_table *ce_locks;     /* the NLM lock table (nlm_service_locks); NULL: no NLM */
 	/* GRANTED callbacks queued or retried (nlm_service_callbacks_pending); NULL: no NLM */

@@ -41,7 +41,11 @@ struct nfs_views_ops {
 	void (*vo_put)(struct view *vw);
 };
 
-/* Everything the handlers share; built by main, handed to rpc_dispatch_init as ctx. */
+/*
+ * Everything the handlers share; built by main, handed to rpc_dispatch_init as ctx. Main
+ * fills in ns_exports, ns_nexports and ns_handle_key; other modules use the calls below,
+ * which keep to the rules lock.
+ */
 struct nfs_server {
 	struct config *ns_cfg;                 /* its rules change only by nfs_server_swap_rules */
 	struct union_export **ns_exports;      /* [i] serves ns_cfg->cf_exports[i] */
@@ -101,10 +105,36 @@ bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
 		  struct export_opts *out);
 
 /*
+ * The index of the first client rule of export index i admitting a client at peer (0 for
+ * an export without rules, which admits everyone), or -1 when none does.
+ */
+int nfs_rule_index(struct nfs_server *ns, int i, const struct sockaddr *peer);
+
+/* The specifier of client rule index rule of export i as written, or "*" if it has none. */
+void nfs_rule_spec(struct nfs_server *ns, int i, int rule, char *buf, size_t len);
+
+/*
  * Whether any rule of any export admits a client at peer (an export without rules admits
  * everyone): a client no rule admits gets no TCP connection (net_opts.no_admit).
  */
 bool nfs_peer_admitted(struct nfs_server *ns, const struct sockaddr *peer);
+
+/*
+ * The name the host name map (setting hosts) gives the client at addr, copied to name;
+ * false, leaving name alone, when it gives none. When map is not NULL, the map's file is
+ * copied there for messages ("" without a map). A reload may replace the map meanwhile.
+ */
+bool nfs_host_name(struct nfs_server *ns, const char *addr, char *name, size_t namelen,
+		   char *map, size_t maplen);
+
+/* How many reloads there were: a host name found before one may be another after it. */
+unsigned nfs_names_gen(struct nfs_server *ns);
+
+/* How many exports ns serves (the config's, in its order). */
+int nfs_export_count(const struct nfs_server *ns);
+/* The union serving export index i; NULL when it could not be opened. */
+struct union_export *nfs_export_union(const struct nfs_server *ns, int i);
+
 /*
  * The union object a lock manager's file handle (the NFS handle's bytes) names, for the
  * client of rq, and whether it may lock it. What is checked depends on the use:

@@ -35,8 +35,6 @@
 
 /* NLM_PROG, NLM_VERS4 and the NLMPROC4_* numbers are in rpc/nlm4.x. */
 #define NLM_DEFAULT_GRACE_SECONDS 90
-#define NLM_DEFAULT_RETRY_MS 5000          /* GRANTED callback: one try every 5 s ... */
-#define NLM_DEFAULT_RETRY_TOTAL_MS 60000   /* ... for a minute */
 #define NLM_DEFAULT_SHARES 4096            /* share reservations held at once */
 
 struct nsm;
@@ -63,8 +61,8 @@ struct nlm_hooks {
 
 struct nlm_opts {
 	unsigned no_grace_seconds;   /* grace after a restart with previous clients; 0: none */
-	unsigned no_retry_ms;        /* GRANTED callback interval; 0: NLM_DEFAULT_RETRY_MS */
-	unsigned no_retry_total_ms;  /* and how long it is retried; 0: NLM_DEFAULT_RETRY_TOTAL_MS */
+	unsigned no_retry_ms;        /* GRANTED callback interval; 0: CONFIG_DEFAULT_NLM_RETRY_MS */
+	unsigned no_retry_total_ms;  /* and how long it is retried; 0: CONFIG_NLM_RETRY_TOTAL_MS */
 	unsigned no_shares;          /* share reservations; 0: NLM_DEFAULT_SHARES */
 	const struct locks_limits *no_limits;  /* NULL: the table's defaults */
 	const struct nlm_hooks *no_hooks;      /* NULL: none (tests only) */

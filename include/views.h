@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct config;
 struct nfs_server;
 struct union_export;
 struct views;
@@ -27,10 +28,10 @@ struct views;
 #define VIEWS_MAX 4096           /* views open at once, all exports together */
 
 /*
- * The table of views of ns's exports, attached to ns (nfs_server_set_views) until
- * views_free, which must come before nfs_server_destroy.
+ * The table of views of ns's exports (cf: the config ns serves), attached to ns
+ * (nfs_server_set_views) until views_free, which must come before nfs_server_destroy.
  */
-int views_new(struct nfs_server *ns, struct views **out);
+int views_new(struct nfs_server *ns, const struct config *cf, struct views **out);
 void views_free(struct views *vt);
 
 /*

@@ -33,6 +33,7 @@ static const char config_usage[] =
 	"                 [--idle-timeout SECONDS] [--busy-poll MICROSECONDS]\n"
 	"                 [--max-requests-per-connection N] [--max-buffered BYTES]\n"
 	"                 [--max-views-per-rule N] [--nlm-port N|off] [--grace SECONDS]\n"
+	"                 [--nlm-retry MILLISECONDS] [--check-pace MICROSECONDS]\n"
 	"                 [--metrics ADDR:PORT] [--hosts FILE] [--udp]\n"
 	"\n"
 	"  -f                  stay in the foreground and log to stderr (default: daemon, syslog)\n"
@@ -68,6 +69,8 @@ static const char config_usage[] =
 	"                      off: no file locking is served (clients must mount with nolock)\n"
 	"  --grace SECONDS     after a restart that left clients holding locks, only their\n"
 	"                      reclaims are granted for this long (default 90; 0: none)\n"
+	"  --nlm-retry MILLISECONDS  call a client whose blocked lock was granted back this\n"
+	"                      often, for a minute, until it answers (default 5000)\n"
 	"  --workers N         file system worker threads (default 32)\n"
 	"  --max-record BYTES  largest RPC record accepted (default 1052672)\n"
 	"  --max-connections N open TCP connections; past it a new connection closes the\n"
@@ -89,6 +92,8 @@ static const char config_usage[] =
 	"  --max-views-per-rule N  client views (upper=) open for the clients of one client\n"
 	"                      rule; past it the view idle longest of a client without a\n"
 	"                      mount is closed, else MNT fails (default 1024)\n"
+	"  --check-pace MICROSECONDS  `unionnfsd-ctl check` pauses this long after each\n"
+	"                      record, in each of its threads, to spare a slow disk (default 0)\n"
 	"  --metrics ADDR:PORT serve the statistics as Prometheus text on http://ADDR:PORT/metrics\n"
 	"                      (numeric address, IPv6 in brackets; e.g. 127.0.0.1:9249; default off)\n"
 	"  --hosts FILE        client host names for upper=...%h: lines of ADDRESS NAME, as in\n"
@@ -613,6 +618,29 @@ uint64_t config_diff(const struct config *a, const struct config *b)
 }
 
 _Static_assert(CONFIG_NSETTINGS <= 64, "config_diff returns one bit per setting");
+
+unsigned config_diff_export(const struct config *live, const struct config *next,
+			    const char *name, bool opened_ro)
+{
+	int i = config_find_export(live, name), j = config_find_export(next, name);
+	const struct export_conf *a, *b;
+	unsigned changes = 0;
+
+	if (i < 0)
+		return j < 0 ? 0 : CONFIG_EXPORT_NEW;
+	if (j < 0)
+		return CONFIG_EXPORT_GONE;
+	a = &live->cf_exports[i];
+	b = &next->cf_exports[j];
+	if (!config_same_branches(a, b))
+		return CONFIG_EXPORT_BRANCHES;
+	if (config_str_differs(a->ec_upper, b->ec_upper))
+		changes |= CONFIG_EXPORT_UPPER;
+	/* The union was opened read-only: only opening it again makes it writable. */
+	if (opened_ro && !b->ec_opts.eo_ro)
+		changes |= CONFIG_EXPORT_WRITABLE;
+	return changes;
+}
 
 /* The setting named by the len bytes at name; -1 when there is none. */
 static int config_find_key(const char *name, size_t len)

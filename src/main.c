@@ -462,11 +462,6 @@ static void main_log_serving(const struct export_conf *ec)
 			 ec->ec_nbranches == 1 ? "" : "es", rules);
 }
 
-static bool main_str_differs(const char *a, const char *b)
-{
-	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
-}
-
 /* Names the settings a reload cannot apply, so nobody waits for them to take effect. */
 static void main_reload_other_settings(const struct config *oc, const struct config *nc)
 {
@@ -491,7 +486,8 @@ static void main_reload_other_settings(const struct config *oc, const struct con
 /*
  * SIGHUP, on the loop once the new configuration (the original command line, and so the
  * -c file, parsed again) is resolved: swaps in the client rules of every export whose
- * branch stack is unchanged. Anything else needs a restart and is left as it was.
+ * branch stack is unchanged. Anything else needs a restart (config_diff_export says what)
+ * and is left as it was.
  */
 static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 {
@@ -501,30 +497,31 @@ static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 	main_log_rules(nc);
 	main_reload_other_settings(oc, nc);
 	for (j = 0; j < nc->cf_nexports; j++)
-		if (config_find_export(oc, nc->cf_exports[j].ec_name) < 0)
+		if (config_diff_export(oc, nc, nc->cf_exports[j].ec_name, false) & CONFIG_EXPORT_NEW)
 			log_warn("SIGHUP: export %s is new; it needs a restart of unionnfsd to be served",
 				 nc->cf_exports[j].ec_name);
-	n = nfs_server_swap_rules(&mc->mc_nfs, nc);
+	/* Compared before the swap, which hands nc the old rules and options. */
 	for (i = 0; i < oc->cf_nexports; i++) {
 		const struct export_conf *o = &oc->cf_exports[i];
+		bool opened_ro = mc->mc_exports[i] && union_read_only(mc->mc_exports[i]);
+		unsigned changes = config_diff_export(oc, nc, o->ec_name, opened_ro);
 
-		j = config_find_export(nc, o->ec_name);
-		if (j < 0)
+		if (changes & CONFIG_EXPORT_GONE)
 			log_warn("SIGHUP: export %s is no longer configured; it is still served with its old rules until unionnfsd is restarted",
 				 o->ec_name);
-		else if (!config_same_branches(o, &nc->cf_exports[j]))
+		else if (changes & CONFIG_EXPORT_BRANCHES)
 			log_warn("SIGHUP: the branches of export %s changed; that needs a restart of unionnfsd, until then it is served as before (old branches and rules)",
 				 o->ec_name);
-		else if (main_str_differs(o->ec_upper, nc->cf_exports[j].ec_upper))
+		else if (changes & CONFIG_EXPORT_UPPER)
 			log_warn("SIGHUP: the upper= template of export %s changed; that needs a restart of unionnfsd, until then clients keep their layers under %s",
 				 o->ec_name, o->ec_upper ? o->ec_upper : "the export's own upper");
 		else
-			main_log_serving(o);
-		if (j >= 0 && config_same_branches(o, &nc->cf_exports[j]) && !o->ec_opts.eo_ro &&
-		    mc->mc_exports[i] && union_read_only(mc->mc_exports[i]))
+			main_log_serving(&nc->cf_exports[config_find_export(nc, o->ec_name)]);
+		if (changes & CONFIG_EXPORT_WRITABLE)
 			log_warn("SIGHUP: export %s was started 'ro'; it becomes writable only after a restart of unionnfsd",
 				 o->ec_name);
 	}
+	n = nfs_server_swap_rules(&mc->mc_nfs, nc);
 	log_info("SIGHUP: configuration reloaded; new client rules apply to %d export%s (other settings, such as ports, need a restart)",
 		 n, n == 1 ? "" : "s");
 }
@@ -766,7 +763,8 @@ static void main_check_state_mode(struct main_ctx *mc)
 /* The lock service: outbound calls, NSM's state in the state directory, the lock table. */
 static int main_locking(struct main_ctx *mc, char *err, size_t errlen)
 {
-	struct nlm_opts o = { .no_grace_seconds = mc->mc_cfg.cf_grace };
+	struct nlm_opts o = { .no_grace_seconds = mc->mc_cfg.cf_grace,
+			      .no_retry_ms = mc->mc_cfg.cf_nlm_retry_ms };
 	char lerr[MAIN_ERRLEN];
 
 	if (mc->mc_cfg.cf_nlm_port == CONFIG_NLM_OFF)
@@ -794,10 +792,13 @@ static int main_locking(struct main_ctx *mc, char *err, size_t errlen)
 /* Everything from opening the store to serving. Returns 0, or -1 with a message in err. */
 static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 {
-	static const struct rpc_program *const programs[] = {
+	/* Without locking, NLM and NSM are not served at all. */
+	static const struct rpc_program *const with_locking[] = {
 		&nfs3_program, &mount_program, &portmap_program, &nlm_program, &nsm_program,
 	};
-	const int nprograms = (int)(sizeof(programs) / sizeof(programs[0]));
+	static const struct rpc_program *const without_locking[] = {
+		&nfs3_program, &mount_program, &portmap_program,
+	};
 	struct config *cf = &mc->mc_cfg;
 	struct net_opts no;
 	char lerr[MAIN_ERRLEN];
@@ -831,13 +832,17 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 	mc->mc_nfs_ready = true;
 	mc->mc_nfs.ns_exports = mc->mc_exports;
 	mc->mc_nfs.ns_nexports = cf->cf_nexports;
-	if (views_new(&mc->mc_nfs, &mc->mc_views) < 0)
+	if (views_new(&mc->mc_nfs, cf, &mc->mc_views) < 0)
 		log_warn("no memory for the table of client views; exports with upper= will "
 			 "refuse mounts");
 	store_handle_key(mc->mc_store, mc->mc_nfs.ns_handle_key);
-	/* Without locking, NLM and NSM (the last two) are not served at all. */
-	rpc_dispatch_init(programs, cf->cf_nlm_port == CONFIG_NLM_OFF ? nprograms - 2 : nprograms,
-			  &mc->mc_nfs);
+	if (cf->cf_nlm_port != CONFIG_NLM_OFF)
+		rpc_dispatch_init(with_locking, (int)(sizeof(with_locking) / sizeof(with_locking[0])),
+				  &mc->mc_nfs);
+	else
+		rpc_dispatch_init(without_locking,
+				  (int)(sizeof(without_locking) / sizeof(without_locking[0])),
+				  &mc->mc_nfs);
 	/*
 	 * Locking opens UDP ports (NLM's, the built-in portmapper's) even without --udp; they
 	 * must not serve NFS and MOUNT there, whose replies (READ's) are many times their calls:

@@ -31,12 +31,6 @@
 #define CTL_MAX_WORDS 4
 #define CTL_CHECK_LIST 20          /* stale records named one by one; more are only counted */
 #define CTL_CHECK_THREADS_PER_CPU 2 /* resolving waits on the disk too */
-/*
- * Microseconds each check thread pauses after a record (default none): spares a slow disk,
- * and lets tests have a check outlast unionnfsd-ctl's timeout on a small map.
- */
-#define CTL_CHECK_PACE_ENV "UNIONNFSD_CHECK_PACE_US"
-#define CTL_CHECK_PACE_MAX 1000000
 /* `locks` lists this many locks and waiters; past it only the counts say how many more */
 #define CTL_LOCKS_LIST 1000
 #define CTL_LOCKS_HOST_SHOWN 40    /* bytes of a client's host key shown */
@@ -267,8 +261,10 @@ static void ctl_lock_export(struct control *ctl, uint32_t id, char *buf, size_t 
 	const struct config *cf = ctl->ct_env.ce_cfg;
 	struct nfs_server *ns = ctl->ct_env.ce_nfs;
 
-	for (int i = 0; ns != NULL && i < cf->cf_nexports && i < ns->ns_nexports; i++) {
-		if (ns->ns_exports[i] != NULL && union_export_id(ns->ns_exports[i]) == id) {
+	for (int i = 0; ns != NULL && i < cf->cf_nexports && i < nfs_export_count(ns); i++) {
+		struct union_export *ux = nfs_export_union(ns, i);
+
+		if (ux != NULL && union_export_id(ux) == id) {
 			snprintf(buf, len, "%s", cf->cf_exports[i].ec_name);
 			return;
 		}
@@ -466,12 +462,13 @@ static void ctl_check_export(struct ctl_check *ck, int i)
 {
 	struct nfs_server *ns = ck->ck_ctl->ct_env.ce_nfs;
 	const struct export_conf *ec = &ck->ck_ctl->ct_env.ce_cfg->cf_exports[i];
+	struct union_export *ux = nfs_export_union(ns, i);
 
-	if (ns->ns_exports[i] == NULL)
+	if (ux == NULL)
 		return;
 	ctl_put(ck->ck_out, "export %s:\n", ec->ec_name);
 	ck->ck_export = ec->ec_name;
-	if (ctl_check_union(ck, ec->ec_upper ? "shared lowers" : "records", ns->ns_exports[i]) < 0)
+	if (ctl_check_union(ck, ec->ec_upper ? "shared lowers" : "records", ux) < 0)
 		return;
 	if (ec->ec_upper)
 		views_walk(ck->ck_ctl->ct_env.ce_views, i, ctl_check_view, ck);
@@ -503,14 +500,6 @@ static unsigned ctl_check_threads(const struct control *ctl)
 	return n;
 }
 
-static unsigned ctl_check_pace(void)
-{
-	const char *v = getenv(CTL_CHECK_PACE_ENV);
-	unsigned long us = v ? strtoul(v, NULL, 10) : 0;
-
-	return us > CTL_CHECK_PACE_MAX ? CTL_CHECK_PACE_MAX : (unsigned)us;
-}
-
 static void *ctl_check_thread(void *arg)
 {
 	struct control *ctl = arg;
@@ -521,9 +510,9 @@ static void *ctl_check_thread(void *arg)
 		goto out;
 	}
 	struct ctl_check ck = { .ck_ctl = ctl, .ck_out = &o, .ck_threads = ctl_check_threads(ctl),
-				.ck_pace_us = ctl_check_pace() };
+				.ck_pace_us = ctl->ct_env.ce_cfg->cf_check_pace_us };
 
-	for (int i = 0; i < ctl->ct_env.ce_nfs->ns_nexports; i++)
+	for (int i = 0; i < nfs_export_count(ctl->ct_env.ce_nfs); i++)
 		ctl_check_export(&ck, i);
 	if (ck.ck_listed > CTL_CHECK_LIST)
 		ctl_put(&o, "(%llu more records not listed)\n",

@@ -14,6 +14,7 @@
 
 #include "exports.h"
 #include "fsio.h"
+#include "hostmap.h"
 #include "log.h"
 #include "nfs_internal.h"
 #include "stats.h"
@@ -136,25 +137,56 @@ bool nfs_export_read_only(struct nfs_server *ns, int i)
 	return ro;
 }
 
+/*
+ * The first rule of ec admitting peer, as nfs_rule_index, with its options in *out unless
+ * out is NULL (rules lock held). Inline: nfs_rule_for runs on every call.
+ */
+static inline int nfs_rule_match_locked(const struct export_conf *ec, const struct sockaddr *peer,
+					struct export_opts *out)
+{
+	int r;
+
+	if (ec->ec_nrules == 0) {
+		if (out)
+			*out = ec->ec_opts;
+		return 0;
+	}
+	r = exports_match(ec->ec_rules, ec->ec_nrules, peer);
+	if (r >= 0 && out)
+		*out = ec->ec_rules[r].er_opts;
+	return r;
+}
+
 bool nfs_rule_for(struct nfs_server *ns, int i, const struct rpc_req *rq,
 		  struct export_opts *out)
 {
-	const struct export_conf *ec;
-	bool ok = true;
 	int r;
 
 	pthread_rwlock_rdlock(&ns->ns_rules_lock);
-	ec = &ns->ns_cfg->cf_exports[i];
-	if (ec->ec_nrules == 0) {
-		*out = ec->ec_opts;
-	} else {
-		r = exports_match(ec->ec_rules, ec->ec_nrules, (const struct sockaddr *)&rq->rq_peer);
-		if (r >= 0)
-			*out = ec->ec_rules[r].er_opts;
-		ok = r >= 0;
-	}
+	r = nfs_rule_match_locked(&ns->ns_cfg->cf_exports[i],
+				  (const struct sockaddr *)&rq->rq_peer, out);
 	pthread_rwlock_unlock(&ns->ns_rules_lock);
-	return ok;
+	return r >= 0;
+}
+
+int nfs_rule_index(struct nfs_server *ns, int i, const struct sockaddr *peer)
+{
+	int r;
+
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	r = nfs_rule_match_locked(&ns->ns_cfg->cf_exports[i], peer, NULL);
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	return r;
+}
+
+void nfs_rule_spec(struct nfs_server *ns, int i, int rule, char *buf, size_t len)
+{
+	const struct export_conf *ec;
+
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	ec = &ns->ns_cfg->cf_exports[i];
+	snprintf(buf, len, "%s", ec->ec_nrules > rule ? ec->ec_rules[rule].er_spec : "*");
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
 }
 
 bool nfs_peer_admitted(struct nfs_server *ns, const struct sockaddr *peer)
@@ -162,13 +194,42 @@ bool nfs_peer_admitted(struct nfs_server *ns, const struct sockaddr *peer)
 	bool ok = false;
 
 	pthread_rwlock_rdlock(&ns->ns_rules_lock);
-	for (int i = 0; i < ns->ns_cfg->cf_nexports && !ok; i++) {
-		const struct export_conf *ec = &ns->ns_cfg->cf_exports[i];
-
-		ok = ec->ec_nrules == 0 || exports_match(ec->ec_rules, ec->ec_nrules, peer) >= 0;
-	}
+	for (int i = 0; i < ns->ns_cfg->cf_nexports && !ok; i++)
+		ok = nfs_rule_match_locked(&ns->ns_cfg->cf_exports[i], peer, NULL) >= 0;
 	pthread_rwlock_unlock(&ns->ns_rules_lock);
 	return ok;
+}
+
+bool nfs_host_name(struct nfs_server *ns, const char *addr, char *name, size_t namelen,
+		   char *map, size_t maplen)
+{
+	const struct hostmap *hm;
+	const char *found;
+
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	hm = ns->ns_cfg->cf_hosts;
+	found = hostmap_find(hm, addr);
+	if (found)
+		snprintf(name, namelen, "%s", found);
+	if (map)
+		snprintf(map, maplen, "%s", hm ? hostmap_path(hm) : "");
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	return found != NULL;
+}
+
+unsigned nfs_names_gen(struct nfs_server *ns)
+{
+	return atomic_load(&ns->ns_names_gen);
+}
+
+int nfs_export_count(const struct nfs_server *ns)
+{
+	return ns->ns_nexports;
+}
+
+struct union_export *nfs_export_union(const struct nfs_server *ns, int i)
+{
+	return ns->ns_exports[i];
 }
 
 void nfs_server_destroy(struct nfs_server *ns)

@@ -15,7 +15,6 @@
 
 #define NLM_RES_ATTEMPTS 3
 #define NLM_RES_INTERVAL_MS 2000
-#define NLM_RETRY_ENV "UNIONNFSD_NLM_RETRY_MS"
 
 void nlm_addr_key(const struct sockaddr *sa, socklen_t len, char key[NLM_KEY_LEN])
 {
@@ -608,17 +607,6 @@ static void nlm_grace_start(struct nlm_service *s, unsigned seconds)
 
 /* ---- the service ---- */
 
-static unsigned nlm_retry_ms(const struct nlm_opts *o)
-{
-	const char *env = getenv(NLM_RETRY_ENV);
-
-	if (o->no_retry_ms != 0)
-		return o->no_retry_ms;
-	if (env != NULL && atoi(env) > 0)
-		return (unsigned)atoi(env);
-	return NLM_DEFAULT_RETRY_MS;
-}
-
 int nlm_service_new(struct nfs_server *ns, struct nsm *nsm, struct rpc_client *rc,
 		    const struct nlm_opts *o, struct nlm_service **out, char *err, size_t len)
 {
@@ -638,9 +626,9 @@ int nlm_service_new(struct nfs_server *ns, struct nsm *nsm, struct rpc_client *r
 	s->s_rc = rc;
 	if (o->no_hooks != NULL)
 		s->s_hooks = *o->no_hooks;
-	s->s_retry_ms = nlm_retry_ms(o);
+	s->s_retry_ms = o->no_retry_ms ? o->no_retry_ms : CONFIG_DEFAULT_NLM_RETRY_MS;
 	s->s_retry_total_ms = o->no_retry_total_ms ? o->no_retry_total_ms
-						   : NLM_DEFAULT_RETRY_TOTAL_MS;
+						   : CONFIG_NLM_RETRY_TOTAL_MS;
 	s->s_shares_max = o->no_shares ? o->no_shares : NLM_DEFAULT_SHARES;
 	s->s_hosts_max = o->no_limits ? o->no_limits->ll_hosts : LOCKS_DEFAULT_HOSTS;
 	atomic_init(&s->s_seq, (uint64_t)time(NULL) << 20);

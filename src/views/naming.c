@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exports.h"
 #include "views_int.h"
 
 /*
@@ -21,7 +20,7 @@
 static int views_reverse(struct views *vt, const char *addr, char *key, size_t keylen,
 			 char *why, size_t whylen)
 {
-	unsigned gen = atomic_load(&vt->vt_ns->ns_names_gen);
+	unsigned gen = nfs_names_gen(vt->vt_ns);
 	time_t now = time(NULL);
 	struct views_noname *nn;
 	bool recent = false;
@@ -66,10 +65,8 @@ static int views_reverse(struct views *vt, const char *addr, char *key, size_t k
 int views_client_key(struct views *vt, int i, const char *addr, char *key, size_t keylen,
 		     char *err, size_t errlen)
 {
-	struct nfs_server *ns = vt->vt_ns;
 	const struct export_conf *ec = views_export(vt, i);
-	char why[300], hosts[PATH_MAX + 40];
-	const char *name;
+	char why[300], map[PATH_MAX], hosts[PATH_MAX + 40];
 	int r;
 
 	if (!views_upper_by_name(ec->ec_upper)) {
@@ -80,19 +77,13 @@ int views_client_key(struct views *vt, int i, const char *addr, char *key, size_
 		snprintf(key, keylen, "%s", addr);
 		return 0;
 	}
-	pthread_rwlock_rdlock(&ns->ns_rules_lock);
-	name = hostmap_find(ns->ns_cfg->cf_hosts, addr);
-	if (name)
-		snprintf(key, keylen, "%s", name);
-	if (ns->ns_cfg->cf_hosts)
-		snprintf(hosts, sizeof(hosts), "add the line '%s NAME' to %s", addr,
-			 hostmap_path(ns->ns_cfg->cf_hosts));
+	if (nfs_host_name(vt->vt_ns, addr, key, keylen, map, sizeof(map)))
+		return 0;
+	if (map[0])
+		snprintf(hosts, sizeof(hosts), "add the line '%s NAME' to %s", addr, map);
 	else
 		snprintf(hosts, sizeof(hosts), "name it in a hosts map (setting hosts FILE, lines "
 			 "of ADDRESS NAME)");
-	pthread_rwlock_unlock(&ns->ns_rules_lock);
-	if (name)
-		return 0;
 	r = views_reverse(vt, addr, key, keylen, why, sizeof(why));
 	if (r < 0) {
 		snprintf(err, errlen, "export %s names client layers by host name (upper=%s) but "
@@ -105,12 +96,9 @@ int views_client_key(struct views *vt, int i, const char *addr, char *key, size_
 
 int views_rule_of(struct views *vt, int i, const char *addr)
 {
-	struct nfs_server *ns = vt->vt_ns;
-	const struct export_conf *ec = views_export(vt, i);
 	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
 	struct sockaddr_in s4 = { .sin_family = AF_INET };
 	const struct sockaddr *sa;
-	int r;
 
 	if (inet_pton(AF_INET, addr, &s4.sin_addr) == 1)
 		sa = (const struct sockaddr *)&s4;
@@ -118,10 +106,7 @@ int views_rule_of(struct views *vt, int i, const char *addr)
 		sa = (const struct sockaddr *)&s6;
 	else
 		return -1;
-	pthread_rwlock_rdlock(&ns->ns_rules_lock);
-	r = ec->ec_nrules == 0 ? 0 : exports_match(ec->ec_rules, ec->ec_nrules, sa);
-	pthread_rwlock_unlock(&ns->ns_rules_lock);
-	return r;
+	return nfs_rule_index(vt->vt_ns, i, sa);
 }
 
 void views_client_addr(struct view *vw, char *addr, size_t len)
@@ -137,7 +122,7 @@ void views_client_addr(struct view *vw, char *addr, size_t len)
 
 int views_rule_locked(struct views *vt, struct view *vw)
 {
-	unsigned gen = atomic_load(&vt->vt_ns->ns_names_gen) + 1;
+	unsigned gen = nfs_names_gen(vt->vt_ns) + 1;
 	char addr[VIEWS_ADDR_MAX];
 
 	if (vw->vw_rule_gen != gen) {
@@ -172,7 +157,7 @@ void views_set_found(struct view *vw, const char *addr, bool seen, unsigned gen)
 int views_owned_by(struct views *vt, struct view *vw, const char *addr)
 {
 	char key[VIEWS_KEY_MAX], err[512];
-	unsigned gen = atomic_load(&vt->vt_ns->ns_names_gen);
+	unsigned gen = nfs_names_gen(vt->vt_ns);
 	bool known = false, denied = false, ok;
 	int r;
 

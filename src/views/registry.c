@@ -174,7 +174,6 @@ void views_finish_close(struct views *vt, struct view *vw)
 static int views_open_union(struct views *vt, struct view *vw, bool create,
 			    struct union_export **ux, char *err, size_t errlen)
 {
-	struct nfs_server *ns = vt->vt_ns;
 	int i = vw->vw_export;
 	const struct export_conf *ec = views_export(vt, i);
 	char upper[PATH_MAX], name[STORE_EXPORT_NAME_MAX + 1];
@@ -208,8 +207,8 @@ static int views_open_union(struct views *vt, struct view *vw, bool create,
 		branches[j + 1] = ec->ec_branches[j];
 	/* The base is read-only; the view writes to its upper. */
 	r = union_open(name, branches, ec->ec_nbranches + 1, 0,
-		       "fix the export's upper= or its branches", union_store(ns->ns_exports[i]),
-		       ux, err, errlen);
+		       "fix the export's upper= or its branches",
+		       union_store(nfs_export_union(vt->vt_ns, i)), ux, err, errlen);
 	free(branches);
 	return r;
 }
@@ -254,7 +253,7 @@ static int views_hold_open_locked(struct views *vt, struct view *vw, const char 
 		return 0; /* OPEN, and nobody closes it while we hold vt_lock */
 	if (addr) {
 		vw->vw_rule = views_rule_of(vt, vw->vw_export, addr);
-		vw->vw_rule_gen = atomic_load(&vt->vt_ns->ns_names_gen) + 1;
+		vw->vw_rule_gen = nfs_names_gen(vt->vt_ns) + 1;
 	}
 	if (bounded) {
 		r = views_make_room_locked(vt, vw->vw_export,
@@ -310,7 +309,7 @@ static int views_for_client(void *table, int i, const char *addr, struct view **
 	struct views *vt = table;
 	char key[VIEWS_KEY_MAX];
 	struct view *vw;
-	unsigned gen = atomic_load(&vt->vt_ns->ns_names_gen);
+	unsigned gen = nfs_names_gen(vt->vt_ns);
 	int r;
 
 	*vwp = NULL;
@@ -353,13 +352,14 @@ static struct view *views_bound_locked(struct views *vt, uint16_t id,
 				       enum stats_stale_cause *why)
 {
 	struct nfs_server *ns = vt->vt_ns;
+	int n = nfs_export_count(ns);
 	char name[STORE_EXPORT_NAME_MAX + 1];
 	struct view *vw;
 	char *sep;
 	int i;
 
-	if (!ns->ns_nexports || store_export_name(union_store(ns->ns_exports[0]), id, name,
-						  sizeof(name)) < 0)
+	if (!n || store_export_name(union_store(nfs_export_union(ns, 0)), id, name,
+				    sizeof(name)) < 0)
 		return NULL;
 	sep = strrchr(name, '%');
 	if (!sep)
@@ -367,13 +367,13 @@ static struct view *views_bound_locked(struct views *vt, uint16_t id,
 	/* The map knows the view: from here on a failure is the view's, not the handle's. */
 	*why = STATS_STALE_VIEW_UNAVAILABLE;
 	*sep = '\0';
-	for (i = 0; i < ns->ns_nexports; i++) {
+	for (i = 0; i < n; i++) {
 		const struct export_conf *ec = views_export(vt, i);
 
-		if (ec->ec_upper && ns->ns_exports[i] && !strcmp(ec->ec_name, name))
+		if (ec->ec_upper && nfs_export_union(ns, i) && !strcmp(ec->ec_name, name))
 			break;
 	}
-	if (i == ns->ns_nexports)
+	if (i == n)
 		return NULL; /* its export lost upper= (or went away): the handle is stale */
 	vw = views_settled_locked(vt, i, sep + 1);
 	if (!vw)
@@ -487,7 +487,7 @@ static const struct nfs_views_ops views_nfs_ops = {
 	.vo_put = views_put,
 };
 
-int views_new(struct nfs_server *ns, struct views **out)
+int views_new(struct nfs_server *ns, const struct config *cf, struct views **out)
 {
 	struct views *vt = calloc(1, sizeof(*vt));
 
@@ -500,6 +500,7 @@ int views_new(struct nfs_server *ns, struct views **out)
 		return -ENOMEM;
 	}
 	vt->vt_ns = ns;
+	vt->vt_cfg = cf;
 	pthread_mutex_init(&vt->vt_lock, NULL);
 	pthread_cond_init(&vt->vt_changed, NULL);
 	nfs_server_set_views(ns, &views_nfs_ops, vt);
@@ -534,16 +535,16 @@ int views_walk(struct views *vt, int i,
 {
 	const struct export_conf *ec;
 	char name[STORE_EXPORT_NAME_MAX + 1];
-	struct nfs_server *ns;
+	struct union_export *base;
 	size_t len;
 	int r = 0;
 
 	if (!vt)
 		return 0;
-	ns = vt->vt_ns;
 	ec = views_export(vt, i);
 	len = strlen(ec->ec_name);
-	if (!ec->ec_upper || !ns->ns_exports[i])
+	base = nfs_export_union(vt->vt_ns, i);
+	if (!ec->ec_upper || !base)
 		return 0;
 	for (uint32_t id = 0; id < VIEWS_IDS && r == 0; id++) {
 		enum stats_stale_cause why;
@@ -552,8 +553,7 @@ int views_walk(struct views *vt, int i,
 		char err[600] = "";
 		bool opened;
 
-		if (store_export_name(union_store(ns->ns_exports[i]), (uint16_t)id, name,
-				      sizeof(name)) < 0 ||
+		if (store_export_name(union_store(base), (uint16_t)id, name, sizeof(name)) < 0 ||
 		    strncmp(name, ec->ec_name, len) || name[len] != '%')
 			continue;
 		vw = views_by_id_find(vt, (uint16_t)id, &why);
@@ -592,22 +592,15 @@ int views_upper_of(struct views *vt, int i, const char *addr, char *dir, size_t 
 {
 	const struct export_conf *ec;
 	char key[VIEWS_KEY_MAX] = "";
-	struct nfs_server *ns;
-	const char *name;
 
 	if (!vt)
 		return -1;
-	ns = vt->vt_ns;
 	ec = views_export(vt, i);
 	if (!ec->ec_upper)
 		return -1;
 	if (!views_upper_by_name(ec->ec_upper))
 		return views_upper_expand(ec->ec_upper, addr, dir, len);
-	pthread_rwlock_rdlock(&ns->ns_rules_lock);
-	name = hostmap_find(ns->ns_cfg->cf_hosts, addr);
-	if (name)
-		snprintf(key, sizeof(key), "%s", name);
-	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	nfs_host_name(vt->vt_ns, addr, key, sizeof(key), NULL, 0);
 	if (!key[0]) {
 		pthread_mutex_lock(&vt->vt_lock);
 		for (int k = 0; k < vt->vt_n && !key[0]; k++) {

@@ -102,7 +102,6 @@ static void views_retire_end_locked(struct views *vt, struct view *vw)
  */
 static int views_retire(struct views *vt, int i, const char *key, char *gone, size_t gonelen)
 {
-	struct nfs_server *ns = vt->vt_ns;
 	const struct export_conf *ec = views_export(vt, i);
 	char name[STORE_EXPORT_NAME_MAX + 1];
 	struct view *vw;
@@ -119,7 +118,7 @@ static int views_retire(struct views *vt, int i, const char *key, char *gone, si
 		return -ENOMEM;
 	union_close(vw->vw_closing);
 	vw->vw_closing = NULL;
-	r = store_unbind_export(union_store(ns->ns_exports[i]), name);
+	r = store_unbind_export(union_store(nfs_export_union(vt->vt_ns, i)), name);
 	if (r == 0)
 		had = true;
 	else if (r == -ENOENT)
@@ -147,15 +146,14 @@ static int views_retire(struct views *vt, int i, const char *key, char *gone, si
 static int views_reset_keys(struct views *vt, const char *client, bool force,
 			    char (*keys)[VIEWS_KEY_MAX], bool *any, char *msg, size_t msglen)
 {
-	struct nfs_server *ns = vt->vt_ns;
 	char seen[VIEWS_ADDR_MAX], err[600];
 	int kr;
 
 	*any = false;
-	for (int i = 0; i < ns->ns_nexports; i++) {
+	for (int i = 0; i < nfs_export_count(vt->vt_ns); i++) {
 		const struct export_conf *ec = views_export(vt, i);
 
-		if (!ec->ec_upper || !ns->ns_exports[i])
+		if (!ec->ec_upper || !nfs_export_union(vt->vt_ns, i))
 			continue;
 		*any = true;
 		kr = views_reset_key(vt, i, client, keys[i], sizeof(keys[i]), err, sizeof(err));
@@ -181,15 +179,14 @@ int views_reset(struct views *vt, const char *client, bool force, char *msg, siz
 {
 	char gone[PATH_MAX + 64];
 	char (*keys)[VIEWS_KEY_MAX];
-	struct nfs_server *ns;
-	int done = 0, r = -EINVAL;
+	int n, done = 0, r = -EINVAL;
 	bool any;
 
 	msg[0] = '\0';
-	if (!vt || !vt->vt_ns->ns_nexports)
+	n = vt ? nfs_export_count(vt->vt_ns) : 0;
+	if (!n)
 		goto out;
-	ns = vt->vt_ns;
-	keys = calloc((size_t)ns->ns_nexports, sizeof(*keys));
+	keys = calloc((size_t)n, sizeof(*keys));
 	if (!keys) {
 		snprintf(msg, msglen, "out of memory");
 		return -ENOMEM;
@@ -201,11 +198,11 @@ int views_reset(struct views *vt, const char *client, bool force, char *msg, siz
 		return r;
 	}
 	r = any ? -ENOENT : -EINVAL;
-	for (int i = 0; i < ns->ns_nexports; i++) {
+	for (int i = 0; i < n; i++) {
 		const struct export_conf *ec = views_export(vt, i);
 		int rr;
 
-		if (!ec->ec_upper || !ns->ns_exports[i] || !keys[i][0])
+		if (!ec->ec_upper || !nfs_export_union(vt->vt_ns, i) || !keys[i][0])
 			continue;
 		cred_restore();
 		rr = views_retire(vt, i, keys[i], gone, sizeof(gone));

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exports.h"
 #include "log.h"
 #include "views_int.h"
 
@@ -37,7 +36,7 @@ struct views_marking {
 /* The index of the upper= export a MOUNT entry's path lies in, or -1. */
 static int views_mount_export(const struct views *vt, const char *path)
 {
-	for (int i = 0; i < vt->vt_ns->ns_nexports; i++) {
+	for (int i = 0; i < nfs_export_count(vt->vt_ns); i++) {
 		const struct export_conf *ec = views_export(vt, i);
 		size_t len = strlen(ec->ec_name);
 
@@ -139,9 +138,8 @@ static struct view *views_evict_locked(struct views *vt, int i, int rule, const 
 int views_make_room_locked(struct views *vt, int i, int rule, struct view **evicted,
 			   char *err, size_t errlen)
 {
-	struct nfs_server *ns = vt->vt_ns;
 	const struct export_conf *ec = views_export(vt, i);
-	unsigned max = ns->ns_cfg->cf_max_views_per_rule, under = 0;
+	unsigned max = vt->vt_cfg->cf_max_views_per_rule, under = 0;
 	char spec[64];
 
 	*evicted = NULL;
@@ -155,10 +153,7 @@ int views_make_room_locked(struct views *vt, int i, int rule, struct view **evic
 		if (under >= max) {
 			*evicted = views_evict_locked(vt, i, rule, "max-views-per-rule");
 			if (!*evicted) {
-				pthread_rwlock_rdlock(&ns->ns_rules_lock);
-				snprintf(spec, sizeof(spec), "%s", ec->ec_nrules > rule ?
-					 ec->ec_rules[rule].er_spec : "*");
-				pthread_rwlock_unlock(&ns->ns_rules_lock);
+				nfs_rule_spec(vt->vt_ns, i, rule, spec, sizeof(spec));
 				snprintf(err, errlen, "export %s: the clients of rule %s have %u views "
 					 "open, the max-views-per-rule limit, and each of them has a mount "
 					 "or made a call in the last %d s; raise max-views-per-rule, or "

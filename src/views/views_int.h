@@ -63,13 +63,13 @@ struct view {
 	char vw_seen[VIEWS_ADDR_MAX];
 	char vw_denied[VIEWS_ADDR_MAX];
 	time_t vw_denied_at;
-	unsigned vw_names_gen;   /* ns_names_gen they were found under: a reload voids them */
+	unsigned vw_names_gen;   /* nfs_names_gen they were found under: a reload voids them */
 	/* vt_lock guards these five. */
 	enum view_state vw_state;
 	unsigned vw_waiting;     /* threads waiting for it to leave OPENING, CLOSING, RETIRING */
 	bool vw_known;           /* ever opened, or bound in the map: kept when an open fails */
 	int vw_rule;             /* the client rule of its client, -1 none */
-	unsigned vw_rule_gen;    /* ns_names_gen + 1 it was found under; 0 never */
+	unsigned vw_rule_gen;    /* nfs_names_gen + 1 it was found under; 0 never */
 	/*
 	 * The union; NULL unless OPEN. A call adds to vw_refs before it loads vw_ux and
 	 * subtracts when done with it; views_close_locked sets vw_ux NULL before it reads
@@ -90,6 +90,7 @@ struct views_noname {
 
 struct views {
 	struct nfs_server *vt_ns;
+	const struct config *vt_cfg; /* the exports; their rules only through vt_ns */
 	pthread_mutex_t vt_lock;
 	pthread_cond_t vt_changed;   /* a view left OPENING, CLOSING or RETIRING */
 	struct views_noname vt_noname[VIEWS_NONAME_KEPT];
@@ -104,7 +105,7 @@ struct views {
 
 static inline const struct export_conf *views_export(const struct views *vt, int i)
 {
-	return &vt->vt_ns->ns_cfg->cf_exports[i];
+	return &vt->vt_cfg->cf_exports[i];
 }
 
 /* registry.c */

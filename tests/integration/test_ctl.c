@@ -265,8 +265,8 @@ static int check_progress_lines(char *out, size_t outlen)
  * total) come before the reply while it runs, and the tool, given a timeout well below the
  * check's length, waits for the end because they keep coming. A server that says nothing
  * (stopped) still times out, with the cause and the fix. The server resolves one record at
- * a time (--workers 1) and pauses after each (UNIONNFSD_CHECK_PACE_US, as for a slow
- * disk), so a small map takes seconds.
+ * a time (--workers 1) and pauses after each (--check-pace, as for a slow disk), so a
+ * small map takes seconds.
  */
 static void test_check_long(void **state)
 {
@@ -289,10 +289,10 @@ static void test_check_long(void **state)
 		it_write_file(path, "x", 1);
 	}
 	assert_int_equal(it_server_stop(&it_srv), 0);
+	snprintf(name, sizeof(name), "--check-pace=%d", T_LONG_PACE_US);
 	it_srv.is_extra[0] = "--workers=1";
-	it_srv.is_extra[1] = NULL;
-	snprintf(name, sizeof(name), "%d", T_LONG_PACE_US);
-	assert_int_equal(setenv("UNIONNFSD_CHECK_PACE_US", name, 1), 0);
+	it_srv.is_extra[1] = name;
+	it_srv.is_extra[2] = NULL;
 	assert_int_equal(it_server_start(&it_srv), 0);
 	list_dir("/long", T_LONG_FILES);
 
@@ -327,7 +327,6 @@ static void test_check_long(void **state)
 
 	assert_int_equal(it_server_stop(&it_srv), 0);
 	it_srv.is_extra[0] = NULL;
-	assert_int_equal(unsetenv("UNIONNFSD_CHECK_PACE_US"), 0);
 	assert_int_equal(it_server_start(&it_srv), 0);
 }
 

@@ -535,10 +535,10 @@ static void test_file_bad_lines(void **state)
 
 	expect_file_error(fx, "port 2049\n\nrww 1\n",
 			  "3: unknown option 'rww' (expected listen, port, mount-port, portmap-port, "
-			  "nlm-port, grace, state, portmap, workers, max-record, max-connections, "
-			  "max-connections-per-host, idle-timeout, max-requests-per-connection, "
-			  "max-buffered, max-views-per-rule, metrics, hosts, export, foreground, udp, "
-			  "busy-poll)");
+			  "nlm-port, grace, nlm-retry, state, portmap, workers, max-record, "
+			  "max-connections, max-connections-per-host, idle-timeout, "
+			  "max-requests-per-connection, max-buffered, max-views-per-rule, metrics, "
+			  "hosts, export, foreground, udp, busy-poll, check-pace)");
 	expect_file_error(fx, "export /union /srv/upper rww\n",
 			  "1: unknown export option 'rww' (expected ro, rw, root_squash, "
 			  "no_root_squash, all_squash, anonuid=N, anongid=N, secure, insecure, sync, "
@@ -907,7 +907,7 @@ static void test_setting_bounds(void **state)
 			assert_non_null(strstr(fx->err, "is not a number in"));
 		}
 	}
-	assert_int_equal(numbers, 13);
+	assert_int_equal(numbers, 15);
 	/* a value set by hand outside the bounds is caught by config_validate */
 	assert_int_equal(PARSE(fx, "-e", "/u=/srv/a"), 0);
 	fx->cf.cf_workers = 0;
@@ -1006,6 +1006,43 @@ static void test_config_diff(void **state)
 }
 
 /*
+ * config_diff_export: what a reload cannot apply to an export. Client rules and options
+ * alone are no such change; a new, removed or restacked export is; another upper= and an
+ * export served read-only that is no longer 'ro' may come together.
+ */
+static void test_config_diff_export(void **state)
+{
+	struct fixture *fx = *state;
+	struct config b;
+
+	assert_int_equal(PARSE(fx, "-e", "/u=/srv/a:/srv/b", "-o", "ro", "-e", "/gone=/srv/g",
+			       "-e", "/v=/srv/v", "-o", "upper=/srv/c/%a"), 0);
+	config_init(&b);
+	assert_int_equal(config_parse_args(&b, 11, (char *[]){ "unionnfsd", "-e", "/u=/srv/a:/srv/b",
+				"--client", "10.0.0.0/8(rw)", "-e", "/new=/srv/n", "-e", "/v=/srv/v",
+				"-o", "upper=/srv/d/%a", NULL }, fx->err, sizeof(fx->err)), 0);
+	/* other rules and options: a reload applies them, unless it was opened read-only */
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/u", false), 0);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/u", true), CONFIG_EXPORT_WRITABLE);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/gone", false), CONFIG_EXPORT_GONE);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/new", false), CONFIG_EXPORT_NEW);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/none", false), 0);
+	/* an upper= export is served read-only and stays 'ro' */
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/v", true), CONFIG_EXPORT_UPPER);
+	assert_int_equal(config_diff_export(&fx->cf, &fx->cf, "/v", true), 0);
+	config_free(&b);
+
+	config_init(&b);
+	assert_int_equal(config_parse_args(&b, 5, (char *[]){ "unionnfsd", "-e", "/u=/srv/b:/srv/a",
+				"-e", "/v=/srv/v", NULL }, fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/u", true), CONFIG_EXPORT_BRANCHES);
+	/* upper= dropped: another template, and the export is writable now */
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/v", true),
+			 CONFIG_EXPORT_UPPER | CONFIG_EXPORT_WRITABLE);
+	config_free(&b);
+}
+
+/*
  * Parsing asks no resolver and reads no file but the config text: a host name that does
  * not resolve and a --hosts map that does not exist both parse; config_resolve fails on
  * them, naming where each was written.
@@ -1086,6 +1123,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_nlm_settings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setting_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_diff, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_diff_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parse_no_dns, setup, teardown),
 	};
 
