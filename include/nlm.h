@@ -34,7 +34,6 @@
 #include "rpc.h"
 
 /* NLM_PROG, NLM_VERS4 and the NLMPROC4_* numbers are in rpc/nlm4.x. */
-#define NLM_DEFAULT_GRACE_SECONDS 90
 #define NLM_DEFAULT_SHARES 4096            /* share reservations held at once */
 
 struct nsm;
