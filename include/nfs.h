@@ -85,7 +85,7 @@ void nfs_server_init(struct nfs_server *ns, struct config *cf);
  * it by the caller. Returns how many exports got new rules.
  */
 int nfs_server_swap_rules(struct nfs_server *ns, struct config *next);
-void nfs_server_destroy(struct nfs_server *ns);
+void nfs_server_free(struct nfs_server *ns);
 /* Hands nfs the per-client views (ops NULL takes them away again). */
 void nfs_server_set_views(struct nfs_server *ns, const struct nfs_views_ops *ops, void *table);
 

@@ -183,7 +183,7 @@ enum locks_status locks_table_create(const struct locks_limits *limits, struct l
  * Frees the table and everything in it. Waiters' cookies are not handed back: call
  * locks_release_all first to get them.
  */
-void locks_table_destroy(struct locks_table *t);
+void locks_table_free(struct locks_table *t);
 
 /*
  * Takes a lock (NLM LOCK). LOCKS_OK: held (also when the owner already held it). On a conflict,

@@ -29,7 +29,7 @@ struct views;
 
 /*
  * The table of views of ns's exports (cf: the config ns serves), attached to ns
- * (nfs_server_set_views) until views_free, which must come before nfs_server_destroy.
+ * (nfs_server_set_views) until views_free, which must come before nfs_server_free.
  */
 int views_new(struct nfs_server *ns, const struct config *cf, struct views **out);
 void views_free(struct views *vt);

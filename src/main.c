@@ -703,7 +703,7 @@ static void main_teardown(struct main_ctx *mc)
 	if (mc->mc_nfs_ready) {
 		views_free(mc->mc_views);
 		mc->mc_views = NULL;
-		nfs_server_destroy(&mc->mc_nfs);
+		nfs_server_free(&mc->mc_nfs);
 		mc->mc_nfs_ready = false;
 	}
 	if (mc->mc_loop) {

@@ -620,7 +620,7 @@ static void ctl_progress_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	if (c == NULL || !c->cc_streaming || c->cc_out != NULL)
+	if (c == NULL || !c->cn_streaming || c->cn_out != NULL)
 		return;
 	pthread_mutex_lock(&ctl->ct_prog_lock);
 	gen = ctl->ct_prog_gen;
@@ -634,9 +634,9 @@ static void ctl_progress_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	ctl->ct_prog_sent = gen;
-	c->cc_out = o.co_buf;
-	c->cc_outlen = o.co_len;
-	c->cc_outoff = 0;
+	c->cn_out = o.co_buf;
+	c->cn_outlen = o.co_len;
+	c->cn_outoff = 0;
 	ctl_conn_flush(c);
 }
 
@@ -678,15 +678,15 @@ static bool ctl_job_of(struct control *ctl, const char *line)
 /* Starts the walk; the connection waits without a deadline until the report is back. */
 static void ctl_check_start(struct ctl_conn *c)
 {
-	struct control *ctl = c->cc_ctl;
+	struct control *ctl = c->cn_ctl;
 	int rc;
 
 	if (ctl->ct_checking) {
 		ctl_conn_send(c, strdup("error: a check or reset is already running; try again when it has finished\n"));
 		return;
 	}
-	ev_io_stop(ctl->ct_loop, &c->cc_rio);
-	ev_timer_stop(ctl->ct_loop, &c->cc_timer);
+	ev_io_stop(ctl->ct_loop, &c->cn_rio);
+	ev_timer_stop(ctl->ct_loop, &c->cn_timer);
 	atomic_store(&ctl->ct_check_cancel, false);
 	ctl->ct_check_report = NULL;
 	rc = pthread_create(&ctl->ct_check_thread, NULL, ctl_check_thread, ctl);
@@ -697,7 +697,7 @@ static void ctl_check_start(struct ctl_conn *c)
 	log_info("control socket: checking the inode map against the branches");
 	ctl->ct_checking = true;
 	ctl->ct_check_conn = c;
-	c->cc_streaming = true;
+	c->cn_streaming = true;
 	ev_timer_again(ctl->ct_loop, &ctl->ct_progress);
 }
 
@@ -717,8 +717,8 @@ static void ctl_check_done_cb(struct ev_loop *loop, ev_async *w, int revents)
 		free(ctl->ct_check_report);
 	} else {
 		/* The reply gets the usual deadline to be read. */
-		ev_timer_set(&c->cc_timer, CONTROL_TIMEOUT, 0);
-		ev_timer_start(loop, &c->cc_timer);
+		ev_timer_set(&c->cn_timer, CONTROL_TIMEOUT, 0);
+		ev_timer_start(loop, &c->cn_timer);
 		ctl_conn_send(c, ctl->ct_check_report);
 	}
 	ctl->ct_check_report = NULL;
@@ -726,10 +726,10 @@ static void ctl_check_done_cb(struct ev_loop *loop, ev_async *w, int revents)
 
 void ctl_request(struct ctl_conn *c)
 {
-	if (ctl_job_of(c->cc_ctl, c->cc_in))
+	if (ctl_job_of(c->cn_ctl, c->cn_in))
 		ctl_check_start(c);
 	else
-		ctl_conn_send(c, control_answer(c->cc_ctl, c->cc_in));
+		ctl_conn_send(c, control_answer(c->cn_ctl, c->cn_in));
 }
 
 char *ctl_metrics(struct control *ctl, const char *head)

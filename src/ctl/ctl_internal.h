@@ -21,18 +21,18 @@
 #include "stats.h"
 
 struct ctl_conn {
-	struct ctl_conn *cc_prev, *cc_next;
-	struct control *cc_ctl;
-	int cc_fd;
-	ev_io cc_rio;
-	ev_io cc_wio;
-	ev_timer cc_timer;
-	bool cc_http;                     /* a metrics scrape, not a control command */
-	bool cc_streaming;                /* progress lines go out; the reply is yet to come */
-	char cc_in[METRICS_HEAD_MAX + 1];
-	size_t cc_inlen;
-	char *cc_out;
-	size_t cc_outlen, cc_outoff;
+	struct ctl_conn *cn_prev, *cn_next;
+	struct control *cn_ctl;
+	int cn_fd;
+	ev_io cn_rio;
+	ev_io cn_wio;
+	ev_timer cn_timer;
+	bool cn_http;                     /* a metrics scrape, not a control command */
+	bool cn_streaming;                /* progress lines go out; the reply is yet to come */
+	char cn_in[METRICS_HEAD_MAX + 1];
+	size_t cn_inlen;
+	char *cn_out;
+	size_t cn_outlen, cn_outoff;
 };
 
 struct control {
@@ -79,10 +79,10 @@ struct control {
 
 /* socket.c: sends out (malloc()ed; NULL: out of memory) after anything still going out, then closes. */
 void ctl_conn_send(struct ctl_conn *c, char *out);
-/* socket.c: writes what the socket takes; closes once all is out unless cc_streaming. */
+/* socket.c: writes what the socket takes; closes once all is out unless cn_streaming. */
 void ctl_conn_flush(struct ctl_conn *c);
 
-/* control.c: answers the request line in c->cc_in (or starts its job). */
+/* control.c: answers the request line in c->cn_in (or starts its job). */
 void ctl_request(struct ctl_conn *c);
 /* control.c: the --metrics response to a request head. */
 char *ctl_metrics(struct control *ctl, const char *head);

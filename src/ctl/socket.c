@@ -39,27 +39,27 @@ static void ctl_spare_take(struct control *ctl)
 
 static void ctl_conn_close(struct ctl_conn *c)
 {
-	struct control *ctl = c->cc_ctl;
+	struct control *ctl = c->cn_ctl;
 
-	ev_io_stop(ctl->ct_loop, &c->cc_rio);
-	ev_io_stop(ctl->ct_loop, &c->cc_wio);
-	ev_timer_stop(ctl->ct_loop, &c->cc_timer);
+	ev_io_stop(ctl->ct_loop, &c->cn_rio);
+	ev_io_stop(ctl->ct_loop, &c->cn_wio);
+	ev_timer_stop(ctl->ct_loop, &c->cn_timer);
 	if (ctl->ct_check_conn == c)
 		ctl->ct_check_conn = NULL;
-	close(c->cc_fd);
-	if (c->cc_prev)
-		c->cc_prev->cc_next = c->cc_next;
+	close(c->cn_fd);
+	if (c->cn_prev)
+		c->cn_prev->cn_next = c->cn_next;
 	else
-		ctl->ct_conns = c->cc_next;
-	if (c->cc_next)
-		c->cc_next->cc_prev = c->cc_prev;
-	if (c->cc_http)
+		ctl->ct_conns = c->cn_next;
+	if (c->cn_next)
+		c->cn_next->cn_prev = c->cn_prev;
+	if (c->cn_http)
 		ctl->ct_nhttp--;
 	else
 		ctl->ct_nconns--;
 	/* Its descriptor is free now: the reserve is taken back if it was used or lost. */
 	ctl_spare_take(ctl);
-	free(c->cc_out);
+	free(c->cn_out);
 	free(c);
 }
 
@@ -68,22 +68,22 @@ void ctl_conn_flush(struct ctl_conn *c)
 {
 	ssize_t n;
 
-	while (c->cc_outoff < c->cc_outlen) {
-		n = send(c->cc_fd, c->cc_out + c->cc_outoff, c->cc_outlen - c->cc_outoff, MSG_NOSIGNAL);
+	while (c->cn_outoff < c->cn_outlen) {
+		n = send(c->cn_fd, c->cn_out + c->cn_outoff, c->cn_outlen - c->cn_outoff, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			ev_io_start(c->cc_ctl->ct_loop, &c->cc_wio);
+			ev_io_start(c->cn_ctl->ct_loop, &c->cn_wio);
 			return;
 		}
 		if (n <= 0)
 			break;
-		c->cc_outoff += (size_t)n;
+		c->cn_outoff += (size_t)n;
 	}
-	if (c->cc_streaming && c->cc_outoff == c->cc_outlen) {
-		free(c->cc_out);
-		c->cc_out = NULL;
-		c->cc_outlen = c->cc_outoff = 0;
+	if (c->cn_streaming && c->cn_outoff == c->cn_outlen) {
+		free(c->cn_out);
+		c->cn_out = NULL;
+		c->cn_outlen = c->cn_outoff = 0;
 		return;
 	}
 	ctl_conn_close(c);
@@ -92,20 +92,20 @@ void ctl_conn_flush(struct ctl_conn *c)
 /* out after what is still to go out of c (a progress line); out is freed. */
 static char *ctl_conn_queue(struct ctl_conn *c, char *out)
 {
-	size_t left = c->cc_outlen - c->cc_outoff;
+	size_t left = c->cn_outlen - c->cn_outoff;
 	char *all;
 
-	if (c->cc_out == NULL || out == NULL)
+	if (c->cn_out == NULL || out == NULL)
 		return out;
 	all = malloc(left + strlen(out) + 1);
 	if (all != NULL) {
-		memcpy(all, c->cc_out + c->cc_outoff, left);
+		memcpy(all, c->cn_out + c->cn_outoff, left);
 		strcpy(all + left, out);
 	}
 	free(out);
-	free(c->cc_out);
-	c->cc_out = NULL;
-	c->cc_outlen = c->cc_outoff = 0;
+	free(c->cn_out);
+	c->cn_out = NULL;
+	c->cn_outlen = c->cn_outoff = 0;
 	return all;
 }
 
@@ -114,53 +114,53 @@ void ctl_conn_send(struct ctl_conn *c, char *out)
 {
 	static const char oom[] = "error: out of memory in the server; try again\n";
 
-	ev_io_stop(c->cc_ctl->ct_loop, &c->cc_rio);
-	c->cc_streaming = false;
+	ev_io_stop(c->cn_ctl->ct_loop, &c->cn_rio);
+	c->cn_streaming = false;
 	out = ctl_conn_queue(c, out);
-	free(c->cc_out);
-	c->cc_out = out;
-	c->cc_outoff = 0;
-	if (c->cc_out == NULL)
-		c->cc_out = strdup(oom);
-	if (c->cc_out == NULL) {
+	free(c->cn_out);
+	c->cn_out = out;
+	c->cn_outoff = 0;
+	if (c->cn_out == NULL)
+		c->cn_out = strdup(oom);
+	if (c->cn_out == NULL) {
 		ctl_conn_close(c);
 		return;
 	}
-	c->cc_outlen = strlen(c->cc_out);
+	c->cn_outlen = strlen(c->cn_out);
 	ctl_conn_flush(c);
 }
 
 /*
- * Appends what the peer sent (up to room bytes) to cc_in, NUL-terminated: the count (0 at
+ * Appends what the peer sent (up to room bytes) to cn_in, NUL-terminated: the count (0 at
  * end of file), or -1 when there is nothing to do now (nothing to read, or c was closed).
  */
 static ssize_t ctl_recv(struct ctl_conn *c, size_t room)
 {
-	ssize_t n = recv(c->cc_fd, c->cc_in + c->cc_inlen, room, 0);
+	ssize_t n = recv(c->cn_fd, c->cn_in + c->cn_inlen, room, 0);
 
 	if (n < 0) {
 		if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
 			ctl_conn_close(c);
 		return -1;
 	}
-	c->cc_inlen += (size_t)n;
-	c->cc_in[c->cc_inlen] = '\0';
+	c->cn_inlen += (size_t)n;
+	c->cn_in[c->cn_inlen] = '\0';
 	return n;
 }
 
 /* Reads a request head up to its blank line; the body, if any, is never read. */
 static void ctl_http_read(struct ctl_conn *c)
 {
-	ssize_t n = ctl_recv(c, METRICS_HEAD_MAX - c->cc_inlen);
+	ssize_t n = ctl_recv(c, METRICS_HEAD_MAX - c->cn_inlen);
 
 	if (n < 0)
 		return;
-	if (memchr(c->cc_in, '\0', c->cc_inlen) != NULL) {
+	if (memchr(c->cn_in, '\0', c->cn_inlen) != NULL) {
 		ctl_conn_send(c, metrics_response("400 Bad Request", "NUL byte in the request\n"));
 		return;
 	}
-	if (strstr(c->cc_in, "\r\n\r\n") == NULL && strstr(c->cc_in, "\n\n") == NULL) {
-		if (n > 0 && c->cc_inlen < METRICS_HEAD_MAX)
+	if (strstr(c->cn_in, "\r\n\r\n") == NULL && strstr(c->cn_in, "\n\n") == NULL) {
+		if (n > 0 && c->cn_inlen < METRICS_HEAD_MAX)
 			return;
 		if (n > 0) {
 			ctl_conn_send(c, metrics_response("431 Request Header Fields Too Large",
@@ -168,29 +168,29 @@ static void ctl_http_read(struct ctl_conn *c)
 			return;
 		}
 	}
-	ctl_conn_send(c, ctl_metrics(c->cc_ctl, c->cc_in));
+	ctl_conn_send(c, ctl_metrics(c->cn_ctl, c->cn_in));
 }
 
 static void ctl_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct ctl_conn *c = w->data;
-	size_t room = CONTROL_MAX_REQUEST - c->cc_inlen;
+	size_t room = CONTROL_MAX_REQUEST - c->cn_inlen;
 	char *nl;
 	ssize_t n;
 
 	(void)loop;
 	(void)revents;
-	if (c->cc_http) {
+	if (c->cn_http) {
 		ctl_http_read(c);
 		return;
 	}
 	n = ctl_recv(c, room);
 	if (n < 0)
 		return;
-	nl = memchr(c->cc_in, '\n', c->cc_inlen);
+	nl = memchr(c->cn_in, '\n', c->cn_inlen);
 	if (nl != NULL) {
 		*nl = '\0';
-	} else if (n > 0 && c->cc_inlen < CONTROL_MAX_REQUEST) {
+	} else if (n > 0 && c->cn_inlen < CONTROL_MAX_REQUEST) {
 		return;
 	} else if (n > 0) {
 		/* Longer than a request may be: answer without reading the rest. */
@@ -198,7 +198,7 @@ static void ctl_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	/* A NUL inside the line would hide the rest of it from the parser. */
-	if (memchr(c->cc_in, '\0', nl != NULL ? (size_t)(nl - c->cc_in) : c->cc_inlen) != NULL)
+	if (memchr(c->cn_in, '\0', nl != NULL ? (size_t)(nl - c->cn_in) : c->cn_inlen) != NULL)
 		ctl_conn_send(c, strdup("error: the request has a NUL byte; send one line of text such as `status`\n"));
 	else
 		ctl_request(c);
@@ -286,8 +286,8 @@ static bool ctl_http_make_room(struct control *ctl)
 	struct ctl_conn *c, *oldest = NULL;
 
 	/* The list is newest first. */
-	for (c = ctl->ct_conns; c != NULL; c = c->cc_next)
-		if (c->cc_http && c->cc_out == NULL)
+	for (c = ctl->ct_conns; c != NULL; c = c->cn_next)
+		if (c->cn_http && c->cn_out == NULL)
 			oldest = c;
 	if (oldest == NULL)
 		return false;
@@ -324,24 +324,24 @@ static void ctl_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			ctl_spare_take(ctl);
 			continue;
 		}
-		c->cc_http = w == &ctl->ct_http_accept;
-		c->cc_ctl = ctl;
-		c->cc_fd = fd;
-		ev_io_init(&c->cc_rio, ctl_read_cb, fd, EV_READ);
-		ev_io_init(&c->cc_wio, ctl_write_cb, fd, EV_WRITE);
-		ev_timer_init(&c->cc_timer, ctl_timeout_cb,
-			      c->cc_http ? CONTROL_HTTP_TIMEOUT : CONTROL_TIMEOUT, 0);
-		c->cc_rio.data = c->cc_wio.data = c->cc_timer.data = c;
-		c->cc_next = ctl->ct_conns;
-		if (c->cc_next)
-			c->cc_next->cc_prev = c;
+		c->cn_http = w == &ctl->ct_http_accept;
+		c->cn_ctl = ctl;
+		c->cn_fd = fd;
+		ev_io_init(&c->cn_rio, ctl_read_cb, fd, EV_READ);
+		ev_io_init(&c->cn_wio, ctl_write_cb, fd, EV_WRITE);
+		ev_timer_init(&c->cn_timer, ctl_timeout_cb,
+			      c->cn_http ? CONTROL_HTTP_TIMEOUT : CONTROL_TIMEOUT, 0);
+		c->cn_rio.data = c->cn_wio.data = c->cn_timer.data = c;
+		c->cn_next = ctl->ct_conns;
+		if (c->cn_next)
+			c->cn_next->cn_prev = c;
 		ctl->ct_conns = c;
-		if (c->cc_http)
+		if (c->cn_http)
 			ctl->ct_nhttp++;
 		else
 			ctl->ct_nconns++;
-		ev_io_start(loop, &c->cc_rio);
-		ev_timer_start(loop, &c->cc_timer);
+		ev_io_start(loop, &c->cn_rio);
+		ev_timer_start(loop, &c->cn_timer);
 	}
 }
 

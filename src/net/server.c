@@ -22,19 +22,19 @@
  *
  * Memory is bounded per connection: reading pauses while max_requests calls (or
  * NET_MAX_INBYTES of them) are being served, or while NET_MAX_OUTQ reply bytes wait for a
- * client that does not read. It is bounded across connections too: ns_buffered counts
+ * client that does not read. It is bounded across connections too: sv_buffered counts
  * request, reassembly, pending and reply bytes of every connection (a call in flight
  * counts the reply it may produce, see net_reply_estimate()), and once it reaches
  * max_buffered only connections holding (almost) nothing may read, so a crowd of clients
  * that never read cannot exhaust memory while a well-behaved client still gets its small
  * calls through; at twice max_buffered a call that may produce a large reply waits
  * parked instead of being served. Under pressure one connection at a time may finish a
- * large record it is in the middle of (ns_finisher), so connections that each hold part of
+ * large record it is in the middle of (sv_finisher), so connections that each hold part of
  * a large WRITE cannot fill max_buffered together and wait for each other forever; parked
  * bytes do not hold back their own calls either. Connections stuck without progress are
  * closed after idle_timeout.
  *
- * Connection slots: a connection from an address no client rule admits (ns_admit) is
+ * Connection slots: a connection from an address no client rule admits (sv_admit) is
  * closed at accept, before it costs anything. Past max_conns_per_host connections of one
  * address, or max_conns (or the descriptors the open files limit leaves for clients) in
  * all, a new connection closes the one idle longest (of that address, or of all) instead,
@@ -43,7 +43,7 @@
  * closed for room even between its calls (conn_in_use): by idle time alone, a client
  * calling every 50 ms would be the "idle longest" once a flood of connections had each
  * made one call since, and a flood could close every working client that way. Only when
- * every connection is busy or in use is the new connection closed at once. ns_lru orders
+ * every connection is busy or in use is the new connection closed at once. sv_lru orders
  * connections by their last progress (a call received or reply bytes sent), so the one
  * idle longest is found from its head.
  */
@@ -134,7 +134,7 @@ struct net_job {
 	struct net_pktinfo nj_pkt;
 	uint8_t *nj_reply;                 /* from rpc_serve_at(), 4 reserved bytes first */
 	size_t nj_replylen;
-	size_t nj_reserve;                 /* TCP: counted in ns_buffered while in flight */
+	size_t nj_reserve;                 /* TCP: counted in sv_buffered while in flight */
 	size_t nj_sent;                    /* TCP: bytes its worker wrote itself (job_send) */
 #ifdef NET_STAGE_TIMES
 	struct net_stamps nj_stamps;
@@ -158,15 +158,15 @@ struct net_listener {
 
 /* One client address with open connections; freed with its last connection. */
 struct net_host {
-	struct net_host *nh_next;              /* hash chain of ns_hosts */
+	struct net_host *nh_next;              /* hash chain of sv_hosts */
 	struct in6_addr nh_addr;               /* IPv4 as ::ffff:a.b.c.d */
 	unsigned nh_nconns;
 	struct net_conn *nh_conns;             /* nc_hnext */
 };
 
 struct net_conn {
-	struct net_conn *nc_prev, *nc_next;    /* ns_conns, while open */
-	struct net_conn *nc_lru_prev, *nc_lru_next; /* ns_lru, while open */
+	struct net_conn *nc_prev, *nc_next;    /* sv_conns, while open */
+	struct net_conn *nc_lru_prev, *nc_lru_next; /* sv_lru, while open */
 	struct net_conn *nc_hprev, *nc_hnext;  /* nc_host's connections, while open */
 	struct net_host *nc_host;
 	struct net_conn *nc_dirty_next;        /* completion batch */
@@ -176,7 +176,7 @@ struct net_conn {
 	unsigned nc_inflight;
 	unsigned nc_calls;                     /* calls received, counted up to NET_IN_USE_CALLS */
 	size_t nc_inbytes;                     /* request bytes of the calls in flight */
-	size_t nc_rxacct;                      /* reassembly buffer counted in ns_buffered */
+	size_t nc_rxacct;                      /* reassembly buffer counted in sv_buffered */
 	ev_tstamp nc_last;                     /* last progress: opened, a call received, reply bytes sent */
 	bool nc_open;
 	bool nc_eof;                           /* peer finished sending: close once answered */
@@ -210,48 +210,48 @@ struct net_conn {
 };
 
 struct net_server {
-	struct ev_loop *ns_loop;
-	char *ns_listen;
-	uint32_t ns_max_record;
-	unsigned ns_max_conns;
-	unsigned ns_max_per_host;              /* 0: no bound per address */
-	unsigned ns_max_requests;
-	unsigned ns_idle;                      /* seconds, 0: off */
-	uint64_t ns_max_buffered;
-	uint64_t ns_buffered;                  /* see the comment at the top */
-	bool ns_udp;                           /* listeners take UDP too */
-	bool ns_pressured;                     /* a connection was paused by ns_max_buffered */
-	uint64_t ns_parked;                    /* bytes of parked calls (in ns_buffered too) */
-	uint64_t ns_pending;                   /* bytes read but not yet fed (nc_pend, same) */
-	struct net_conn *ns_finisher;          /* may finish its partial record under pressure */
-	bool ns_finisher_freed;                /* paused connections should look for the turn */
-	unsigned ns_nconns;
-	ev_tstamp ns_full_warned, ns_buf_warned, ns_host_warned, ns_admit_warned, ns_evict_warned;
-	net_admit_fn *ns_admit;
-	void *ns_admit_arg;
-	struct net_host **ns_hosts;            /* hash table by address */
-	size_t ns_nbuckets;                    /* a power of two */
-	uint8_t ns_hash_key[crypto_shorthash_KEYBYTES]; /* addresses are the clients' to choose */
-	struct net_conn *ns_lru, *ns_lru_tail; /* open connections, least recent progress first */
-	ev_timer ns_idle_timer;
-	bool ns_idle_on;
-	struct workers *ns_workers;
-	struct work *ns_here, *ns_here_tail;   /* served on the loop, completions not yet taken */
-	ev_async ns_async;
-	bool ns_async_on;
-	ev_check ns_collect;                   /* takes quiet completions after each wake-up */
-	ev_timer ns_collect_timer;             /* ... and while calls are in flight, every so often */
-	struct spin ns_spin;                   /* busy polling after calls (spin.h) */
-	ev_idle ns_poll;                       /* active: the loop polls instead of sleeping */
-	struct net_listener *ns_listeners;
-	struct net_conn *ns_conns;
-	unsigned ns_inflight;
-	bool ns_shutting;
-	bool ns_down;
-	uint8_t *ns_rbuf;                      /* NET_READ_CHUNK, loop thread only */
-	uint8_t *ns_ubuf;                      /* NET_UDP_BUF, loop thread only */
+	struct ev_loop *sv_loop;
+	char *sv_listen;
+	uint32_t sv_max_record;
+	unsigned sv_max_conns;
+	unsigned sv_max_per_host;              /* 0: no bound per address */
+	unsigned sv_max_requests;
+	unsigned sv_idle;                      /* seconds, 0: off */
+	uint64_t sv_max_buffered;
+	uint64_t sv_buffered;                  /* see the comment at the top */
+	bool sv_udp;                           /* listeners take UDP too */
+	bool sv_pressured;                     /* a connection was paused by sv_max_buffered */
+	uint64_t sv_parked;                    /* bytes of parked calls (in sv_buffered too) */
+	uint64_t sv_pending;                   /* bytes read but not yet fed (nc_pend, same) */
+	struct net_conn *sv_finisher;          /* may finish its partial record under pressure */
+	bool sv_finisher_freed;                /* paused connections should look for the turn */
+	unsigned sv_nconns;
+	ev_tstamp sv_full_warned, sv_buf_warned, sv_host_warned, sv_admit_warned, sv_evict_warned;
+	net_admit_fn *sv_admit;
+	void *sv_admit_arg;
+	struct net_host **sv_hosts;            /* hash table by address */
+	size_t sv_nbuckets;                    /* a power of two */
+	uint8_t sv_hash_key[crypto_shorthash_KEYBYTES]; /* addresses are the clients' to choose */
+	struct net_conn *sv_lru, *sv_lru_tail; /* open connections, least recent progress first */
+	ev_timer sv_idle_timer;
+	bool sv_idle_on;
+	struct workers *sv_workers;
+	struct work *sv_here, *sv_here_tail;   /* served on the loop, completions not yet taken */
+	ev_async sv_async;
+	bool sv_async_on;
+	ev_check sv_collect;                   /* takes quiet completions after each wake-up */
+	ev_timer sv_collect_timer;             /* ... and while calls are in flight, every so often */
+	struct spin sv_spin;                   /* busy polling after calls (spin.h) */
+	ev_idle sv_poll;                       /* active: the loop polls instead of sleeping */
+	struct net_listener *sv_listeners;
+	struct net_conn *sv_conns;
+	unsigned sv_inflight;
+	bool sv_shutting;
+	bool sv_down;
+	uint8_t *sv_rbuf;                      /* NET_READ_CHUNK, loop thread only */
+	uint8_t *sv_ubuf;                      /* NET_UDP_BUF, loop thread only */
 #ifdef NET_STAGE_TIMES
-	struct net_stage_sums ns_stages;
+	struct net_stage_sums sv_stages;
 #endif
 };
 
@@ -342,7 +342,7 @@ static void job_send(struct net_job *j)
 	j->nj_work.wk_quiet = j->nj_sent == j->nj_replylen;
 #ifdef NET_STAGE_TIMES
 	if (j->nj_work.wk_quiet) {
-		j->nj_stamps.ns_at[NET_ST_DONE] = j->nj_stamps.ns_at[NET_ST_END];
+		j->nj_stamps.ts_at[NET_ST_DONE] = j->nj_stamps.ts_at[NET_ST_END];
 		NET_STAMP(&j->nj_stamps, NET_ST_SENT);
 	}
 #endif
@@ -378,7 +378,7 @@ static void net_notify(void *arg)
 {
 	struct net_server *srv = arg;
 
-	ev_async_send(srv->ns_loop, &srv->ns_async);
+	ev_async_send(srv->sv_loop, &srv->sv_async);
 }
 
 static int64_t net_clock_ns(void)
@@ -392,8 +392,8 @@ static int64_t net_clock_ns(void)
 /* Polls rather than sleeps for the spin window after now, if it has one. */
 static void net_poll_on(struct net_server *srv, int64_t now)
 {
-	if (!ev_is_active(&srv->ns_poll) && spin_keep(&srv->ns_spin, now))
-		ev_idle_start(srv->ns_loop, &srv->ns_poll);
+	if (!ev_is_active(&srv->sv_poll) && spin_keep(&srv->sv_spin, now))
+		ev_idle_start(srv->sv_loop, &srv->sv_poll);
 }
 
 /*
@@ -403,10 +403,10 @@ static void net_poll_on(struct net_server *srv, int64_t now)
  */
 static void net_poll_cb(struct ev_loop *loop, ev_idle *w, int revents)
 {
-	struct net_server *srv = container_of(w, struct net_server, ns_poll);
+	struct net_server *srv = container_of(w, struct net_server, sv_poll);
 
 	(void)revents;
-	if (!spin_keep(&srv->ns_spin, net_clock_ns()))
+	if (!spin_keep(&srv->sv_spin, net_clock_ns()))
 		ev_idle_stop(loop, w);
 	else
 		sched_yield();
@@ -424,11 +424,11 @@ static void net_serve_here(struct net_server *srv, struct net_job *j)
 	job_run(w);
 	w->wk_ran = true;
 	w->wk_next = NULL;
-	if (srv->ns_here_tail)
-		srv->ns_here_tail->wk_next = w;
+	if (srv->sv_here_tail)
+		srv->sv_here_tail->wk_next = w;
 	else
-		srv->ns_here = w;
-	srv->ns_here_tail = w;
+		srv->sv_here = w;
+	srv->sv_here_tail = w;
 }
 
 static void net_submit(struct net_server *srv, struct net_job *j)
@@ -436,8 +436,8 @@ static void net_submit(struct net_server *srv, struct net_job *j)
 	int64_t now = net_clock_ns();
 
 	j->nj_work.wk_run = job_run;
-	srv->ns_inflight++;
-	spin_call(&srv->ns_spin, now);
+	srv->sv_inflight++;
+	spin_call(&srv->sv_spin, now);
 	net_poll_on(srv, now);
 	if (rpc_call_is_null(j->nj_rec, j->nj_len)) {
 		net_serve_here(srv, j);
@@ -447,9 +447,9 @@ static void net_submit(struct net_server *srv, struct net_job *j)
 	 * A reply its worker wrote wakes nobody (job_send): the loop takes the completion at
 	 * its next turn, and this timer bounds how late that is when no client calls again.
 	 */
-	if (!ev_is_active(&srv->ns_collect_timer))
-		ev_timer_start(srv->ns_loop, &srv->ns_collect_timer);
-	workers_submit(srv->ns_workers, &j->nj_work);
+	if (!ev_is_active(&srv->sv_collect_timer))
+		ev_timer_start(srv->sv_loop, &srv->sv_collect_timer);
+	workers_submit(srv->sv_workers, &j->nj_work);
 }
 
 /* ---- TCP connections ---- */
@@ -486,38 +486,38 @@ static struct net_host **net_host_slot(struct net_server *srv, const struct in6_
 	struct net_host **p;
 	uint64_t h;
 
-	crypto_shorthash(mac, addr->s6_addr, sizeof(addr->s6_addr), srv->ns_hash_key);
+	crypto_shorthash(mac, addr->s6_addr, sizeof(addr->s6_addr), srv->sv_hash_key);
 	memcpy(&h, mac, sizeof(h));
-	for (p = &srv->ns_hosts[h & (srv->ns_nbuckets - 1)]; *p != NULL; p = &(*p)->nh_next)
+	for (p = &srv->sv_hosts[h & (srv->sv_nbuckets - 1)]; *p != NULL; p = &(*p)->nh_next)
 		if (!memcmp(&(*p)->nh_addr, addr, sizeof(*addr)))
 			break;
 	return p;
 }
 
-/* Moves c to the end of ns_lru: it just made progress. */
+/* Moves c to the end of sv_lru: it just made progress. */
 static void conn_touch(struct net_conn *c)
 {
 	struct net_server *srv = c->nc_srv;
 
-	c->nc_last = ev_now(srv->ns_loop);
-	if (srv->ns_lru_tail == c)
+	c->nc_last = ev_now(srv->sv_loop);
+	if (srv->sv_lru_tail == c)
 		return;
 	if (c->nc_lru_prev)
 		c->nc_lru_prev->nc_lru_next = c->nc_lru_next;
-	else if (srv->ns_lru == c)
-		srv->ns_lru = c->nc_lru_next;
+	else if (srv->sv_lru == c)
+		srv->sv_lru = c->nc_lru_next;
 	if (c->nc_lru_next)
 		c->nc_lru_next->nc_lru_prev = c->nc_lru_prev;
 	c->nc_lru_next = NULL;
-	c->nc_lru_prev = srv->ns_lru_tail;
-	if (srv->ns_lru_tail)
-		srv->ns_lru_tail->nc_lru_next = c;
+	c->nc_lru_prev = srv->sv_lru_tail;
+	if (srv->sv_lru_tail)
+		srv->sv_lru_tail->nc_lru_next = c;
 	else
-		srv->ns_lru = c;
-	srv->ns_lru_tail = c;
+		srv->sv_lru = c;
+	srv->sv_lru_tail = c;
 }
 
-/* Takes c off ns_lru and its host's list, freeing the host entry with its last connection. */
+/* Takes c off sv_lru and its host's list, freeing the host entry with its last connection. */
 static void conn_unlink_slots(struct net_conn *c)
 {
 	struct net_server *srv = c->nc_srv;
@@ -526,11 +526,11 @@ static void conn_unlink_slots(struct net_conn *c)
 	if (c->nc_lru_prev)
 		c->nc_lru_prev->nc_lru_next = c->nc_lru_next;
 	else
-		srv->ns_lru = c->nc_lru_next;
+		srv->sv_lru = c->nc_lru_next;
 	if (c->nc_lru_next)
 		c->nc_lru_next->nc_lru_prev = c->nc_lru_prev;
 	else
-		srv->ns_lru_tail = c->nc_lru_prev;
+		srv->sv_lru_tail = c->nc_lru_prev;
 	c->nc_lru_prev = c->nc_lru_next = NULL;
 	if (c->nc_hprev)
 		c->nc_hprev->nc_hnext = c->nc_hnext;
@@ -585,9 +585,9 @@ static bool conn_take_turn(struct net_conn *c)
 {
 	struct net_server *srv = c->nc_srv;
 
-	if (srv->ns_finisher == NULL)
-		srv->ns_finisher = c;
-	return srv->ns_finisher == c;
+	if (srv->sv_finisher == NULL)
+		srv->sv_finisher = c;
+	return srv->sv_finisher == c;
 }
 
 /*
@@ -603,21 +603,21 @@ static bool conn_full(struct net_conn *c)
 	struct net_server *srv = c->nc_srv;
 	char a[NET_ADDRSTR];
 
-	if (c->nc_inflight >= srv->ns_max_requests || c->nc_inbytes >= NET_MAX_INBYTES ||
+	if (c->nc_inflight >= srv->sv_max_requests || c->nc_inbytes >= NET_MAX_INBYTES ||
 	    c->nc_outbytes >= NET_MAX_OUTQ || c->nc_park != NULL)
 		return true;
-	if (srv->ns_buffered < srv->ns_max_buffered)
+	if (srv->sv_buffered < srv->sv_max_buffered)
 		return false;
 	if (c->nc_inflight == 0 && c->nc_outbytes == 0 &&
 	    (c->nc_rxacct < NET_PRESSURE_RX || conn_take_turn(c)))
 		return false;
-	if (!srv->ns_pressured && ev_now(srv->ns_loop) - srv->ns_buf_warned >= NET_WARN_EVERY) {
-		srv->ns_buf_warned = ev_now(srv->ns_loop);
+	if (!srv->sv_pressured && ev_now(srv->sv_loop) - srv->sv_buf_warned >= NET_WARN_EVERY) {
+		srv->sv_buf_warned = ev_now(srv->sv_loop);
 		log_warn("net: %llu bytes are buffered for clients, the max-buffered limit; pausing reads from connections holding data (first %s) until replies drain (raise max-buffered if legitimate clients stall)",
-			 (unsigned long long)srv->ns_buffered,
+			 (unsigned long long)srv->sv_buffered,
 			 net_addrstr(&c->nc_peer, c->nc_peerlen, a));
 	}
-	srv->ns_pressured = true;
+	srv->sv_pressured = true;
 	return true;
 }
 
@@ -629,35 +629,35 @@ static bool conn_full(struct net_conn *c)
  */
 static bool conn_hard_pressed(const struct net_server *srv)
 {
-	return (srv->ns_buffered - srv->ns_parked - srv->ns_pending) / 2 >= srv->ns_max_buffered;
+	return (srv->sv_buffered - srv->sv_parked - srv->sv_pending) / 2 >= srv->sv_max_buffered;
 }
 
-/* Keeps ns_buffered in step with the reassembly buffer's size; ends a finished turn. */
+/* Keeps sv_buffered in step with the reassembly buffer's size; ends a finished turn. */
 static void conn_sync_rx(struct net_conn *c)
 {
 	struct net_server *srv = c->nc_srv;
 
-	srv->ns_buffered -= c->nc_rxacct;
+	srv->sv_buffered -= c->nc_rxacct;
 	c->nc_rxacct = c->nc_rx.rr_cap;
-	srv->ns_buffered += c->nc_rxacct;
-	if (c->nc_rxacct == 0 && srv->ns_finisher == c) {
-		srv->ns_finisher = NULL;
-		srv->ns_finisher_freed = true;
+	srv->sv_buffered += c->nc_rxacct;
+	if (c->nc_rxacct == 0 && srv->sv_finisher == c) {
+		srv->sv_finisher = NULL;
+		srv->sv_finisher_freed = true;
 	}
 }
 
 static void conn_unpark(struct net_conn *c)
 {
-	c->nc_srv->ns_buffered -= c->nc_parklen;
-	c->nc_srv->ns_parked -= c->nc_parklen;
+	c->nc_srv->sv_buffered -= c->nc_parklen;
+	c->nc_srv->sv_parked -= c->nc_parklen;
 	c->nc_park = NULL;
 	c->nc_parklen = 0;
 }
 
 static void conn_drop_pend(struct net_conn *c)
 {
-	c->nc_srv->ns_buffered -= c->nc_pendlen;
-	c->nc_srv->ns_pending -= c->nc_pendlen;
+	c->nc_srv->sv_buffered -= c->nc_pendlen;
+	c->nc_srv->sv_pending -= c->nc_pendlen;
 	free(c->nc_pend);
 	c->nc_pend = NULL;
 	c->nc_pendlen = c->nc_pendoff = 0;
@@ -672,8 +672,8 @@ static void conn_close(struct net_conn *c)
 	if (!c->nc_open)
 		return;
 	c->nc_open = false;
-	ev_io_stop(srv->ns_loop, &c->nc_rio);
-	ev_io_stop(srv->ns_loop, &c->nc_wio);
+	ev_io_stop(srv->sv_loop, &c->nc_rio);
+	ev_io_stop(srv->sv_loop, &c->nc_wio);
 	/* No worker writes to the descriptor once it is closed (its number is reused). */
 	pthread_mutex_lock(&c->nc_wmu);
 	c->nc_wopen = false;
@@ -683,7 +683,7 @@ static void conn_close(struct net_conn *c)
 	if (c->nc_prev)
 		c->nc_prev->nc_next = c->nc_next;
 	else
-		srv->ns_conns = c->nc_next;
+		srv->sv_conns = c->nc_next;
 	if (c->nc_next)
 		c->nc_next->nc_prev = c->nc_prev;
 	c->nc_prev = c->nc_next = NULL;
@@ -693,14 +693,14 @@ static void conn_close(struct net_conn *c)
 		job_free(j);
 	}
 	c->nc_outq = c->nc_outtail = NULL;
-	srv->ns_buffered -= c->nc_outbytes;
+	srv->sv_buffered -= c->nc_outbytes;
 	c->nc_outbytes = 0;
 	conn_drop_pend(c);
 	free(c->nc_park);
 	conn_unpark(c);
 	record_free(&c->nc_rx);
 	conn_sync_rx(c);
-	srv->ns_nconns--;
+	srv->sv_nconns--;
 	conn_unref(c);
 }
 
@@ -743,7 +743,7 @@ static bool conn_submit(struct net_conn *c, uint8_t *rec, size_t len)
 	j->nj_reserve = len + net_reply_estimate(rec, len);
 	c->nc_inflight++;
 	c->nc_inbytes += len;
-	c->nc_srv->ns_buffered += j->nj_reserve;
+	c->nc_srv->sv_buffered += j->nj_reserve;
 	atomic_fetch_add_explicit(&c->nc_unsent, 1, memory_order_relaxed);
 	NET_STAMP(&j->nj_stamps, NET_ST_READ);
 	net_submit(c->nc_srv, j);
@@ -764,8 +764,8 @@ static bool conn_record_done(struct net_conn *c)
 	if (conn_hard_pressed(c->nc_srv) && net_reply_estimate(rec, rlen) > RPC_REPLY_SMALL) {
 		c->nc_park = rec;
 		c->nc_parklen = rlen;
-		c->nc_srv->ns_buffered += rlen;
-		c->nc_srv->ns_parked += rlen;
+		c->nc_srv->sv_buffered += rlen;
+		c->nc_srv->sv_parked += rlen;
 		return true;
 	}
 	return conn_submit(c, rec, rlen);
@@ -814,13 +814,13 @@ static ssize_t conn_feed(struct net_conn *c, const uint8_t *data, size_t len)
 static void conn_update_reading(struct net_conn *c)
 {
 	struct net_server *srv = c->nc_srv;
-	bool want = c->nc_open && !c->nc_eof && !srv->ns_shutting && !conn_full(c) &&
+	bool want = c->nc_open && !c->nc_eof && !srv->sv_shutting && !conn_full(c) &&
 		    c->nc_pend == NULL;
 
 	if (want && !ev_is_active(&c->nc_rio))
-		ev_io_start(srv->ns_loop, &c->nc_rio);
+		ev_io_start(srv->sv_loop, &c->nc_rio);
 	else if (!want && ev_is_active(&c->nc_rio))
-		ev_io_stop(srv->ns_loop, &c->nc_rio);
+		ev_io_stop(srv->sv_loop, &c->nc_rio);
 }
 
 /* Feeds bytes left over from a pause. Returns -1 when the connection was closed. */
@@ -885,7 +885,7 @@ static int conn_flush(struct net_conn *c)
 			break;
 		}
 		c->nc_outbytes -= (size_t)n;
-		srv->ns_buffered -= (uint64_t)n;
+		srv->sv_buffered -= (uint64_t)n;
 		if (n > 0)
 			conn_touch(c);
 		while (n > 0) {
@@ -903,14 +903,14 @@ static int conn_flush(struct net_conn *c)
 			if (c->nc_outq == NULL)
 				c->nc_outtail = NULL;
 			NET_STAMP(&j->nj_stamps, NET_ST_SENT);
-			NET_STAGES_ADD(&srv->ns_stages, &j->nj_stamps);
+			NET_STAGES_ADD(&srv->sv_stages, &j->nj_stamps);
 			job_free(j);
 		}
 	}
 	pthread_mutex_unlock(&c->nc_wmu);
 	if (err == EAGAIN || err == EWOULDBLOCK) {
 		if (!ev_is_active(&c->nc_wio))
-			ev_io_start(srv->ns_loop, &c->nc_wio);
+			ev_io_start(srv->sv_loop, &c->nc_wio);
 		return 0;
 	}
 	if (err != 0) {
@@ -920,7 +920,7 @@ static int conn_flush(struct net_conn *c)
 		return -1;
 	}
 	if (ev_is_active(&c->nc_wio))
-		ev_io_stop(srv->ns_loop, &c->nc_wio);
+		ev_io_stop(srv->sv_loop, &c->nc_wio);
 	return 0;
 }
 
@@ -930,11 +930,11 @@ static void conn_after_io(struct net_conn *c)
 	struct net_server *srv = c->nc_srv;
 	bool idle = c->nc_inflight == 0 && c->nc_outq == NULL;
 
-	if (idle && (c->nc_eof || srv->ns_shutting)) {
+	if (idle && (c->nc_eof || srv->sv_shutting)) {
 		conn_close(c);
 		return;
 	}
-	if (!srv->ns_shutting && conn_feed_pending(c) < 0)
+	if (!srv->sv_shutting && conn_feed_pending(c) < 0)
 		return;
 	conn_update_reading(c);
 }
@@ -942,7 +942,7 @@ static void conn_after_io(struct net_conn *c)
 static void conn_read(struct ev_loop *loop, ev_io *w)
 {
 	struct net_conn *c = container_of(w, struct net_conn, nc_rio);
-	uint8_t *buf = c->nc_srv->ns_rbuf, *body = NULL;
+	uint8_t *buf = c->nc_srv->sv_rbuf, *body = NULL;
 	size_t room = 0;
 	ssize_t n, used;
 	char a[NET_ADDRSTR];
@@ -964,7 +964,7 @@ static void conn_read(struct ev_loop *loop, ev_io *w)
 		/* Answer what was asked, then close; a half-finished record is dropped. */
 		c->nc_eof = true;
 		record_free(&c->nc_rx);
-		record_init(&c->nc_rx, c->nc_srv->ns_max_record);
+		record_init(&c->nc_rx, c->nc_srv->sv_max_record);
 		conn_sync_rx(c);
 		conn_after_io(c);
 		return;
@@ -991,8 +991,8 @@ static void conn_read(struct ev_loop *loop, ev_io *w)
 		memcpy(c->nc_pend, buf + used, (size_t)(n - used));
 		c->nc_pendlen = (size_t)(n - used);
 		c->nc_pendoff = 0;
-		c->nc_srv->ns_buffered += c->nc_pendlen;
-		c->nc_srv->ns_pending += c->nc_pendlen;
+		c->nc_srv->sv_buffered += c->nc_pendlen;
+		c->nc_srv->sv_pending += c->nc_pendlen;
 	}
 	conn_update_reading(c);
 }
@@ -1061,7 +1061,7 @@ static void conn_new(struct net_server *srv, int fd, const struct sockaddr_stora
 	h->nh_conns = c;
 	h->nh_nconns++;
 	conn_touch(c);
-	srv->ns_nconns++;
+	srv->sv_nconns++;
 	memcpy(&c->nc_peer, peer, peerlen);
 	c->nc_peerlen = peerlen;
 	c->nc_locallen = sizeof(c->nc_local);
@@ -1070,14 +1070,14 @@ static void conn_new(struct net_server *srv, int fd, const struct sockaddr_stora
 	/* Replies go out whole; Nagle would only delay the last segment of each. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-	record_init(&c->nc_rx, srv->ns_max_record);
+	record_init(&c->nc_rx, srv->sv_max_record);
 	ev_io_init(&c->nc_rio, conn_read_cb, fd, EV_READ);
 	ev_io_init(&c->nc_wio, conn_write_cb, fd, EV_WRITE);
-	c->nc_next = srv->ns_conns;
-	if (srv->ns_conns)
-		srv->ns_conns->nc_prev = c;
-	srv->ns_conns = c;
-	ev_io_start(srv->ns_loop, &c->nc_rio);
+	c->nc_next = srv->sv_conns;
+	if (srv->sv_conns)
+		srv->sv_conns->nc_prev = c;
+	srv->sv_conns = c;
+	ev_io_start(srv->sv_loop, &c->nc_rio);
 }
 
 /* ---- listeners ---- */
@@ -1088,7 +1088,7 @@ static void listener_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)revents;
 	ev_timer_stop(loop, w);
-	if (!l->nl_srv->ns_shutting && l->nl_tcp >= 0)
+	if (!l->nl_srv->sv_shutting && l->nl_tcp >= 0)
 		ev_io_start(loop, &l->nl_accept);
 }
 
@@ -1106,21 +1106,21 @@ static unsigned net_conn_cap(const struct net_server *srv, rlim_t *limit)
 
 	*limit = RLIM_INFINITY;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-		return srv->ns_max_conns;
+		return srv->sv_max_conns;
 	*limit = rl.rlim_cur;
 	reserve = rl.rlim_cur / 4 > NET_FD_RESERVE_MIN ? rl.rlim_cur / 4 : NET_FD_RESERVE_MIN;
 	if (reserve > rl.rlim_cur / 2)
 		reserve = rl.rlim_cur / 2;
 	room = rl.rlim_cur - reserve;
-	return room < srv->ns_max_conns ? (unsigned)(room > 0 ? room : 1) : srv->ns_max_conns;
+	return room < srv->sv_max_conns ? (unsigned)(room > 0 ? room : 1) : srv->sv_max_conns;
 }
 
 /* True at most once per NET_WARN_EVERY for *last: a flood must not flood the log. */
 static bool net_warn_due(struct net_server *srv, ev_tstamp *last)
 {
-	if (ev_now(srv->ns_loop) - *last < NET_WARN_EVERY)
+	if (ev_now(srv->sv_loop) - *last < NET_WARN_EVERY)
 		return false;
-	*last = ev_now(srv->ns_loop);
+	*last = ev_now(srv->sv_loop);
 	return true;
 }
 
@@ -1133,7 +1133,7 @@ static bool net_warn_due(struct net_server *srv, ev_tstamp *last)
 static bool net_evict(struct net_server *srv, struct net_host *h, const char *limit)
 {
 	struct net_conn *c, *victim = NULL;
-	ev_tstamp now = ev_now(srv->ns_loop);
+	ev_tstamp now = ev_now(srv->sv_loop);
 	unsigned seen = 0;
 	char a[NET_ADDRSTR];
 
@@ -1143,7 +1143,7 @@ static bool net_evict(struct net_server *srv, struct net_host *h, const char *li
 			if (conn_evictable(c, now) && (victim == NULL || c->nc_last <= victim->nc_last))
 				victim = c;
 	} else {
-		for (c = srv->ns_lru; c != NULL && victim == NULL && seen++ < NET_EVICT_SCAN;
+		for (c = srv->sv_lru; c != NULL && victim == NULL && seen++ < NET_EVICT_SCAN;
 		     c = c->nc_lru_next)
 			if (conn_evictable(c, now))
 				victim = c;
@@ -1152,11 +1152,11 @@ static bool net_evict(struct net_server *srv, struct net_host *h, const char *li
 		return false;
 	log_debug("net: closing %s, idle for %.0f s, to make room for a new connection (%s)",
 		  net_addrstr(&victim->nc_peer, victim->nc_peerlen, a),
-		  ev_now(srv->ns_loop) - victim->nc_last, limit);
-	if (net_warn_due(srv, &srv->ns_evict_warned))
+		  ev_now(srv->sv_loop) - victim->nc_last, limit);
+	if (net_warn_due(srv, &srv->sv_evict_warned))
 		log_info("net: %s reached: closing the connection idle longest (first %s, idle %.0f s) for each new one (raise %s if clients keep reconnecting)",
 			 limit, net_addrstr(&victim->nc_peer, victim->nc_peerlen, a),
-			 ev_now(srv->ns_loop) - victim->nc_last, limit);
+			 ev_now(srv->sv_loop) - victim->nc_last, limit);
 	conn_close(victim);
 	return true;
 }
@@ -1173,14 +1173,14 @@ static void listener_refuse(struct net_listener *l, int fd, const struct sockadd
 
 	close(fd);
 	if (h != NULL) {
-		if (net_warn_due(srv, &srv->ns_host_warned))
+		if (net_warn_due(srv, &srv->sv_host_warned))
 			log_warn("net: %s has %u connections open, the max-connections-per-host limit, and each is busy or in use (calls within the last %.0f s); closing its new ones (raise max-connections-per-host if it is a legitimate client, e.g. a NAT gateway)",
 				 net_addrstr(peer, peerlen, a), h->nh_nconns, NET_IN_USE_WINDOW);
 		return;
 	}
-	if (net_warn_due(srv, &srv->ns_full_warned))
+	if (net_warn_due(srv, &srv->sv_full_warned))
 		log_warn("net: %u connections are open, the max-connections limit (or what the open files limit leaves for clients), and each is busy or in use (calls within the last %.0f s); closing new ones (first from %s) until some end (raise max-connections, or the open files limit, if the clients are legitimate)",
-			 srv->ns_nconns, NET_IN_USE_WINDOW, net_addrstr(peer, peerlen, a));
+			 srv->sv_nconns, NET_IN_USE_WINDOW, net_addrstr(peer, peerlen, a));
 }
 
 /* A client no rule admits gets nothing, not even a slot: closed before it costs one. */
@@ -1191,14 +1191,14 @@ static bool listener_admitted(struct net_server *srv, const struct sockaddr_stor
 	socklen_t len;
 	char a[NET_ADDRSTR];
 
-	if (srv->ns_admit == NULL)
+	if (srv->sv_admit == NULL)
 		return true;
 	len = net_unmap(peer, peerlen, &u);
-	if (srv->ns_admit(srv->ns_admit_arg, (const struct sockaddr *)&u, len))
+	if (srv->sv_admit(srv->sv_admit_arg, (const struct sockaddr *)&u, len))
 		return true;
 	log_debug("net: closing the connection of %s: no client rule admits it",
 		  net_addrstr(peer, peerlen, a));
-	if (net_warn_due(srv, &srv->ns_admit_warned))
+	if (net_warn_due(srv, &srv->sv_admit_warned))
 		log_warn("net: closing connections from %s (first of this minute): no client rule of any export admits it (add a rule for it if it is a client)",
 			 net_addrstr(peer, peerlen, a));
 	return false;
@@ -1218,14 +1218,14 @@ static void listener_take(struct net_listener *l, int fd, const struct sockaddr_
 	}
 	net_host_key(peer, peerlen, &addr);
 	h = *net_host_slot(srv, &addr);
-	if (h != NULL && srv->ns_max_per_host > 0 && h->nh_nconns >= srv->ns_max_per_host &&
+	if (h != NULL && srv->sv_max_per_host > 0 && h->nh_nconns >= srv->sv_max_per_host &&
 	    !net_evict(srv, h, "max-connections-per-host")) {
 		listener_refuse(l, fd, peer, peerlen, h);
 		return;
 	}
 	/* h may be gone now: the connection closed may have been its last. */
-	if (srv->ns_nconns >= cap &&
-	    !net_evict(srv, NULL, cap < srv->ns_max_conns ? "the open files limit" : "max-connections")) {
+	if (srv->sv_nconns >= cap &&
+	    !net_evict(srv, NULL, cap < srv->sv_max_conns ? "the open files limit" : "max-connections")) {
 		listener_refuse(l, fd, peer, peerlen, NULL);
 		return;
 	}
@@ -1298,8 +1298,8 @@ static void listener_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 static void udp_update_reading(struct net_listener *l)
 {
-	struct ev_loop *loop = l->nl_srv->ns_loop;
-	bool want = l->nl_udp >= 0 && !l->nl_srv->ns_shutting &&
+	struct ev_loop *loop = l->nl_srv->sv_loop;
+	bool want = l->nl_udp >= 0 && !l->nl_srv->sv_shutting &&
 		    l->nl_udp_inflight < NET_UDP_MAX_INFLIGHT;
 
 	if (want && !ev_is_active(&l->nl_udp_io))
@@ -1366,7 +1366,7 @@ static void udp_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	(void)loop;
 	(void)revents;
 	for (int i = 0; i < NET_BATCH && l->nl_udp_inflight < NET_UDP_MAX_INFLIGHT; i++) {
-		iov.iov_base = srv->ns_ubuf;
+		iov.iov_base = srv->sv_ubuf;
 		iov.iov_len = NET_UDP_BUF;
 		memset(&msg, 0, sizeof(msg));
 		msg.msg_name = &peer;
@@ -1390,7 +1390,7 @@ static void udp_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			log_err("net: out of memory for a UDP request; dropped");
 			continue;
 		}
-		memcpy(j->nj_rec, srv->ns_ubuf, (size_t)n);
+		memcpy(j->nj_rec, srv->sv_ubuf, (size_t)n);
 		j->nj_len = (size_t)n;
 		j->nj_lst = l;
 		memcpy(&j->nj_peer, &peer, msg.msg_namelen);
@@ -1468,50 +1468,50 @@ static void udp_reply(struct net_listener *l, struct net_job *j)
 static void net_relieve(struct net_server *srv)
 {
 	struct net_conn *c, *next;
-	bool parks_go = srv->ns_parked > 0 && !conn_hard_pressed(srv);
+	bool parks_go = srv->sv_parked > 0 && !conn_hard_pressed(srv);
 
-	if (srv->ns_shutting)
+	if (srv->sv_shutting)
 		return;
-	if (!parks_go && !srv->ns_finisher_freed &&
-	    (!srv->ns_pressured || srv->ns_buffered >= srv->ns_max_buffered))
+	if (!parks_go && !srv->sv_finisher_freed &&
+	    (!srv->sv_pressured || srv->sv_buffered >= srv->sv_max_buffered))
 		return;
-	srv->ns_finisher_freed = false;
-	srv->ns_pressured = false;
-	for (c = srv->ns_conns; c != NULL; c = next) {
+	srv->sv_finisher_freed = false;
+	srv->sv_pressured = false;
+	for (c = srv->sv_conns; c != NULL; c = next) {
 		next = c->nc_next;
 		conn_after_io(c);
 	}
 }
 
 /*
- * Closes connections without a byte read or written for ns_idle seconds and no call
+ * Closes connections without a byte read or written for sv_idle seconds and no call
  * being served: idle clients, clients that stopped reading their replies, and clients
  * stuck in the middle of a record. A client the server itself stopped reading (under
  * max_buffered) that holds nothing is only waiting for its turn, and stays.
  */
 static void net_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct net_server *srv = container_of(w, struct net_server, ns_idle_timer);
+	struct net_server *srv = container_of(w, struct net_server, sv_idle_timer);
 	struct net_conn *c, *next;
 	ev_tstamp now = ev_now(loop);
 	unsigned closed = 0;
 	char a[NET_ADDRSTR];
 
 	(void)revents;
-	for (c = srv->ns_conns; c != NULL; c = next) {
+	for (c = srv->sv_conns; c != NULL; c = next) {
 		next = c->nc_next;
-		if (c->nc_inflight > 0 || now - c->nc_last < (ev_tstamp)srv->ns_idle)
+		if (c->nc_inflight > 0 || now - c->nc_last < (ev_tstamp)srv->sv_idle)
 			continue;
 		if (!ev_is_active(&c->nc_rio) && !c->nc_eof && c->nc_outq == NULL &&
 		    c->nc_rx.rr_len == 0 && c->nc_rx.rr_hdr_have == 0)
 			continue;
 		log_debug("net: closing %s: no traffic for %u s (idle-timeout)",
-			  net_addrstr(&c->nc_peer, c->nc_peerlen, a), srv->ns_idle);
+			  net_addrstr(&c->nc_peer, c->nc_peerlen, a), srv->sv_idle);
 		conn_close(c);
 		closed++;
 	}
 	if (closed > 0)
-		log_info("net: closed %u connections idle for %u s (idle-timeout)", closed, srv->ns_idle);
+		log_info("net: closed %u connections idle for %u s (idle-timeout)", closed, srv->sv_idle);
 	net_relieve(srv);
 }
 
@@ -1540,7 +1540,7 @@ static void conn_queue_reply(struct net_conn *c, struct net_job *j)
 	}
 	pthread_mutex_unlock(&c->nc_wmu);
 	c->nc_outbytes += left;
-	c->nc_srv->ns_buffered += left;
+	c->nc_srv->sv_buffered += left;
 }
 
 static void net_complete_all(struct net_server *srv)
@@ -1549,19 +1549,19 @@ static void net_complete_all(struct net_server *srv)
 	struct net_conn *dirty = NULL, *c;
 	bool done = false;
 
-	if (srv->ns_here != NULL) {
-		w = srv->ns_here;
-		srv->ns_here_tail->wk_next = srv->ns_workers ? workers_done(srv->ns_workers) : NULL;
-		srv->ns_here = srv->ns_here_tail = NULL;
+	if (srv->sv_here != NULL) {
+		w = srv->sv_here;
+		srv->sv_here_tail->wk_next = srv->sv_workers ? workers_done(srv->sv_workers) : NULL;
+		srv->sv_here = srv->sv_here_tail = NULL;
 	} else {
-		w = workers_done(srv->ns_workers);
+		w = workers_done(srv->sv_workers);
 	}
 	for (; w != NULL; w = next) {
 		struct net_job *j = container_of(w, struct net_job, nj_work);
 
 		next = w->wk_next;
 		done = true;
-		srv->ns_inflight--;
+		srv->sv_inflight--;
 		if (j->nj_lst != NULL) {
 			struct net_listener *l = j->nj_lst;
 
@@ -1575,12 +1575,12 @@ static void net_complete_all(struct net_server *srv)
 		c = j->nj_conn;
 		c->nc_inflight--;
 		c->nc_inbytes -= j->nj_len;
-		srv->ns_buffered -= j->nj_reserve;
+		srv->sv_buffered -= j->nj_reserve;
 		if (j->nj_reply != NULL && j->nj_sent == j->nj_replylen) {
 			/* its worker wrote it: progress, if the connection is still there */
 			if (c->nc_open)
 				conn_touch(c);
-			NET_STAGES_ADD(&srv->ns_stages, &j->nj_stamps);
+			NET_STAGES_ADD(&srv->sv_stages, &j->nj_stamps);
 			job_free(j);
 		} else if (c->nc_open && j->nj_reply != NULL) {
 			atomic_fetch_sub_explicit(&c->nc_unsent, 1, memory_order_relaxed);
@@ -1614,7 +1614,7 @@ static void net_complete_all(struct net_server *srv)
 	if (done) {
 		int64_t now = net_clock_ns();
 
-		spin_event(&srv->ns_spin, now);
+		spin_event(&srv->sv_spin, now);
 		net_poll_on(srv, now);
 	}
 }
@@ -1623,26 +1623,26 @@ static void net_async_cb(struct ev_loop *loop, ev_async *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	net_complete_all(container_of(w, struct net_server, ns_async));
+	net_complete_all(container_of(w, struct net_server, sv_async));
 }
 
 static void net_collect_cb(struct ev_loop *loop, ev_check *w, int revents)
 {
-	struct net_server *srv = container_of(w, struct net_server, ns_collect);
+	struct net_server *srv = container_of(w, struct net_server, sv_collect);
 
 	(void)loop;
 	(void)revents;
-	if (srv->ns_here != NULL || (srv->ns_workers != NULL && workers_have_done(srv->ns_workers)))
+	if (srv->sv_here != NULL || (srv->sv_workers != NULL && workers_have_done(srv->sv_workers)))
 		net_complete_all(srv);
 }
 
 static void net_collect_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct net_server *srv = container_of(w, struct net_server, ns_collect_timer);
+	struct net_server *srv = container_of(w, struct net_server, sv_collect_timer);
 
 	(void)revents;
 	net_complete_all(srv);
-	if (srv->ns_inflight == 0)
+	if (srv->sv_inflight == 0)
 		ev_timer_stop(loop, w);
 }
 
@@ -1659,67 +1659,67 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
 	srv = calloc(1, sizeof(*srv));
 	if (srv == NULL)
 		return -ENOMEM;
-	srv->ns_loop = loop;
-	srv->ns_max_record = opts->no_max_record ? opts->no_max_record : NET_DEFAULT_MAX_RECORD;
-	srv->ns_max_conns = opts->no_max_conns ? opts->no_max_conns : NET_DEFAULT_MAX_CONNS;
-	srv->ns_max_requests = opts->no_max_requests ? opts->no_max_requests : NET_DEFAULT_MAX_REQUESTS;
-	srv->ns_max_buffered = opts->no_max_buffered ? opts->no_max_buffered : NET_DEFAULT_MAX_BUFFERED;
-	srv->ns_max_per_host = opts->no_max_conns_per_host;
-	srv->ns_admit = opts->no_admit;
-	srv->ns_admit_arg = opts->no_admit_arg;
-	srv->ns_idle = opts->no_idle_timeout;
-	srv->ns_udp = opts->no_udp;
-	srv->ns_full_warned = srv->ns_buf_warned = srv->ns_host_warned = -NET_WARN_EVERY;
-	srv->ns_admit_warned = srv->ns_evict_warned = -NET_WARN_EVERY;
-	if (opts->no_listen != NULL && (srv->ns_listen = strdup(opts->no_listen)) == NULL)
+	srv->sv_loop = loop;
+	srv->sv_max_record = opts->no_max_record ? opts->no_max_record : NET_DEFAULT_MAX_RECORD;
+	srv->sv_max_conns = opts->no_max_conns ? opts->no_max_conns : NET_DEFAULT_MAX_CONNS;
+	srv->sv_max_requests = opts->no_max_requests ? opts->no_max_requests : NET_DEFAULT_MAX_REQUESTS;
+	srv->sv_max_buffered = opts->no_max_buffered ? opts->no_max_buffered : NET_DEFAULT_MAX_BUFFERED;
+	srv->sv_max_per_host = opts->no_max_conns_per_host;
+	srv->sv_admit = opts->no_admit;
+	srv->sv_admit_arg = opts->no_admit_arg;
+	srv->sv_idle = opts->no_idle_timeout;
+	srv->sv_udp = opts->no_udp;
+	srv->sv_full_warned = srv->sv_buf_warned = srv->sv_host_warned = -NET_WARN_EVERY;
+	srv->sv_admit_warned = srv->sv_evict_warned = -NET_WARN_EVERY;
+	if (opts->no_listen != NULL && (srv->sv_listen = strdup(opts->no_listen)) == NULL)
 		goto fail;
 	if (sodium_init() < 0) {
 		rc = -ENOSYS;
 		goto fail;
 	}
-	randombytes_buf(srv->ns_hash_key, sizeof(srv->ns_hash_key));
-	srv->ns_nbuckets = 64;
-	while (srv->ns_nbuckets < srv->ns_max_conns && srv->ns_nbuckets < NET_HOST_BUCKETS_MAX)
-		srv->ns_nbuckets <<= 1;
-	srv->ns_hosts = calloc(srv->ns_nbuckets, sizeof(*srv->ns_hosts));
-	if (srv->ns_hosts == NULL)
+	randombytes_buf(srv->sv_hash_key, sizeof(srv->sv_hash_key));
+	srv->sv_nbuckets = 64;
+	while (srv->sv_nbuckets < srv->sv_max_conns && srv->sv_nbuckets < NET_HOST_BUCKETS_MAX)
+		srv->sv_nbuckets <<= 1;
+	srv->sv_hosts = calloc(srv->sv_nbuckets, sizeof(*srv->sv_hosts));
+	if (srv->sv_hosts == NULL)
 		goto fail;
-	if (net_conn_cap(srv, &limit) < srv->ns_max_conns)
+	if (net_conn_cap(srv, &limit) < srv->sv_max_conns)
 		log_warn("net: the open files limit (%llu) leaves client connections fewer descriptors than max-connections (%u): at most %u connections are kept open (raise the limit, e.g. ulimit -n or LimitNOFILE=, or lower max-connections)",
-			 (unsigned long long)limit, srv->ns_max_conns, net_conn_cap(srv, &limit));
-	srv->ns_rbuf = malloc(NET_READ_CHUNK);
-	srv->ns_ubuf = malloc(NET_UDP_BUF);
-	if (srv->ns_rbuf == NULL || srv->ns_ubuf == NULL)
+			 (unsigned long long)limit, srv->sv_max_conns, net_conn_cap(srv, &limit));
+	srv->sv_rbuf = malloc(NET_READ_CHUNK);
+	srv->sv_ubuf = malloc(NET_UDP_BUF);
+	if (srv->sv_rbuf == NULL || srv->sv_ubuf == NULL)
 		goto fail;
-	ev_async_init(&srv->ns_async, net_async_cb);
-	ev_async_start(loop, &srv->ns_async);
+	ev_async_init(&srv->sv_async, net_async_cb);
+	ev_async_start(loop, &srv->sv_async);
 	/* First after each wake-up: what a call or accept then sees is up to date. */
-	ev_check_init(&srv->ns_collect, net_collect_cb);
-	ev_set_priority(&srv->ns_collect, EV_MAXPRI);
-	ev_check_start(loop, &srv->ns_collect);
-	spin_init(&srv->ns_spin, opts->no_busy_poll_us);
-	ev_idle_init(&srv->ns_poll, net_poll_cb);
-	ev_timer_init(&srv->ns_collect_timer, net_collect_timer_cb, NET_COLLECT_EVERY,
+	ev_check_init(&srv->sv_collect, net_collect_cb);
+	ev_set_priority(&srv->sv_collect, EV_MAXPRI);
+	ev_check_start(loop, &srv->sv_collect);
+	spin_init(&srv->sv_spin, opts->no_busy_poll_us);
+	ev_idle_init(&srv->sv_poll, net_poll_cb);
+	ev_timer_init(&srv->sv_collect_timer, net_collect_timer_cb, NET_COLLECT_EVERY,
 		      NET_COLLECT_EVERY);
 	/* The async and check watchers alone must not keep ev_run() from returning. */
 	ev_unref(loop);
 	ev_unref(loop);
-	srv->ns_async_on = true;
-	if (srv->ns_idle > 0) {
+	srv->sv_async_on = true;
+	if (srv->sv_idle > 0) {
 		/* A sweep a few times per timeout: one timer, however many connections. */
-		ev_tstamp every = srv->ns_idle / 4.0;
+		ev_tstamp every = srv->sv_idle / 4.0;
 
 		if (every < 0.25)
 			every = 0.25;
 		if (every > 30.0)
 			every = 30.0;
-		ev_timer_init(&srv->ns_idle_timer, net_idle_cb, every, every);
-		ev_timer_start(loop, &srv->ns_idle_timer);
+		ev_timer_init(&srv->sv_idle_timer, net_idle_cb, every, every);
+		ev_timer_start(loop, &srv->sv_idle_timer);
 		ev_unref(loop);
-		srv->ns_idle_on = true;
+		srv->sv_idle_on = true;
 	}
 	rc = workers_create(opts->no_workers > 0 ? opts->no_workers : NET_DEFAULT_WORKERS,
-			    net_notify, srv, &srv->ns_workers);
+			    net_notify, srv, &srv->sv_workers);
 	if (rc < 0)
 		goto fail;
 	*out = srv;
@@ -1864,7 +1864,7 @@ static int net_listen_on(struct net_server *srv, int port, bool with_udp, char *
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	struct net_listener *l;
-	const char *where = srv->ns_listen ? srv->ns_listen : "all addresses";
+	const char *where = srv->sv_listen ? srv->sv_listen : "all addresses";
 	int tcp = -1, udp = -1, rc, bound;
 	bool failed_tcp = true;
 
@@ -1873,11 +1873,11 @@ static int net_listen_on(struct net_server *srv, int port, bool with_udp, char *
 		return -EINVAL;
 	}
 	memset(&addr, 0, sizeof(addr));
-	if (srv->ns_listen != NULL) {
-		if (net_parse_listen(srv->ns_listen, &addr, &addrlen) < 0) {
+	if (srv->sv_listen != NULL) {
+		if (net_parse_listen(srv->sv_listen, &addr, &addrlen) < 0) {
 			snprintf(err, errlen,
 				 "listen address \"%s\" is not a numeric IPv4 or IPv6 address; give e.g. 0.0.0.0, ::, 127.0.0.1 or ::1",
-				 srv->ns_listen);
+				 srv->sv_listen);
 			return -EINVAL;
 		}
 		rc = net_bind_pair(&addr, addrlen, port, with_udp, &tcp, &udp, &failed_tcp);
@@ -1925,19 +1925,19 @@ static int net_listen_on(struct net_server *srv, int port, bool with_udp, char *
 	ev_io_init(&l->nl_accept, listener_accept_cb, tcp, EV_READ);
 	ev_timer_init(&l->nl_backoff, listener_backoff_cb, NET_ACCEPT_BACKOFF, 0.);
 	ev_io_init(&l->nl_udp_io, udp_read_cb, udp, EV_READ);
-	l->nl_next = srv->ns_listeners;
-	srv->ns_listeners = l;
-	if (!srv->ns_shutting) {
-		ev_io_start(srv->ns_loop, &l->nl_accept);
+	l->nl_next = srv->sv_listeners;
+	srv->sv_listeners = l;
+	if (!srv->sv_shutting) {
+		ev_io_start(srv->sv_loop, &l->nl_accept);
 		if (udp >= 0)
-			ev_io_start(srv->ns_loop, &l->nl_udp_io);
+			ev_io_start(srv->sv_loop, &l->nl_udp_io);
 	}
 	return bound;
 }
 
 int net_listen(struct net_server *srv, int port, char *err, size_t errlen)
 {
-	return net_listen_on(srv, port, srv->ns_udp, err, errlen);
+	return net_listen_on(srv, port, srv->sv_udp, err, errlen);
 }
 
 int net_listen_udp(struct net_server *srv, int port, char *err, size_t errlen)
@@ -1947,9 +1947,9 @@ int net_listen_udp(struct net_server *srv, int port, char *err, size_t errlen)
 
 void net_server_usage(const struct net_server *srv, struct net_usage *out)
 {
-	out->nu_buffered = srv->ns_buffered;
-	out->nu_conns = srv->ns_nconns;
-	out->nu_inflight = srv->ns_inflight;
+	out->nu_buffered = srv->sv_buffered;
+	out->nu_conns = srv->sv_nconns;
+	out->nu_inflight = srv->sv_inflight;
 }
 
 /* ---- shutting down ---- */
@@ -1967,22 +1967,22 @@ static void net_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
  */
 void net_server_shutdown(struct net_server *srv)
 {
-	struct ev_loop *loop = srv->ns_loop;
+	struct ev_loop *loop = srv->sv_loop;
 	struct net_listener *l;
 	struct net_conn *c, *next;
 	ev_timer tick;
 	ev_tstamp deadline;
 
-	if (srv->ns_shutting)
+	if (srv->sv_shutting)
 		return;
-	srv->ns_shutting = true;
-	ev_idle_stop(loop, &srv->ns_poll);
-	if (srv->ns_idle_on) {
+	srv->sv_shutting = true;
+	ev_idle_stop(loop, &srv->sv_poll);
+	if (srv->sv_idle_on) {
 		ev_ref(loop);
-		ev_timer_stop(loop, &srv->ns_idle_timer);
-		srv->ns_idle_on = false;
+		ev_timer_stop(loop, &srv->sv_idle_timer);
+		srv->sv_idle_on = false;
 	}
-	for (l = srv->ns_listeners; l != NULL; l = l->nl_next) {
+	for (l = srv->sv_listeners; l != NULL; l = l->nl_next) {
 		ev_io_stop(loop, &l->nl_accept);
 		ev_timer_stop(loop, &l->nl_backoff);
 		ev_io_stop(loop, &l->nl_udp_io);
@@ -1990,7 +1990,7 @@ void net_server_shutdown(struct net_server *srv)
 			close(l->nl_tcp);
 		l->nl_tcp = -1;
 	}
-	for (c = srv->ns_conns; c != NULL; c = next) {
+	for (c = srv->sv_conns; c != NULL; c = next) {
 		next = c->nc_next;
 		conn_after_io(c);
 	}
@@ -1998,34 +1998,34 @@ void net_server_shutdown(struct net_server *srv)
 	ev_timer_init(&tick, net_tick_cb, 0.05, 0.05);
 	ev_timer_start(loop, &tick);
 	deadline = ev_time() + NET_SHUTDOWN_WAIT;
-	while ((srv->ns_inflight > 0 || srv->ns_conns != NULL) && ev_time() < deadline)
+	while ((srv->sv_inflight > 0 || srv->sv_conns != NULL) && ev_time() < deadline)
 		ev_run(loop, EVRUN_ONCE);
 	ev_timer_stop(loop, &tick);
-	if (srv->ns_inflight > 0 || srv->ns_conns != NULL)
+	if (srv->sv_inflight > 0 || srv->sv_conns != NULL)
 		log_warn("net: shutting down with %u calls unanswered or replies unsent after %.0f s",
-			 srv->ns_inflight, NET_SHUTDOWN_WAIT);
+			 srv->sv_inflight, NET_SHUTDOWN_WAIT);
 
-	while (srv->ns_conns != NULL)
-		conn_close(srv->ns_conns);
-	for (l = srv->ns_listeners; l != NULL; l = l->nl_next) {
+	while (srv->sv_conns != NULL)
+		conn_close(srv->sv_conns);
+	for (l = srv->sv_listeners; l != NULL; l = l->nl_next) {
 		if (l->nl_udp >= 0)
 			close(l->nl_udp);
 		l->nl_udp = -1;
 	}
-	if (srv->ns_workers != NULL) {
-		workers_stop(srv->ns_workers);
+	if (srv->sv_workers != NULL) {
+		workers_stop(srv->sv_workers);
 		net_complete_all(srv);
 	}
-	if (srv->ns_async_on) {
+	if (srv->sv_async_on) {
 		ev_ref(loop);
-		ev_async_stop(loop, &srv->ns_async);
+		ev_async_stop(loop, &srv->sv_async);
 		ev_ref(loop);
-		ev_check_stop(loop, &srv->ns_collect);
-		ev_idle_stop(loop, &srv->ns_poll);
-		ev_timer_stop(loop, &srv->ns_collect_timer);
-		srv->ns_async_on = false;
+		ev_check_stop(loop, &srv->sv_collect);
+		ev_idle_stop(loop, &srv->sv_poll);
+		ev_timer_stop(loop, &srv->sv_collect_timer);
+		srv->sv_async_on = false;
 	}
-	srv->ns_down = true;
+	srv->sv_down = true;
 }
 
 #ifdef NET_STAGE_TIMES
@@ -2050,16 +2050,16 @@ void net_server_free(struct net_server *srv)
 		return;
 	net_server_shutdown(srv);
 #ifdef NET_STAGE_TIMES
-	net_stages_log(&srv->ns_stages);
+	net_stages_log(&srv->sv_stages);
 #endif
-	workers_free(srv->ns_workers);
-	for (l = srv->ns_listeners; l != NULL; l = next) {
+	workers_free(srv->sv_workers);
+	for (l = srv->sv_listeners; l != NULL; l = next) {
 		next = l->nl_next;
 		free(l);
 	}
-	free(srv->ns_hosts);
-	free(srv->ns_listen);
-	free(srv->ns_rbuf);
-	free(srv->ns_ubuf);
+	free(srv->sv_hosts);
+	free(srv->sv_listen);
+	free(srv->sv_rbuf);
+	free(srv->sv_ubuf);
 	free(srv);
 }

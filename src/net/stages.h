@@ -23,7 +23,7 @@ enum net_stage {
 #include <time.h>
 
 struct net_stamps {
-	uint64_t ns_at[NET_ST_N];
+	uint64_t ts_at[NET_ST_N];
 };
 
 struct net_stage_sums {
@@ -36,14 +36,14 @@ static inline void net_stamp(struct net_stamps *s, enum net_stage st)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	s->ns_at[st] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	s->ts_at[st] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static inline void net_stages_add(struct net_stage_sums *sums, const struct net_stamps *s)
 {
 	sums->ss_calls++;
 	for (int i = 1; i < NET_ST_N; i++)
-		sums->ss_ns[i] += s->ns_at[i] - s->ns_at[i - 1];
+		sums->ss_ns[i] += s->ts_at[i] - s->ts_at[i - 1];
 }
 
 #define NET_STAMP(stamps, st) net_stamp(stamps, st)

@@ -232,7 +232,7 @@ struct union_export *nfs_export_union(const struct nfs_server *ns, int i)
 	return ns->ns_exports[i];
 }
 
-void nfs_server_destroy(struct nfs_server *ns)
+void nfs_server_free(struct nfs_server *ns)
 {
 	struct mount_entry *me, *next;
 

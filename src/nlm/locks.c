@@ -893,7 +893,7 @@ enum locks_status locks_table_create(const struct locks_limits *limits, struct l
 	return LOCKS_OK;
 }
 
-void locks_table_destroy(struct locks_table *t)
+void locks_table_free(struct locks_table *t)
 {
 	struct locks_event *events = NULL;
 

@@ -668,7 +668,7 @@ void nlm_service_free(struct nlm_service *s)
 		for (struct locks_event *ev = events; ev != NULL; ev = ev->le_next)
 			nlm_waiter_free(ev->le_cookie);
 		locks_events_free(events);
-		locks_table_destroy(s->s_locks);
+		locks_table_free(s->s_locks);
 	}
 	while (s->s_hosts != NULL) {
 		struct nlm_host *h = s->s_hosts;

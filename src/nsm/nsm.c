@@ -27,12 +27,12 @@ struct nsm_notify {
 
 uint32_t nsm_state(const struct nsm *n)
 {
-	return n->ns_state;
+	return n->sm_state;
 }
 
 void nsm_set_notify_interval(struct nsm *n, unsigned ms)
 {
-	n->ns_fast_ms = ms;
+	n->sm_fast_ms = ms;
 }
 
 bool nsm_previous_clients(const struct nsm *n)
@@ -40,18 +40,18 @@ bool nsm_previous_clients(const struct nsm *n)
 	struct nsm *m = (struct nsm *)n;
 	bool any;
 
-	pthread_mutex_lock(&m->ns_prev_lock);
-	any = m->ns_prev.nl_n > 0;
-	pthread_mutex_unlock(&m->ns_prev_lock);
+	pthread_mutex_lock(&m->sm_prev_lock);
+	any = m->sm_prev.nl_n > 0;
+	pthread_mutex_unlock(&m->sm_prev_lock);
 	return any;
 }
 
 void nsm_set_reboot_hook(struct nsm *n, nsm_reboot_fn fn, void *arg)
 {
-	pthread_mutex_lock(&n->ns_prev_lock);
-	n->ns_hook = fn;
-	n->ns_hook_arg = arg;
-	pthread_mutex_unlock(&n->ns_prev_lock);
+	pthread_mutex_lock(&n->sm_prev_lock);
+	n->sm_hook = fn;
+	n->sm_hook_arg = arg;
+	pthread_mutex_unlock(&n->sm_prev_lock);
 }
 
 /* ---- opening ---- */
@@ -72,7 +72,7 @@ static uint32_t next_state(struct nsm *n)
 static int write_state(struct nsm *n)
 {
 	char text[16];
-	int len = snprintf(text, sizeof(text), "%u\n", n->ns_state);
+	int len = snprintf(text, sizeof(text), "%u\n", n->sm_state);
 
 	return nsm_write_atomic(n, NSM_STATE_FILE, text, (size_t)len);
 }
@@ -84,34 +84,34 @@ static int write_state(struct nsm *n)
  */
 static int take_previous(struct nsm *n)
 {
-	int r = nsm_read_clients(n, NSM_PREVIOUS_FILE, &n->ns_prev);
+	int r = nsm_read_clients(n, NSM_PREVIOUS_FILE, &n->sm_prev);
 	int had;
 
 	if (r < 0 && r != -ENOENT && r != -EBADMSG)
 		return r;
-	had = nsm_read_clients(n, NSM_CLIENTS_FILE, &n->ns_prev);
+	had = nsm_read_clients(n, NSM_CLIENTS_FILE, &n->sm_prev);
 	if (had == -ENOENT)
 		return 0;
 	if (had < 0 && had != -EBADMSG)
 		return had;
-	r = nsm_write_clients(n, NSM_PREVIOUS_FILE, &n->ns_prev);
+	r = nsm_write_clients(n, NSM_PREVIOUS_FILE, &n->sm_prev);
 	if (r == 0)
-		r = fsio_unlink(n->ns_dirfd, NSM_CLIENTS_FILE, false);
+		r = fsio_unlink(n->sm_dirfd, NSM_CLIENTS_FILE, false);
 	if (r == 0)
-		r = fsio_fsync_dir(n->ns_dirfd);
+		r = fsio_fsync_dir(n->sm_dirfd);
 	return r;
 }
 
 static void nsm_free(struct nsm *n)
 {
-	if (n->ns_cur_fd >= 0)
-		fsio_close(n->ns_cur_fd);
-	if (n->ns_dirfd >= 0)
-		fsio_close(n->ns_dirfd);
-	nsm_list_free(&n->ns_cur);
-	nsm_list_free(&n->ns_prev);
-	pthread_mutex_destroy(&n->ns_cur_lock);
-	pthread_mutex_destroy(&n->ns_prev_lock);
+	if (n->sm_cur_fd >= 0)
+		fsio_close(n->sm_cur_fd);
+	if (n->sm_dirfd >= 0)
+		fsio_close(n->sm_dirfd);
+	nsm_list_free(&n->sm_cur);
+	nsm_list_free(&n->sm_prev);
+	pthread_mutex_destroy(&n->sm_cur_lock);
+	pthread_mutex_destroy(&n->sm_prev_lock);
 	free(n);
 }
 
@@ -122,7 +122,7 @@ static int open_dir(struct nsm *n, const char *state_dir, char *err, size_t errl
 
 	r = fsio_open_root(state_dir, canon, sizeof(canon), &sfd);
 	if (r == 0) {
-		r = fsio_mkdir_p(sfd, NSM_DIR, 0700, &n->ns_dirfd);
+		r = fsio_mkdir_p(sfd, NSM_DIR, 0700, &n->sm_dirfd);
 		fsio_close(sfd);
 	}
 	if (r < 0) {
@@ -130,11 +130,11 @@ static int open_dir(struct nsm *n, const char *state_dir, char *err, size_t errl
 			"writable directory)", state_dir, NSM_DIR, strerror(-r));
 		return r;
 	}
-	if (snprintf(n->ns_path, sizeof(n->ns_path), "%s/%s", canon, NSM_DIR) >= (int)sizeof(n->ns_path))
-		snprintf(n->ns_path, sizeof(n->ns_path), "STATE_DIR/%s", NSM_DIR); /* only for messages */
+	if (snprintf(n->sm_path, sizeof(n->sm_path), "%s/%s", canon, NSM_DIR) >= (int)sizeof(n->sm_path))
+		snprintf(n->sm_path, sizeof(n->sm_path), "STATE_DIR/%s", NSM_DIR); /* only for messages */
 	/* Left by a crash between writing and renaming: the file they were to replace stands. */
-	(void)fsio_unlink(n->ns_dirfd, NSM_STATE_FILE NSM_TMP_SUFFIX, false);
-	(void)fsio_unlink(n->ns_dirfd, NSM_PREVIOUS_FILE NSM_TMP_SUFFIX, false);
+	(void)fsio_unlink(n->sm_dirfd, NSM_STATE_FILE NSM_TMP_SUFFIX, false);
+	(void)fsio_unlink(n->sm_dirfd, NSM_PREVIOUS_FILE NSM_TMP_SUFFIX, false);
 	return 0;
 }
 
@@ -148,24 +148,24 @@ int nsm_open(const char *state_dir, struct rpc_client *rc, struct nsm **out, cha
 		err_set(err, errlen, "nsm: out of memory");
 		return -ENOMEM;
 	}
-	n->ns_dirfd = -1;
-	n->ns_cur_fd = -1;
-	n->ns_rc = rc;
-	pthread_mutex_init(&n->ns_cur_lock, NULL);
-	pthread_mutex_init(&n->ns_prev_lock, NULL);
+	n->sm_dirfd = -1;
+	n->sm_cur_fd = -1;
+	n->sm_rc = rc;
+	pthread_mutex_init(&n->sm_cur_lock, NULL);
+	pthread_mutex_init(&n->sm_prev_lock, NULL);
 	r = open_dir(n, state_dir, err, errlen);
 	if (r < 0)
 		goto fail;
 	r = take_previous(n);
 	if (r < 0) {
 		err_set(err, errlen, "nsm: cannot keep the last run's clients in %s/%s: %s",
-			n->ns_path, NSM_PREVIOUS_FILE, strerror(-r));
+			n->sm_path, NSM_PREVIOUS_FILE, strerror(-r));
 		goto fail;
 	}
-	n->ns_state = next_state(n);
+	n->sm_state = next_state(n);
 	r = write_state(n);
 	if (r < 0) {
-		err_set(err, errlen, "nsm: cannot write %s/%s: %s", n->ns_path, NSM_STATE_FILE,
+		err_set(err, errlen, "nsm: cannot write %s/%s: %s", n->sm_path, NSM_STATE_FILE,
 			strerror(-r));
 		goto fail;
 	}
@@ -184,14 +184,14 @@ void nsm_close(struct nsm *n)
 
 	if (!n)
 		return;
-	pthread_mutex_lock(&n->ns_cur_lock);
-	if (n->ns_cur_idle > 0)
+	pthread_mutex_lock(&n->sm_cur_lock);
+	if (n->sm_cur_idle > 0)
 		clients_compact(n);
-	pthread_mutex_unlock(&n->ns_cur_lock);
-	pthread_mutex_lock(&n->ns_prev_lock);
-	n->ns_closed = true;
-	last = n->ns_inflight == 0;
-	pthread_mutex_unlock(&n->ns_prev_lock);
+	pthread_mutex_unlock(&n->sm_cur_lock);
+	pthread_mutex_lock(&n->sm_prev_lock);
+	n->sm_closed = true;
+	last = n->sm_inflight == 0;
+	pthread_mutex_unlock(&n->sm_prev_lock);
 	if (last)
 		nsm_free(n);
 }
@@ -207,18 +207,18 @@ static int clients_open(struct nsm *n, bool *made)
 	struct stat st;
 	int r;
 
-	*made = n->ns_cur.nl_n == 0;
-	r = fsio_open_file(n->ns_dirfd, NSM_CLIENTS_FILE,
-			   O_WRONLY | O_CREAT | (*made ? O_TRUNC : 0), 0600, &n->ns_cur_fd);
+	*made = n->sm_cur.nl_n == 0;
+	r = fsio_open_file(n->sm_dirfd, NSM_CLIENTS_FILE,
+			   O_WRONLY | O_CREAT | (*made ? O_TRUNC : 0), 0600, &n->sm_cur_fd);
 	if (r < 0)
 		return r;
-	r = fsio_stat(n->ns_cur_fd, &st);
+	r = fsio_stat(n->sm_cur_fd, &st);
 	if (r < 0) {
-		fsio_close(n->ns_cur_fd);
-		n->ns_cur_fd = -1;
+		fsio_close(n->sm_cur_fd);
+		n->sm_cur_fd = -1;
 		return r;
 	}
-	n->ns_cur_off = (uint64_t)st.st_size;
+	n->sm_cur_off = (uint64_t)st.st_size;
 	return 0;
 }
 
@@ -230,50 +230,50 @@ static int append_client(struct nsm *n, const struct nsm_client *c)
 	bool made = false;
 	int r;
 
-	if (n->ns_cur_fd < 0) {
+	if (n->sm_cur_fd < 0) {
 		r = clients_open(n, &made);
 		if (r < 0)
 			return r;
 	}
-	if (n->ns_cur_off == 0) {
+	if (n->sm_cur_off == 0) {
 		memcpy(line, NSM_CLIENTS_HEADER, strlen(NSM_CLIENTS_HEADER));
 		len = strlen(NSM_CLIENTS_HEADER);
 	}
 	len += nsm_format_line(c, line + len);
-	/* A failed write leaves ns_cur_off: the next line overwrites what it left. */
-	r = fsio_pwrite(n->ns_cur_fd, line, len, n->ns_cur_off, &done);
+	/* A failed write leaves sm_cur_off: the next line overwrites what it left. */
+	r = fsio_pwrite(n->sm_cur_fd, line, len, n->sm_cur_off, &done);
 	if (r == 0)
-		r = fsio_fdatasync(n->ns_cur_fd);
+		r = fsio_fdatasync(n->sm_cur_fd);
 	if (r == 0 && made)
-		r = fsio_fsync_dir(n->ns_dirfd);
+		r = fsio_fsync_dir(n->sm_dirfd);
 	if (r == 0)
-		n->ns_cur_off += len;
+		n->sm_cur_off += len;
 	return r;
 }
 
 /*
  * Drops the clients that hold nothing from the list and the file (rewritten atomically, or
- * removed when none is left); the next line reopens it. Under ns_cur_lock.
+ * removed when none is left); the next line reopens it. Under sm_cur_lock.
  */
 static void clients_compact(struct nsm *n)
 {
 	int r;
 
-	for (unsigned i = 0; i < n->ns_cur.nl_n;) {
-		if (n->ns_cur.nl_v[i].nc_idle)
-			nsm_list_remove(&n->ns_cur, i);
+	for (unsigned i = 0; i < n->sm_cur.nl_n;) {
+		if (n->sm_cur.nl_v[i].nc_idle)
+			nsm_list_remove(&n->sm_cur, i);
 		else
 			i++;
 	}
-	n->ns_cur_idle = 0;
-	n->ns_full_logged = false;
-	if (n->ns_cur_fd >= 0)
-		fsio_close(n->ns_cur_fd);
-	n->ns_cur_fd = -1;
-	r = nsm_write_clients(n, NSM_CLIENTS_FILE, &n->ns_cur);
+	n->sm_cur_idle = 0;
+	n->sm_full_logged = false;
+	if (n->sm_cur_fd >= 0)
+		fsio_close(n->sm_cur_fd);
+	n->sm_cur_fd = -1;
+	r = nsm_write_clients(n, NSM_CLIENTS_FILE, &n->sm_cur);
 	if (r < 0)
 		log_err("nsm: cannot rewrite %s/%s without the clients that hold nothing: %s (they "
-			"are told of the next start all the same)", n->ns_path, NSM_CLIENTS_FILE,
+			"are told of the next start all the same)", n->sm_path, NSM_CLIENTS_FILE,
 			strerror(-r));
 }
 
@@ -283,22 +283,22 @@ static int add_client(struct nsm *n, struct nsm_client *c)
 	int r;
 
 	/* A failed rewrite is logged; the old file, a superset, is appended to. */
-	if (n->ns_cur_idle > 0 &&
-	    (n->ns_cur.nl_n >= NSM_MAX_CLIENTS || n->ns_cur_idle >= NSM_COMPACT_IDLE))
+	if (n->sm_cur_idle > 0 &&
+	    (n->sm_cur.nl_n >= NSM_MAX_CLIENTS || n->sm_cur_idle >= NSM_COMPACT_IDLE))
 		clients_compact(n);
-	if (n->ns_cur.nl_n >= NSM_MAX_CLIENTS) {
-		if (!n->ns_full_logged)
+	if (n->sm_cur.nl_n >= NSM_MAX_CLIENTS) {
+		if (!n->sm_full_logged)
 			log_err("nsm: %d clients hold locks already; %s (%s) is refused locks until "
 				"one releases all of its own", NSM_MAX_CLIENTS, c->nc_addr,
 				c->nc_name);
-		n->ns_full_logged = true;
+		n->sm_full_logged = true;
 		return -ENOSPC;
 	}
 	r = append_client(n, c);
 	if (r == 0)
-		r = nsm_list_add(&n->ns_cur, c->nc_addr, c->nc_local, c->nc_name);
+		r = nsm_list_add(&n->sm_cur, c->nc_addr, c->nc_local, c->nc_name);
 	else
-		log_err("nsm: cannot note client %s in %s/%s: %s", c->nc_addr, n->ns_path,
+		log_err("nsm: cannot note client %s in %s/%s: %s", c->nc_addr, n->sm_path,
 			NSM_CLIENTS_FILE, strerror(-r));
 	return r;
 }
@@ -313,15 +313,15 @@ int nsm_monitor(struct nsm *n, const struct sockaddr *client, socklen_t len,
 	    !rpc_addr_text(local, locallen, c.nc_local, sizeof(c.nc_local)) ||
 	    strlen(c.nc_name) > NSM_MAX_NAME)
 		return -EINVAL;
-	pthread_mutex_lock(&n->ns_cur_lock);
-	i = nsm_list_find(&n->ns_cur, c.nc_addr, c.nc_local);
+	pthread_mutex_lock(&n->sm_cur_lock);
+	i = nsm_list_find(&n->sm_cur, c.nc_addr, c.nc_local);
 	if (i < 0) {
 		r = add_client(n, &c);
-	} else if (n->ns_cur.nl_v[i].nc_idle) {
-		n->ns_cur.nl_v[i].nc_idle = false;
-		n->ns_cur_idle--;
+	} else if (n->sm_cur.nl_v[i].nc_idle) {
+		n->sm_cur.nl_v[i].nc_idle = false;
+		n->sm_cur_idle--;
 	}
-	pthread_mutex_unlock(&n->ns_cur_lock);
+	pthread_mutex_unlock(&n->sm_cur_lock);
 	return r;
 }
 
@@ -331,16 +331,16 @@ void nsm_unmonitor(struct nsm *n, const struct sockaddr *client, socklen_t len)
 
 	if (!rpc_addr_text(client, len, addr, sizeof(addr)))
 		return;
-	pthread_mutex_lock(&n->ns_cur_lock);
-	for (unsigned i = 0; i < n->ns_cur.nl_n; i++) {
-		struct nsm_client *c = &n->ns_cur.nl_v[i];
+	pthread_mutex_lock(&n->sm_cur_lock);
+	for (unsigned i = 0; i < n->sm_cur.nl_n; i++) {
+		struct nsm_client *c = &n->sm_cur.nl_v[i];
 
 		if (!c->nc_idle && strcmp(c->nc_addr, addr) == 0) {
 			c->nc_idle = true;
-			n->ns_cur_idle++;
+			n->sm_cur_idle++;
 		}
 	}
-	pthread_mutex_unlock(&n->ns_cur_lock);
+	pthread_mutex_unlock(&n->sm_cur_lock);
 }
 
 /* ---- SM_NOTIFY to the last run's clients ---- */
@@ -351,10 +351,10 @@ static int notify_send(struct nsm_notify *nn)
 {
 	struct nsm *n = nn->nn_nsm;
 	struct sockaddr_storage to = { 0 };
-	stat_chge args = { .mon_name = nn->nn_local, .state = (int)n->ns_state };
+	stat_chge args = { .mon_name = nn->nn_local, .state = (int)n->sm_state };
 	unsigned slow_tries = (NSM_NOTIFY_GIVE_UP_MS - NSM_NOTIFY_FAST_TRIES * NSM_NOTIFY_FAST_MS) /
 			      NSM_NOTIFY_SLOW_MS;
-	unsigned fast_ms = n->ns_fast_ms ? n->ns_fast_ms : NSM_NOTIFY_FAST_MS;
+	unsigned fast_ms = n->sm_fast_ms ? n->sm_fast_ms : NSM_NOTIFY_FAST_MS;
 	struct rpc_client_call call = {
 		.to = (struct sockaddr *)&to,
 		.protocol = IPPROTO_UDP,
@@ -376,23 +376,23 @@ static int notify_send(struct nsm_notify *nn)
 	} else {
 		return -EINVAL;
 	}
-	return rpc_client_send(n->ns_rc, &call);
+	return rpc_client_send(n->sm_rc, &call);
 }
 
 /*
  * clients.previous is rewritten in batches, not once per answer (quadratic for many
  * clients): after NSM_PREVIOUS_BATCH answers, or once no call is in the fast part of its
  * schedule. A crash before a rewrite only tells those clients again at the next start.
- * Under ns_prev_lock.
+ * Under sm_prev_lock.
  */
 static int previous_settle(struct nsm *n)
 {
 	int r = 0;
 
-	if (n->ns_prev_unsaved > 0 &&
-	    (n->ns_fast == 0 || n->ns_prev_unsaved >= NSM_PREVIOUS_BATCH)) {
-		r = nsm_write_clients(n, NSM_PREVIOUS_FILE, &n->ns_prev);
-		n->ns_prev_unsaved = 0;
+	if (n->sm_prev_unsaved > 0 &&
+	    (n->sm_fast == 0 || n->sm_prev_unsaved >= NSM_PREVIOUS_BATCH)) {
+		r = nsm_write_clients(n, NSM_PREVIOUS_FILE, &n->sm_prev);
+		n->sm_prev_unsaved = 0;
 	}
 	return r;
 }
@@ -401,7 +401,7 @@ static void previous_settle_failed(const struct nsm *n, int r)
 {
 	if (r < 0)
 		log_err("nsm: cannot rewrite %s/%s: %s (clients told of this start may be told "
-			"again at the next)", n->ns_path, NSM_PREVIOUS_FILE, strerror(-r));
+			"again at the next)", n->sm_path, NSM_PREVIOUS_FILE, strerror(-r));
 }
 
 /* The call for nn is over: its entry is no longer being sent; the last one frees. */
@@ -411,20 +411,20 @@ static void notify_end(struct nsm_notify *nn, bool delivered)
 	bool free_now;
 	int i, r;
 
-	pthread_mutex_lock(&n->ns_prev_lock);
-	i = nsm_list_find(&n->ns_prev, nn->nn_addr, nn->nn_local);
+	pthread_mutex_lock(&n->sm_prev_lock);
+	i = nsm_list_find(&n->sm_prev, nn->nn_addr, nn->nn_local);
 	if (i >= 0 && delivered) {
-		nsm_list_remove(&n->ns_prev, (unsigned)i);
-		n->ns_prev_unsaved++;
+		nsm_list_remove(&n->sm_prev, (unsigned)i);
+		n->sm_prev_unsaved++;
 	} else if (i >= 0) {
-		n->ns_prev.nl_v[i].nc_sending = false;
+		n->sm_prev.nl_v[i].nc_sending = false;
 	}
-	n->ns_inflight--;
+	n->sm_inflight--;
 	if (!nn->nn_slow)
-		n->ns_fast--;
+		n->sm_fast--;
 	r = previous_settle(n);
-	free_now = n->ns_closed && n->ns_inflight == 0;
-	pthread_mutex_unlock(&n->ns_prev_lock);
+	free_now = n->sm_closed && n->sm_inflight == 0;
+	pthread_mutex_unlock(&n->sm_prev_lock);
 	previous_settle_failed(n, r);
 	free(nn);
 	if (free_now)
@@ -438,18 +438,18 @@ void nsm_reclaimed(struct nsm *n, const struct sockaddr *client, socklen_t len)
 
 	if (!rpc_addr_text(client, len, addr, sizeof(addr)))
 		return;
-	pthread_mutex_lock(&n->ns_prev_lock);
+	pthread_mutex_lock(&n->sm_prev_lock);
 	/* A call still under way finds its entry gone and only ends (notify_end). */
-	for (unsigned i = 0; i < n->ns_prev.nl_n;) {
-		if (strcmp(n->ns_prev.nl_v[i].nc_addr, addr) == 0) {
-			nsm_list_remove(&n->ns_prev, i);
-			n->ns_prev_unsaved++;
+	for (unsigned i = 0; i < n->sm_prev.nl_n;) {
+		if (strcmp(n->sm_prev.nl_v[i].nc_addr, addr) == 0) {
+			nsm_list_remove(&n->sm_prev, i);
+			n->sm_prev_unsaved++;
 		} else {
 			i++;
 		}
 	}
 	r = previous_settle(n);
-	pthread_mutex_unlock(&n->ns_prev_lock);
+	pthread_mutex_unlock(&n->sm_prev_lock);
 	previous_settle_failed(n, r);
 }
 
@@ -459,11 +459,11 @@ static int notify_slow(struct nsm_notify *nn)
 	struct nsm *n = nn->nn_nsm;
 	int r;
 
-	pthread_mutex_lock(&n->ns_prev_lock);
+	pthread_mutex_lock(&n->sm_prev_lock);
 	nn->nn_slow = true;
-	n->ns_fast--;
+	n->sm_fast--;
 	r = previous_settle(n);
-	pthread_mutex_unlock(&n->ns_prev_lock);
+	pthread_mutex_unlock(&n->sm_prev_lock);
 	previous_settle_failed(n, r);
 	return notify_send(nn);
 }
@@ -476,7 +476,7 @@ static void notify_done(void *arg, int status, XDR *reply)
 	(void)reply;
 	if (status == 0) {
 		log_info("nsm: told %s that we restarted (SM_NOTIFY as %s, state %u)", nn->nn_addr,
-			 nn->nn_local, nn->nn_nsm->ns_state);
+			 nn->nn_local, nn->nn_nsm->sm_state);
 		notify_end(nn, true);
 		return;
 	}
@@ -490,17 +490,17 @@ static void notify_done(void *arg, int status, XDR *reply)
 		log_warn("nsm: SM_NOTIFY to %s (as %s) failed: %s; its programs may believe they "
 			 "still hold locks this server no longer keeps. It stays in %s/%s for the "
 			 "next start", nn->nn_addr, nn->nn_local, strerror(-status),
-			 nn->nn_nsm->ns_path, NSM_PREVIOUS_FILE);
+			 nn->nn_nsm->sm_path, NSM_PREVIOUS_FILE);
 	notify_end(nn, false);
 }
 
 void nsm_notify_previous(struct nsm *n)
 {
-	if (!n->ns_rc)
+	if (!n->sm_rc)
 		return;
-	pthread_mutex_lock(&n->ns_prev_lock);
-	for (unsigned i = 0; i < n->ns_prev.nl_n; i++) {
-		struct nsm_client *c = &n->ns_prev.nl_v[i];
+	pthread_mutex_lock(&n->sm_prev_lock);
+	for (unsigned i = 0; i < n->sm_prev.nl_n; i++) {
+		struct nsm_client *c = &n->sm_prev.nl_v[i];
 		struct nsm_notify *nn;
 		int r;
 
@@ -521,8 +521,8 @@ void nsm_notify_previous(struct nsm *n)
 			continue;
 		}
 		c->nc_sending = true;
-		n->ns_inflight++;
-		n->ns_fast++;
+		n->sm_inflight++;
+		n->sm_fast++;
 	}
-	pthread_mutex_unlock(&n->ns_prev_lock);
+	pthread_mutex_unlock(&n->sm_prev_lock);
 }

@@ -48,30 +48,30 @@ typedef void (*nsm_reboot_fn)(void *arg, const char *mon_name, const struct sock
 			      socklen_t fromlen);
 
 struct nsm {
-	int ns_dirfd;                     /* STATE_DIR/nsm, O_PATH */
-	char ns_path[PATH_MAX];           /* STATE_DIR/nsm, for messages */
-	uint32_t ns_state;
-	struct rpc_client *ns_rc;
-	unsigned ns_fast_ms;              /* SM_NOTIFY's fast retry interval (tests shorten it) */
+	int sm_dirfd;                     /* STATE_DIR/nsm, O_PATH */
+	char sm_path[PATH_MAX];           /* STATE_DIR/nsm, for messages */
+	uint32_t sm_state;
+	struct rpc_client *sm_rc;
+	unsigned sm_fast_ms;              /* SM_NOTIFY's fast retry interval (tests shorten it) */
 
-	pthread_mutex_t ns_cur_lock;      /* this run's clients and their file */
-	struct nsm_list ns_cur;
-	int ns_cur_fd;                    /* the clients file, -1 until the first client */
-	uint64_t ns_cur_off;              /* where the next line goes */
-	unsigned ns_cur_idle;             /* entries of ns_cur that hold nothing (nc_idle) */
-	bool ns_full_logged;
+	pthread_mutex_t sm_cur_lock;      /* this run's clients and their file */
+	struct nsm_list sm_cur;
+	int sm_cur_fd;                    /* the clients file, -1 until the first client */
+	uint64_t sm_cur_off;              /* where the next line goes */
+	unsigned sm_cur_idle;             /* entries of sm_cur that hold nothing (nc_idle) */
+	bool sm_full_logged;
 
-	pthread_mutex_t ns_prev_lock;     /* the previous runs' clients, the calls, the end */
-	struct nsm_list ns_prev;
-	unsigned ns_inflight;             /* SM_NOTIFY calls not finished */
-	unsigned ns_fast;                 /* of those, in the fast part of the schedule */
-	unsigned ns_prev_unsaved;         /* told, still in clients.previous on disk */
-	bool ns_closed;                   /* nsm_close ran: the last call's end frees */
-	nsm_reboot_fn ns_hook;
-	void *ns_hook_arg;
+	pthread_mutex_t sm_prev_lock;     /* the previous runs' clients, the calls, the end */
+	struct nsm_list sm_prev;
+	unsigned sm_inflight;             /* SM_NOTIFY calls not finished */
+	unsigned sm_fast;                 /* of those, in the fast part of the schedule */
+	unsigned sm_prev_unsaved;         /* told, still in clients.previous on disk */
+	bool sm_closed;                   /* nsm_close ran: the last call's end frees */
+	nsm_reboot_fn sm_hook;
+	void *sm_hook_arg;
 
-	atomic_bool ns_mon_logged;        /* SM_MON and friends refused: said once */
-	atomic_bool ns_crash_logged;
+	atomic_bool sm_mon_logged;        /* SM_MON and friends refused: said once */
+	atomic_bool sm_crash_logged;
 };
 
 /* store.c: the files of STATE_DIR/nsm. */

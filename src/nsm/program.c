@@ -23,7 +23,7 @@ static void not_our_statd(struct rpc_req *rq, const char *proc)
 	struct nsm *n = rq->rq_ctx;
 	char peer[INET6_ADDRSTRLEN];
 
-	if (atomic_exchange(&n->ns_mon_logged, true))
+	if (atomic_exchange(&n->sm_mon_logged, true))
 		return;
 	peer_text(rq, peer, sizeof(peer));
 	log_warn("nsm: %s from %s refused: unionnfsd answers NSM only for its own lock service "
@@ -72,7 +72,7 @@ static enum rpc_outcome sm_simu_crash_proc(struct rpc_req *rq, void *args, void 
 	char peer[INET6_ADDRSTRLEN];
 
 	(void)args; (void)res;
-	if (!atomic_exchange(&n->ns_crash_logged, true)) {
+	if (!atomic_exchange(&n->sm_crash_logged, true)) {
 		peer_text(rq, peer, sizeof(peer));
 		log_warn("nsm: SM_SIMU_CRASH from %s ignored: our state changes only when the "
 			 "server restarts; said once", peer);
@@ -92,10 +92,10 @@ static enum rpc_outcome sm_notify_proc(struct rpc_req *rq, void *args, void *res
 	peer_text(rq, peer, sizeof(peer));
 	log_info("nsm: SM_NOTIFY from %s: %s restarted (state %d); its locks go", peer,
 		 a->mon_name, a->state);
-	pthread_mutex_lock(&n->ns_prev_lock);
-	fn = n->ns_hook;
-	arg = n->ns_hook_arg;
-	pthread_mutex_unlock(&n->ns_prev_lock);
+	pthread_mutex_lock(&n->sm_prev_lock);
+	fn = n->sm_hook;
+	arg = n->sm_hook_arg;
+	pthread_mutex_unlock(&n->sm_prev_lock);
 	if (fn)
 		fn(arg, a->mon_name, (const struct sockaddr *)&rq->rq_peer, rq->rq_peerlen);
 	return RPC_OUT_REPLY;

@@ -173,7 +173,7 @@ static bool parse_line(char *line, struct nsm_list *l, int *err)
 static void report_corrupt(const struct nsm *n, const char *name, const char *why)
 {
 	log_err("nsm: %s/%s %s; its clients are ignored (they will not be told that we restarted). "
-		"Delete the file to silence this", n->ns_path, name, why);
+		"Delete the file to silence this", n->sm_path, name, why);
 }
 
 /* Reads a whole file of at most max bytes (malloc, NUL-terminated); -EFBIG beyond. */
@@ -183,7 +183,7 @@ static int read_file(const struct nsm *n, const char *name, size_t max, char **o
 	char *buf;
 	int fd, r;
 
-	r = fsio_open_file(n->ns_dirfd, name, O_RDONLY, 0, &fd);
+	r = fsio_open_file(n->sm_dirfd, name, O_RDONLY, 0, &fd);
 	if (r < 0)
 		return r;
 	r = fsio_stat(fd, &st);
@@ -252,7 +252,7 @@ int nsm_read_clients(struct nsm *n, const char *name, struct nsm_list *l)
 	nsm_list_free(&got);
 	if (r == -ENOSPC) {
 		log_warn("nsm: more than %d clients await SM_NOTIFY; those past them in %s/%s "
-			 "will not be told", NSM_MAX_CLIENTS, n->ns_path, name);
+			 "will not be told", NSM_MAX_CLIENTS, n->sm_path, name);
 		r = 0;
 	}
 	return r;
@@ -265,7 +265,7 @@ int nsm_write_atomic(struct nsm *n, const char *name, const void *buf, size_t le
 	int fd, r;
 
 	snprintf(tmp, sizeof(tmp), "%s%s", name, NSM_TMP_SUFFIX);
-	r = fsio_open_file(n->ns_dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600, &fd);
+	r = fsio_open_file(n->sm_dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600, &fd);
 	if (r < 0)
 		return r;
 	r = fsio_pwrite(fd, buf, len, 0, &done);
@@ -273,11 +273,11 @@ int nsm_write_atomic(struct nsm *n, const char *name, const void *buf, size_t le
 		r = fsio_fsync(fd);
 	fsio_close(fd);
 	if (r == 0)
-		r = fsio_rename(n->ns_dirfd, tmp, n->ns_dirfd, name, false);
+		r = fsio_rename(n->sm_dirfd, tmp, n->sm_dirfd, name, false);
 	if (r == 0)
-		r = fsio_fsync_dir(n->ns_dirfd);
+		r = fsio_fsync_dir(n->sm_dirfd);
 	else
-		(void)fsio_unlink(n->ns_dirfd, tmp, false);
+		(void)fsio_unlink(n->sm_dirfd, tmp, false);
 	return r;
 }
 
@@ -288,9 +288,9 @@ int nsm_write_clients(struct nsm *n, const char *name, const struct nsm_list *l)
 	int r;
 
 	if (l->nl_n == 0) {
-		r = fsio_unlink(n->ns_dirfd, name, false);
+		r = fsio_unlink(n->sm_dirfd, name, false);
 		if (r == 0)
-			r = fsio_fsync_dir(n->ns_dirfd);
+			r = fsio_fsync_dir(n->sm_dirfd);
 		return r == -ENOENT ? 0 : r;
 	}
 	buf = malloc(len + (size_t)l->nl_n * NSM_LINE_MAX + 1);
@@ -325,7 +325,7 @@ int nsm_read_state(struct nsm *n, uint32_t *state)
 	}
 	if (r < 0) {
 		log_err("nsm: %s/%s does not hold a state number; a new one is made from the clock "
-			"(delete the file to silence this)", n->ns_path, NSM_STATE_FILE);
+			"(delete the file to silence this)", n->sm_path, NSM_STATE_FILE);
 		return r;
 	}
 	*state = (uint32_t)v;

@@ -128,7 +128,7 @@ static void fuzz_cleanup(void)
 {
 	control_close(fz.fz_ctl);
 	locks_release_all(fz.fz_locks, NULL);
-	locks_table_destroy(fz.fz_locks);
+	locks_table_free(fz.fz_locks);
 	ev_loop_destroy(fz.fz_loop);
 	senv_close();
 }

@@ -199,7 +199,7 @@ static void senv_stop(void)
 	senv.se_nsm = NULL;
 	union_close(senv.se_ux);
 	store_close(senv.se_store);
-	nfs_server_destroy(&senv.se_ns);
+	nfs_server_free(&senv.se_ns);
 	senv.se_ux = NULL;
 	senv.se_store = NULL;
 	senv.se_open = 0;

@@ -72,7 +72,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	control_close(f->ctl);
-	locks_table_destroy(f->locks);
+	locks_table_free(f->locks);
 	ev_loop_destroy(f->loop);
 	rmdir(f->dir);
 	free(f);

@@ -202,7 +202,7 @@ static void test_conflict_matrix(void **state)
 	locks_counts(t, &c);
 	assert_int_equal(c.lc_hosts, 3);
 	assert_int_equal(c.lc_waiters, 0);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 static void test_exports_never_conflict(void **state)
@@ -225,7 +225,7 @@ static void test_exports_never_conflict(void **state)
 	locks_counts(t, &cnt);
 	assert_int_equal(cnt.lc_objects, 3);
 	assert_int_equal(cnt.lc_locks, 3);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* ---- an owner's ranges ---- */
@@ -255,7 +255,7 @@ static void test_split_on_partial_unlock(void **state)
 	assert_int_equal(unlock(t, &alice, 0, 0), LOCKS_OK);
 	assert_string_equal(listing(t), "7:1001 beta/2/oh-bob X 40+10\n");
 	assert_int_equal(locks_host_locks(t, "alpha"), 0);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 static void test_merge_adjacent_and_overlapping(void **state)
@@ -284,7 +284,7 @@ static void test_merge_adjacent_and_overlapping(void **state)
 					"7:1001 alpha/1/oh-alice S 60+0\n"
 					"7:1001 alpha/1/oh-alice X 40+10\n"
 					"7:1001 beta/2/oh-bob S 50+10\n");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 static void test_upgrade_downgrade(void **state)
@@ -313,7 +313,7 @@ static void test_upgrade_downgrade(void **state)
 					"7:1001 alpha/1/oh-alice X 0+30\n"
 					"7:1001 alpha/1/oh-alice X 40+70\n"
 					"7:1001 beta/2/oh-bob S 30+1\n");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 static void test_length_zero_and_offsets_near_2_64(void **state)
@@ -349,7 +349,7 @@ static void test_length_zero_and_offsets_near_2_64(void **state)
 	assert_int_equal(lock(t, &carol, X, UINT64_MAX - 20, 1), LOCKS_DENIED);
 	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice X 0+18446744073709551595\n"
 					"7:1001 beta/2/oh-bob S 18446744073709551595+0\n");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* ---- releases ---- */
@@ -416,7 +416,7 @@ static void test_release_owner_host_all(void **state)
 	assert_int_equal(c.lc_hosts, 0);
 	assert_int_equal(c.lc_objects, 0);
 	assert_string_equal(listing(t), "");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* ---- waiters ---- */
@@ -484,7 +484,7 @@ static void test_waiters_granted_in_order(void **state)
 	locks_events_free(ev);
 	assert_int_equal(locks_object_waiters(t, &ob), 0);
 	assert_string_equal(listing(t), "7:1001 gamma/3/oh-carol X 2+5\n");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 static void test_waiter_needs_every_blocker_gone(void **state)
@@ -509,7 +509,7 @@ static void test_waiter_needs_every_blocker_gone(void **state)
 	assert_non_null(ev);
 	assert_ptr_equal(ev->le_cookie, &c);
 	locks_events_free(ev);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 static void test_downgrade_lets_waiters_in(void **state)
@@ -527,7 +527,7 @@ static void test_downgrade_lets_waiters_in(void **state)
 	assert_int_equal(ev->le_kind, LOCKS_EV_GRANTED);
 	assert_ptr_equal(ev->le_cookie, &c);
 	locks_events_free(ev);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* ---- grants given back ---- */
@@ -594,7 +594,7 @@ static void test_ungrant_restores_upgraded_lock(void **state)
 	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_NOENT);  /* settled */
 	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+100\n"
 					"7:1001 alpha/4/oh-dave S 25+5\n");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* An owner that held nothing there: the undo removes the whole grant, as before. */
@@ -615,7 +615,7 @@ static void test_ungrant_of_a_fresh_lock(void **state)
 	assert_int_equal(locks_ungrant(t, g, &ev), LOCKS_OK);
 	assert_null(ev);
 	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice X 50+10\n");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /*
@@ -644,7 +644,7 @@ static void test_ungrant_of_a_downgrade_shared_meanwhile(void **state)
 	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+10\n"
 					"7:1001 alpha/1/oh-alice X 30+10\n"
 					"7:1001 gamma/3/oh-carol S 5+1\n");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /*
@@ -690,7 +690,7 @@ static void test_ungrant_after_the_owner_changed_its_locks(void **state)
 	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_OK);
 	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+10\n"
 					"7:1001 alpha/1/oh-alice X 50+10\n");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* A grant goes with its owner's locks: released, it cannot be undone any more. */
@@ -719,13 +719,13 @@ static void test_grant_released_with_its_owner(void **state)
 	g = bob_goes_alice_granted(t, &c);
 	locks_release_host(t, "alpha", NULL);
 	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_NOENT);
-	locks_table_destroy(t);     /* and an unsettled grant is freed with the table */
+	locks_table_free(t);     /* and an unsettled grant is freed with the table */
 	t = table(100, 10, 10);
 	assert_int_equal(lock(t, &alice, S, 0, 10), LOCKS_OK);
 	assert_int_equal(lock(t, &bob, S, 0, 10), LOCKS_OK);
 	assert_int_equal(wait_for(t, &alice, X, 0, 10, &c), LOCKS_BLOCKED);
 	bob_goes_alice_granted(t, &c);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /*
@@ -750,7 +750,7 @@ static void test_kept_records_count_against_the_limit(void **state)
 	assert_int_equal(ev->le_kind, LOCKS_EV_DENIED);
 	assert_int_equal(ev->le_why, LOCKS_NOLOCKS);
 	locks_events_free(ev);
-	locks_table_destroy(t);
+	locks_table_free(t);
 
 	t = table(4, 10, 10);
 	assert_int_equal(lock(t, &alice, S, 0, 100), LOCKS_OK);
@@ -772,7 +772,7 @@ static void test_kept_records_count_against_the_limit(void **state)
 	assert_int_equal(lock(t, &dave, S, 200, 1), LOCKS_OK);
 	assert_int_equal(lock(t, &dave, S, 300, 1), LOCKS_OK);
 	assert_int_equal(locks_ungrant(t, g, NULL), LOCKS_CHANGED);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 static void test_cancel(void **state)
@@ -811,7 +811,7 @@ static void test_cancel(void **state)
 	locks_counts(t, &cnt);
 	assert_int_equal(cnt.lc_hosts, 0);
 	assert_int_equal(cnt.lc_objects, 0);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* A caller that passes no event list gets its grants done and the events freed (no leak). */
@@ -826,7 +826,7 @@ static void test_events_null(void **state)
 	assert_int_equal(wait_for(t, &bob, S, 0, 1, &c), LOCKS_BLOCKED);
 	assert_int_equal(locks_unlock(t, &r, NULL), LOCKS_OK);
 	assert_string_equal(listing(t), "7:1001 beta/2/oh-bob S 0+1\n");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* ---- limits ---- */
@@ -875,7 +875,7 @@ static void test_limits(void **state)
 	locks_events_free(ev);
 	ev = NULL;
 	assert_int_equal(lock(t, &carol, S, 60, 1), LOCKS_OK);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 static void test_waiter_denied_when_its_host_is_full(void **state)
@@ -900,7 +900,7 @@ static void test_waiter_denied_when_its_host_is_full(void **state)
 	locks_counts(t, &cnt);
 	assert_int_equal(cnt.lc_waiters, 0);
 	assert_int_equal(cnt.lc_locks, 1);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 static void test_invalid_requests(void **state)
@@ -940,7 +940,7 @@ static void test_invalid_requests(void **state)
 	assert_int_equal(locks_lock(t, &r, NULL, NULL, NULL), LOCKS_INVAL);
 	assert_string_equal(locks_strerror(LOCKS_NOLOCKS),
 			    "lock table limit reached (locks per host, hosts or waiters per file)");
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* ---- iteration ---- */
@@ -998,7 +998,7 @@ static void test_iteration(void **state)
 	assert_int_equal(locks_host_locks(t, "beta"), 2);
 	assert_int_equal(locks_host_locks(t, "alpha"), 2);
 	assert_int_equal(locks_host_locks(t, "gamma"), 0);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* ---- threads ---- */
@@ -1069,7 +1069,7 @@ static void test_threads_exclude_each_other(void **state)
 	assert_int_equal(cnt.lc_locks, 0);
 	assert_int_equal(cnt.lc_hosts, 0);
 	assert_int_equal(cnt.lc_objects, 0);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 /* ---- allocation failures ---- */
@@ -1177,7 +1177,7 @@ leave:
 	locks_events_free(ev);
 	locks_counts(t, &cnt);
 	assert_int_equal(cnt.lc_locks + cnt.lc_waiters + cnt.lc_hosts + cnt.lc_objects, 0);
-	locks_table_destroy(t);
+	locks_table_free(t);
 	return whole;
 }
 
@@ -1203,7 +1203,7 @@ static void test_ungrant_splits_without_memory(void **state)
 	assert_string_equal(listing(t), "7:1001 alpha/1/oh-alice S 0+10\n"
 					"7:1001 alpha/1/oh-alice S 30+10\n");
 	assert_int_equal(locks_host_locks(t, "alpha"), 2);
-	locks_table_destroy(t);
+	locks_table_free(t);
 }
 
 static void test_allocation_failures(void **state)
@@ -1611,7 +1611,7 @@ static void test_random_against_model(void **state)
 		locks_release_all(t, &ev);
 		assert_int_equal(count_events(ev, LOCKS_EV_DROPPED), m.nq);
 		locks_events_free(ev);
-		locks_table_destroy(t);
+		locks_table_free(t);
 	}
 	assert_true(undone[0] > 50 && undone[1] > 50);   /* both ways were tried (115, 105) */
 }

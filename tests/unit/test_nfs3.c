@@ -134,7 +134,7 @@ static int env_teardown(void **state)
 	struct env *e = *state;
 
 	rpc_alloc_free(&e->e_rq);
-	nfs_server_destroy(&e->e_ns);
+	nfs_server_free(&e->e_ns);
 	union_close(e->e_ux);
 	store_close(e->e_store);
 	nftw(e->e_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -1017,7 +1017,7 @@ static void test_mount(void **state)
 	assert_int_equal(mnt_umntall(req(e), NULL, NULL), RPC_OUT_REPLY);
 	assert_int_equal(mnt_dump(req(e), NULL, &ml), RPC_OUT_REPLY);
 	assert_null(ml);
-	/* Leave one behind for nfs_server_destroy to free. */
+	/* Leave one behind for nfs_server_free to free. */
 	path = "/union";
 	assert_int_equal(mnt_mnt3(req(e), &path, &m3), RPC_OUT_REPLY);
 
