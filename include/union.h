@@ -111,10 +111,10 @@ int union_forget_stale(struct union_export *ux, uint64_t ino);
 
 /* What union_check found. */
 struct union_check_counts {
-	uint64_t cc_records;      /* records checked */
-	uint64_t cc_stale;        /* no branch has their object any more */
-	uint64_t cc_dropped;      /* of those, records repair dropped */
-	uint64_t cc_errors;       /* records that could not be checked */
+	uint64_t cnt_records;      /* records checked */
+	uint64_t cnt_stale;        /* no branch has their object any more */
+	uint64_t cnt_dropped;      /* of those, records repair dropped */
+	uint64_t cnt_errors;       /* records that could not be checked */
 };
 
 /* Where union_check reports; its functions are called one at a time, from its threads. */

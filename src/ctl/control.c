@@ -426,18 +426,18 @@ static int ctl_check_union(struct ctl_check *ck, const char *label, struct union
 	}
 	if (r < 0) {
 		ctl_put(o, "  %s: error: reading the inode map: %s; see the log\n", label, strerror(-r));
-		ck->ck_total.cc_errors++;
+		ck->ck_total.cnt_errors++;
 		return 0;
 	}
 	ctl_put(o, "  %s: %llu records, %llu resolve, %llu stale%s, %llu errors\n", label,
-		(unsigned long long)n.cc_records,
-		(unsigned long long)(n.cc_records - n.cc_stale - n.cc_errors),
-		(unsigned long long)n.cc_stale, n.cc_dropped ? " (dropped)" : "",
-		(unsigned long long)n.cc_errors);
-	ck->ck_total.cc_records += n.cc_records;
-	ck->ck_total.cc_stale += n.cc_stale;
-	ck->ck_total.cc_dropped += n.cc_dropped;
-	ck->ck_total.cc_errors += n.cc_errors;
+		(unsigned long long)n.cnt_records,
+		(unsigned long long)(n.cnt_records - n.cnt_stale - n.cnt_errors),
+		(unsigned long long)n.cnt_stale, n.cnt_dropped ? " (dropped)" : "",
+		(unsigned long long)n.cnt_errors);
+	ck->ck_total.cnt_records += n.cnt_records;
+	ck->ck_total.cnt_stale += n.cnt_stale;
+	ck->ck_total.cnt_dropped += n.cnt_dropped;
+	ck->ck_total.cnt_errors += n.cnt_errors;
 	return 0;
 }
 
@@ -451,7 +451,7 @@ static int ctl_check_view(struct union_export *ux, const char *key, void *arg)
 	if (ux == NULL) {
 		ctl_put(ck->ck_out, "  %s: its view cannot be opened (upper removed? see the log); "
 			"its handles get NFS3ERR_STALE; `reset %s --force` discards it\n", label, key);
-		ck->ck_total.cc_errors++;
+		ck->ck_total.cnt_errors++;
 		return 0;
 	}
 	return ctl_check_union(ck, label, ux);
@@ -518,8 +518,8 @@ static void *ctl_check_thread(void *arg)
 		ctl_put(&o, "(%llu more records not listed)\n",
 			(unsigned long long)(ck.ck_listed - CTL_CHECK_LIST));
 	ctl_put(&o, CONTROL_CHECK_TOTALS ", %llu client view%s\n",
-		(unsigned long long)ck.ck_total.cc_stale, (unsigned long long)ck.ck_total.cc_dropped,
-		(unsigned long long)ck.ck_total.cc_errors, (unsigned long long)ck.ck_views,
+		(unsigned long long)ck.ck_total.cnt_stale, (unsigned long long)ck.ck_total.cnt_dropped,
+		(unsigned long long)ck.ck_total.cnt_errors, (unsigned long long)ck.ck_views,
 		ck.ck_views == 1 ? "" : "s");
 	if (ctl->ct_check_repair)
 		ctl_put(&o, "a stale record is an object removed from the branches behind the server's "

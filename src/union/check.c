@@ -98,11 +98,11 @@ static void ucheck_account(struct ucheck *k, const uint64_t *inos, const int *re
 		if (res[i] == 0)
 			continue;
 		if (res[i] == -ESTALE || res[i] > 0)
-			k->uk_counts.cc_stale++;
+			k->uk_counts.cnt_stale++;
 		else
-			k->uk_counts.cc_errors++;
+			k->uk_counts.cnt_errors++;
 		if (res[i] > 0)
-			k->uk_counts.cc_dropped++;
+			k->uk_counts.cnt_dropped++;
 		if (s->cs_record)
 			s->cs_record(s->cs_arg, inos[i], res[i]);
 	}
@@ -185,7 +185,7 @@ int union_check(struct union_export *ux, const struct union_check_sink *sink, bo
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(tids[i], NULL);
 	pthread_mutex_destroy(&k.uk_lock);
-	k.uk_counts.cc_records = k.uk_done;
+	k.uk_counts.cnt_records = k.uk_done;
 	*out = k.uk_counts;
 	free(l.ul_inos);
 	return atomic_load(&k.uk_stop) && k.uk_done < l.ul_n ? -ECANCELED : 0;
