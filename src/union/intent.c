@@ -1,5 +1,5 @@
 /*
- * Namespace changes cut short by a kill (issue 22 point 2).
+ * Namespace changes cut short by a kill: a RENAME, REMOVE or RMDIR settled at the next start.
  *
  * A RENAME or REMOVE changes a branch first and commits the inode map after it: a kill -9
  * in between would leave the map naming the old place of an object that moved or went, so

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Inode-map scaling: the map's size on disk per entry, the server's start-up time and its
-# memory while serving a large map (issue 5: under 200 B per entry, under 200 ms, under
+# memory while serving a large map (targets: under 200 B per entry, under 200 ms, under
 # 32 MiB RSS with 1,000,000 entries).
 #
 #   tests/bench/map-scale.sh [ENTRIES]        (default 1000000)

@@ -56,7 +56,7 @@ ck "d/f mode after" "$(stat -c '%a %u %s' $M/d/f 2>&1)" "644 0 10"
 ck "d listing after" "$(listing $M/d)" f
 ck "top content after" "$(cat $M/top 2>&1)" "top data"
 
-# --- POSIX ACLs grant what the mode bits do not: the client believes ACCESS (issue 19.1) ---
+# --- POSIX ACLs grant what the mode bits do not: the client believes ACCESS ---
 row acl
 ck "aclf as uid 1000 (user:1000:rw-)" "$($U1 cat $M/aclf 2>&1)" "acl data"
 run $U1 sh -c "echo more >> $M/aclf"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Security through a real Linux kernel NFS client in qemu (issue 4), with a non-root user in
+# Security through a real Linux kernel NFS client in qemu, with a non-root user in
 # the guest (uid 1000, via uxattr runas): denied operations leave no trace in the upper (no
 # copy-up, no whiteout), root squash maps the guest's root to 65534, a read-only export
 # refuses writes, a symlink in a branch that points outside the branches never exposes the
@@ -36,7 +36,7 @@ ln -s ../../../../../../../.. "$lower/escroot"
 printf 'ro data\n' > "$rodir/rofile" && chmod 666 "$rodir/rofile"
 mkdir "$rodir/rodir" && chmod 777 "$rodir/rodir"
 chown -R root:root "$lower" "$upper" "$rodir"
-# POSIX ACLs in the lower (issue 19.1): user::rwx, user:1000:PERM, group::---, mask::MASK,
+# POSIX ACLs in the lower: user::rwx, user:1000:PERM, group::---, mask::MASK,
 # other::--- in the kernel's xattr format, so the guest's uid 1000 may do what ACCESS says
 acl_hex() { # acl_hex PERM MASK
 	printf '02000000%s%s%s%s%s' 01000700ffffffff "02000${1}00e8030000" 04000000ffffffff \

@@ -1,5 +1,5 @@
 /*
- * kill -9 durability (issue 18): clients keep the server busy, the server is killed with
+ * kill -9 durability: clients keep the server busy, the server is killed with
  * SIGKILL at a random moment (or in the middle of a copy-up), restarted on the same state
  * directory, and everything it acknowledged before the kill must be there:
  *
@@ -18,10 +18,10 @@
  *   change does not explain (those are then dropped with --repair, so each round starts clean).
  *
  * Changes in flight at the kill may end either way, but should leave no stale handle of a live
- * object, no new fileid and no stale record: a copy-up cut short is found again by its origin
- * (issue 22 point 3), a RENAME or REMOVE is settled from its intent at start (point 2). A RENAME
- * of a lower file copies it up first, in a change of its own: one that leaves the file at its
- * old name with a stale handle is counted as a copy-up. Such leftovers are counted
+ * object, no new fileid and no stale record: a copy-up cut short is found again by its origin,
+ * a RENAME or REMOVE is settled from its intent at start. A RENAME of a lower file copies it
+ * up first, in a change of its own: one that leaves the file at its old name with a stale
+ * handle is counted as a copy-up. Such leftovers are counted
  * and printed, and fail the test only with CRASH_STRICT_INFLIGHT=1 (every kind) or a list of
  * kinds, e.g. CRASH_STRICT_INFLIGHT=rename,remove (kinds: rename, remove, copyup). Everything
  * checked is checked again after every later kill.
@@ -1001,7 +1001,7 @@ static void settle_removing(CLIENT *c, struct obj *o)
 
 /*
  * An object whose RENAME was in flight: exactly one of its names. Its kept handle may be
- * stale (issue 22 point 2): counted; then the handle and fileid the name has now are kept.
+ * stale (its intent did not settle it): counted; then the handle and fileid the name has now are kept.
  */
 static void settle_renaming(CLIENT *c, struct obj *o)
 {
@@ -1033,7 +1033,7 @@ static void settle_renaming(CLIENT *c, struct obj *o)
 		gone_add(o->o_alt);
 		/*
 		 * A lower file still at its old name: a RENAME copies it up first, in a change of
-		 * its own, and what that copy-up leaves is issue 22 point 3 (counted as copy-up).
+		 * its own, and what that copy-up leaves is counted as a copy-up's.
 		 */
 		if (o->o_lower)
 			o->o_inflight = "copyup";
@@ -1164,7 +1164,7 @@ static void check_datafile(CLIENT *c, struct datafile *d)
 
 /*
  * After an in-flight copy-up the kept handle may be stale, or the name may have a new fileid
- * (issue 22 point 3): counted; then the handle and fileid the name has now are kept.
+ * (its origin did not lead back to it): counted; then the handle and fileid the name has now are kept.
  */
 static bool copyup_identity(CLIENT *c, struct copyup *cu)
 {
@@ -1217,7 +1217,7 @@ static void copyup_span(const struct copyup *cu, size_t *from, size_t *to)
 
 /*
  * The second name of a copied-up file: the same object (fileid, bytes, two links). An
- * in-flight copy-up that left the names apart is counted (issue 22 point 3).
+ * in-flight copy-up that left the names apart is counted.
  */
 static void check_copyup_link(CLIENT *c, struct copyup *cu, const uint8_t *content)
 {

@@ -1,5 +1,5 @@
 /*
- * Running out of descriptors (issue 18): a server whose open files limit is far below what
+ * Running out of descriptors: a server whose open files limit is far below what
  * its clients' working set wants must answer NFS3ERR_JUKEBOX while descriptors are short
  * (the client retries), never NFS3ERR_IO, and must shed the descriptors its caches hold to
  * make room. Once the load stops it must serve everything again without a restart: every

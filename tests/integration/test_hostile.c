@@ -701,8 +701,8 @@ static void test_many_nonreaders(void **state)
 }
 
 /*
- * DUMPs of a long MOUNT list, pipelined by 40 clients that never read (the attack of
- * issue 11): every client mounted under a 1000-byte spelling of the export, and a 40-byte
+ * DUMPs of a long MOUNT list, pipelined by 40 clients that never read (to make the server
+ * buffer long replies without bound): every client mounted under a 1000-byte spelling of the export, and a 40-byte
  * call draws a long reply. The list must not grow with spellings, a reply must stay within
  * its bound, and that bound must count against max-buffered from the moment the call is
  * taken, not once the reply exists. The good client must still be served.

@@ -1,5 +1,6 @@
 /*
- * An object's identity is more than its inode number (issue 22, points 1 and 3).
+ * An object's identity is more than its inode number: a reused number is not the old object,
+ * and a copy-up cut short by a kill is found again by its origin.
  *
  * - Reuse: a lower file is removed by hand and a new file gets its inode number (forced:
  *   files are made until one has it), then takes another name (over d/b) or the same one.

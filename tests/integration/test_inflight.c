@@ -1,6 +1,6 @@
 /*
  * A kill -9 inside the window of a RENAME or REMOVE between its branch change and the inode
- * map commit that records it (issue 22 point 2), made deterministic: strace holds the
+ * map commit that records it (settled from its intent at start), made deterministic: strace holds the
  * server's renameat2/unlinkat/mknodat on their way back (inject=...:delay_exit), inotify on
  * the upper directory says when the branch change is done, and the server is killed then,
  * while the syscall has not returned. After a restart on the same state directory:

@@ -1,5 +1,5 @@
 /*
- * A change the inode map cannot take leaves no trace (issue 18). The server's state
+ * A change the inode map cannot take leaves no trace. The server's state
  * directory is a small tmpfs, filled up until the map's commits fail; then every kind of
  * namespace change that first touches the upper branch and then the map (CREATE in each
  * mode, MKDIR, SYMLINK, MKNOD, LINK, CREATE and MKDIR over a whiteout, REMOVE of a lower

@@ -1,5 +1,5 @@
 /*
- * RFC 1813 points where the letter of the protocol and what clients rely on meet (issue 19):
+ * RFC 1813 points where the letter of the protocol and what clients rely on meet:
  *
  * - EXCLUSIVE CREATE keeps its verifier where the file system clamps times at 2^31-1
  *   (ext4 with 128-byte inodes): a retransmission after a restart still matches;

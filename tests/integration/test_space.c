@@ -1,5 +1,6 @@
 /*
- * Removed files give their space and descriptors back (issue 18 point 1, issue 22 point 5).
+ * Removed files give their space and descriptors back, also when removed behind the server's
+ * back.
  *
  * - test_remove_frees_space_{tmpfs,ext4}: the upper is a small tmpfs, or a small ext4 image
  *   (which reuses a freed inode number at once). Several connections (so several

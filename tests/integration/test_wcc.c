@@ -1,5 +1,5 @@
 /*
- * wcc_data brackets its own change alone (issue 19): clients compare a reply's pre-op
+ * wcc_data brackets its own change alone: clients compare a reply's pre-op
  * attributes with what they cached to decide whether they alone changed an object.
  *
  * CREATE: 8 connections make 60 files each in one directory at once. Every reply must
