@@ -1,8 +1,10 @@
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "wait.h"
@@ -17,21 +19,58 @@ static int64_t wait_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void wait_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 bool wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms)
 {
 	int64_t deadline = wait_now_ms() + timeout_ms;
 	int step = 1;
 
 	while (!cond(arg)) {
-		struct timespec ts = { 0, (long)step * 1000000 };
-
 		if (wait_now_ms() > deadline)
 			return cond(arg);
-		nanosleep(&ts, NULL); /* the poll's interval: nothing to block on */
+		wait_ms(step); /* the poll's interval: nothing to block on */
 		if (step < WAIT_STEP_MAX_MS)
 			step *= 2;
 	}
 	return true;
+}
+
+struct wait_child {
+	pid_t wc_pid;
+	int wc_status;
+	int wc_errno;   /* waitpid's, when it failed */
+};
+
+static bool child_exited(void *arg)
+{
+	struct wait_child *wc = arg;
+	pid_t r = waitpid(wc->wc_pid, &wc->wc_status, WNOHANG);
+
+	if (r < 0 && errno != EINTR)
+		wc->wc_errno = errno;
+	return r == wc->wc_pid || wc->wc_errno != 0;
+}
+
+int wait_exit(pid_t pid, int timeout_ms)
+{
+	struct wait_child wc = { .wc_pid = pid };
+
+	if (!wait_until(child_exited, &wc, timeout_ms)) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	if (wc.wc_errno != 0) {
+		errno = wc.wc_errno;
+		return -1;
+	}
+	return WIFEXITED(wc.wc_status) ? WEXITSTATUS(wc.wc_status) : 128 + WTERMSIG(wc.wc_status);
 }
 
 /*

@@ -7,9 +7,23 @@
 #define TESTS_WAIT_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* Polls cond(arg) until it holds (true) or timeout_ms pass (false). */
 bool wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms);
+
+/*
+ * A pause where there is no condition to wait for: sampling over a stretch of time. Anything
+ * that waits for something to happen uses wait_until instead.
+ */
+void wait_ms(int ms);
+
+/*
+ * Until child pid exits, reaping it: its exit status, or 128 + the signal that ended it.
+ * -1 with errno ETIMEDOUT when timeout_ms pass first (it still runs), or with waitpid's errno
+ * (ECHILD: no child of ours).
+ */
+int wait_exit(pid_t pid, int timeout_ms);
 
 /* Connections waiting to be accepted by the listening TCP socket(s) of port; -1: none. */
 int tcp_accept_queue(int port);

@@ -47,13 +47,6 @@ static double it_now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void it_sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 const char *it_server_binary(void)
 {
 	static char path[PATH_MAX];
@@ -153,6 +146,7 @@ bool it_server_log_contains(const struct it_server *s, const char *text)
 struct it_log_want {
 	const struct it_server *lt_srv;
 	const char *lt_text;
+	int lt_n;        /* how many times (it_log_has_n) */
 };
 
 static bool it_log_has(void *arg)
@@ -164,9 +158,34 @@ static bool it_log_has(void *arg)
 
 bool it_server_log_wait(const struct it_server *s, const char *text, int timeout_ms)
 {
-	struct it_log_want lt = { s, text };
+	struct it_log_want lt = { s, text, 1 };
 
 	return wait_until(it_log_has, &lt, timeout_ms);
+}
+
+int it_server_log_count(const struct it_server *s, const char *text)
+{
+	char *all = it_log_text(s, 0);
+	int n = 0;
+
+	for (const char *p = all; (p = strstr(p, text)) != NULL; p += strlen(text))
+		n++;
+	free(all);
+	return n;
+}
+
+static bool it_log_has_n(void *arg)
+{
+	const struct it_log_want *lt = arg;
+
+	return it_server_log_count(lt->lt_srv, lt->lt_text) >= lt->lt_n;
+}
+
+bool it_server_log_wait_count(const struct it_server *s, const char *text, int n, int timeout_ms)
+{
+	struct it_log_want lt = { s, text, n };
+
+	return wait_until(it_log_has_n, &lt, timeout_ms);
 }
 
 /* Finds "<key> N" in text and returns N, or 0. */
@@ -225,13 +244,43 @@ static bool it_probe(int port, uint32_t prog, uint32_t vers)
 	return ok;
 }
 
+struct it_start {
+	struct it_server *st_srv;
+	bool st_exited;
+	int st_status;   /* when it exited */
+};
+
+/* Whether the starting server exited, or logged its ports and answers on both. */
+static bool it_started(void *arg)
+{
+	struct it_start *st = arg;
+	struct it_server *s = st->st_srv;
+
+	if (waitpid(s->is_pid, &st->st_status, WNOHANG) == s->is_pid) {
+		st->st_exited = true;
+		return true;
+	}
+	if (s->is_nfs_port == 0 || s->is_mount_port == 0) {
+		char *text = it_log_text(s, s->is_log_off);
+
+		if (s->is_nfs_port == 0)
+			s->is_nfs_port = it_find_port(text, "nfs port ");
+		if (s->is_mount_port == 0)
+			s->is_mount_port = it_find_port(text, "mount port ");
+		free(text);
+	}
+	return s->is_nfs_port && s->is_mount_port && it_probe(s->is_nfs_port, NFS_PROGRAM, 3) &&
+	       it_probe(s->is_mount_port, IT_MOUNT_PROG, 3);
+}
+
 int it_server_start(struct it_server *s)
 {
 	const char *bin = it_server_binary();
 	char nport[16], mport[16], exp[2 * PATH_MAX + 16];
 	char *argv[32];
-	int argc = 0, fd, status;
-	double deadline;
+	int argc = 0, fd;
+	struct it_start st = { .st_srv = s };
+	bool ready;
 	pid_t pid;
 
 	if (access(bin, X_OK) != 0) {
@@ -307,61 +356,32 @@ int it_server_start(struct it_server *s)
 	close(fd);
 	s->is_pid = pid;
 
-	deadline = it_now() + IT_START_TIMEOUT;
-	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-
-		if (r == pid) {
-			s->is_pid = 0;
-			fprintf(stderr, "server exited during start-up (status 0x%x)\n", status);
-			it_server_dump_log(s);
-			return -1;
-		}
-		if (s->is_nfs_port == 0 || s->is_mount_port == 0) {
-			char *text = it_log_text(s, s->is_log_off);
-
-			if (s->is_nfs_port == 0)
-				s->is_nfs_port = it_find_port(text, "nfs port ");
-			if (s->is_mount_port == 0)
-				s->is_mount_port = it_find_port(text, "mount port ");
-			free(text);
-		}
-		if (s->is_nfs_port && s->is_mount_port && it_probe(s->is_nfs_port, NFS_PROGRAM, 3) &&
-		    it_probe(s->is_mount_port, IT_MOUNT_PROG, 3))
-			return 0;
-		if (it_now() > deadline) {
-			fprintf(stderr, "server did not become ready in %d s (ports nfs %d, mount %d)\n",
-				IT_START_TIMEOUT, s->is_nfs_port, s->is_mount_port);
-			it_server_dump_log(s);
-			it_server_stop(s);
-			return -1;
-		}
-		it_sleep_ms(20);
+	ready = wait_until(it_started, &st, IT_START_TIMEOUT * 1000);
+	if (st.st_exited) {
+		s->is_pid = 0;
+		fprintf(stderr, "server exited during start-up (status 0x%x)\n", st.st_status);
+		it_server_dump_log(s);
+		return -1;
 	}
+	if (!ready) {
+		fprintf(stderr, "server did not become ready in %d s (ports nfs %d, mount %d)\n",
+			IT_START_TIMEOUT, s->is_nfs_port, s->is_mount_port);
+		it_server_dump_log(s);
+		it_server_stop(s);
+		return -1;
+	}
+	return 0;
 }
 
 static int it_wait_exit(pid_t pid, int timeout_s)
 {
-	double deadline = it_now() + timeout_s;
-	int status;
+	int rc = wait_exit(pid, timeout_s * 1000);
 
-	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-
-		if (r == pid)
-			break;
-		if (r < 0)
-			return -1;
-		if (it_now() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return -1;
-		}
-		it_sleep_ms(10);
+	if (rc < 0 && errno == ETIMEDOUT) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
 	}
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	return 128 + WTERMSIG(status);
+	return rc;
 }
 
 int it_server_stop(struct it_server *s)

@@ -98,6 +98,10 @@ void it_server_dump_log(const struct it_server *s);
 bool it_server_log_contains(const struct it_server *s, const char *text);
 /* Until the server's log has text (true), or timeout_ms pass (false). */
 bool it_server_log_wait(const struct it_server *s, const char *text, int timeout_ms);
+/* How many times the server's output (all runs) contains text. */
+int it_server_log_count(const struct it_server *s, const char *text);
+/* Until the server's output has text n times or more (true), or timeout_ms pass (false). */
+bool it_server_log_wait_count(const struct it_server *s, const char *text, int n, int timeout_ms);
 /* Sets the running server's soft limit of open files to n (prlimit), keeping the hard one. */
 void it_server_nofile(const struct it_server *s, unsigned long long n);
 /* How many descriptors the running server has open (/proc/PID/fd). */

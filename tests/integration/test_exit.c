@@ -241,21 +241,13 @@ static void test_sigint_and_sigterm_exit_zero(void **state)
 		int rc;
 
 		kill(srv.is_pid, SIGINT);
-		for (int i = 0; i < 2000; i++) {
-			int status;
-
-			if (waitpid(srv.is_pid, &status, WNOHANG) == srv.is_pid) {
-				rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-				srv.is_pid = 0;
-				it_clnt_destroy(c);
-				if (rc != 0)
-					fail_msg("SIGINT: exit status %d", rc);
-				return;
-			}
-			usleep(10000);
-		}
+		rc = wait_exit(srv.is_pid, 20000);
 		it_clnt_destroy(c);
-		fail_msg("the server did not exit within 20 s of SIGINT");
+		if (rc < 0)
+			fail_msg("the server did not exit within 20 s of SIGINT");
+		srv.is_pid = 0;
+		if (rc != 0)
+			fail_msg("SIGINT: exit status %d", rc);
 	}
 }
 
@@ -367,6 +359,22 @@ static pid_t find_server(const char *text)
 	return found;
 }
 
+/* Whether process *(pid_t *)arg is gone; a zombie counts: our test runner may not be its reaper. */
+static bool process_gone(void *arg)
+{
+	pid_t pid = *(pid_t *)arg;
+	char p[64], *st;
+	bool zombie;
+
+	if (kill(pid, 0) != 0)
+		return true;
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	st = it_read_file(p, NULL);
+	zombie = st && strstr(st, ") Z ");
+	free(st);
+	return zombie;
+}
+
 static pid_t daemon_pid;
 
 static int daemon_cleanup(void **state)
@@ -453,19 +461,7 @@ static void test_daemon_mode(void **state)
 				 out);
 	}
 	kill(daemon_pid, SIGTERM);
-	for (int i = 0; i < 2000 && kill(daemon_pid, 0) == 0; i++) {
-		char p[64], *st;
-
-		/* a zombie counts as gone: our test runner may not be its reaper */
-		snprintf(p, sizeof(p), "/proc/%d/stat", (int)daemon_pid);
-		st = it_read_file(p, NULL);
-		if (st && strstr(st, ") Z ")) {
-			free(st);
-			break;
-		}
-		free(st);
-		usleep(10000);
-	}
+	wait_until(process_gone, &daemon_pid, 20000);
 	daemon_pid = find_server(state_dir);
 	assert_int_equal(daemon_pid, 0);
 	/* a daemon's start-up failure still reaches the terminal with status 2 */

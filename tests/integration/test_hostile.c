@@ -52,14 +52,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void sleep_s(double s)
-{
-	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* VmRSS or VmHWM of the server in KiB; 0 when it cannot be read. */
 static unsigned long server_mem_kb(const char *field)
 {
@@ -77,6 +69,23 @@ static unsigned long server_mem_kb(const char *field)
 			kb = strtoul(line + flen + 1, NULL, 10);
 	fclose(f);
 	return kb;
+}
+
+/*
+ * The server's largest VmRSS in KiB, sampled every 50 ms for ms: memory over a stretch of
+ * time, so there is no condition to wait for.
+ */
+static unsigned long server_rss_peak_kb(int ms)
+{
+	unsigned long peak = 0;
+
+	for (double end = now_s() + ms / 1e3; now_s() < end; wait_ms(50)) {
+		unsigned long rss = server_mem_kb("VmRSS");
+
+		if (rss > peak)
+			peak = rss;
+	}
+	return peak;
 }
 
 static bool server_alive(void)
@@ -106,6 +115,13 @@ struct probe {
 	unsigned long p_max_rss_kb;
 	char p_first_error[200];
 };
+
+static bool probe_stopping(void *arg)
+{
+	struct probe *p = arg;
+
+	return atomic_load(&p->p_stop);
+}
 
 static void *probe_main(void *arg)
 {
@@ -152,32 +168,45 @@ static void *probe_main(void *arg)
 			p->p_max_rss_kb = rss;
 		if (cs != RPC_SUCCESS)
 			break;
-		sleep_s(0.02);
+		wait_until(probe_stopping, p, 20); /* the probe's pace: one call per 20 ms */
 	}
 	auth_destroy(c->cl_auth);
 	clnt_destroy(c);
 	return NULL;
 }
 
+/* A wait for the probe: until it has made pc_calls calls in all, or failed. */
+struct probe_calls {
+	const struct probe *pc_probe;
+	unsigned pc_calls;
+};
+
+static bool probe_called(void *arg)
+{
+	const struct probe_calls *pc = arg;
+
+	return pc->pc_probe->p_calls >= pc->pc_calls || pc->pc_probe->p_failures > 0;
+}
+
 static void probe_start(struct probe *p)
 {
+	struct probe_calls first = { p, 1 };
+
 	memset(p, 0, sizeof(*p));
 	atomic_init(&p->p_stop, false);
 	assert_int_equal(pthread_create(&p->p_thread, NULL, probe_main, p), 0);
 	/* The probe's connection must exist before an attack can fill the server. */
-	for (double end = now_s() + 10; p->p_calls == 0 && p->p_failures == 0 && now_s() < end;)
-		sleep_s(0.01);
+	wait_until(probe_called, &first, 10000);
 }
 
 /* Stops the probe and checks it was served throughout, and memory stayed bounded. */
 static void probe_finish_within(struct probe *p, const char *attack, double max_latency)
 {
+	struct probe_calls after = { p, p->p_calls + 3 };
 	unsigned long hwm;
 
 	/* A few answers after the attack, too: the server must have come through it. */
-	for (unsigned calls = p->p_calls, end = 0; end < 500 && p->p_failures == 0 &&
-	     p->p_calls < calls + 3; end++)
-		sleep_s(0.01);
+	wait_until(probe_called, &after, 5000);
 	atomic_store(&p->p_stop, true);
 	pthread_join(p->p_thread, NULL);
 	hwm = server_mem_kb("VmHWM");
@@ -259,6 +288,33 @@ static bool is_closed_now(int fd)
 	if (pfd.revents & (POLLHUP | POLLERR))
 		return true;
 	return recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) == 0;
+}
+
+/*
+ * Until one of the n sockets fds (but those skip marks; skip may be NULL) can take more
+ * bytes, or timeout_ms pass. A socket with an error or a hang-up never will: it is left out.
+ */
+static void wait_writable(const int *fds, const bool *skip, int n, int timeout_ms)
+{
+	enum { MAX_FDS = 64 };
+	struct pollfd pfd[MAX_FDS];
+	double end = now_s() + timeout_ms / 1e3;
+
+	assert_true(n <= MAX_FDS);
+	for (int i = 0; i < n; i++)
+		pfd[i] = (struct pollfd){ .fd = skip && skip[i] ? -1 : fds[i], .events = POLLOUT };
+	for (;;) {
+		int left = (int)((end - now_s()) * 1000);
+
+		if (left <= 0 || poll(pfd, (nfds_t)n, left) <= 0)
+			return;
+		for (int i = 0; i < n; i++) {
+			if (pfd[i].revents & (POLLERR | POLLHUP | POLLNVAL))
+				pfd[i].fd = -1;
+			else if (pfd[i].revents & POLLOUT)
+				return;
+		}
+	}
 }
 
 static void send_all(int fd, const void *data, size_t len)
@@ -418,7 +474,7 @@ static void test_endless_fragments(void **state)
 			}
 		}
 		if (!progress)
-			sleep_s(0.05);
+			wait_writable(fds, closed, CONNS, 50);
 	}
 	for (int i = 0; i < CONNS; i++) {
 		close(fds[i]);
@@ -507,6 +563,23 @@ static void test_garbage_udp(void **state)
 	probe_finish(&p, "garbage UDP");
 }
 
+/* Until cc_want of the cc_n sockets cc_fds show the peer's close; cc_closed: how many do. */
+struct closed_count {
+	const int *cc_fds;
+	int cc_n, cc_want, cc_closed;
+};
+
+static bool count_closed(void *arg)
+{
+	struct closed_count *cc = arg;
+
+	cc->cc_closed = 0;
+	for (int i = 0; i < cc->cc_n; i++)
+		if (is_closed_now(cc->cc_fds[i]))
+			cc->cc_closed++;
+	return cc->cc_closed >= cc->cc_want;
+}
+
 /*
  * A thousand idle connections are all accepted and the good client is still served; past
  * max-connections each new one closes the one idle longest (the oldest of the thousand,
@@ -541,14 +614,11 @@ static void test_idle_connections(void **state)
 	 * All at once: waiting on each in turn could run into the idle timeout. A loaded
 	 * machine may take a while to accept them all, but none is idle-closed before 4 s.
 	 */
-	for (double t0 = now_s();;) {
-		evicted = 0;
-		for (int i = 0; i < IDLE_CONNS; i++)
-			if (is_closed_now(fds[i]))
-				evicted++;
-		if (evicted >= MADE_ROOM || now_s() - t0 > 3.0)
-			break;
-		sleep_s(0.1);
+	{
+		struct closed_count cc = { fds, IDLE_CONNS, MADE_ROOM, 0 };
+
+		wait_until(count_closed, &cc, 3000);
+		evicted = cc.cc_closed;
 	}
 	for (int i = 0; i < IDLE_CONNS; i++)
 		if (is_closed_now(fds[i]))
@@ -632,7 +702,7 @@ static void test_nonreaders(void **state)
 			}
 		}
 		if (!progress)
-			sleep_s(0.05);
+			wait_writable(fds, NULL, CONNS, 50);
 	}
 	fprintf(stderr, "# non-readers: %d connections wrote %zu bytes of READ calls\n", CONNS, total);
 	probe_finish(&p, "clients that never read");
@@ -678,13 +748,7 @@ static void test_many_nonreaders(void **state)
 			send_all(fds[i], call, len);
 		}
 	}
-	for (double end = now_s() + 2; now_s() < end;) {
-		unsigned long rss = server_mem_kb("VmRSS");
-
-		if (rss > peak)
-			peak = rss;
-		sleep_s(0.05);
-	}
+	peak = server_rss_peak_kb(2000);
 	fprintf(stderr, "# %d non-readers x %d READs of 1 MiB: server VmRSS %lu KiB before, %lu KiB at most\n",
 		CONNS, CALLS, before, peak);
 	/*
@@ -745,13 +809,7 @@ static void test_dump_nonreaders(void **state)
 			send_all(fds[i], call, encode_prog_call(call, sizeof(call), k, IT_MOUNT_PROG, 3,
 								IT_MNTPROC_DUMP, NULL, NULL));
 	}
-	for (double end = now_s() + 2; now_s() < end;) {
-		unsigned long rss = server_mem_kb("VmRSS");
-
-		if (rss > peak)
-			peak = rss;
-		sleep_s(0.05);
-	}
+	peak = server_rss_peak_kb(2000);
 	fprintf(stderr, "# %d non-readers x %d DUMPs of a %d-client list: server VmRSS %lu KiB before, %lu KiB at most\n",
 		CONNS, CALLS, CLIENTS, before, peak);
 	/* Twice max-buffered, plus slack as in test_many_nonreaders. */
@@ -765,9 +823,18 @@ static void test_dump_nonreaders(void **state)
 
 struct flood {
 	int f_fd;
+	unsigned f_calls;        /* written, each to be answered */
 	unsigned f_replies;
 	bool f_error;
 };
+
+/* Whether every call of the flood is answered, or its connection failed. */
+static bool flood_done(void *arg)
+{
+	const struct flood *f = arg;
+
+	return f->f_replies >= f->f_calls || f->f_error;
+}
 
 /* Counts reply records on the flood connection until EOF. */
 static void *flood_reader(void *arg)
@@ -815,10 +882,10 @@ static void test_pipeline_flood(void **state)
 	enum { CALLS = 100000, BATCH = 1000 };
 	static uint8_t buf[BATCH * 160];
 	GETATTR3args a = { .object = root_fh };
-	struct flood f = { 0 };
+	struct flood f = { .f_calls = CALLS };
 	pthread_t reader;
 	struct probe p;
-	double t0, end;
+	double t0;
 
 	(void)state;
 	probe_start(&p);
@@ -835,9 +902,7 @@ static void test_pipeline_flood(void **state)
 		send_all(f.f_fd, buf, len);
 	}
 	shutdown(f.f_fd, SHUT_WR);
-	end = t0 + 45;
-	while (f.f_replies < CALLS && now_s() < end && !f.f_error)
-		sleep_s(0.05);
+	wait_until(flood_done, &f, (int)((t0 + 45 - now_s()) * 1000));
 	fprintf(stderr, "# flood: %u of %d pipelined calls answered in %.1f s\n", f.f_replies, CALLS,
 		now_s() - t0);
 	/* The server closes the half-closed connection once everything is answered. */

@@ -33,6 +33,12 @@ static bool rpcbind_answers(void)
 	return it_run(argv, 10, out, sizeof(out)) == 0;
 }
 
+static bool rpcbind_answers_now(void *unused)
+{
+	(void)unused;
+	return rpcbind_answers();
+}
+
 /* Starts our own rpcbind unless one runs already; returns false if it cannot. */
 static bool rpcbind_start(void)
 {
@@ -57,11 +63,8 @@ static bool rpcbind_start(void)
 		execv(RPCBIND, argv);
 		_exit(127);
 	}
-	for (int i = 0; i < 100; i++) {
-		if (rpcbind_answers())
-			return true;
-		usleep(100000);
-	}
+	if (wait_until(rpcbind_answers_now, NULL, 10000))
+		return true;
 	fprintf(stderr, "rpcbind did not answer within 10 s\n");
 	return false;
 }
@@ -70,15 +73,10 @@ static void rpcbind_stop(void)
 {
 	if (rpcbind_pid > 0) {
 		kill(rpcbind_pid, SIGTERM);
-		for (int i = 0; i < 100; i++) {
-			if (waitpid(rpcbind_pid, NULL, WNOHANG) == rpcbind_pid) {
-				rpcbind_pid = 0;
-				return;
-			}
-			usleep(50000);
+		if (wait_exit(rpcbind_pid, 5000) < 0) {
+			kill(rpcbind_pid, SIGKILL);
+			waitpid(rpcbind_pid, NULL, 0);
 		}
-		kill(rpcbind_pid, SIGKILL);
-		waitpid(rpcbind_pid, NULL, 0);
 		rpcbind_pid = 0;
 	}
 }

@@ -72,34 +72,23 @@ static int after_each(void **state)
 	return it_server_finish(&srv);
 }
 
-static int count_in_log(const char *text)
+/* Sends SIGHUP and waits until the server logged `done` once more. */
+static void hup_and_wait(const char *done)
 {
-	char *log = it_read_file(srv.is_log, NULL), *p;
-	int n = 0;
+	int before = it_server_log_count(&srv, done);
 
-	if (!log)
-		return 0;
-	for (p = log; (p = strstr(p, text)) != NULL; p += strlen(text))
-		n++;
-	free(log);
-	return n;
+	assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
+	if (!it_server_log_wait_count(&srv, done, before + 1, 10000)) {
+		it_server_dump_log(&srv);
+		fail_msg("no '%s' in the log 10 s after SIGHUP", done);
+	}
 }
 
 /* Rewrites the config, sends SIGHUP and waits until the server logged `done` once more. */
 static void reload(const char *rules, const char *done)
 {
-	int before = count_in_log(done);
-	time_t end = time(NULL) + 10;
-
 	write_config(rules);
-	assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
-	while (count_in_log(done) == before) {
-		if (time(NULL) > end) {
-			it_server_dump_log(&srv);
-			fail_msg("no '%s' in the log 10 s after SIGHUP", done);
-		}
-		usleep(20000);
-	}
+	hup_and_wait(done);
 }
 
 static CLIENT *clnt_src(const char *src, uint32_t prog, uint32_t vers, int port, uint32_t uid,
@@ -543,17 +532,7 @@ static void test_reload_needs_restart(void **state)
 	write_text("port 0\nmount-port 0\nportmap off\nstate %s\nworkers 3\n"
 		   "export /union %s 127.0.0.2(rw,insecure)\nexport /new %s\n",
 		   other, other);
-	{
-		int before = count_in_log(RELOADED);
-		time_t end = time(NULL) + 10;
-
-		assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
-		while (count_in_log(RELOADED) == before) {
-			if (time(NULL) > end)
-				fail_msg("no reload in the log");
-			usleep(20000);
-		}
-	}
+	hup_and_wait(RELOADED);
 	assert_true(it_server_log_contains(&srv, "the branches of export /union changed; that needs a restart"));
 	assert_true(it_server_log_contains(&srv, "export /new is new; it needs a restart"));
 	assert_true(it_server_log_contains(&srv, "changed settings need a restart of unionnfsd to take effect: workers"));

@@ -392,24 +392,11 @@ static void write_hosts(const char *text)
 /* SIGHUP, then waits for the reload's log line (the nth of the run). */
 static void reload(int nth)
 {
-	char needle[64];
-
 	assert_int_equal(kill(srv.is_pid, SIGHUP), 0);
-	for (int t = 0; t < 200; t++) {
-		char *log;
-		size_t len, n = 0;
-
-		log = it_read_file(srv.is_log, &len);
-		for (char *p = log; p && (p = strstr(p, "configuration reloaded")); p++)
-			n++;
-		free(log);
-		if ((int)n >= nth)
-			return;
-		usleep(25000);
-	}
-	snprintf(needle, sizeof(needle), "reload %d", nth);
+	if (it_server_log_wait_count(&srv, "configuration reloaded", nth, 5000))
+		return;
 	it_server_dump_log(&srv);
-	fail_msg("no 'configuration reloaded' in the log after SIGHUP (%s)", needle);
+	fail_msg("no 'configuration reloaded' in the log after SIGHUP (reload %d)", nth);
 }
 
 /* unionnfsd-ctl COMMAND (clients, stats) against the test's server. */
