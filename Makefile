@@ -45,11 +45,11 @@ UNIT_SRC = $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_SRC = $(sort $(wildcard tests/integration/test_*.c))
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
-INTEG_COMMON = $(wildcard tests/integration/common.c) tests/wait.c tests/netns.c
+INTEG_COMMON = $(wildcard tests/integration/common.c) tests/wait.c tests/netns.c tests/rmtree.c
 # libFuzzer targets (tests/fuzz/fuzz_*.c): `make fuzz` runs them (clang, build/fuzz/),
 # `make test` replays their corpus through the same sources built with $(CC).
 FUZZ_TARGETS = $(patsubst tests/fuzz/%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
-FUZZ_HELPERS = tests/fuzz/serve_env.c
+FUZZ_HELPERS = tests/fuzz/serve_env.c tests/rmtree.c
 FUZZ_REPLAY = $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 FUZZ_DIR = build/fuzz
@@ -91,6 +91,10 @@ $(BUILD)/tests/unit/test_net: tests/wait.c tests/wait.h
 # Outbound calls are tested against small RPC servers of the test's own.
 $(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm: tests/unit/fake_rpc.c tests/unit/fake_rpc.h
 $(BUILD)/tests/unit/test_nsm: tests/wait.c tests/wait.h
+# Tests that make a temporary tree remove it with one helper.
+$(BUILD)/tests/unit/test_store $(BUILD)/tests/unit/test_nfs3 $(BUILD)/tests/unit/test_fsio \
+$(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics: \
+		tests/rmtree.c tests/rmtree.h
 # Tests that need port 111 or the reserved ports to themselves run in a network namespace.
 $(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_portmap: \
 		tests/netns.c tests/netns.h

@@ -6,7 +6,6 @@
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 #include "sm_inter.h"
 #include "union.h"
 #include "serve_env.h"
+#include "../rmtree.h"
 
 const char *const senv_names[SENV_NOBJ] = { "", "file", "dir", "inner", "link", "upfile", "big" };
 
@@ -75,21 +75,12 @@ static void senv_mkdir(const char *path)
 		senv_die(path, "cannot create the directory");
 }
 
-static int senv_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void senv_wipe(void)
 {
-	/* FTW_PHYS: never follow a symlink a fuzzed call made. */
-	nftw(senv.se_upper, senv_rm, 16, FTW_DEPTH | FTW_PHYS);
-	nftw(senv.se_lower, senv_rm, 16, FTW_DEPTH | FTW_PHYS);
-	nftw(senv.se_state, senv_rm, 16, FTW_DEPTH | FTW_PHYS);
+	/* rm_tree never follows a symlink, such as one a fuzzed call made. */
+	rm_tree(senv.se_upper);
+	rm_tree(senv.se_lower);
+	rm_tree(senv.se_state);
 }
 
 /*

@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -411,22 +410,6 @@ void it_server_restart(struct it_server *s)
 		fail_msg("server did not start again on the same state directory");
 }
 
-static int it_rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
-void it_rm_rf(const char *path)
-{
-	nftw(path, it_rm_one, 32, FTW_DEPTH | FTW_PHYS);
-}
-
 void it_server_cleanup(struct it_server *s)
 {
 	if (s->is_pid > 0) {
@@ -435,7 +418,7 @@ void it_server_cleanup(struct it_server *s)
 		s->is_pid = 0;
 	}
 	if (s->is_dir[0] && !getenv("IT_KEEP"))
-		it_rm_rf(s->is_dir);
+		rm_tree(s->is_dir);
 	s->is_dir[0] = '\0';
 }
 

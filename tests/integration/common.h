@@ -25,6 +25,7 @@
 #include <rpc/rpc.h>
 
 #include "nfs3.h"
+#include "../rmtree.h"
 #include "../wait.h"
 
 #include <nfsc/libnfs.h>
@@ -141,7 +142,6 @@ void it_write_file(const char *path, const void *data, size_t len);
 /* Reads a whole file (malloc, NUL-terminated beyond len); NULL if it does not exist. */
 char *it_read_file(const char *path, size_t *len);
 bool it_exists(const char *path);
-void it_rm_rf(const char *path);
 /* Deterministic pseudo-random bytes for file contents. */
 void it_fill(void *buf, size_t len, uint32_t seed);
 /* Big-endian words of hand-built RPC records: it_put32 returns the offset after the word. */

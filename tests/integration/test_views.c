@@ -549,7 +549,7 @@ static void test_stale_causes(void **state)
 	mnt_from("127.0.0.2", &fhb);
 	it_assert_status(it_server_stop(&srv), 0);
 	it_path(path, "%s/127.0.0.2", clients);
-	it_rm_rf(path);
+	rm_tree(path);
 	if (it_server_start(&srv) != 0)
 		fail_msg("the server did not start again");
 	cb = nfs_from("127.0.0.2");
@@ -639,7 +639,7 @@ static void test_check_views(void **state)
 	it_clnt_destroy(cb);
 	it_assert_status(it_server_stop(&srv), 0);
 	it_path(path, "%s/127.0.0.2", clients);
-	it_rm_rf(path);
+	rm_tree(path);
 	if (it_server_start(&srv) != 0)
 		fail_msg("the server did not start again");
 	/* Exit status 4: something could not be checked. */

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +22,7 @@
 #include "cred.h"
 #include "fsio.h"
 #include "../no_fchmodat2.h"
+#include "../rmtree.h"
 
 struct fx {
 	char dir[PATH_MAX];
@@ -43,20 +43,12 @@ static int setup(void **state)
 	return 0;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int teardown(void **state)
 {
 	struct fx *f = *state;
 
 	fsio_close(f->fd);
-	nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(f->dir);
 	free(f);
 	return 0;
 }

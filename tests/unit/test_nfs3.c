@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <cmocka.h>
 
 #include "../../src/nfs/nfs_internal.h"
+#include "../rmtree.h"
 
 #define NFILES 60
 
@@ -121,14 +121,6 @@ static int env_setup(void **state)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int env_teardown(void **state)
 {
 	struct env *e = *state;
@@ -137,7 +129,7 @@ static int env_teardown(void **state)
 	nfs_server_free(&e->e_ns);
 	union_close(e->e_ux);
 	store_close(e->e_store);
-	nftw(e->e_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(e->e_root);
 	free(e);
 	return 0;
 }

@@ -33,6 +33,7 @@
 #include "rpc_client.h"
 #include "sm_inter.h"
 #include "../netns.h"
+#include "../rmtree.h"
 
 /*
  * The reserved ports (below 1024) are few and shared by everything on the machine, and
@@ -62,10 +63,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
-	char cmd[128];
 
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(rm_tree(f->dir), 0);
 	free(f);
 	return 0;
 }

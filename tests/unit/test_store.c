@@ -1,6 +1,5 @@
 /* Unit tests for the persistent inode map (store/store.c). */
 #include <errno.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <inttypes.h>
 #include <setjmp.h>
@@ -23,6 +22,7 @@
 #include "blocking.h"
 #include "log.h"
 #include "store.h"
+#include "../rmtree.h"
 
 /* Fallbacks so this test links on its own; the real logger wins when it is linked in. */
 __attribute__((weak)) void log_init(bool to_stderr, const char *ident)
@@ -48,14 +48,6 @@ struct fixture {
 	bool mounted;            /* state is a tmpfs of the test's */
 };
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -74,7 +66,7 @@ static int teardown(void **state)
 
 	if (f->mounted)
 		umount2(f->state, MNT_DETACH);
-	nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(f->dir);
 	free(f);
 	return 0;
 }

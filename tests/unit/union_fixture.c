@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "union_fixture.h"
+#include "../rmtree.h"
 
 const struct union_setattr no_sa;
 
@@ -84,19 +84,11 @@ struct fx *fx_new(int nbranches)
 	return f;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 void fx_free(struct fx *f)
 {
 	if (f->ux)
 		fx_close(f);
-	nftw(f->base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(f->base);
 	free(f);
 }
 
