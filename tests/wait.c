@@ -33,9 +33,12 @@ bool wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms)
 	int step = 1;
 
 	while (!cond(arg)) {
-		if (wait_now_ms() > deadline)
+		int64_t left = deadline - wait_now_ms();
+
+		if (left < 0)
 			return cond(arg);
-		wait_ms(step); /* the poll's interval: nothing to block on */
+		/* the poll's interval (nothing to block on), never far past the deadline */
+		wait_ms(left < step ? (int)left + 1 : step);
 		if (step < WAIT_STEP_MAX_MS)
 			step *= 2;
 	}
