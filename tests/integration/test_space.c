@@ -76,16 +76,26 @@ static int deleted_fds(const char *dir)
 	return n;
 }
 
-/* Polls until the server holds no descriptor of a removed file under dir, or the deadline. */
+struct deleted_fds_count {
+	const char *dc_dir;
+	int dc_n;        /* at the last look */
+};
+
+static bool no_deleted_fds(void *arg)
+{
+	struct deleted_fds_count *dc = arg;
+
+	dc->dc_n = deleted_fds(dc->dc_dir);
+	return dc->dc_n == 0;
+}
+
+/* Waits until the server holds no descriptor of a removed file under dir; how many it holds. */
 static int deleted_fds_within(const char *dir, double seconds)
 {
-	double end = now_s() + seconds;
-	struct timespec pause = { 0, 20 * 1000 * 1000 };
-	int n;
+	struct deleted_fds_count dc = { dir, 0 };
 
-	while ((n = deleted_fds(dir)) > 0 && now_s() < end)
-		nanosleep(&pause, NULL); /* /proc cannot be waited on */
-	return n;
+	wait_until(no_deleted_fds, &dc, (int)(seconds * 1000));
+	return dc.dc_n;
 }
 
 static void mount_failed(const char *what, const char *why)
