@@ -296,17 +296,21 @@ static void lg_usage(FILE *f)
 		"               [--path P] [--count K] [--stop-file F] [--nlm-port P]\n"
 		"  URL  nfs://127.0.0.1/EXPORT?nfsport=N&mountport=M\n"
 		"  W    null getattr access lookup read write write4k randread cwr readdirplus\n"
-		"       listing copyup getattr-lat lock\n"
+		"       listing opendir copyup getattr-lat lock\n"
 		"  --inflight N  requests in flight in total (default 32; 1 for getattr-lat,\n"
 		"                readdirplus, listing and copyup; copyup sends N one-byte WRITEs at\n"
 		"                once)\n"
 		"  --conns C     connections, each its own mount (default 1)\n"
 		"  --seconds S   measured time after a 0.5 s warm-up (default 5)\n"
 		"  --path P      object relative to the export root (default the root)\n"
-		"  --count K     readdirplus: listings (default 1); write, write4k: wrap offsets\n"
+		"  --count K     readdirplus, opendir: listings (default 1); write, write4k: wrap offsets\n"
 		"                at K MiB (default 1024)\n"
 		"  --stop-file F getattr-lat: stop once F exists (--seconds then defaults to 600)\n"
 		"  --nlm-port P  lock: the server's NLM port (default: ask its portmapper)\n"
+		"  --maxcount M  readdirplus, listing: READDIRPLUS maxcount M and dircount M/8, as the\n"
+		"                Linux client sends them (default maxcount 65536, dircount 8192)\n"
+		"  opendir: --count listings of --path through libnfs's own nfs_opendir (its\n"
+		"           READDIRPLUS sizes), one after the other; the rate is entries/s\n"
 		"  listing: complete READDIRPLUS listings of --path for --seconds; the rate is\n"
 		"           listings/s\n"
 		"  lock: NLM4 LOCK + UNLOCK pairs on --path (a file), each slot its own owner\n"
@@ -339,6 +343,7 @@ static int lg_parse_opts(int argc, char **argv, struct lg_opts *o)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "path", required_argument, NULL, 'p' },
 		{ "count", required_argument, NULL, 'k' },
+		{ "maxcount", required_argument, NULL, 'm' },
 		{ "stop-file", required_argument, NULL, 'f' },
 		{ "nlm-port", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
@@ -380,6 +385,11 @@ static int lg_parse_opts(int argc, char **argv, struct lg_opts *o)
 				return -1;
 			o->o_count = v;
 			o->o_count_set = 1;
+			break;
+		case 'm':
+			if (lg_parse_int("--maxcount", optarg, 1024, 1L << 20, &v))
+				return -1;
+			o->o_maxcount = v;
 			break;
 		case 's':
 			errno = 0;
@@ -585,7 +595,7 @@ int main(int argc, char **argv)
 	run.r_wl = lg_workload_find(run.r_opt.o_workload);
 	if (!run.r_wl) {
 		fprintf(stderr, "loadgen: unknown --workload %s; one of null getattr access lookup "
-			"read write write4k randread cwr readdirplus listing copyup getattr-lat lock\n",
+			"read write write4k randread cwr readdirplus listing opendir copyup getattr-lat lock\n",
 			run.r_opt.o_workload);
 		return 2;
 	}
@@ -621,7 +631,7 @@ int main(int argc, char **argv)
 		run.r_slots[i].s_index = (unsigned)i;
 		run.r_slots[i].s_conn = &run.r_conns[i % run.r_nconns];
 	}
-	if (run.r_wl->w_prepare(&run))
+	if (run.r_wl->w_prepare && run.r_wl->w_prepare(&run))
 		goto out;
 	failed = lg_loop(&run) != 0;
 out:

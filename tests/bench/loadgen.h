@@ -63,6 +63,7 @@ struct lg_opts {
 	int o_conns;
 	double o_seconds;
 	long o_count;
+	long o_maxcount;        /* readdirplus, listing: maxcount, dircount = maxcount / 8; 0: 65536/8192 */
 	int o_inflight_set;
 	int o_seconds_set;
 	int o_count_set;
@@ -144,6 +145,7 @@ void lg_data_copyup_issue(struct lg_slot *slot);
 int lg_dir_cwr_prepare(struct lg_run *run);
 void lg_dir_cwr_issue(struct lg_slot *slot);
 void lg_dir_rdp_issue(struct lg_slot *slot);
+void lg_dir_opendir_issue(struct lg_slot *slot);
 /* loadgen_lock.c */
 int lg_lock_prepare(struct lg_run *run);
 void lg_lock_issue(struct lg_slot *slot);

@@ -207,6 +207,10 @@ static void lg_dir_rdp_send(struct lg_slot *slot)
 	memcpy(a.cookieverf, slot->s_verf, sizeof(a.cookieverf));
 	a.dircount = 8192;
 	a.maxcount = 65536;
+	if (slot->s_run->r_opt.o_maxcount) {
+		a.maxcount = (count3)slot->s_run->r_opt.o_maxcount;
+		a.dircount = a.maxcount >> 3;
+	}
 	lg_begin(slot);
 	if (rpc_nfs3_readdirplus_async(slot->s_conn->c_rpc, lg_dir_rdp_cb, &a, slot))
 		lg_issue_failed(slot, "READDIRPLUS");
@@ -220,4 +224,54 @@ void lg_dir_rdp_issue(struct lg_slot *slot)
 	slot->s_cookie = 0;
 	memset(slot->s_verf, 0, sizeof(slot->s_verf));
 	lg_dir_rdp_send(slot);
+}
+
+/*
+ * --- opendir: --count listings of --path through libnfs's nfs_opendir, which reads the
+ * whole directory with its own READDIRPLUS sizes, as a program using libnfs lists ---
+ */
+
+static void lg_dir_opendir_cb(int err, struct nfs_context *nfs, void *data, void *priv)
+{
+	struct lg_slot *slot = priv;
+	struct lg_run *run = slot->s_run;
+	struct nfsdir *dir = data;
+	struct nfsdirent *de;
+	uint64_t n = 0;
+
+	if (lg_end(slot, RPC_STATUS_SUCCESS, NULL, "nfs_opendir") <= 0) {
+		if (err == 0)
+			nfs_closedir(nfs, dir);
+		return;
+	}
+	if (err < 0) {
+		lg_error(run, "nfs_opendir of --path %s failed: %s", run->r_opt.o_path,
+			 data ? (const char *)data : "?");
+		lg_finish(run);
+		return;
+	}
+	while ((de = nfs_readdir(nfs, dir)) != NULL)
+		if (!lg_wl_is_dot(de->name))
+			n++;
+	nfs_closedir(nfs, dir);
+	lg_count(run, n, 0);
+	if (++run->r_listings >= run->r_opt.o_count) {
+		lg_finish(run);
+		return;
+	}
+	lg_next(slot);
+}
+
+void lg_dir_opendir_issue(struct lg_slot *slot)
+{
+	const char *path = slot->s_run->r_opt.o_path;
+	char abs[4096];
+
+	if (slot->s_index)
+		return;
+	/* --path is relative to the export root; libnfs wants it from the root */
+	snprintf(abs, sizeof(abs), "%s%s", path[0] == '/' ? "" : "/", path);
+	lg_begin(slot);
+	if (nfs_opendir_async(slot->s_conn->c_nfs, abs, lg_dir_opendir_cb, slot))
+		lg_issue_failed(slot, "nfs_opendir");
 }
