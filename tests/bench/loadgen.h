@@ -145,6 +145,7 @@ void lg_data_copyup_issue(struct lg_slot *slot);
 int lg_dir_cwr_prepare(struct lg_run *run);
 void lg_dir_cwr_issue(struct lg_slot *slot);
 void lg_dir_rdp_issue(struct lg_slot *slot);
+int lg_dir_opendir_prepare(struct lg_run *run);
 void lg_dir_opendir_issue(struct lg_slot *slot);
 /* loadgen_lock.c */
 int lg_lock_prepare(struct lg_run *run);

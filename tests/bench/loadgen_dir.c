@@ -228,7 +228,8 @@ void lg_dir_rdp_issue(struct lg_slot *slot)
 
 /*
  * --- opendir: --count listings of --path through libnfs's nfs_opendir, which reads the
- * whole directory with its own READDIRPLUS sizes, as a program using libnfs lists ---
+ * whole directory with its own READDIRPLUS sizes, as a program using libnfs lists (its
+ * directory cache off, so each listing is the server's work) ---
  */
 
 static void lg_dir_opendir_cb(int err, struct nfs_context *nfs, void *data, void *priv)
@@ -260,6 +261,14 @@ static void lg_dir_opendir_cb(int err, struct nfs_context *nfs, void *data, void
 		return;
 	}
 	lg_next(slot);
+}
+
+/* Every listing goes to the server: libnfs would answer repeated ones from its own cache. */
+int lg_dir_opendir_prepare(struct lg_run *run)
+{
+	for (int i = 0; i < run->r_nconns; i++)
+		nfs_set_dircache(run->r_conns[i].c_nfs, 0);
+	return 0;
 }
 
 void lg_dir_opendir_issue(struct lg_slot *slot)

@@ -283,7 +283,7 @@ static const struct lg_workload lg_wl_table[] = {
 	{ .w_name = "listing", .w_unit = "listings/s", .w_default_inflight = 1,
 	  .w_prepare = lg_wl_prepare_open, .w_issue = lg_dir_rdp_issue },
 	{ .w_name = "opendir", .w_unit = "entries/s", .w_default_inflight = 1, .w_fixed = 1,
-	  .w_issue = lg_dir_opendir_issue },
+	  .w_prepare = lg_dir_opendir_prepare, .w_issue = lg_dir_opendir_issue },
 	{ .w_name = "copyup", .w_unit = "ops/s", .w_default_inflight = 1, .w_fixed = 1,
 	  .w_prepare = lg_data_copyup_prepare, .w_issue = lg_data_copyup_issue },
 	{ .w_name = "lock", .w_unit = "pairs/s", .w_default_inflight = 32,
