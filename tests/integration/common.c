@@ -819,22 +819,51 @@ int it_bind_reserved(int fd, const struct sockaddr_in *me)
 	return -1;
 }
 
+int it_connect_reserved(const struct sockaddr_in *me, const struct sockaddr_in *to)
+{
+	for (int tries = 0; tries < IT_RESERVED_HIGH - IT_RESERVED_LOW + 1; tries++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (fd < 0)
+			return -1;
+		if (it_bind_reserved(fd, me) != 0) {
+			close(fd);
+			return -1;
+		}
+		if (connect(fd, (const struct sockaddr *)to, sizeof(*to)) == 0)
+			return fd;
+		close(fd);
+		/*
+		 * The port's earlier connection to this very address (a server port number the
+		 * kernel handed out again) is still in TIME_WAIT: the next port.
+		 */
+		if (errno != EADDRNOTAVAIL)
+			return -1;
+	}
+	errno = EADDRNOTAVAIL;
+	return -1;
+}
+
 CLIENT *it_clnt_from(const char *src, uint32_t prog, uint32_t vers, int port, uint32_t uid,
 		     uint32_t gid, bool reserved)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
 	struct sockaddr_in me = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd;
 	CLIENT *c;
 
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
 	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
 	if (reserved) {
-		if (it_bind_reserved(fd, &me) != 0)
-			fail_msg("no reserved port free on %s: %s", src, strerror(errno));
-	} else if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0) {
-		fail_msg("bind to %s: %s", src, strerror(errno));
+		fd = it_connect_reserved(&me, &sin);
+		if (fd < 0)
+			fail_msg("no reserved port on %s could connect to port %d: %s", src, port,
+				 strerror(errno));
+	} else {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		assert_true(fd >= 0);
+		if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0)
+			fail_msg("bind to %s: %s", src, strerror(errno));
 	}
 	c = clnttcp_create(&sin, prog, vers, &fd, 0, 0);
 	if (!c)

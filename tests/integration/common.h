@@ -196,6 +196,11 @@ CLIENT *it_clnt_udp_from(const char *src, uint32_t prog, uint32_t vers, int port
 #define IT_RESERVED_HIGH 1023
 struct sockaddr_in;
 int it_bind_reserved(int fd, const struct sockaddr_in *me);
+/*
+ * A TCP socket bound to a reserved port on me's address and connected to `to`: a port whose
+ * earlier connection to that same address is still in TIME_WAIT is skipped. -1 with errno.
+ */
+int it_connect_reserved(const struct sockaddr_in *me, const struct sockaddr_in *to);
 void it_fh_free(nfs_fh3 *fh);
 void it_fh_copy(nfs_fh3 *dst, const nfs_fh3 *src);
 bool it_fh_equal(const nfs_fh3 *a, const nfs_fh3 *b);

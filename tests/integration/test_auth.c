@@ -39,15 +39,22 @@ static CLIENT *clnt_from(int proto, uint32_t prog, int port, bool reserved)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
 	struct sockaddr_in me = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, proto == IPPROTO_TCP ? SOCK_STREAM : SOCK_DGRAM, 0);
+	int fd;
 	CLIENT *c;
 
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	if (reserved) {
+	if (reserved && proto == IPPROTO_TCP) {
+		fd = it_connect_reserved(&me, &sin);
+		if (fd < 0)
+			fail_msg("no reserved port could connect: %s", strerror(errno));
+	} else if (reserved) {
+		fd = socket(AF_INET, SOCK_DGRAM, 0);
+		assert_true(fd >= 0);
 		if (it_bind_reserved(fd, &me) != 0)
 			fail_msg("no reserved port free: %s", strerror(errno));
 	} else {
+		fd = socket(AF_INET, proto == IPPROTO_TCP ? SOCK_STREAM : SOCK_DGRAM, 0);
+		assert_true(fd >= 0);
 		assert_int_equal(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
 	}
 	if (proto == IPPROTO_TCP) {
