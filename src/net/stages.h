@@ -20,7 +20,7 @@ enum net_stage {
 };
 
 #ifdef NET_STAGE_TIMES
-#include <time.h>
+#include "clock.h"
 
 struct net_stamps {
 	uint64_t ts_at[NET_ST_N];
@@ -33,10 +33,7 @@ struct net_stage_sums {
 
 static inline void net_stamp(struct net_stamps *s, enum net_stage st)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	s->ts_at[st] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	s->ts_at[st] = (uint64_t)net_now_ns();
 }
 
 static inline void net_stages_add(struct net_stage_sums *sums, const struct net_stamps *s)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "blocking.h"
+#include "clock.h"
 #include "workers.h"
 
 #define WORKERS_STALL_NS 500000          /* an item running this long is blocked */
@@ -67,14 +68,6 @@ struct workers {
 	void (*wp_notify)(void *);
 	void *wp_arg;
 };
-
-static int64_t workers_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Lock held. Whether the loop should be told: the item is not quiet and no notice is due. */
 static bool workers_append_done(struct workers *wp, struct work *w)
@@ -117,7 +110,7 @@ static bool workers_kick_due(struct workers *wp)
 {
 	if (wp->wp_head == NULL || wp->wp_idle == wp->wp_waking)
 		return false;
-	if (workers_running(wp, workers_now()) >= wp->wp_cpus)
+	if (workers_running(wp, net_now_ns()) >= wp->wp_cpus)
 		return false;
 	wp->wp_waking++;
 	return true;
@@ -176,7 +169,7 @@ static void workers_unpark(struct workers *wp, struct work *w)
 	}
 	w->wk_parked = false;
 	/* At least 1: a run after a park knows it is one (blocking_resumed). */
-	w->wk_parked_ns += (uint64_t)(workers_now() - (int64_t)w->wk_parked_at) + 1;
+	w->wk_parked_ns += (uint64_t)(net_now_ns() - (int64_t)w->wk_parked_at) + 1;
 	workers_enqueue(wp, w);
 }
 
@@ -242,7 +235,7 @@ static void *workers_main(void *arg)
 			wp->wp_tail = NULL;
 		w->wk_running = true;
 		me->w_item = w;
-		atomic_store_explicit(&me->w_since, workers_now(), memory_order_relaxed);
+		atomic_store_explicit(&me->w_since, net_now_ns(), memory_order_relaxed);
 		pthread_mutex_unlock(&wp->wp_lock);
 
 		w->wk_run(w);
@@ -299,7 +292,7 @@ static void workers_park_on(struct work *w, struct blocking_queue *q)
 {
 	w->wk_parked = true;
 	w->wk_woken = false;
-	w->wk_parked_at = (uint64_t)workers_now();
+	w->wk_parked_at = (uint64_t)net_now_ns();
 	w->wk_link.bp_next = NULL;
 	if (q->bq_tail)
 		q->bq_tail->bp_next = &w->wk_link;
