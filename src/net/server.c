@@ -65,10 +65,10 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "blocking.h"
+#include "clock.h"
 #include "fsio.h"
 #include "log.h"
 #include "net.h"
@@ -283,18 +283,18 @@ static socklen_t net_unmap(const struct sockaddr_storage *in, socklen_t len,
 
 static const char *net_addrstr(const struct sockaddr_storage *ss, socklen_t len, char *buf)
 {
-	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+	struct sockaddr_storage u;
 	char host[INET6_ADDRSTRLEN];
 
-	if (!rpc_addr_text((const struct sockaddr *)ss, len, host, sizeof(host)))
+	len = net_unmap(ss, len, &u);
+	if (!rpc_addr_text((const struct sockaddr *)&u, len, host, sizeof(host)))
 		snprintf(buf, NET_ADDRSTR, "?");
-	else if (ss->ss_family == AF_INET)
+	else if (u.ss_family == AF_INET)
 		snprintf(buf, NET_ADDRSTR, "%s:%u", host,
-			 ntohs(((const struct sockaddr_in *)ss)->sin_port));
-	else if (strchr(host, ':') == NULL)  /* IPv4-mapped, written as IPv4 */
-		snprintf(buf, NET_ADDRSTR, "%s:%u", host, ntohs(s6->sin6_port));
+			 ntohs(((const struct sockaddr_in *)&u)->sin_port));
 	else
-		snprintf(buf, NET_ADDRSTR, "[%s]:%u", host, ntohs(s6->sin6_port));
+		snprintf(buf, NET_ADDRSTR, "[%s]:%u", host,
+			 ntohs(((const struct sockaddr_in6 *)&u)->sin6_port));
 	return buf;
 }
 
@@ -381,14 +381,6 @@ static void net_notify(void *arg)
 	ev_async_send(srv->sv_loop, &srv->sv_async);
 }
 
-static int64_t net_clock_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Polls rather than sleeps for the spin window after now, if it has one. */
 static void net_poll_on(struct net_server *srv, int64_t now)
 {
@@ -406,7 +398,7 @@ static void net_poll_cb(struct ev_loop *loop, ev_idle *w, int revents)
 	struct net_server *srv = container_of(w, struct net_server, sv_poll);
 
 	(void)revents;
-	if (!spin_keep(&srv->sv_spin, net_clock_ns()))
+	if (!spin_keep(&srv->sv_spin, net_now_ns()))
 		ev_idle_stop(loop, w);
 	else
 		sched_yield();
@@ -433,7 +425,7 @@ static void net_serve_here(struct net_server *srv, struct net_job *j)
 
 static void net_submit(struct net_server *srv, struct net_job *j)
 {
-	int64_t now = net_clock_ns();
+	int64_t now = net_now_ns();
 
 	j->nj_work.wk_run = job_run;
 	srv->sv_inflight++;
@@ -1612,7 +1604,7 @@ static void net_complete_all(struct net_server *srv)
 	}
 	net_relieve(srv);
 	if (done) {
-		int64_t now = net_clock_ns();
+		int64_t now = net_now_ns();
 
 		spin_event(&srv->sv_spin, now);
 		net_poll_on(srv, now);
