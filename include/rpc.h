@@ -178,10 +178,11 @@ enum rpc_parse {
 enum rpc_parse rpc_parse_call(const void *rec, size_t len, struct rpc_call *call);
 
 /*
- * Whether rec is a well-formed call of procedure 0, every program's NULL procedure (RFC
- * 5531 section 12: no arguments, no work). Its handler must neither block nor touch a
- * file: the transport serves such calls on the event loop, sparing them a worker's
- * wake-up. Any thread.
+ * Whether rec names procedure 0, every program's NULL procedure (RFC 5531 section 12: no
+ * arguments, no work), read from the header without parsing it (as rpc_reply_max): a NULL
+ * handler must neither block nor touch a file, and a malformed record is refused by the
+ * dispatcher before any handler, so the transport may serve such records on the event
+ * loop, sparing them a worker's wake-up. Any thread.
  */
 bool rpc_call_is_null(const void *rec, size_t len);
 

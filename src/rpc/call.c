@@ -133,10 +133,3 @@ out:
 	xdr_destroy(&xdrs);
 	return st;
 }
-
-bool rpc_call_is_null(const void *rec, size_t len)
-{
-	struct rpc_call call;
-
-	return rpc_parse_call(rec, len, &call) == RPC_PARSE_OK && call.rc_proc == NULLPROC;
-}

@@ -557,16 +557,34 @@ static size_t dispatch_reply_max(uint32_t prog, uint32_t vers, uint32_t proc)
 	return pg->rg_reply_big;
 }
 
+/*
+ * Program, version and procedure of the call in rec, read where they stand (after xid,
+ * message type and RPC version) without parsing it. False when rec is too short for them.
+ */
+static bool dispatch_peek(const void *rec, size_t len, uint32_t w[3])
+{
+	if (len < 24)
+		return false;
+	memcpy(w, (const uint8_t *)rec + 12, 3 * sizeof(w[0]));
+	for (int i = 0; i < 3; i++)
+		w[i] = ntohl(w[i]);
+	return true;
+}
+
 size_t rpc_reply_max(const void *rec, size_t len)
 {
-	const uint8_t *b = rec;
 	uint32_t w[3];
 
-	/* xid, message type, RPC version, then program, version, procedure */
-	if (len < 24)
+	if (!dispatch_peek(rec, len, w))
 		return RPC_REPLY_SMALL;
-	memcpy(w, b + 12, sizeof(w));
-	return dispatch_reply_max(ntohl(w[0]), ntohl(w[1]), ntohl(w[2]));
+	return dispatch_reply_max(w[0], w[1], w[2]);
+}
+
+bool rpc_call_is_null(const void *rec, size_t len)
+{
+	uint32_t w[3];
+
+	return dispatch_peek(rec, len, w) && w[2] == NULLPROC;
 }
 
 /*

@@ -679,6 +679,13 @@ static void test_reply_max(void **state)
 	n = build_call(buf, sizeof(buf), &c);
 	assert_int_equal(rpc_reply_max(buf, n), RPC_REPLY_SMALL);
 
+	/* the loop serves procedure 0 itself: told from the header, whatever the program */
+	assert_false(rpc_call_is_null(buf, n));
+	c.proc = 0;
+	n = build_call(buf, sizeof(buf), &c);
+	assert_true(rpc_call_is_null(buf, n));
+	assert_false(rpc_call_is_null(buf, 23));
+
 	assert_int_equal(serve_long(FAKE_LONG, 100, &size), SUCCESS);
 	assert_int_equal(serve_long(FAKE_LONG, RPC_REPLY_SMALL, &size), SYSTEM_ERR);
 	assert_true(size <= RPC_REPLY_SMALL);
