@@ -90,7 +90,7 @@ $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics: \
 $(BUILD)/tests/unit/test_net: tests/wait.c tests/wait.h
 # Outbound calls are tested against small RPC servers of the test's own.
 $(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm: tests/unit/fake_rpc.c tests/unit/fake_rpc.h
-$(BUILD)/tests/unit/test_nsm: tests/wait.c tests/wait.h
+$(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_union: tests/wait.c tests/wait.h
 # Tests that make a temporary tree remove it with one helper.
 $(BUILD)/tests/unit/test_store $(BUILD)/tests/unit/test_nfs3 $(BUILD)/tests/unit/test_fsio \
 $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics: \

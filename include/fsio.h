@@ -63,6 +63,20 @@ int fsio_open_file(int dirfd, const char *name, int flags, mode_t mode, int *fd)
  * be mounted): nothing is looked up by name, and read permission is enough.
  */
 int fsio_reopen_dir(int pathfd, int *fd);
+
+/*
+ * Change notification (inotify) on directories: every change the kernel makes to a watched
+ * directory or to a name in it is queued before the system call making it returns, so
+ * reading the queue to its end sees every change completed before the read.
+ * fsio_watch_open makes a non-blocking queue; fsio_watch_dir watches the directory behind
+ * pathfd (through /proc/self/fd: read permission on it is enough) for mask, and gives its
+ * watch number (the same one for the same directory); fsio_watch_forget stops it;
+ * fsio_watch_read reads queued events into buf: a count of bytes, or -EAGAIN when none.
+ */
+int fsio_watch_open(int *fd);
+int fsio_watch_dir(int watchfd, int pathfd, uint32_t mask, int *wd);
+void fsio_watch_forget(int watchfd, int wd);
+ssize_t fsio_watch_read(int watchfd, void *buf, size_t len);
 /*
  * Opens the regular file behind an O_PATH fd for I/O with flags (O_CREAT and O_EXCL are
  * ignored), the same way: the very file the fd holds, never another one put at its name

@@ -63,6 +63,12 @@ void *rpc_alloc(struct rpc_req *rq, size_t size);
  */
 void *rpc_alloc_bulk(struct rpc_req *rq, size_t size, size_t head);
 /*
+ * Says the result encodes in at most bytes (the procedure's result alone, without the RPC
+ * header): the reply is then encoded once, into that much, instead of counted first. A
+ * bound too small costs the counting pass after all, never a wrong reply.
+ */
+void rpc_reply_bound(struct rpc_req *rq, size_t bytes);
+/*
  * Frees a reply rpc_serve() returned (free() is fine too): a large one is kept, within a
  * bound, for a later call's bulk, so its pages need not be faulted in again.
  */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -152,6 +153,36 @@ int fsio_open_file(int dirfd, const char *name, int flags, mode_t mode, int *fd)
 	    S_ISREG(st.st_mode))
 		*fd = openat(dirfd, name, (flags & ~(O_CREAT | O_EXCL)) | always, mode);
 	return *fd < 0 ? fsio_err() : 0;
+}
+
+int fsio_watch_open(int *fd)
+{
+	*fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	return *fd < 0 ? fsio_err() : 0;
+}
+
+int fsio_watch_dir(int watchfd, int pathfd, uint32_t mask, int *wd)
+{
+	char path[FSIO_PROC_FD_LEN];
+	int r;
+
+	r = fsio_proc_path(pathfd, "", path, sizeof(path));
+	if (r < 0)
+		return r;
+	*wd = inotify_add_watch(watchfd, path, mask | IN_ONLYDIR);
+	return *wd < 0 ? fsio_err() : 0;
+}
+
+void fsio_watch_forget(int watchfd, int wd)
+{
+	inotify_rm_watch(watchfd, wd);
+}
+
+ssize_t fsio_watch_read(int watchfd, void *buf, size_t len)
+{
+	ssize_t n = read(watchfd, buf, len);
+
+	return n < 0 ? fsio_err() : n;
 }
 
 int fsio_reopen_dir(int pathfd, int *fd)

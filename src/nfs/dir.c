@@ -145,6 +145,8 @@ enum rpc_outcome nfs3_readdir(struct rpc_req *rq, void *args, void *res)
 		nfs_post_attr(&nc, &dirst, &ok->dir_attributes);
 		nfs_cookieverf(&nc, ok->cookieverf);
 		ok->reply.eof = eof;
+		/* df_used counted every byte of the resok: one encoding pass will do. */
+		rpc_reply_bound(rq, XDR_UNIT + df.df_used);
 	} else {
 		/* Drop any entries taken before the failure: the failure reply has none. */
 		memset(&r->READDIR3res_u, 0, sizeof(r->READDIR3res_u));
@@ -178,6 +180,8 @@ enum rpc_outcome nfs3_readdirplus(struct rpc_req *rq, void *args, void *res)
 		nfs_post_attr(&nc, &dirst, &ok->dir_attributes);
 		nfs_cookieverf(&nc, ok->cookieverf);
 		ok->reply.eof = eof;
+		/* df_used counted every byte of the resok: one encoding pass will do. */
+		rpc_reply_bound(rq, XDR_UNIT + df.df_used);
 	} else {
 		memset(&r->READDIRPLUS3res_u, 0, sizeof(r->READDIRPLUS3res_u));
 		nfs_post_attr(&nc, &dirst, &r->READDIRPLUS3res_u.resfail.dir_attributes);

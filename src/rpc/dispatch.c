@@ -49,6 +49,7 @@ struct rpc_arena {
 	unsigned char *ra_bulk;          /* rpc_alloc_bulk's allocation, NULL once the reply took it */
 	size_t ra_bulk_off;              /* where the data starts in ra_bulk */
 	size_t ra_bulk_cap;              /* bytes in ra_bulk */
+	size_t ra_result_max;            /* rpc_reply_bound's, 0: none given */
 };
 
 /*
@@ -191,6 +192,11 @@ void *rpc_alloc_bulk(struct rpc_req *rq, size_t size, size_t head)
 	if (ar->ra_bulk == NULL)
 		abort();
 	return ar->ra_bulk + off;
+}
+
+void rpc_reply_bound(struct rpc_req *rq, size_t bytes)
+{
+	arena_get(rq)->ra_result_max = bytes;
 }
 
 void rpc_alloc_free(struct rpc_req *rq)
@@ -474,6 +480,51 @@ static unsigned char *dispatch_take_bulk(struct rpc_arena *ar, const struct disp
 	return out;
 }
 
+/* Puts the record mark (TCP) or nothing (UDP) in the 4 bytes before a reply of total. */
+static void dispatch_mark(unsigned char *out, int protocol, size_t total)
+{
+	if (protocol == IPPROTO_TCP) {
+		uint32_t mark = htonl(0x80000000u | (uint32_t)(total - 4));
+
+		memcpy(out, &mark, 4);
+	} else {
+		memset(out, 0, 4);
+	}
+}
+
+/*
+ * A successful result without bulk data encoded in one pass into the room its handler said
+ * is enough (rpc_reply_bound); NULL when it said nothing or was wrong.
+ */
+static void *dispatch_encode_bounded(uint32_t xid, int protocol, struct dispatch_reply *r,
+				     const struct rpc_arena *ar, size_t *outlen)
+{
+	size_t cap, total;
+	unsigned char *out;
+	XDR xdrs;
+	bool ok;
+
+	if (ar == NULL || ar->ra_result_max == 0 || ar->ra_bulk != NULL ||
+	    r->dr_stat != MSG_ACCEPTED || r->dr_code != SUCCESS || r->dr_xdr == NULL ||
+	    ar->ra_result_max > 0x7fffffffu)
+		return NULL;
+	cap = 4 + dispatch_header_size(r) + ar->ra_result_max;
+	out = malloc(cap);
+	if (out == NULL)
+		return NULL;
+	xdrmem_create(&xdrs, (char *)out + 4, (u_int)(cap - 4), XDR_ENCODE);
+	ok = dispatch_encode_header(&xdrs, xid, r) && r->dr_xdr(&xdrs, r->dr_res);
+	total = 4 + xdr_getpos(&xdrs);
+	xdr_destroy(&xdrs);
+	if (!ok) {
+		free(out);
+		return NULL;
+	}
+	dispatch_mark(out, protocol, total);
+	*outlen = total;
+	return out;
+}
+
 static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *r,
 			     struct rpc_arena *ar, size_t *outlen)
 {
@@ -485,6 +536,9 @@ static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *
 	XDR xdrs;
 	bool ok;
 
+	out = dispatch_encode_bounded(xid, protocol, r, ar, outlen);
+	if (out != NULL)
+		return out;
 	/* A failed count leaves body 0; encoding below then fails and says so. */
 	if (r->dr_stat == MSG_ACCEPTED && r->dr_code == SUCCESS && r->dr_xdr != NULL) {
 		if (ar != NULL && ar->ra_bulk != NULL)
@@ -533,13 +587,7 @@ static void *dispatch_encode(uint32_t xid, int protocol, struct dispatch_reply *
 		log_err("rpc: cannot encode the result for xid %#x; answering SYSTEM_ERR", xid);
 		return dispatch_encode(xid, protocol, &err, NULL, outlen);
 	}
-	if (protocol == IPPROTO_TCP) {
-		uint32_t mark = htonl(0x80000000u | (uint32_t)(total - 4));
-
-		memcpy(out, &mark, 4);
-	} else {
-		memset(out, 0, 4);
-	}
+	dispatch_mark(out, protocol, total);
 	*outlen = total;
 	return out;
 }

@@ -15,6 +15,12 @@
  * changes made through the union drop it at once. Changes made behind our back within
  * the file system's timestamp granularity are caught by not trusting a listing made
  * within UDIR_RACY_NS of the directory's last change.
+ *
+ * A listing also keeps the attributes READDIRPLUS read of its names, while change
+ * notification (watch.c) on every copy reports no change there since they were read: a
+ * name's attributes change without its directory changing (a write, a chmod). Not kept:
+ * those of directories (a change inside one is not reported in its parent) and of files
+ * with several names (a change through another name is reported in that name's directory).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -38,6 +44,8 @@
 #define UDIR_COOKIE_DOT 1
 #define UDIR_COOKIE_DOTDOT 2
 #define UDIR_COOKIE_FIRST 3
+/* What a name's kept attributes weigh against UDIR_MAX_ENTRIES, in listing entries. */
+#define UDIR_ATTR_WEIGHT 2
 
 struct udir_ent {
 	uint64_t de_cookie;
@@ -48,6 +56,18 @@ struct udir_ent {
 	uint8_t de_branch;
 	bool de_wh;              /* a whiteout of the name, not the name */
 	int de_order;            /* index of the copy that listed it; the lowest wins */
+};
+
+/* A name's attributes as a listing keeps them: the fields of a stat the replies use. */
+struct udir_attr {
+	uint64_t da_changes;     /* udir_changes() when read; 0: none kept */
+	mode_t da_mode;
+	uid_t da_uid;
+	gid_t da_gid;
+	off_t da_size;
+	blkcnt_t da_blocks;
+	dev_t da_rdev;
+	struct timespec da_atim, da_mtim, da_ctim;
 };
 
 struct udir_src {
@@ -67,6 +87,10 @@ struct udir_list {
 	char *dl_pool;
 	size_t dl_pool_len;
 	size_t dl_pool_cap;
+	struct uwatch **dl_watch; /* one per copy; NULL: no attributes kept */
+	pthread_mutex_t dl_attr_lock;
+	struct udir_attr *dl_attrs; /* one per entry, made at first use */
+	size_t dl_charge;        /* what it counts against UDIR_MAX_ENTRIES */
 	int dl_refs;             /* guarded by the cache lock */
 	bool dl_cached;          /* on the cache's list */
 	bool dl_racy;            /* serve once, then make anew */
@@ -97,6 +121,11 @@ static void udir_list_free(struct udir_list *l)
 {
 	if (!l)
 		return;
+	for (int i = 0; l->dl_watch && i < l->dl_nsrc; i++)
+		uwatch_put(l->dl_watch[i]);
+	free(l->dl_watch);
+	pthread_mutex_destroy(&l->dl_attr_lock);
+	free(l->dl_attrs);
 	free(l->dl_src);
 	free(l->dl_ents);
 	free(l->dl_pool);
@@ -117,7 +146,7 @@ static void udir_unlink(struct udir_cache *dc, struct udir_list *l)
 	l->dl_prev = l->dl_next = NULL;
 	l->dl_cached = false;
 	dc->dc_count--;
-	dc->dc_entries -= l->dl_n;
+	dc->dc_entries -= l->dl_charge;
 	if (l->dl_refs == 0)
 		udir_list_free(l);
 }
@@ -133,7 +162,7 @@ static void udir_push(struct udir_cache *dc, struct udir_list *l)
 	dc->dc_head = l;
 	l->dl_cached = true;
 	dc->dc_count++;
-	dc->dc_entries += l->dl_n;
+	dc->dc_entries += l->dl_charge;
 }
 
 /* Moves a held listing to the front (lock held). */
@@ -376,6 +405,7 @@ static int udir_build(struct union_export *ux, uint64_t dir, const struct udirse
 
 	if (!l)
 		return -ENOMEM;
+	pthread_mutex_init(&l->dl_attr_lock, NULL);
 	l->dl_ino = dir;
 	l->dl_nsrc = ds->ds_n;
 	l->dl_src = malloc((size_t)(ds->ds_n ? ds->ds_n : 1) * sizeof(*l->dl_src));
@@ -409,12 +439,35 @@ static int udir_build(struct union_export *ux, uint64_t dir, const struct udirse
 		if (!l->dl_ents[i].de_wh)
 			l->dl_ents[keep++] = l->dl_ents[i];
 	l->dl_n = keep;
+	l->dl_charge = l->dl_n;
 	l->dl_refs = 1;
 	*out = l;
 	return 0;
 fail:
 	udir_list_free(l);
 	return r;
+}
+
+/* Watches every copy of a listing to be kept, so that it can keep its names' attributes. */
+static void udir_watch(struct udir_list *l, const struct udirset *ds)
+{
+	struct uwatch **w;
+
+	if (l->dl_racy || ds->ds_n == 0)
+		return;
+	w = calloc((size_t)ds->ds_n, sizeof(*w));
+	if (!w)
+		return;
+	for (int i = 0; i < ds->ds_n; i++) {
+		if (uwatch_get(ds->ds_fd[i], &w[i]) < 0) {
+			while (i-- > 0)
+				uwatch_put(w[i]);
+			free(w);
+			return;
+		}
+	}
+	l->dl_watch = w;
+	l->dl_charge = l->dl_n * (1 + UDIR_ATTR_WEIGHT);
 }
 
 /* The current listing of dir, held (udir_put it). */
@@ -447,11 +500,13 @@ static int udir_get(struct union_export *ux, uint64_t dir, const struct udirset 
 	r = udir_build(ux, dir, ds, src, &l);
 	if (r < 0)
 		goto out;
+	if (l->dl_n * (1 + UDIR_ATTR_WEIGHT) <= UDIR_MAX_ENTRIES)
+		udir_watch(l, ds);
 	pthread_mutex_lock(&dc->dc_lock);
 	old = udir_find(dc, dir);
 	if (old)
 		udir_unlink(dc, old);
-	if (l->dl_n <= UDIR_MAX_ENTRIES)
+	if (l->dl_charge <= UDIR_MAX_ENTRIES)
 		udir_push(dc, l);
 	while (dc->dc_tail && dc->dc_tail != l &&
 	       (dc->dc_count > UDIR_MAX_LISTS || dc->dc_entries > UDIR_MAX_ENTRIES))
@@ -645,10 +700,110 @@ static int udir_dots(struct union_export *ux, const struct uobj *d, uint64_t coo
 	return 0;
 }
 
+/* What every copy's watch has counted, plus one: kept attributes are good while it stays. */
+static uint64_t udir_changes(const struct udir_list *l)
+{
+	uint64_t n = 1;
+
+	for (int i = 0; i < l->dl_nsrc; i++)
+		n += uwatch_changes(l->dl_watch[i]);
+	return n;
+}
+
+/* Copies the attributes kept for entries [from, from + n) to a; da_changes 0 where none. */
+static void udir_attrs_take(struct udir_list *l, size_t from, size_t n, uint64_t changes,
+			    struct udir_attr *a)
+{
+	pthread_mutex_lock(&l->dl_attr_lock);
+	for (size_t k = 0; k < n; k++) {
+		if (l->dl_attrs && l->dl_attrs[from + k].da_changes == changes)
+			a[k] = l->dl_attrs[from + k];
+		else
+			a[k].da_changes = 0;
+	}
+	pthread_mutex_unlock(&l->dl_attr_lock);
+}
+
+/* Keeps the attributes read for entries [from, from + n) where fresh says so. */
+static void udir_attrs_keep(struct udir_list *l, size_t from, size_t n,
+			    const struct udir_attr *a, const bool *fresh)
+{
+	pthread_mutex_lock(&l->dl_attr_lock);
+	if (!l->dl_attrs)
+		l->dl_attrs = calloc(l->dl_n, sizeof(*l->dl_attrs));
+	for (size_t k = 0; l->dl_attrs && k < n; k++)
+		if (fresh[k])
+			l->dl_attrs[from + k] = a[k];
+	pthread_mutex_unlock(&l->dl_attr_lock);
+}
+
+static void udir_attr_set(struct udir_attr *a, const struct stat *st, uint64_t changes)
+{
+	a->da_changes = changes;
+	a->da_mode = st->st_mode;
+	a->da_uid = st->st_uid;
+	a->da_gid = st->st_gid;
+	a->da_size = st->st_size;
+	a->da_blocks = st->st_blocks;
+	a->da_rdev = st->st_rdev;
+	a->da_atim = st->st_atim;
+	a->da_mtim = st->st_mtim;
+	a->da_ctim = st->st_ctim;
+}
+
+static void udir_attr_get(const struct udir_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = a->da_mode;
+	st->st_nlink = 1;
+	st->st_uid = a->da_uid;
+	st->st_gid = a->da_gid;
+	st->st_size = a->da_size;
+	st->st_blocks = a->da_blocks;
+	st->st_rdev = a->da_rdev;
+	st->st_atim = a->da_atim;
+	st->st_mtim = a->da_mtim;
+	st->st_ctim = a->da_ctim;
+}
+
+/*
+ * The attributes of entry e, object ino: from a when it holds them for changes (nonzero),
+ * else read; those read that may be kept go into a, and *fresh says so.
+ */
+static int udir_entry_attrs(struct union_export *ux, const struct uobj *d,
+			    const struct udir_list *l, const struct udir_ent *e, uint64_t ino,
+			    uint64_t changes, struct udir_attr *a, bool *fresh, struct stat *st)
+{
+	int fd, r;
+
+	if (changes && a->da_changes == changes) {
+		udir_attr_get(a, st);
+		ures_fix_stat(ux, st, ino);
+		return 0;
+	}
+	fd = uds_fd_of(&d->uo_dirs, e->de_branch);
+	r = fd < 0 ? -ENOENT : fsio_statat(fd, udir_name(l, e), st);
+	if (r < 0)
+		return r;
+	/* A lower name of a file with several may have been linked up. */
+	if (e->de_branch != 0 && !S_ISDIR(st->st_mode) && st->st_nlink > 1)
+		return union_getattr(ux, ino, st);
+	if (changes && !S_ISDIR(st->st_mode) && st->st_nlink == 1) {
+		udir_attr_set(a, st, changes);
+		*fresh = true;
+	}
+	ures_fix_stat(ux, st, ino);
+	return 0;
+}
+
 int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool with_attrs,
 		  union_dirent_fn fn, void *ctx, bool *eof)
 {
+	struct udir_attr kept[UDIR_CHUNK];
+	bool fresh[UDIR_CHUNK];
 	struct udir_list *l = NULL;
+	uint64_t changes = 0;    /* 0: attributes are read anew */
+	bool stop = false;
 	struct uobj d;
 	size_t i;
 	int r;
@@ -670,8 +825,14 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 	r = udir_get(ux, dir, &d.uo_dirs, &l);
 	if (r < 0)
 		goto out;
+	/* Kept attributes are for callers who could read them anew: stat needs search. */
+	if (with_attrs && l->dl_watch && uds_may_search(&d.uo_dirs, d.uo_dirs.ds_n) == 0) {
+		uwatch_drain();
+		changes = udir_changes(l);
+	}
 	i = udir_search(l, cookie);
-	while (i < l->dl_n) {
+	while (i < l->dl_n && !stop) {
+		size_t from = i;
 		size_t end = i + UDIR_CHUNK < l->dl_n ? i + UDIR_CHUNK : l->dl_n;
 		/* Ahead of this reply, so that the next ones find their inos: one commit for
 		 * many. A listing made anew for each call only gets what it needs now. */
@@ -683,7 +844,10 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 			if (r < 0)
 				goto out;
 		}
-		for (; i < end; i++) {
+		if (changes)
+			udir_attrs_take(l, from, end - from, changes, kept);
+		memset(fresh, 0, sizeof(fresh));
+		for (; i < end && !stop; i++) {
 			const struct udir_ent *e = &l->dl_ents[i];
 			struct union_dirent de = { 0 };
 			struct stat st;
@@ -695,18 +859,11 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 			de.ud_cookie = e->de_cookie;
 			de.ud_type = (mode_t)e->de_type << 12;
 			if (with_attrs) {
-				int fd = uds_fd_of(&d.uo_dirs, e->de_branch);
-
-				r = fd < 0 ? -ENOENT : fsio_statat(fd, de.ud_name, &st);
-				/* A lower name of a file with several may have been linked up. */
-				if (r == 0 && e->de_branch != 0 && !S_ISDIR(st.st_mode) &&
-				    st.st_nlink > 1)
-					r = union_getattr(ux, de.ud_ino, &st);
-				else if (r == 0)
-					ures_fix_stat(ux, &st, de.ud_ino);
+				r = udir_entry_attrs(ux, &d, l, e, de.ud_ino, changes,
+						     &kept[i - from], &fresh[i - from], &st);
 				/* Short of descriptors is no reason to leave a name out. */
 				if (fsio_short_of_resources(r))
-					goto out;
+					break;
 				if (r < 0) {
 					r = 0;
 					continue; /* gone since the listing was made */
@@ -714,11 +871,14 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 				de.ud_st = &st;
 				de.ud_type = st.st_mode & S_IFMT;
 			}
-			if (fn(ctx, &de))
-				goto out;
+			stop = fn(ctx, &de);
 		}
+		if (changes)
+			udir_attrs_keep(l, from, end - from, kept, fresh);
+		if (r < 0)
+			goto out;
 	}
-	*eof = true;
+	*eof = !stop;
 out:
 	if (l)
 		udir_put(ux, l);

@@ -389,6 +389,18 @@ void ureg_each(void (*fn)(struct union_export *ux, void *arg), void *arg);
 int usw_export_open(struct union_export *ux);
 void usw_export_close(struct union_export *ux);
 
+/*
+ * Watched branch directories (watch.c). uwatch_get watches the directory behind dirfd
+ * (-ENOSPC past the budget, -ENOSYS without change notification); uwatch_put gives it
+ * back. uwatch_changes counts the changes seen in it so far; uwatch_drain counts every
+ * change completed before the call.
+ */
+struct uwatch;
+int uwatch_get(int dirfd, struct uwatch **out);
+void uwatch_put(struct uwatch *w);
+void uwatch_drain(void);
+uint64_t uwatch_changes(const struct uwatch *w);
+
 /* Listing cache (dir.c). */
 int udir_cache_new(struct udir_cache **out);
 void udir_cache_free(struct udir_cache *dc);

@@ -20,6 +20,7 @@
 
 #include "cred.h"
 #include "union_fixture.h"
+#include "../wait.h"
 
 /* ---- single branch ---- */
 
@@ -615,6 +616,90 @@ static void test_readdir_behind_back(void **state)
 	n = list_all(f, 1, 100, false, names, inos, NULL, 64);
 	assert_int_equal(n, 4);
 	assert_int_equal(find_name(names, n, "b"), 1);
+}
+
+/* The attributes READDIRPLUS gives for name in dir (listed in one page). */
+static void listed_stat(struct fx *f, uint64_t dir, const char *name, struct stat *st)
+{
+	static struct page p;
+	bool eof = false;
+
+	memset(&p, 0, sizeof(p));
+	p.max = 64;
+	assert_int_equal(union_readdir(f->ux, dir, 0, true, page_add, &p, &eof), 0);
+	assert_true(eof);
+	for (int i = 0; i < p.n; i++) {
+		if (!strcmp(p.names[i], name)) {
+			*st = p.sts[i];
+			return;
+		}
+	}
+	fail_msg("%s is not listed", name);
+}
+
+/* What a listing gives must equal what GETATTR gives. */
+static void same_attrs(struct fx *f, uint64_t dir, const char *name)
+{
+	struct stat listed, now;
+
+	listed_stat(f, dir, name, &listed);
+	assert_int_equal(union_getattr(f->ux, lk(f, dir, name), &now), 0);
+	assert_int_equal(listed.st_mode, now.st_mode);
+	assert_int_equal(listed.st_nlink, now.st_nlink);
+	assert_int_equal(listed.st_uid, now.st_uid);
+	assert_int_equal(listed.st_size, now.st_size);
+	assert_int_equal(listed.st_ino, now.st_ino);
+	assert_int_equal(listed.st_mtim.tv_sec, now.st_mtim.tv_sec);
+	assert_int_equal(listed.st_mtim.tv_nsec, now.st_mtim.tv_nsec);
+	assert_int_equal(listed.st_ctim.tv_nsec, now.st_ctim.tv_nsec);
+}
+
+/*
+ * A listing keeps its names' attributes, and every change made since shows in the next
+ * one, by hand in either branch or through the union: data, mode, a file changed through a
+ * hard link in another directory, a directory changed inside.
+ */
+static void test_two_listing_attrs_change(void **state)
+{
+	static const char *names[] = { "big", "u", "h", "sub", "made" };
+	struct fx *f = *state;
+	uint64_t made;
+	char path[PATH_MAX];
+
+	put_file(f->lo, "big", "0123456789", 0644);
+	put_file(f->up, "u", "x", 0644);
+	put_dir(f->lo, "sub", 0755);
+	put_file(f->lo, "h", "hh", 0644);
+	fx_path(f, path, f->lo, "sub/h2");
+	assert_int_equal(link(P(f, 1, "h"), path), 0);
+	fx_open(f);
+	made = mk_file(f, 1, "made");
+	/* A listing made within UDIR_RACY_NS of its directory's change is not kept. */
+	wait_ms(40);
+	for (int round = 0; round < 2; round++)
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			same_attrs(f, 1, names[i]);
+
+	put_file(f->lo, "big", "01234", 0600);        /* rewritten in place, by hand */
+	assert_int_equal(chmod(P(f, 0, "u"), 0640), 0);
+	put_file(f->lo, "sub/new", "n", 0644);
+	put_file(f->lo, "sub/h2", "changed!", 0644);  /* h, through its other name */
+	wr(f, made, 0, "through the union");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		same_attrs(f, 1, names[i]);
+	{
+		struct stat st;
+
+		listed_stat(f, 1, "big", &st);
+		assert_int_equal(st.st_size, 5);
+		assert_int_equal(st.st_mode & 07777, 0600);
+		listed_stat(f, 1, "u", &st);
+		assert_int_equal(st.st_mode & 07777, 0640);
+		listed_stat(f, 1, "h", &st);
+		assert_int_equal(st.st_size, 8);
+		listed_stat(f, 1, "made", &st);
+		assert_int_equal(st.st_size, strlen("through the union"));
+	}
 }
 
 static void test_read_only(void **state)
@@ -1336,6 +1421,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_two_cache_copy_up, fx_setup2, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_two_cache_chmod_dir, fx_setup2, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_two_cache_search_permission, fx_setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_two_listing_attrs_change, fx_setup2, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,162 @@
+/*
+ * Branch directories watched for changes (inotify), so that what the server keeps about the
+ * names in one (a listing's attributes) is used exactly while nothing changed there, whoever
+ * made the change: a client through us, another export sharing the branch, or someone in a
+ * shell on the server.
+ *
+ * One queue for the process: the kernel gives one watch per directory per queue, and
+ * per-client views share their lower branches. A watch counts the changes reported for its
+ * directory. A user notes the count (uwatch_changes) after draining the queue
+ * (uwatch_drain), and trusts what it learnt after noting it for as long as a later drain
+ * leaves the count as noted: the kernel queues a change before the system call making it
+ * returns, so a drain counts every change completed before it began. A lost queue
+ * (overflow) counts as a change of every directory.
+ *
+ * Not reported, so not seen: writes through a shared mmap, and changes to a file made
+ * through a hard link in another directory (users keep nothing of files with several links).
+ * Reads are not watched: an access time a read moves is seen at the next other change.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+
+#include "fsio.h"
+#include "log.h"
+#include "uint.h"
+
+/* Bounds the kernel memory and the descriptors' marks: past it, nothing is watched. */
+#define UWATCH_MAX 8192
+#define UWATCH_BUCKETS 1024
+/* Changes to the directory itself and to every name in it, short of reading. */
+#define UWATCH_MASK (IN_ATTRIB | IN_MODIFY | IN_CREATE | IN_DELETE | IN_MOVED_FROM | \
+		     IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
+
+struct uwatch {
+	struct uwatch *uw_next;          /* chain of its bucket */
+	int uw_wd;
+	int uw_refs;                     /* guarded by the table's lock */
+	atomic_uint_fast64_t uw_changes;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	bool tried;                      /* the queue was opened, or failed to open */
+	int fd;
+	size_t n;
+	struct uwatch *buckets[UWATCH_BUCKETS];
+	atomic_uint_fast64_t lost;       /* overflows */
+	alignas(struct inotify_event) char events[65536];
+} uwatch_table = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+static struct uwatch **uwatch_slot(int wd)
+{
+	struct uwatch **p = &uwatch_table.buckets[(unsigned)wd % UWATCH_BUCKETS];
+
+	while (*p && (*p)->uw_wd != wd)
+		p = &(*p)->uw_next;
+	return p;
+}
+
+int uwatch_get(int dirfd, struct uwatch **out)
+{
+	struct uwatch *w;
+	int r, wd;
+
+	*out = NULL;
+	pthread_mutex_lock(&uwatch_table.lock);
+	if (!uwatch_table.tried) {
+		uwatch_table.tried = true;
+		r = fsio_watch_open(&uwatch_table.fd);
+		if (r < 0)
+			log_msg(LOG_WARNING, "change notification unavailable (%s): listings' attributes are read anew each time; raise fs.inotify.max_user_instances",
+				strerror(-r));
+	}
+	if (uwatch_table.fd < 0) {
+		r = -ENOSYS;
+		goto out;
+	}
+	if (uwatch_table.n >= UWATCH_MAX) {
+		r = -ENOSPC;
+		goto out;
+	}
+	r = fsio_watch_dir(uwatch_table.fd, dirfd, UWATCH_MASK, &wd);
+	if (r < 0)
+		goto out;
+	w = *uwatch_slot(wd);
+	if (!w) {
+		w = calloc(1, sizeof(*w));
+		if (!w) {
+			fsio_watch_forget(uwatch_table.fd, wd);
+			r = -ENOMEM;
+			goto out;
+		}
+		w->uw_wd = wd;
+		w->uw_next = uwatch_table.buckets[(unsigned)wd % UWATCH_BUCKETS];
+		uwatch_table.buckets[(unsigned)wd % UWATCH_BUCKETS] = w;
+		uwatch_table.n++;
+	}
+	w->uw_refs++;
+	*out = w;
+out:
+	pthread_mutex_unlock(&uwatch_table.lock);
+	return r;
+}
+
+void uwatch_put(struct uwatch *w)
+{
+	struct uwatch **p;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&uwatch_table.lock);
+	if (--w->uw_refs == 0) {
+		p = uwatch_slot(w->uw_wd);
+		*p = w->uw_next;
+		uwatch_table.n--;
+		fsio_watch_forget(uwatch_table.fd, w->uw_wd);
+		free(w);
+	}
+	pthread_mutex_unlock(&uwatch_table.lock);
+}
+
+static void uwatch_count(const struct inotify_event *ev)
+{
+	struct uwatch *w;
+
+	if (ev->mask & IN_Q_OVERFLOW) {
+		atomic_fetch_add(&uwatch_table.lost, 1);
+		return;
+	}
+	/* Events of a watch given up are still queued after it: nobody counts on it. */
+	w = *uwatch_slot(ev->wd);
+	if (w)
+		atomic_fetch_add(&w->uw_changes, 1);
+}
+
+void uwatch_drain(void)
+{
+	ssize_t n;
+
+	pthread_mutex_lock(&uwatch_table.lock);
+	while (uwatch_table.fd >= 0 &&
+	       (n = fsio_watch_read(uwatch_table.fd, uwatch_table.events,
+				    sizeof(uwatch_table.events))) > 0) {
+		for (ssize_t at = 0; at + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *ev =
+				(const void *)(uwatch_table.events + at);
+
+			uwatch_count(ev);
+			at += (ssize_t)sizeof(*ev) + ev->len;
+		}
+	}
+	pthread_mutex_unlock(&uwatch_table.lock);
+}
+
+uint64_t uwatch_changes(const struct uwatch *w)
+{
+	return atomic_load(&w->uw_changes) + atomic_load(&uwatch_table.lost);
+}
