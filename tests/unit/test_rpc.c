@@ -186,8 +186,23 @@ static enum rpc_outcome fake_long(struct rpc_req *rq, void *args, void *res)
 	return RPC_OUT_REPLY;
 }
 
+/* Like fake_long with the argument's low 16 bits, saying its result takes the high 16. */
+static enum rpc_outcome fake_bounded(struct rpc_req *rq, void *args, void *res)
+{
+	uint32_t arg = *(uint32_t *)args;
+	struct long_res *r = res;
+
+	r->lr_len = arg & 0xffff;
+	r->lr_data = rpc_alloc(rq, r->lr_len);
+	for (u_int i = 0; i < r->lr_len; i++)
+		r->lr_data[i] = (char)('a' + i % 26);
+	rpc_reply_bound(rq, arg >> 16);
+	return RPC_OUT_REPLY;
+}
+
 #define FAKE_LONG 3
 #define FAKE_BIG 4
+#define FAKE_BOUNDED 5
 #define FAKE_BIG_MAX 20000
 
 static const struct rpc_proc fake_v2[] = {
@@ -199,13 +214,15 @@ static const struct rpc_proc fake_v2[] = {
 	  sizeof(struct long_res), fake_long },
 	{ "BIG", (xdrproc_t)xdr_u_int, sizeof(uint32_t), (xdrproc_t)xdr_long_res,
 	  sizeof(struct long_res), fake_long },
+	{ "BOUNDED", (xdrproc_t)xdr_u_int, sizeof(uint32_t), (xdrproc_t)xdr_long_res,
+	  sizeof(struct long_res), fake_bounded },
 };
 static const struct rpc_proc fake_v3[] = {
 	/* NULL encoders mean void too. */
 	{ "NULL", NULL, 0, NULL, 0, fake_null },
 };
 static const struct rpc_proc *const fake_procs[] = { fake_v2, fake_v3 };
-static const uint32_t fake_nprocs[] = { 5, 1 };
+static const uint32_t fake_nprocs[] = { 6, 1 };
 static const uint32_t fake_big[] = { 1u << FAKE_BIG, 0 };
 static const struct rpc_program fake_program = {
 	.rg_prog = FAKE_PROG, .rg_vers_min = 2, .rg_vers_max = 3,
@@ -532,7 +549,7 @@ static void test_serve_unavail(void **state)
 	c.proc = 2; /* a NULL rp_fn */
 	serve(&c, IPPROTO_TCP, &r, NULL);
 	assert_int_equal(r.code, PROC_UNAVAIL);
-	c.proc = 5; /* past the table */
+	c.proc = 6; /* past the table */
 	serve(&c, IPPROTO_TCP, &r, NULL);
 	assert_int_equal(r.code, PROC_UNAVAIL);
 	c.vers = 3;
@@ -694,6 +711,48 @@ static void test_reply_max(void **state)
 	assert_int_equal(serve_long(FAKE_BIG, FAKE_BIG_MAX, &size), SYSTEM_ERR);
 }
 
+/* The reply to FAKE_BOUNDED for arg (its bytes, their count in *size). */
+static uint8_t *serve_bounded(uint32_t arg, size_t *size)
+{
+	struct callspec c = spec_sys();
+	uint8_t buf[4096], *out;
+	uint32_t net = htonl(arg);
+	size_t n;
+
+	c.proc = FAKE_BOUNDED;
+	c.args = (const uint8_t *)&net;
+	c.argslen = 4;
+	n = build_call(buf, sizeof(buf), &c);
+	out = rpc_serve(buf, n, NULL, 0, IPPROTO_TCP, size);
+	assert_non_null(out);
+	return out;
+}
+
+/*
+ * A handler's bound on its result saves counting it first: the reply is the same whether
+ * the bound is exact, generous, too small (counted after all) or not given.
+ */
+static void test_reply_bound(void **state)
+{
+	static const uint32_t bounds[] = { 0, 4 + 1000, 4 + 4000, 4 + 999, 1 };
+	uint8_t *want, *got;
+	size_t wantlen, gotlen;
+	struct reply r;
+
+	(void)state;
+	want = serve_bounded(1000, &wantlen);
+	parse_reply(want, wantlen, IPPROTO_TCP, &r);
+	assert_int_equal(r.code, SUCCESS);
+	assert_int_equal(r.restlen, 4 + 1000);
+	for (size_t i = 1; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+		got = serve_bounded(bounds[i] << 16 | 1000, &gotlen);
+		assert_int_equal(gotlen, wantlen);
+		assert_memory_equal(got, want, wantlen);
+		free(got);
+	}
+	free(want);
+}
+
 static void test_alloc(void **state)
 {
 	struct rpc_req rq;
@@ -731,6 +790,7 @@ int main(void)
 		cmocka_unit_test(test_serve_success),
 		cmocka_unit_test(test_serve_outcomes),
 		cmocka_unit_test(test_reply_max),
+		cmocka_unit_test(test_reply_bound),
 		cmocka_unit_test(test_alloc),
 	};
 
