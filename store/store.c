@@ -72,6 +72,7 @@ struct store {
 	int st_lockfd;
 	struct strim st_trim;            /* keeps the map's pages out of our memory (trim.h) */
 	uint8_t st_key[STORE_KEY_LEN];
+	uint32_t st_gen;                 /* the generation of records made in this run */
 	char *st_dir;
 	pthread_mutex_t st_group_lock;   /* guards making st_group */
 	struct sgroup *_Atomic st_group; /* write transactions, made on the first one */
@@ -560,6 +561,8 @@ int store_open(const char *dir, struct store **out, char *err, size_t errlen)
 		goto out;
 	}
 	st = calloc(1, sizeof(*st));
+	if (st)
+		st->st_gen = randombytes_uniform(UINT32_MAX) + 1;
 	if (!st || !(st->st_dir = strdup(dir))) {
 		err_set(err, errlen, "out of memory opening state directory %s; free memory", dir);
 		rc = -ENOMEM;
@@ -1190,8 +1193,11 @@ int store_insert(struct store_txn *txn, uint16_t exp, struct store_inode *rec)
 	rc = store_errno(st, mdb_put(txn->tx_txn, st->st_meta, &key, &val, 0), "inode counter write");
 	if (rc < 0)
 		return rc;
-	/* Inos are never reused, so the generation only has to differ between state dirs. */
-	r.si_gen = randombytes_uniform(UINT32_MAX) + 1;
+	/*
+	 * Inos are never reused, so the generation only has to differ between state dirs: one
+	 * drawn per run will do (a draw per record was a system call per new name).
+	 */
+	r.si_gen = st->st_gen;
 	rc = rec_put(txn, exp, &r, namelen, MDB_NOOVERWRITE);
 	if (rc == 0)
 		rc = rec_index(txn, exp, &r, namelen);

@@ -544,162 +544,6 @@ int udir_empty(struct union_export *ux, const struct udirset *ds)
 	return r;
 }
 
-/* What udir_fill hands to the store in one go. */
-struct udir_batch {
-	const char *db_names[UDIR_FILL];
-	size_t db_idx[UDIR_FILL];
-	int db_pidx[UDIR_FILL];
-	struct stat db_st[UDIR_FILL];
-	uint64_t db_inos[UDIR_FILL];
-};
-
-struct udir_fresh {
-	const struct udir_list *uf_list;
-	const struct udirset *uf_ds;
-};
-
-/*
- * Whether the copies are still as when the listing was made: then every name is still
- * where the listing (and the lstat after it) found it.
- */
-static bool udir_still(void *ctx)
-{
-	struct udir_fresh *fr = ctx;
-	struct udir_src src[UNION_MAX_BRANCHES];
-
-	return udir_sources(fr->uf_ds, src) == 0 && udir_valid(fr->uf_list, fr->uf_ds->ds_n, src);
-}
-
-/*
- * Finds inos for the entries [from, to) that have none yet. The listing says which copy
- * wins, so one lstat there usually tells the store all it needs; names without a record
- * get theirs in one write transaction for the whole range.
- */
-static int udir_fill_names(struct union_export *ux, uint64_t dir, const struct udirset *ds,
-			   struct udir_list *l, size_t from, size_t to)
-{
-	struct udir_batch *b;
-	size_t n = 0;
-	int r;
-
-	b = malloc(sizeof(*b));
-	if (!b)
-		return -ENOMEM;
-	for (size_t i = from; i < to && n < UDIR_FILL; i++) {
-		struct udir_ent *e = &l->dl_ents[i];
-		int pidx;
-
-		if (__atomic_load_n(&e->de_ino, __ATOMIC_ACQUIRE))
-			continue;
-		b->db_idx[n] = i;
-		b->db_names[n] = udir_name(l, e);
-		pidx = uds_index_of(ds, e->de_branch);
-		if (pidx >= 0 && (fsio_statat(ds->ds_fd[pidx], b->db_names[n], &b->db_st[n]) < 0 ||
-				  b->db_st[n].st_dev != ux->ux_dev[e->de_branch]))
-			pidx = -1; /* moved or a mount point: the store's lookup decides */
-		if (pidx >= 0 && uwh_is_whiteout(ds->ds_fd[pidx], b->db_names[n], &b->db_st[n])) {
-			/* One an attribute makes: it hides the name. */
-			__atomic_store_n(&e->de_ino, UDIR_GONE, __ATOMIC_RELEASE);
-			continue;
-		}
-		b->db_pidx[n++] = pidx;
-	}
-	if (n) {
-		struct udir_fresh fr = { .uf_list = l, .uf_ds = ds };
-		struct ures_hints h = { .uh_pidx = b->db_pidx, .uh_st = b->db_st,
-					.uh_fresh = udir_still, .uh_ctx = &fr };
-
-		r = ures_map_batch(ux, dir, ds, n, b->db_names, &h, b->db_inos);
-	} else {
-		r = 0;
-	}
-	for (size_t k = 0; r == 0 && k < n; k++)
-		__atomic_store_n(&l->dl_ents[b->db_idx[k]].de_ino,
-				 b->db_inos[k] ? b->db_inos[k] : UDIR_GONE, __ATOMIC_RELEASE);
-	free(b);
-	return r;
-}
-
-/*
- * udir_fill_names for a reader who may read the directory: one who may not search it
- * still gets the inos of its names (d_ino on a local file system), found with the
- * server's rights.
- */
-static int udir_fill(struct union_export *ux, uint64_t dir, const struct uobj *d,
-		     struct udir_list *l, size_t from, size_t to)
-{
-	bool search = uds_may_search(&d->uo_dirs, d->uo_dirs.ds_n) == 0;
-	struct fsio_ids ids;
-	int r;
-
-	if (!search)
-		fsio_become_root(&ids);
-	r = udir_fill_names(ux, dir, &d->uo_dirs, l, from, to);
-	if (!search)
-		fsio_restore(&ids);
-	return r;
-}
-
-/* Whether an entry of [from, to) has no ino yet. */
-static bool udir_unmapped(const struct udir_list *l, size_t from, size_t to)
-{
-	for (size_t i = from; i < to; i++)
-		if (!__atomic_load_n(&l->dl_ents[i].de_ino, __ATOMIC_ACQUIRE))
-			return true;
-	return false;
-}
-
-static size_t udir_search(const struct udir_list *l, uint64_t cookie)
-{
-	size_t lo = 0, hi = l->dl_n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (l->dl_ents[mid].de_cookie <= cookie)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* "." and "..": 1 when fn asked to stop. */
-static int udir_dots(struct union_export *ux, const struct uobj *d, uint64_t cookie,
-		     bool with_attrs, union_dirent_fn fn, void *ctx, int *r)
-{
-	struct union_dirent de = { .ud_type = S_IFDIR };
-	struct stat st;
-
-	*r = 0;
-	if (cookie < UDIR_COOKIE_DOT) {
-		de.ud_name = ".";
-		de.ud_ino = d->uo_rec.si_ino;
-		de.ud_cookie = UDIR_COOKIE_DOT;
-		st = d->uo_st;
-		ures_fix_stat(ux, &st, de.ud_ino);
-		de.ud_st = with_attrs ? &st : NULL;
-		if (fn(ctx, &de))
-			return 1;
-	}
-	if (cookie < UDIR_COOKIE_DOTDOT) {
-		de.ud_name = "..";
-		de.ud_ino = d->uo_rec.si_ino == STORE_ROOT_INO ? STORE_ROOT_INO :
-								 d->uo_rec.si_parent;
-		de.ud_cookie = UDIR_COOKIE_DOTDOT;
-		de.ud_st = NULL;
-		if (with_attrs) {
-			*r = union_getattr(ux, de.ud_ino, &st);
-			if (*r < 0)
-				return 1;
-			de.ud_st = &st;
-		}
-		if (fn(ctx, &de))
-			return 1;
-	}
-	return 0;
-}
-
 /* What every copy's watch has counted, plus one: kept attributes are good while it stays. */
 static uint64_t udir_changes(const struct udir_list *l)
 {
@@ -766,6 +610,186 @@ static void udir_attr_get(const struct udir_attr *a, struct stat *st)
 	st->st_ctim = a->da_ctim;
 }
 
+/* What udir_fill hands to the store in one go. */
+struct udir_batch {
+	const char *db_names[UDIR_FILL];
+	size_t db_idx[UDIR_FILL];
+	int db_pidx[UDIR_FILL];
+	struct stat db_st[UDIR_FILL];
+	uint64_t db_inos[UDIR_FILL];
+};
+
+/* What may be kept of what udir_fill_names read (the attributes its names will be listed with). */
+static bool udir_keepable(const struct stat *st)
+{
+	return !S_ISDIR(st->st_mode) && st->st_nlink == 1;
+}
+
+/*
+ * Keeps the attributes the store was told of, read in the copy each name is listed from:
+ * the first listing then reads each name once.
+ */
+static void udir_attrs_keep_batch(struct udir_list *l, const struct udir_batch *b, size_t n,
+				  uint64_t changes)
+{
+	pthread_mutex_lock(&l->dl_attr_lock);
+	if (!l->dl_attrs)
+		l->dl_attrs = calloc(l->dl_n, sizeof(*l->dl_attrs));
+	for (size_t k = 0; l->dl_attrs && k < n; k++)
+		if (b->db_pidx[k] >= 0 && b->db_inos[k] && udir_keepable(&b->db_st[k]))
+			udir_attr_set(&l->dl_attrs[b->db_idx[k]], &b->db_st[k], changes);
+	pthread_mutex_unlock(&l->dl_attr_lock);
+}
+
+struct udir_fresh {
+	const struct udir_list *uf_list;
+	const struct udirset *uf_ds;
+};
+
+/*
+ * Whether the copies are still as when the listing was made: then every name is still
+ * where the listing (and the lstat after it) found it.
+ */
+static bool udir_still(void *ctx)
+{
+	struct udir_fresh *fr = ctx;
+	struct udir_src src[UNION_MAX_BRANCHES];
+
+	return udir_sources(fr->uf_ds, src) == 0 && udir_valid(fr->uf_list, fr->uf_ds->ds_n, src);
+}
+
+/*
+ * Finds inos for the entries [from, to) that have none yet. The listing says which copy
+ * wins, so one lstat there usually tells the store all it needs; names without a record
+ * get theirs in one write transaction for the whole range.
+ */
+static int udir_fill_names(struct union_export *ux, uint64_t dir, const struct udirset *ds,
+			   struct udir_list *l, size_t from, size_t to, uint64_t changes)
+{
+	struct udir_batch *b;
+	size_t n = 0;
+	int r;
+
+	b = malloc(sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	for (size_t i = from; i < to && n < UDIR_FILL; i++) {
+		struct udir_ent *e = &l->dl_ents[i];
+		int pidx;
+
+		if (__atomic_load_n(&e->de_ino, __ATOMIC_ACQUIRE))
+			continue;
+		b->db_idx[n] = i;
+		b->db_names[n] = udir_name(l, e);
+		pidx = uds_index_of(ds, e->de_branch);
+		if (pidx >= 0 && (fsio_statat(ds->ds_fd[pidx], b->db_names[n], &b->db_st[n]) < 0 ||
+				  b->db_st[n].st_dev != ux->ux_dev[e->de_branch]))
+			pidx = -1; /* moved or a mount point: the store's lookup decides */
+		if (pidx >= 0 && uwh_is_whiteout(ds->ds_fd[pidx], b->db_names[n], &b->db_st[n])) {
+			/* One an attribute makes: it hides the name. */
+			__atomic_store_n(&e->de_ino, UDIR_GONE, __ATOMIC_RELEASE);
+			continue;
+		}
+		b->db_pidx[n++] = pidx;
+	}
+	if (n) {
+		struct udir_fresh fr = { .uf_list = l, .uf_ds = ds };
+		struct ures_hints h = { .uh_pidx = b->db_pidx, .uh_st = b->db_st,
+					.uh_fresh = udir_still, .uh_ctx = &fr };
+
+		r = ures_map_batch(ux, dir, ds, n, b->db_names, &h, b->db_inos);
+	} else {
+		r = 0;
+	}
+	for (size_t k = 0; r == 0 && k < n; k++)
+		__atomic_store_n(&l->dl_ents[b->db_idx[k]].de_ino,
+				 b->db_inos[k] ? b->db_inos[k] : UDIR_GONE, __ATOMIC_RELEASE);
+	if (r == 0 && changes)
+		udir_attrs_keep_batch(l, b, n, changes);
+	free(b);
+	return r;
+}
+
+/*
+ * udir_fill_names for a reader who may read the directory: one who may not search it
+ * still gets the inos of its names (d_ino on a local file system), found with the
+ * server's rights.
+ */
+static int udir_fill(struct union_export *ux, uint64_t dir, const struct uobj *d,
+		     struct udir_list *l, size_t from, size_t to, uint64_t changes)
+{
+	bool search = uds_may_search(&d->uo_dirs, d->uo_dirs.ds_n) == 0;
+	struct fsio_ids ids;
+	int r;
+
+	if (!search)
+		fsio_become_root(&ids);
+	r = udir_fill_names(ux, dir, &d->uo_dirs, l, from, to, changes);
+	if (!search)
+		fsio_restore(&ids);
+	return r;
+}
+
+/* Whether an entry of [from, to) has no ino yet. */
+static bool udir_unmapped(const struct udir_list *l, size_t from, size_t to)
+{
+	for (size_t i = from; i < to; i++)
+		if (!__atomic_load_n(&l->dl_ents[i].de_ino, __ATOMIC_ACQUIRE))
+			return true;
+	return false;
+}
+
+static size_t udir_search(const struct udir_list *l, uint64_t cookie)
+{
+	size_t lo = 0, hi = l->dl_n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->dl_ents[mid].de_cookie <= cookie)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* "." and "..": 1 when fn asked to stop. */
+static int udir_dots(struct union_export *ux, const struct uobj *d, uint64_t cookie,
+		     bool with_attrs, union_dirent_fn fn, void *ctx, int *r)
+{
+	struct union_dirent de = { .ud_type = S_IFDIR };
+	struct stat st;
+
+	*r = 0;
+	if (cookie < UDIR_COOKIE_DOT) {
+		de.ud_name = ".";
+		de.ud_ino = d->uo_rec.si_ino;
+		de.ud_cookie = UDIR_COOKIE_DOT;
+		st = d->uo_st;
+		ures_fix_stat(ux, &st, de.ud_ino);
+		de.ud_st = with_attrs ? &st : NULL;
+		if (fn(ctx, &de))
+			return 1;
+	}
+	if (cookie < UDIR_COOKIE_DOTDOT) {
+		de.ud_name = "..";
+		de.ud_ino = d->uo_rec.si_ino == STORE_ROOT_INO ? STORE_ROOT_INO :
+								 d->uo_rec.si_parent;
+		de.ud_cookie = UDIR_COOKIE_DOTDOT;
+		de.ud_st = NULL;
+		if (with_attrs) {
+			*r = union_getattr(ux, de.ud_ino, &st);
+			if (*r < 0)
+				return 1;
+			de.ud_st = &st;
+		}
+		if (fn(ctx, &de))
+			return 1;
+	}
+	return 0;
+}
+
 /*
  * The attributes of entry e, object ino: from a when it holds them for changes (nonzero),
  * else read; those read that may be kept go into a, and *fresh says so.
@@ -788,7 +812,7 @@ static int udir_entry_attrs(struct union_export *ux, const struct uobj *d,
 	/* A lower name of a file with several may have been linked up. */
 	if (e->de_branch != 0 && !S_ISDIR(st->st_mode) && st->st_nlink > 1)
 		return union_getattr(ux, ino, st);
-	if (changes && !S_ISDIR(st->st_mode) && st->st_nlink == 1) {
+	if (changes && udir_keepable(st)) {
 		udir_attr_set(a, st, changes);
 		*fresh = true;
 	}
@@ -840,7 +864,7 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
 
 		if (udir_unmapped(l, i, end)) {
 			r = udir_fill(ux, dir, &d, l, i,
-				      i + ahead < l->dl_n ? i + ahead : l->dl_n);
+				      i + ahead < l->dl_n ? i + ahead : l->dl_n, changes);
 			if (r < 0)
 				goto out;
 		}
