@@ -46,6 +46,8 @@
 /* Free bytes on the state file system under which a short write means it is full. */
 #define STORE_NEARLY_FULL ((uint64_t)1 << 20)
 #define STORE_MAXREADERS 512
+/* Read transactions kept reset for the next reader: a fraction of STORE_MAXREADERS. */
+#define STORE_IDLE_READERS 64
 #define STORE_MAXDBS 8
 #define STORE_MAX_EXPORTS 65535
 #define STORE_MAX_BRANCHES 255           /* si_branch is one byte */
@@ -77,6 +79,13 @@ struct store {
 	pthread_mutex_t st_group_lock;   /* guards making st_group */
 	struct sgroup *_Atomic st_group; /* write transactions, made on the first one */
 	struct sintent *st_intent;       /* DIR/intents */
+	/*
+	 * Read transactions done with, reset: renewing one keeps its reader slot and its
+	 * memory, where beginning one takes the readers' lock and two allocations.
+	 */
+	pthread_mutex_t st_idle_lock;
+	struct store_txn *st_idle[STORE_IDLE_READERS];
+	int st_nidle;
 };
 
 struct store_txn {
@@ -570,6 +579,7 @@ int store_open(const char *dir, struct store **out, char *err, size_t errlen)
 	}
 	st->st_lockfd = -1;
 	pthread_mutex_init(&st->st_group_lock, NULL);
+	pthread_mutex_init(&st->st_idle_lock, NULL);
 	rc = store_open_dir(dir, &dirfd, err, errlen);
 	if (rc < 0)
 		goto out;
@@ -601,6 +611,13 @@ void store_close(struct store *st)
 	sgroup_free(st->st_group);
 	sintent_close(st->st_intent);
 	pthread_mutex_destroy(&st->st_group_lock);
+	while (st->st_nidle > 0) {
+		struct store_txn *txn = st->st_idle[--st->st_nidle];
+
+		mdb_txn_abort(txn->tx_txn);
+		free(txn);
+	}
+	pthread_mutex_destroy(&st->st_idle_lock);
 	if (st->st_env)
 		mdb_env_close(st->st_env);
 	if (st->st_lockfd >= 0) {
@@ -658,6 +675,41 @@ static int store_group(struct store *st, struct sgroup **g)
 	return rc;
 }
 
+/* A reset read transaction renewed, or NULL. */
+static struct store_txn *store_renew_reader(struct store *st)
+{
+	struct store_txn *txn = NULL;
+
+	pthread_mutex_lock(&st->st_idle_lock);
+	if (st->st_nidle > 0)
+		txn = st->st_idle[--st->st_nidle];
+	pthread_mutex_unlock(&st->st_idle_lock);
+	if (txn && mdb_txn_renew(txn->tx_txn) != 0) {
+		mdb_txn_abort(txn->tx_txn);
+		free(txn);
+		txn = NULL;
+	}
+	return txn;
+}
+
+/* Ends a read transaction, kept reset for the next one while there is room. */
+static void store_end_reader(struct store_txn *txn)
+{
+	struct store *st = txn->tx_store;
+
+	mdb_txn_reset(txn->tx_txn);
+	pthread_mutex_lock(&st->st_idle_lock);
+	if (st->st_nidle < STORE_IDLE_READERS) {
+		st->st_idle[st->st_nidle++] = txn;
+		txn = NULL;
+	}
+	pthread_mutex_unlock(&st->st_idle_lock);
+	if (txn) {
+		mdb_txn_abort(txn->tx_txn);
+		free(txn);
+	}
+}
+
 int store_begin(struct store *st, bool write, struct store_txn **out)
 {
 	struct store_txn *txn;
@@ -665,6 +717,13 @@ int store_begin(struct store *st, bool write, struct store_txn **out)
 	int rc;
 
 	*out = NULL;
+	if (!write) {
+		txn = store_renew_reader(st);
+		if (txn) {
+			*out = txn;
+			return 0;
+		}
+	}
 	txn = malloc(sizeof(*txn));
 	if (!txn)
 		return -ENOMEM;
@@ -705,12 +764,13 @@ int store_commit(struct store_txn *txn)
 	struct store *st = txn->tx_store;
 	int rc = 0;
 
-	if (txn->tx_write)
-		rc = store_errno(st, store_short_write(st, sgroup_commit(st->st_group, txn->tx_txn,
-									 txn->tx_undo)),
-				 "commit");
-	else
-		mdb_txn_abort(txn->tx_txn);
+	if (!txn->tx_write) {
+		store_end_reader(txn);
+		return 0;
+	}
+	rc = store_errno(st, store_short_write(st, sgroup_commit(st->st_group, txn->tx_txn,
+								 txn->tx_undo)),
+			 "commit");
 	free(txn);
 	return rc;
 }
@@ -719,12 +779,13 @@ void store_abort(struct store_txn *txn)
 {
 	if (!txn)
 		return;
-	if (txn->tx_write) {
-		/* Before the abort: the turn is still this change's. */
-		sgroup_run_undo(txn->tx_undo);
-		sgroup_abort(txn->tx_store->st_group, txn->tx_txn);
-	} else
-		mdb_txn_abort(txn->tx_txn);
+	if (!txn->tx_write) {
+		store_end_reader(txn);
+		return;
+	}
+	/* Before the abort: the turn is still this change's. */
+	sgroup_run_undo(txn->tx_undo);
+	sgroup_abort(txn->tx_store->st_group, txn->tx_txn);
 	free(txn);
 }
 

@@ -92,6 +92,18 @@ static void union_free(struct union_export *ux)
 	free(ux);
 }
 
+static int union_load_root(struct union_export *ux)
+{
+	struct store_txn *t;
+	int r = store_begin(ux->ux_store, false, &t);
+
+	if (r < 0)
+		return r;
+	r = store_get(t, ux->ux_id, STORE_ROOT_INO, &ux->ux_root_rec);
+	store_abort(t);
+	return r;
+}
+
 int union_open(const char *name, char *const *branches, int nbranches, unsigned flags,
 	       const char *fix, struct store *st, struct union_export **out, char *err,
 	       size_t errlen)
@@ -173,6 +185,12 @@ int union_open(const char *name, char *const *branches, int nbranches, unsigned 
 	if (r < 0)
 		goto fail;
 	union_cookie_key(st, ux->ux_cookie_key);
+	r = union_load_root(ux);
+	if (r < 0) {
+		snprintf(err, errlen, "export %s: cannot read its root in the inode map: %s; run "
+			 "unionnfsd-ctl check", name, strerror(-r));
+		goto fail;
+	}
 	r = uhl_open(ux);
 	if (r < 0) {
 		snprintf(err, errlen, "export %s: hard-link index in %s/%s: %s; check the upper "

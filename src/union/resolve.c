@@ -109,6 +109,10 @@ static int uchain_load(struct union_export *ux, struct store_txn *wtxn, uint64_t
 	int r;
 
 	memset(c, 0, sizeof(*c));
+	if (ino == STORE_ROOT_INO) {
+		*rec = ux->ux_root_rec;
+		return 0;
+	}
 	r = ures_txn(ux, wtxn, &t);
 	if (r < 0)
 		return r;

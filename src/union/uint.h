@@ -37,6 +37,8 @@ struct union_export {
 	struct uhl_table *ux_hl;     /* hard links across copy-up (hlink.c) */
 	struct ucache *ux_ucache;    /* where inos were last found (cache.c) */
 	uint64_t ux_max_size;        /* largest file the upper's file system holds */
+	/* The root's record, made with the export and never changed: read once, at open. */
+	struct store_inode ux_root_rec;
 };
 
 #define UNION_FSID_BASE 0x756e696f6e000000ULL /* "union" */
