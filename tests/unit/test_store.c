@@ -607,6 +607,40 @@ static void test_inos_never_reused(void **state)
 	store_close(st);
 }
 
+/*
+ * Read transactions are kept for the next reader once done: a renewed one sees every
+ * commit made since, and more readers at once than are kept all work.
+ */
+static void test_readers_renewed(void **state)
+{
+	enum { NR = 200 };
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_txn *rd[NR];
+	uint64_t n;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < NR; i++)
+			assert_int_equal(store_begin(st, false, &rd[i]), 0);
+		for (int i = 0; i < NR; i++) {
+			assert_int_equal(store_count(rd[i], 1, &n), 0);
+			assert_int_equal(n, 1 + (uint64_t)round);
+			if (i % 2)
+				assert_int_equal(store_commit(rd[i]), 0);
+			else
+				store_abort(rd[i]);
+		}
+		insert_one(st, 1, STORE_ROOT_INO, round == 0 ? "a" : round == 1 ? "b" : "c", 0,
+			   1000 + (uint64_t)round);
+	}
+	assert_int_equal(store_begin(st, false, &rd[0]), 0);
+	assert_int_equal(store_count(rd[0], 1, &n), 0);
+	assert_int_equal(n, 4);
+	store_abort(rd[0]);
+	store_close(st);
+}
+
 static void test_count(void **state)
 {
 	struct fixture *f = *state;
@@ -1185,6 +1219,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_inos_never_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_each_ino, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_count, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readers_renewed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_abort_isolated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_undo_only_when_dropped, setup, teardown),
