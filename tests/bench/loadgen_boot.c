@@ -81,8 +81,11 @@ struct lg_boot_handle {
 	char h_data[NFS3_FHSIZE];
 };
 
-/* What one slot does now. */
-enum lg_boot_phase { LB_IDLE, LB_RESOLVING, LB_CALLING, LB_PARKED };
+/*
+ * What one slot does now. LB_BUSY: it holds a call and is being worked on, so neither a pump
+ * (looking for an idle slot) nor a wake-up (looking for parked ones) may take it meanwhile.
+ */
+enum lg_boot_phase { LB_IDLE, LB_BUSY, LB_RESOLVING, LB_CALLING, LB_PARKED };
 
 struct lg_boot_slot {
 	enum lg_boot_phase b_phase;
@@ -946,6 +949,7 @@ static void lg_boot_step(struct lg_slot *slot)
 	uint32_t need[2];
 	int n = 0, i, st;
 
+	bs->b_phase = LB_BUSY;
 	need[n++] = lg_boot_needs_dir(k->k_proc) ? b->b_nodes[k->k_node].n_parent : k->k_node;
 	if (k->k_proc == LB_RENAME)
 		need[n++] = b->b_nodes[k->k_node2].n_parent;
@@ -956,16 +960,16 @@ static void lg_boot_step(struct lg_slot *slot)
 		if (st == LB_ABSENT) {
 			uint32_t made = lg_boot_made(k);
 
-			if (made != UINT32_MAX) {
-				cl->c_handles[made].h_waits--;
-				lg_boot_wake(run, cl);
-			}
 			/* a path the replay cannot reach (e.g. what --read-only left uncreated) */
 			if (++b->b_skipped <= 3 && getenv("LG_BOOT_DEBUG"))
 				fprintf(stderr, "loadgen: trace call %u (%s of node %u '%s') skipped\n",
 					bs->b_call + 1, lg_boot_procs[k->k_proc].name, need[i],
 					b->b_nodes[need[i]].n_name);
+			if (made != UINT32_MAX)
+				cl->c_handles[made].h_waits--;
 			lg_boot_call_done(slot);
+			if (made != UINT32_MAX)
+				lg_boot_wake(run, cl);
 			return;
 		}
 	}
@@ -1114,10 +1118,10 @@ static void lg_boot_pump(struct lg_run *run, struct lg_boot_client *cl)
 		}
 		k = &b->b_calls[cl->c_next];
 		if (run->r_opt.o_read_only && lg_boot_procs[k->k_proc].changes) {
-			/* left out; the time the machine spent before it still passes */
-			if (run->r_opt.o_pace > 0)
-				cl->c_due_ns += (uint64_t)(k->k_gap_us * 1000.0 / run->r_opt.o_pace);
-			cl->c_next++;
+			/* left out; the time the machine spent after it still passes */
+			if (++cl->c_next < b->b_ncalls && run->r_opt.o_pace > 0)
+				cl->c_due_ns += (uint64_t)(b->b_calls[cl->c_next].k_gap_us * 1000.0 /
+							   run->r_opt.o_pace);
 			continue;
 		}
 		now = lg_now_ns();
@@ -1131,6 +1135,7 @@ static void lg_boot_pump(struct lg_run *run, struct lg_boot_client *cl)
 		if (!slot)
 			return;
 		b->b_slots[i].b_call = cl->c_next++;
+		b->b_slots[i].b_phase = LB_BUSY;
 		cl->c_active++;
 		/*
 		 * A call that makes or finds a name: the calls after it that need the name wait for
