@@ -1127,6 +1127,12 @@ static void lg_boot_pump(struct lg_run *run, struct lg_boot_client *cl)
 		now = lg_now_ns();
 		if (now < cl->c_due_ns)
 			return;
+		/*
+		 * A change of a name waits for the calls before it, as the program that makes it has
+		 * seen the answers it depends on (rm -r removes a directory after its entries).
+		 */
+		if (cl->c_active && lg_boot_needs_dir(k->k_proc) && k->k_proc != LB_LOOKUP)
+			return;
 		for (i = ci; i < run->r_nslots; i += run->r_nconns)
 			if (b->b_slots[i].b_phase == LB_IDLE) {
 				slot = &run->r_slots[i];
