@@ -13,6 +13,10 @@
  * call before it (divided by --pace) has passed: the booting machine's own work between its
  * calls. --read-only leaves out the calls that change the tree (the reference server serves
  * the base read-only); its gaps still count.
+ *
+ * A BOOT line before RESULT gives the counts: calls sent, LOOKUPs the replay added to resolve
+ * paths, calls skipped (a path the replay could not reach) and calls answered otherwise than
+ * in the recording (the first three are logged); LG_BOOT_DEBUG=1 logs the first skipped ones.
  */
 #include "loadgen.h"
 
