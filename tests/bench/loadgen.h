@@ -2,7 +2,7 @@
  * loadgen: the benchmark's NFSv3 load generator (libnfs async raw API).
  * loadgen.c holds the driver (options, connections, the poll loop, latency histogram, the
  * RESULT line); loadgen_wl.c, loadgen_data.c, loadgen_dir.c, loadgen_lock.c and
- * loadgen_boot.c hold the workloads.
+ * loadgen_boot.c hold the workloads (loadgen_trace.c reads the boot workload's trace).
  * `loadgen --help` describes the command line.
  */
 #ifndef LOADGEN_H

@@ -19,6 +19,7 @@
  * in the recording (the first three are logged); LG_BOOT_DEBUG=1 logs the first skipped ones.
  */
 #include "loadgen.h"
+#include "loadgen_trace.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,48 +33,6 @@
 #include <unistd.h>
 
 #include <nfsc/libnfs-raw-mount.h>
-
-enum lg_boot_proc {
-	LB_GETATTR, LB_SETATTR, LB_LOOKUP, LB_ACCESS, LB_READLINK, LB_READ, LB_WRITE, LB_CREATE,
-	LB_MKDIR, LB_SYMLINK, LB_REMOVE, LB_RMDIR, LB_RENAME, LB_READDIR, LB_READDIRPLUS,
-	LB_FSSTAT, LB_FSINFO, LB_PATHCONF, LB_COMMIT, LB_NPROCS
-};
-
-static const struct {
-	const char *name;
-	int changes; /* left out by --read-only */
-} lg_boot_procs[LB_NPROCS] = {
-	[LB_GETATTR] = { "GETATTR", 0 },   [LB_SETATTR] = { "SETATTR", 1 },
-	[LB_LOOKUP] = { "LOOKUP", 0 },     [LB_ACCESS] = { "ACCESS", 0 },
-	[LB_READLINK] = { "READLINK", 0 }, [LB_READ] = { "READ", 0 },
-	[LB_WRITE] = { "WRITE", 1 },       [LB_CREATE] = { "CREATE", 1 },
-	[LB_MKDIR] = { "MKDIR", 1 },       [LB_SYMLINK] = { "SYMLINK", 1 },
-	[LB_REMOVE] = { "REMOVE", 1 },     [LB_RMDIR] = { "RMDIR", 1 },
-	[LB_RENAME] = { "RENAME", 1 },     [LB_READDIR] = { "READDIR", 0 },
-	[LB_READDIRPLUS] = { "READDIRPLUS", 0 }, [LB_FSSTAT] = { "FSSTAT", 0 },
-	[LB_FSINFO] = { "FSINFO", 0 },     [LB_PATHCONF] = { "PATHCONF", 0 },
-	[LB_COMMIT] = { "COMMIT", 1 },
-};
-
-#define LB_NO_VALUE UINT32_MAX
-
-/* One path of the trace: its parent's index and its last component. Node 0 is the root. */
-struct lg_boot_node {
-	uint32_t n_parent;
-	char *n_name;
-};
-
-/* One call of the trace. */
-struct lg_boot_call {
-	uint8_t k_proc;
-	uint32_t k_gap_us;      /* since the call before it, in the recording */
-	uint32_t k_node;
-	uint32_t k_node2;       /* RENAME's target */
-	uint64_t k_off;         /* READ, WRITE, COMMIT; SETATTR's size */
-	uint32_t k_count;       /* READ, WRITE, COMMIT; READDIR(PLUS)'s dircount */
-	uint32_t k_arg;         /* LOOKUP's status, ACCESS's bits, WRITE's stable, a mode; maxcount */
-	char *k_text;           /* SYMLINK's target */
-};
 
 enum lg_boot_state { LB_UNKNOWN, LB_KNOWN, LB_ABSENT, LB_WAIT };
 
@@ -107,270 +66,26 @@ struct lg_boot_client {
 };
 
 struct lg_boot {
-	struct lg_boot_node *b_nodes;
-	uint32_t b_nnodes, b_cap_nodes;
-	struct lg_boot_call *b_calls;
-	uint32_t b_ncalls, b_cap_calls;
-	/* path -> node, open addressing */
-	uint32_t *b_index;
-	uint32_t b_index_size;
+	struct lg_trace b_trace;
 	struct lg_boot_client *b_clients;
 	struct lg_boot_slot *b_slots;
 	int b_clients_done;
 	uint64_t b_sent, b_resolves, b_skipped, b_unexpected, b_setup_ns;
-	uint64_t b_last_unexpected_line;
 };
-
-/* --- the trace --- */
-
-static uint64_t lg_boot_hash(uint32_t parent, const char *name)
-{
-	uint64_t h = 1469598103934665603ull ^ parent;
-
-	for (; *name; name++)
-		h = (h ^ (unsigned char)*name) * 1099511628211ull;
-	return h;
-}
-
-static int lg_boot_index_grow(struct lg_boot *b)
-{
-	uint32_t size = b->b_index_size ? b->b_index_size * 2 : 4096, i;
-	uint32_t *idx = malloc(size * sizeof(*idx));
-
-	if (!idx)
-		return -1;
-	memset(idx, 0xff, size * sizeof(*idx));
-	for (i = 1; i < b->b_nnodes; i++) {
-		uint64_t h = lg_boot_hash(b->b_nodes[i].n_parent, b->b_nodes[i].n_name);
-		uint32_t at = (uint32_t)h & (size - 1);
-
-		while (idx[at] != UINT32_MAX)
-			at = (at + 1) & (size - 1);
-		idx[at] = i;
-	}
-	free(b->b_index);
-	b->b_index = idx;
-	b->b_index_size = size;
-	return 0;
-}
-
-/* The node of one component under parent, made if new; UINT32_MAX when out of memory. */
-static uint32_t lg_boot_child(struct lg_boot *b, uint32_t parent, const char *name)
-{
-	uint32_t at;
-
-	if (!strcmp(name, "."))
-		return parent;
-	if (!strcmp(name, ".."))
-		return b->b_nodes[parent].n_parent;
-	if ((b->b_nnodes + 1) * 2 > b->b_index_size && lg_boot_index_grow(b))
-		return UINT32_MAX;
-	at = (uint32_t)lg_boot_hash(parent, name) & (b->b_index_size - 1);
-	while (b->b_index[at] != UINT32_MAX) {
-		struct lg_boot_node *n = &b->b_nodes[b->b_index[at]];
-
-		if (n->n_parent == parent && !strcmp(n->n_name, name))
-			return b->b_index[at];
-		at = (at + 1) & (b->b_index_size - 1);
-	}
-	if (b->b_nnodes == b->b_cap_nodes) {
-		uint32_t cap = b->b_cap_nodes * 2;
-		struct lg_boot_node *nn = realloc(b->b_nodes, cap * sizeof(*nn));
-
-		if (!nn)
-			return UINT32_MAX;
-		b->b_nodes = nn;
-		b->b_cap_nodes = cap;
-	}
-	b->b_nodes[b->b_nnodes].n_parent = parent;
-	if (!(b->b_nodes[b->b_nnodes].n_name = strdup(name)))
-		return UINT32_MAX;
-	b->b_index[at] = b->b_nnodes;
-	return b->b_nnodes++;
-}
-
-/* Undoes the trace's percent-encoding in place. */
-static void lg_boot_unescape(char *s)
-{
-	char *w = s;
-
-	for (; *s; s++) {
-		unsigned v;
-
-		if (*s == '%' && sscanf(s + 1, "%2x", &v) == 1) {
-			*w++ = (char)v;
-			s += 2;
-		} else {
-			*w++ = *s;
-		}
-	}
-	*w = 0;
-}
-
-/* The node of an encoded absolute path ("/" is the root, under --path). */
-static uint32_t lg_boot_path(struct lg_boot *b, char *path)
-{
-	uint32_t node = 0;
-	char *save = NULL, *comp;
-
-	lg_boot_unescape(path);
-	if (path[0] != '/')
-		return UINT32_MAX;
-	for (comp = strtok_r(path, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
-		node = lg_boot_child(b, node, comp);
-		if (node == UINT32_MAX)
-			return UINT32_MAX;
-	}
-	return node;
-}
-
-static uint32_t lg_boot_num(const char *s)
-{
-	return !s || !strcmp(s, "-") ? LB_NO_VALUE : (uint32_t)strtoul(s, NULL, 10);
-}
-
-static uint32_t lg_boot_mode(const char *s)
-{
-	return !s || !strcmp(s, "-") ? LB_NO_VALUE : (uint32_t)strtoul(s, NULL, 8);
-}
-
-/* One "c GAP PROC PATH ARGS..." line into the call table. */
-static int lg_boot_parse_call(struct lg_boot *b, char *line, unsigned lineno, const char *file)
-{
-	char *f[8] = { 0 }, *save = NULL;
-	struct lg_boot_call k;
-	int n = 0, p;
-
-	for (char *t = strtok_r(line, " \n", &save); t && n < 8; t = strtok_r(NULL, " \n", &save))
-		f[n++] = t;
-	if (n < 4)
-		goto bad;
-	for (p = 0; p < LB_NPROCS; p++)
-		if (!strcmp(f[2], lg_boot_procs[p].name))
-			break;
-	if (p == LB_NPROCS) {
-		fprintf(stderr, "loadgen: %s line %u: procedure %s is not replayed; record the trace "
-			"again with tests/bench/boot/record-trace\n", file, lineno, f[2]);
-		return -1;
-	}
-	memset(&k, 0, sizeof(k));
-	k.k_proc = (uint8_t)p;
-	k.k_gap_us = (uint32_t)strtoul(f[1], NULL, 10);
-	k.k_node = lg_boot_path(b, f[3]);
-	k.k_node2 = LB_NO_VALUE;
-	if (k.k_node == UINT32_MAX)
-		goto bad;
-	switch (p) {
-	case LB_LOOKUP: k.k_arg = lg_boot_num(f[4]); break;
-	case LB_ACCESS: k.k_arg = lg_boot_num(f[4]); break;
-	case LB_READ:
-	case LB_COMMIT:
-	case LB_WRITE:
-		if (!f[5])
-			goto bad;
-		k.k_off = strtoull(f[4], NULL, 10);
-		k.k_count = lg_boot_num(f[5]);
-		k.k_arg = p == LB_WRITE ? lg_boot_num(f[6]) : 0;
-		if (k.k_count > LG_MIB)
-			goto bad;
-		break;
-	case LB_SETATTR:
-		k.k_arg = lg_boot_mode(f[4]);
-		k.k_off = f[5] && strcmp(f[5], "-") ? strtoull(f[5], NULL, 10) : UINT64_MAX;
-		break;
-	case LB_CREATE:
-	case LB_MKDIR: k.k_arg = lg_boot_mode(f[4]); break;
-	case LB_SYMLINK:
-		if (!f[4])
-			goto bad;
-		lg_boot_unescape(f[4]);
-		if (!(k.k_text = strdup(f[4])))
-			return -1;
-		break;
-	case LB_RENAME:
-		if (!f[4] || (k.k_node2 = lg_boot_path(b, f[4])) == UINT32_MAX)
-			goto bad;
-		break;
-	case LB_READDIR: k.k_count = lg_boot_num(f[4]); break;
-	case LB_READDIRPLUS:
-		k.k_count = lg_boot_num(f[4]);
-		k.k_arg = lg_boot_num(f[5]);
-		break;
-	default: break;
-	}
-	if (k.k_node == 0 && (p == LB_LOOKUP || p == LB_CREATE || p == LB_MKDIR ||
-			      p == LB_SYMLINK || p == LB_REMOVE || p == LB_RMDIR || p == LB_RENAME))
-		goto bad; /* names the root as an entry of a directory */
-	if (b->b_ncalls == b->b_cap_calls) {
-		uint32_t cap = b->b_cap_calls ? b->b_cap_calls * 2 : 4096;
-		struct lg_boot_call *nc = realloc(b->b_calls, cap * sizeof(*nc));
-
-		if (!nc)
-			return -1;
-		b->b_calls = nc;
-		b->b_cap_calls = cap;
-	}
-	b->b_calls[b->b_ncalls++] = k;
-	return 0;
-bad:
-	fprintf(stderr, "loadgen: %s line %u is no call line the boot workload knows "
-		"(c GAP PROC /PATH ARGS...); see tests/bench/boot/README\n", file, lineno);
-	return -1;
-}
-
-static int lg_boot_load(struct lg_boot *b, const char *file)
-{
-	FILE *f = fopen(file, "r");
-	char *line = NULL;
-	size_t cap = 0;
-	unsigned lineno = 0;
-	int rc = 0;
-
-	if (!f) {
-		fprintf(stderr, "loadgen: cannot open --trace %s: %s\n", file, strerror(errno));
-		return -1;
-	}
-	b->b_cap_nodes = 4096;
-	b->b_nodes = calloc(b->b_cap_nodes, sizeof(*b->b_nodes));
-	if (!b->b_nodes || !(b->b_nodes[0].n_name = strdup("")) || lg_boot_index_grow(b)) {
-		fclose(f);
-		return -1;
-	}
-	b->b_nnodes = 1;
-	while (getline(&line, &cap, f) > 0) {
-		lineno++;
-		/* the tree lines (d, f, l) are for tests/bench/boot/make-tree */
-		if (line[0] == 'c' && line[1] == ' ' && (rc = lg_boot_parse_call(b, line, lineno, file)))
-			break;
-	}
-	free(line);
-	fclose(f);
-	if (!rc && !b->b_ncalls) {
-		fprintf(stderr, "loadgen: --trace %s holds no call line (c ...)\n", file);
-		rc = -1;
-	}
-	return rc;
-}
 
 void lg_boot_free(struct lg_run *run)
 {
 	struct lg_boot *b = run->r_boot;
-	uint32_t i;
+	int i;
 
 	if (!b)
 		return;
-	for (i = 0; i < b->b_nnodes; i++)
-		free(b->b_nodes[i].n_name);
-	for (i = 0; i < b->b_ncalls; i++)
-		free(b->b_calls[i].k_text);
+	lg_trace_free(&b->b_trace);
 	if (b->b_clients)
-		for (i = 0; i < (uint32_t)run->r_nconns; i++)
+		for (i = 0; i < run->r_nconns; i++)
 			free(b->b_clients[i].c_handles);
 	free(b->b_clients);
 	free(b->b_slots);
-	free(b->b_nodes);
-	free(b->b_calls);
-	free(b->b_index);
 	free(b);
 	run->r_boot = NULL;
 }
@@ -593,7 +308,7 @@ int lg_boot_prepare(struct lg_run *run)
 	}
 	if (!b && !(b = run->r_boot = calloc(1, sizeof(*b))))
 		return -1;
-	if (lg_boot_load(b, run->r_opt.o_trace))
+	if (lg_trace_load(&b->b_trace, run->r_opt.o_trace))
 		return -1;
 	b->b_clients = calloc((size_t)run->r_nconns, sizeof(*b->b_clients));
 	b->b_slots = calloc((size_t)run->r_nslots, sizeof(*b->b_slots));
@@ -606,7 +321,7 @@ int lg_boot_prepare(struct lg_run *run)
 
 		if (lg_boot_descend(run, c))
 			return -1;
-		cl->c_handles = calloc(b->b_nnodes, sizeof(*cl->c_handles));
+		cl->c_handles = calloc(b->b_trace.t_nnodes, sizeof(*cl->c_handles));
 		if (!cl->c_handles)
 			return -1;
 		cl->c_handles[0].h_state = LB_KNOWN;
@@ -648,7 +363,7 @@ static void lg_boot_learn(struct lg_boot_client *cl, uint32_t node, const nfs_fh
 static void lg_boot_pump(struct lg_run *run, struct lg_boot_client *cl);
 static void lg_boot_step(struct lg_slot *slot);
 
-static void lg_boot_unexpected(struct lg_run *run, const struct lg_boot_call *k, int st)
+static void lg_boot_unexpected(struct lg_run *run, const struct lg_trace_call *k, int st)
 {
 	struct lg_boot *b = run->r_boot;
 
@@ -656,7 +371,7 @@ static void lg_boot_unexpected(struct lg_run *run, const struct lg_boot_call *k,
 	/* the first few for the log; a replay against another tree differs a little */
 	if (b->b_unexpected <= 3)
 		fprintf(stderr, "loadgen: trace call %u (%s) answered %d, unlike the recording\n",
-			(unsigned)(k - b->b_calls) + 1, lg_boot_procs[k->k_proc].name, st);
+			(unsigned)(k - b->b_trace.t_calls) + 1, lg_trace_procs[k->k_proc].name, st);
 }
 
 /* A call's slot is free again: the client goes on. */
@@ -731,7 +446,7 @@ static int lg_boot_resolve(struct lg_slot *slot, uint32_t node)
 	if (cl->c_handles[node].h_state == LB_KNOWN)
 		return LB_KNOWN;
 	/* the component nearest the root whose handle is not known */
-	for (n = node; n; n = b->b_nodes[n].n_parent)
+	for (n = node; n; n = b->b_trace.t_nodes[n].n_parent)
 		if (cl->c_handles[n].h_state != LB_KNOWN)
 			top = n;
 	if (cl->c_handles[top].h_waits) {
@@ -744,8 +459,8 @@ static int lg_boot_resolve(struct lg_slot *slot, uint32_t node)
 	bs->b_phase = LB_RESOLVING;
 	bs->b_node = top;
 	memset(&a, 0, sizeof(a));
-	a.what.dir = lg_boot_fh(cl, b->b_nodes[top].n_parent);
-	a.what.name = b->b_nodes[top].n_name;
+	a.what.dir = lg_boot_fh(cl, b->b_trace.t_nodes[top].n_parent);
+	a.what.name = b->b_trace.t_nodes[top].n_name;
 	b->b_resolves++;
 	lg_begin(slot);
 	if (rpc_nfs3_lookup_async(slot->s_conn->c_rpc, lg_boot_resolve_cb, &a, slot))
@@ -758,7 +473,7 @@ static void lg_boot_call_cb(struct rpc_context *rpc, int status, void *data, voi
 static void lg_boot_sattr(sattr3 *s, uint32_t mode, uint64_t size)
 {
 	memset(s, 0, sizeof(*s));
-	if (mode != LB_NO_VALUE) {
+	if (mode != LT_NO_VALUE) {
 		s->mode.set_it = 1;
 		s->mode.set_mode3_u.mode = mode;
 	}
@@ -771,29 +486,29 @@ static void lg_boot_sattr(sattr3 *s, uint32_t mode, uint64_t size)
 /* The handles a call needs before it can go out: its object's, or for a name its directory's. */
 static int lg_boot_needs_dir(int proc)
 {
-	return proc == LB_LOOKUP || proc == LB_CREATE || proc == LB_MKDIR || proc == LB_SYMLINK ||
-	       proc == LB_REMOVE || proc == LB_RMDIR || proc == LB_RENAME;
+	return proc == LT_LOOKUP || proc == LT_CREATE || proc == LT_MKDIR || proc == LT_SYMLINK ||
+	       proc == LT_REMOVE || proc == LT_RMDIR || proc == LT_RENAME;
 }
 
 /* The node whose handle the call's reply gives (LOOKUP, CREATE, ...), or UINT32_MAX. */
-static uint32_t lg_boot_made(const struct lg_boot_call *k)
+static uint32_t lg_boot_made(const struct lg_trace_call *k)
 {
-	if (k->k_proc == LB_RENAME)
+	if (k->k_proc == LT_RENAME)
 		return k->k_node2;
-	if (lg_boot_needs_dir(k->k_proc) && k->k_proc != LB_REMOVE && k->k_proc != LB_RMDIR)
+	if (lg_boot_needs_dir(k->k_proc) && k->k_proc != LT_REMOVE && k->k_proc != LT_RMDIR)
 		return k->k_node;
 	return UINT32_MAX;
 }
 
 /* Sends the trace call itself; every handle it needs is known. */
-static void lg_boot_send(struct lg_slot *slot, const struct lg_boot_call *k)
+static void lg_boot_send(struct lg_slot *slot, const struct lg_trace_call *k)
 {
 	struct lg_run *run = slot->s_run;
 	struct lg_boot *b = run->r_boot;
 	struct lg_boot_client *cl = lg_boot_client_of(slot);
 	struct rpc_context *rpc = slot->s_conn->c_rpc;
-	uint32_t dir = b->b_nodes[k->k_node].n_parent;
-	char *name = b->b_nodes[k->k_node].n_name;
+	uint32_t dir = b->b_trace.t_nodes[k->k_node].n_parent;
+	char *name = b->b_trace.t_nodes[k->k_node].n_name;
 	nfs_fh3 fh = lg_boot_fh(cl, k->k_node);
 	int rc = -1;
 
@@ -802,12 +517,12 @@ static void lg_boot_send(struct lg_slot *slot, const struct lg_boot_call *k)
 
 	lg_begin(slot);
 	switch (k->k_proc) {
-	case LB_GETATTR: {
+	case LT_GETATTR: {
 		GETATTR3args a = { .object = fh };
 		rc = rpc_nfs3_getattr_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_SETATTR: {
+	case LT_SETATTR: {
 		SETATTR3args a;
 		memset(&a, 0, sizeof(a));
 		a.object = fh;
@@ -815,65 +530,65 @@ static void lg_boot_send(struct lg_slot *slot, const struct lg_boot_call *k)
 		rc = rpc_nfs3_setattr_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_LOOKUP: {
+	case LT_LOOKUP: {
 		LOOKUP3args a;
 		a.what.dir = lg_boot_fh(cl, dir);
 		a.what.name = name;
 		rc = rpc_nfs3_lookup_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_ACCESS: {
+	case LT_ACCESS: {
 		ACCESS3args a = { .object = fh, .access = k->k_arg };
 		rc = rpc_nfs3_access_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_READLINK: {
+	case LT_READLINK: {
 		READLINK3args a = { .symlink = fh };
 		rc = rpc_nfs3_readlink_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_READ: {
+	case LT_READ: {
 		READ3args a = { .file = fh, .offset = k->k_off, .count = k->k_count };
 		rc = rpc_nfs3_read_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_WRITE: {
+	case LT_WRITE: {
 		WRITE3args a;
 		memset(&a, 0, sizeof(a));
 		a.file = fh;
 		a.offset = k->k_off;
 		a.count = k->k_count;
-		a.stable = k->k_arg == LB_NO_VALUE ? UNSTABLE : (stable_how)k->k_arg;
+		a.stable = k->k_arg == LT_NO_VALUE ? UNSTABLE : (stable_how)k->k_arg;
 		a.data.data_len = k->k_count;
 		a.data.data_val = run->r_buf;
 		rc = rpc_nfs3_write_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_COMMIT: {
+	case LT_COMMIT: {
 		COMMIT3args a = { .file = fh, .offset = k->k_off, .count = k->k_count };
 		rc = rpc_nfs3_commit_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_CREATE: {
+	case LT_CREATE: {
 		CREATE3args a;
 		memset(&a, 0, sizeof(a));
 		a.where.dir = lg_boot_fh(cl, dir);
 		a.where.name = name;
 		a.how.mode = UNCHECKED;
 		lg_boot_sattr(&a.how.createhow3_u.obj_attributes,
-			      k->k_arg == LB_NO_VALUE ? 0644 : k->k_arg, UINT64_MAX);
+			      k->k_arg == LT_NO_VALUE ? 0644 : k->k_arg, UINT64_MAX);
 		rc = rpc_nfs3_create_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_MKDIR: {
+	case LT_MKDIR: {
 		MKDIR3args a;
 		a.where.dir = lg_boot_fh(cl, dir);
 		a.where.name = name;
-		lg_boot_sattr(&a.attributes, k->k_arg == LB_NO_VALUE ? 0755 : k->k_arg, UINT64_MAX);
+		lg_boot_sattr(&a.attributes, k->k_arg == LT_NO_VALUE ? 0755 : k->k_arg, UINT64_MAX);
 		rc = rpc_nfs3_mkdir_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_SYMLINK: {
+	case LT_SYMLINK: {
 		SYMLINK3args a;
 		memset(&a, 0, sizeof(a));
 		a.where.dir = lg_boot_fh(cl, dir);
@@ -882,64 +597,64 @@ static void lg_boot_send(struct lg_slot *slot, const struct lg_boot_call *k)
 		rc = rpc_nfs3_symlink_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_REMOVE:
-	case LB_RMDIR: {
+	case LT_REMOVE:
+	case LT_RMDIR: {
 		REMOVE3args a;
 		a.object.dir = lg_boot_fh(cl, dir);
 		a.object.name = name;
-		rc = k->k_proc == LB_REMOVE
+		rc = k->k_proc == LT_REMOVE
 			     ? rpc_nfs3_remove_async(rpc, lg_boot_call_cb, &a, slot)
 			     : rpc_nfs3_rmdir_async(rpc, lg_boot_call_cb, (RMDIR3args *)&a, slot);
 		break;
 	}
-	case LB_RENAME: {
+	case LT_RENAME: {
 		RENAME3args a;
 		a.from.dir = lg_boot_fh(cl, dir);
 		a.from.name = name;
-		a.to.dir = lg_boot_fh(cl, b->b_nodes[k->k_node2].n_parent);
-		a.to.name = b->b_nodes[k->k_node2].n_name;
+		a.to.dir = lg_boot_fh(cl, b->b_trace.t_nodes[k->k_node2].n_parent);
+		a.to.name = b->b_trace.t_nodes[k->k_node2].n_name;
 		rc = rpc_nfs3_rename_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_READDIR: {
+	case LT_READDIR: {
 		READDIR3args a;
 		memset(&a, 0, sizeof(a));
 		a.dir = fh;
 		a.cookie = slot->s_cookie;
 		memcpy(a.cookieverf, slot->s_verf, sizeof(a.cookieverf));
-		a.count = k->k_count == LB_NO_VALUE ? 8192 : k->k_count;
+		a.count = k->k_count == LT_NO_VALUE ? 8192 : k->k_count;
 		rc = rpc_nfs3_readdir_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_READDIRPLUS: {
+	case LT_READDIRPLUS: {
 		READDIRPLUS3args a;
 		memset(&a, 0, sizeof(a));
 		a.dir = fh;
 		a.cookie = slot->s_cookie;
 		memcpy(a.cookieverf, slot->s_verf, sizeof(a.cookieverf));
-		a.dircount = k->k_count == LB_NO_VALUE ? 8192 : k->k_count;
-		a.maxcount = k->k_arg == LB_NO_VALUE ? 65536 : k->k_arg;
+		a.dircount = k->k_count == LT_NO_VALUE ? 8192 : k->k_count;
+		a.maxcount = k->k_arg == LT_NO_VALUE ? 65536 : k->k_arg;
 		rc = rpc_nfs3_readdirplus_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_FSSTAT: {
+	case LT_FSSTAT: {
 		FSSTAT3args a = { .fsroot = fh };
 		rc = rpc_nfs3_fsstat_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_FSINFO: {
+	case LT_FSINFO: {
 		FSINFO3args a = { .fsroot = fh };
 		rc = rpc_nfs3_fsinfo_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
-	case LB_PATHCONF: {
+	case LT_PATHCONF: {
 		PATHCONF3args a = { .object = fh };
 		rc = rpc_nfs3_pathconf_async(rpc, lg_boot_call_cb, &a, slot);
 		break;
 	}
 	}
 	if (rc)
-		lg_issue_failed(slot, lg_boot_procs[k->k_proc].name);
+		lg_issue_failed(slot, lg_trace_procs[k->k_proc].name);
 }
 
 /* Works on the slot's call: the LOOKUPs its paths need first, then the call. */
@@ -948,15 +663,15 @@ static void lg_boot_step(struct lg_slot *slot)
 	struct lg_run *run = slot->s_run;
 	struct lg_boot *b = run->r_boot;
 	struct lg_boot_slot *bs = &b->b_slots[slot->s_index];
-	const struct lg_boot_call *k = &b->b_calls[bs->b_call];
+	const struct lg_trace_call *k = &b->b_trace.t_calls[bs->b_call];
 	struct lg_boot_client *cl = lg_boot_client_of(slot);
 	uint32_t need[2];
 	int n = 0, i, st;
 
 	bs->b_phase = LB_BUSY;
-	need[n++] = lg_boot_needs_dir(k->k_proc) ? b->b_nodes[k->k_node].n_parent : k->k_node;
-	if (k->k_proc == LB_RENAME)
-		need[n++] = b->b_nodes[k->k_node2].n_parent;
+	need[n++] = lg_boot_needs_dir(k->k_proc) ? b->b_trace.t_nodes[k->k_node].n_parent : k->k_node;
+	if (k->k_proc == LT_RENAME)
+		need[n++] = b->b_trace.t_nodes[k->k_node2].n_parent;
 	for (i = 0; i < n; i++) {
 		st = lg_boot_resolve(slot, need[i]);
 		if (st == LB_WAIT)
@@ -967,8 +682,8 @@ static void lg_boot_step(struct lg_slot *slot)
 			/* a path the replay cannot reach (e.g. what --read-only left uncreated) */
 			if (++b->b_skipped <= 3 && getenv("LG_BOOT_DEBUG"))
 				fprintf(stderr, "loadgen: trace call %u (%s of node %u '%s') skipped\n",
-					bs->b_call + 1, lg_boot_procs[k->k_proc].name, need[i],
-					b->b_nodes[need[i]].n_name);
+					bs->b_call + 1, lg_trace_procs[k->k_proc].name, need[i],
+					b->b_trace.t_nodes[need[i]].n_name);
 			if (made != UINT32_MAX)
 				cl->c_handles[made].h_waits--;
 			lg_boot_call_done(slot);
@@ -987,33 +702,33 @@ static void lg_boot_call_cb(struct rpc_context *rpc, int status, void *data, voi
 	struct lg_slot *slot = priv;
 	struct lg_run *run = slot->s_run;
 	struct lg_boot *b;
-	const struct lg_boot_call *k;
+	const struct lg_trace_call *k;
 	struct lg_boot_client *cl;
 	nfsstat3 st;
 	int learned = 0;
 
 	(void)rpc;
 	b = run->r_boot;
-	k = &b->b_calls[b->b_slots[slot->s_index].b_call];
-	if (lg_boot_end(slot, status, data, lg_boot_procs[k->k_proc].name) <= 0)
+	k = &b->b_trace.t_calls[b->b_slots[slot->s_index].b_call];
+	if (lg_boot_end(slot, status, data, lg_trace_procs[k->k_proc].name) <= 0)
 		return;
 	cl = lg_boot_client_of(slot);
 	st = *(nfsstat3 *)data; /* every NFSv3 result begins with its status */
 	if (lg_boot_made(k) != UINT32_MAX)
 		cl->c_handles[lg_boot_made(k)].h_waits--;
 	switch (k->k_proc) {
-	case LB_LOOKUP:
+	case LT_LOOKUP:
 		if (st == NFS3_OK)
 			lg_boot_learn(cl, k->k_node, &((LOOKUP3res *)data)->LOOKUP3res_u.resok.object);
 		else
 			cl->c_handles[k->k_node].h_state = LB_ABSENT;
 		learned = 1;
-		if (k->k_arg != LB_NO_VALUE && (uint32_t)st != k->k_arg)
+		if (k->k_arg != LT_NO_VALUE && (uint32_t)st != k->k_arg)
 			lg_boot_unexpected(run, k, (int)st);
 		break;
-	case LB_CREATE:
-	case LB_MKDIR:
-	case LB_SYMLINK: {
+	case LT_CREATE:
+	case LT_MKDIR:
+	case LT_SYMLINK: {
 		/* the three results share their layout up to the handle */
 		post_op_fh3 *obj = &((CREATE3res *)data)->CREATE3res_u.resok.obj;
 
@@ -1028,14 +743,14 @@ static void lg_boot_call_cb(struct rpc_context *rpc, int status, void *data, voi
 			cl->c_handles[k->k_node].h_state = LB_UNKNOWN;
 		break;
 	}
-	case LB_REMOVE:
-	case LB_RMDIR:
+	case LT_REMOVE:
+	case LT_RMDIR:
 		if (st == NFS3_OK)
 			cl->c_handles[k->k_node].h_state = LB_ABSENT;
 		else
 			lg_boot_unexpected(run, k, (int)st);
 		break;
-	case LB_RENAME:
+	case LT_RENAME:
 		if (st == NFS3_OK) {
 			struct lg_boot_handle *from = &cl->c_handles[k->k_node];
 			struct lg_boot_handle *to = &cl->c_handles[k->k_node2];
@@ -1050,8 +765,8 @@ static void lg_boot_call_cb(struct rpc_context *rpc, int status, void *data, voi
 			learned = 1;
 		}
 		break;
-	case LB_READDIRPLUS:
-	case LB_READDIR: {
+	case LT_READDIRPLUS:
+	case LT_READDIR: {
 		/* the whole listing, as the recording's client read it from its start */
 		READDIRPLUS3res *rp = data;
 		READDIR3res *rd = data;
@@ -1064,7 +779,7 @@ static void lg_boot_call_cb(struct rpc_context *rpc, int status, void *data, voi
 			lg_boot_unexpected(run, k, (int)st);
 			break;
 		}
-		if (k->k_proc == LB_READDIRPLUS) {
+		if (k->k_proc == LT_READDIRPLUS) {
 			entryplus3 c;
 
 			for (ep = rp->READDIRPLUS3res_u.resok.reply.entries; ep; ep = c.nextentry) {
@@ -1109,9 +824,9 @@ static void lg_boot_pump(struct lg_run *run, struct lg_boot_client *cl)
 	while (!cl->c_done && !run->r_done && !run->r_closing) {
 		uint64_t now;
 		struct lg_slot *slot = NULL;
-		const struct lg_boot_call *k;
+		const struct lg_trace_call *k;
 
-		if (cl->c_next == b->b_ncalls) {
+		if (cl->c_next == b->b_trace.t_ncalls) {
 			if (!cl->c_active) {
 				cl->c_done = 1;
 				cl->c_end_ns = lg_now_ns();
@@ -1120,11 +835,11 @@ static void lg_boot_pump(struct lg_run *run, struct lg_boot_client *cl)
 			}
 			return;
 		}
-		k = &b->b_calls[cl->c_next];
-		if (run->r_opt.o_read_only && lg_boot_procs[k->k_proc].changes) {
+		k = &b->b_trace.t_calls[cl->c_next];
+		if (run->r_opt.o_read_only && lg_trace_procs[k->k_proc].changes) {
 			/* left out; the time the machine spent after it still passes */
-			if (++cl->c_next < b->b_ncalls && run->r_opt.o_pace > 0)
-				cl->c_due_ns += (uint64_t)(b->b_calls[cl->c_next].k_gap_us * 1000.0 /
+			if (++cl->c_next < b->b_trace.t_ncalls && run->r_opt.o_pace > 0)
+				cl->c_due_ns += (uint64_t)(b->b_trace.t_calls[cl->c_next].k_gap_us * 1000.0 /
 							   run->r_opt.o_pace);
 			continue;
 		}
@@ -1135,7 +850,7 @@ static void lg_boot_pump(struct lg_run *run, struct lg_boot_client *cl)
 		 * A change of a name waits for the calls before it, as the program that makes it has
 		 * seen the answers it depends on (rm -r removes a directory after its entries).
 		 */
-		if (cl->c_active && lg_boot_needs_dir(k->k_proc) && k->k_proc != LB_LOOKUP)
+		if (cl->c_active && lg_boot_needs_dir(k->k_proc) && k->k_proc != LT_LOOKUP)
 			return;
 		for (i = ci; i < run->r_nslots; i += run->r_nconns)
 			if (b->b_slots[i].b_phase == LB_IDLE) {
@@ -1153,8 +868,8 @@ static void lg_boot_pump(struct lg_run *run, struct lg_boot_client *cl)
 		 */
 		if (lg_boot_made(k) != UINT32_MAX)
 			cl->c_handles[lg_boot_made(k)].h_waits++;
-		if (cl->c_next < b->b_ncalls && run->r_opt.o_pace > 0)
-			cl->c_due_ns = now + (uint64_t)(b->b_calls[cl->c_next].k_gap_us * 1000.0 /
+		if (cl->c_next < b->b_trace.t_ncalls && run->r_opt.o_pace > 0)
+			cl->c_due_ns = now + (uint64_t)(b->b_trace.t_calls[cl->c_next].k_gap_us * 1000.0 /
 							run->r_opt.o_pace);
 		lg_boot_step(slot);
 	}
@@ -1178,11 +893,11 @@ uint64_t lg_boot_tick(struct lg_run *run, uint64_t now)
 	for (i = 0; i < run->r_nconns; i++) {
 		struct lg_boot_client *cl = &b->b_clients[i];
 
-		if (cl->c_done || cl->c_next == b->b_ncalls)
+		if (cl->c_done || cl->c_next == b->b_trace.t_ncalls)
 			continue;
 		if (cl->c_due_ns <= now)
 			lg_boot_pump(run, cl);
-		if (!cl->c_done && cl->c_next < b->b_ncalls && cl->c_due_ns > now &&
+		if (!cl->c_done && cl->c_next < b->b_trace.t_ncalls && cl->c_due_ns > now &&
 		    (!next || cl->c_due_ns < next))
 			next = cl->c_due_ns;
 	}
@@ -1211,7 +926,7 @@ void lg_boot_report(struct lg_run *run)
 	}
 	printf("BOOT clients=%d done=%d trace_calls=%u sent=%llu resolve_lookups=%llu skipped=%llu "
 	       "unexpected=%llu boot_mean_s=%.4f boot_max_s=%.4f setup_s=%.4f pace=%g\n",
-	       run->r_nconns, done, b->b_ncalls, (unsigned long long)b->b_sent,
+	       run->r_nconns, done, b->b_trace.t_ncalls, (unsigned long long)b->b_sent,
 	       (unsigned long long)b->b_resolves, (unsigned long long)b->b_skipped,
 	       (unsigned long long)b->b_unexpected, done ? sum / done : 0, max,
 	       (double)b->b_setup_ns / 1e9, run->r_opt.o_pace);
