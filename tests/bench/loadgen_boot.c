@@ -135,7 +135,8 @@ static int lg_boot_connect(struct lg_run *run, struct lg_conn *conn, const struc
 	}
 	if (rpc_connect_port_async(conn->c_own, server, port, prog, vers, lg_boot_connected, &w) ||
 	    lg_conn_wait(conn, &w.w_done) || w.w_failed) {
-		fprintf(stderr, "loadgen: cannot connect to %s port %d: %s\n", server, port,
+		fprintf(stderr, "loadgen: cannot connect to %s port %d: %s; check that the server "
+			"runs and listens there (the ports of --url)\n", server, port,
 			rpc_get_error(conn->c_own));
 		return -1;
 	}
