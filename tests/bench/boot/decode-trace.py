@@ -181,9 +181,9 @@ def main():
     paths = {}        # handle -> path ("/" is the export root)
     pending = {}      # (client's stream, xid) -> (time, prog, proc, call record, arguments' offset)
     calls = []        # (time, fields)
-    listed = set()    # directories listed from their start
     unknown = {}      # procedure -> calls on a handle no reply named
-    ended = False
+    dropped = {}      # procedure -> calls of a kind the replay does not make (MKNOD, LINK)
+    end_time = None   # when the booted system looked up END_NAME
 
     def child(dirpath, name):
         if name == ".":
@@ -222,9 +222,12 @@ def main():
             if proc == 1 and vers == 3 and x.u32() == 0:  # MNT
                 paths[x.opaque()] = "/"
             continue
-        if prog != NFS_PROG or vers != 3 or proc == 0 or ended:
+        if prog != NFS_PROG or vers != 3 or proc == 0:
             continue
         name = PROCS.get(proc, "PROC%d" % proc)
+        if proc in (11, 15) or proc not in PROCS:
+            dropped[name] = dropped.get(name, 0) + 1
+            continue
         status = x.u32()
         if proc in (8, 9, 10, 11, 12, 13, 3):  # the first argument is a directory + name
             dirp = paths.get(a.opaque())
@@ -236,7 +239,7 @@ def main():
             f = [name, esc(path)]
             if proc == 3:
                 if nm == end_name:
-                    ended = True
+                    end_time = t if end_time is None else min(end_time, t)
                     continue
                 f.append(str(status))
                 if status == 0:
@@ -251,7 +254,7 @@ def main():
             elif proc == 10:
                 a.sattr3()
                 f.append(esc(a.string()))
-            if proc in (8, 9, 10, 11) and status == 0:
+            if proc in (8, 9, 10) and status == 0:
                 fh = x.post_op_fh()
                 if fh is not None:
                     paths[fh] = path
@@ -283,12 +286,6 @@ def main():
             f = [name, esc(old), esc(new)]
             if status == 0:
                 renamed(old, new)
-        elif proc == 15:
-            todir = paths.get(a.opaque())
-            if todir is None:
-                unknown[name] = unknown.get(name, 0) + 1
-                continue
-            f.append(esc(child(todir, a.string())))
         elif proc in (16, 17):
             cookie = a.u64()
             a.skip(8)
@@ -308,26 +305,26 @@ def main():
                         paths[efh] = path
             if cookie:  # the replay lists a directory whole from its start
                 continue
-            listed.add(path)
             f += [str(c) for c in counts]
         calls.append((t, f))
 
     if not calls:
         sys.exit("decode-trace: no NFSv3 call in %s on port %d (wrong port, or no MNT seen?)"
                  % (pcap, nfs_port))
-    if not ended:
+    if end_time is None:
         print("decode-trace: no LOOKUP of %s: the whole capture is kept" % end_name,
               file=sys.stderr)
+    else:
+        calls = [c for c in calls if c[0] < end_time]
     calls.sort(key=lambda c: c[0])
 
     # The tree: every path a call names, their parents, and what listed directories hold.
     raw = set()
     for _, f in calls:
         raw.add(unesc(f[1]))
-        if f[0] in ("RENAME", "LINK"):
+        if f[0] == "RENAME":
             raw.add(unesc(f[2]))
-    for d in listed:
-        d = unesc(d)
+    for d in {unesc(f[1]) for _, f in calls if f[0] in ("READDIR", "READDIRPLUS")}:
         try:
             for nm in os.listdir(base + d):
                 raw.add(child(d, nm))
@@ -356,6 +353,9 @@ def main():
     if unknown:
         print("# left out, on handles no reply named: " +
               " ".join("%s=%d" % kv for kv in sorted(unknown.items())))
+    if dropped:
+        print("# left out, procedures the replay does not make: " +
+              " ".join("%s=%d" % kv for kv in sorted(dropped.items())))
     for line in tree:
         print(line)
     prev = calls[0][0]
