@@ -294,9 +294,10 @@ static void lg_usage(FILE *f)
 	fprintf(f,
 		"usage: loadgen --url URL --workload W [--inflight N] [--conns C] [--seconds S]\n"
 		"               [--path P] [--count K] [--stop-file F] [--nlm-port P]\n"
+		"               [--trace F] [--source A] [--pace X] [--read-only]\n"
 		"  URL  nfs://127.0.0.1/EXPORT?nfsport=N&mountport=M\n"
 		"  W    null getattr access lookup read write write4k randread cwr readdirplus\n"
-		"       listing opendir copyup getattr-lat lock\n"
+		"       listing opendir copyup getattr-lat lock boot\n"
 		"  --inflight N  requests in flight in total (default 32; 1 for getattr-lat,\n"
 		"                readdirplus, listing and copyup; copyup sends N one-byte WRITEs at\n"
 		"                once)\n"
@@ -315,7 +316,14 @@ static void lg_usage(FILE *f)
 		"  listing: complete READDIRPLUS listings of --path for --seconds; the rate is\n"
 		"           listings/s\n"
 		"  lock: NLM4 LOCK + UNLOCK pairs on --path (a file), each slot its own owner\n"
-		"        (svid, owner handle) and its own 4 KiB range; the rate is pairs/s\n");
+		"        (svid, owner handle) and its own 4 KiB range; the rate is pairs/s\n"
+		"  boot: --conns clients each replay the netboot trace --trace F (made by\n"
+		"        tests/bench/boot/record-trace) below --path, each from its own source\n"
+		"        address (--source A, default 127.1.0.1, then A+1, ...) with its own MNT,\n"
+		"        --inflight / --conns calls in flight (default 4 per client); --pace X:\n"
+		"        the recorded gap before each call divided by X (default 1; 0: no gaps);\n"
+		"        --read-only leaves out the calls that change the tree. It ends when\n"
+		"        every client is through; a BOOT line precedes RESULT\n");
 }
 
 static int lg_parse_int(const char *opt, const char *s, long lo, long hi, long *out)
@@ -347,6 +355,10 @@ static int lg_parse_opts(int argc, char **argv, struct lg_opts *o)
 		{ "maxcount", required_argument, NULL, 'm' },
 		{ "stop-file", required_argument, NULL, 'f' },
 		{ "nlm-port", required_argument, NULL, 'l' },
+		{ "trace", required_argument, NULL, 't' },
+		{ "source", required_argument, NULL, 'a' },
+		{ "pace", required_argument, NULL, 'x' },
+		{ "read-only", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -359,12 +371,26 @@ static int lg_parse_opts(int argc, char **argv, struct lg_opts *o)
 	o->o_seconds = 5;
 	o->o_count = 1;
 	o->o_path = "/";
+	o->o_source = "127.1.0.1";
+	o->o_pace = 1;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'u': o->o_url = optarg; break;
 		case 'w': o->o_workload = optarg; break;
 		case 'p': o->o_path = optarg; break;
 		case 'f': o->o_stop_file = optarg; break;
+		case 't': o->o_trace = optarg; break;
+		case 'a': o->o_source = optarg; break;
+		case 'r': o->o_read_only = 1; break;
+		case 'x':
+			errno = 0;
+			o->o_pace = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o->o_pace >= 0) || o->o_pace > 1e9) {
+				fprintf(stderr, "loadgen: --pace wants a factor of 0 or more, not '%s'\n",
+					optarg);
+				return -1;
+			}
+			break;
 		case 'n':
 			if (lg_parse_int("--inflight", optarg, 1, 4096, &v))
 				return -1;
@@ -475,6 +501,8 @@ static void lg_unmount_all(struct lg_run *run)
 		struct lg_conn *c = &run->r_conns[i];
 
 		lg_lock_close(c);
+		if (c->c_own)
+			rpc_destroy_context(c->c_own);
 		if (c->c_file)
 			nfs_close(c->c_nfs, c->c_file);
 		if (c->c_nfs)
@@ -537,7 +565,18 @@ static int lg_loop(struct lg_run *run)
 			pfd[i].events = (short)rpc_which_events(run->r_conns[i].c_rpc);
 			pfd[i].revents = 0;
 		}
-		n = poll(pfd, (nfds_t)run->r_nconns, 10);
+		{
+			struct timespec ts = { .tv_sec = 0, .tv_nsec = 10000000 };
+
+			if (run->r_wl->w_tick) {
+				uint64_t next = run->r_wl->w_tick(run, lg_now_ns());
+				uint64_t t = lg_now_ns();
+
+				if (next && next - t < (uint64_t)ts.tv_nsec)
+					ts.tv_nsec = next > t ? (long)(next - t) : 0;
+			}
+			n = ppoll(pfd, (nfds_t)run->r_nconns, &ts, NULL);
+		}
 		if (n < 0 && errno != EINTR) {
 			lg_error(run, "poll failed: %s", strerror(errno));
 			rc = -1;
@@ -596,7 +635,7 @@ int main(int argc, char **argv)
 	run.r_wl = lg_workload_find(run.r_opt.o_workload);
 	if (!run.r_wl) {
 		fprintf(stderr, "loadgen: unknown --workload %s; one of null getattr access lookup "
-			"read write write4k randread cwr readdirplus listing opendir copyup getattr-lat lock\n",
+			"read write write4k randread cwr readdirplus listing opendir copyup getattr-lat lock boot\n",
 			run.r_opt.o_workload);
 		return 2;
 	}
@@ -609,7 +648,9 @@ int main(int argc, char **argv)
 	if (run.r_opt.o_stop_file && !run.r_opt.o_seconds_set)
 		run.r_opt.o_seconds = 600;
 	if (!run.r_opt.o_inflight_set) {
-		run.r_opt.o_inflight = run.r_wl->w_default_inflight;
+		run.r_opt.o_inflight = run.r_wl->w_inflight_per_conn
+					       ? run.r_wl->w_inflight_per_conn * run.r_opt.o_conns
+					       : run.r_wl->w_default_inflight;
 		if (run.r_opt.o_inflight > 1 && run.r_opt.o_inflight < run.r_opt.o_conns)
 			run.r_opt.o_inflight = run.r_opt.o_conns;
 	}
@@ -625,7 +666,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "loadgen: out of memory\n");
 		goto out;
 	}
-	if (lg_mount_all(&run))
+	if (run.r_wl->w_connect ? run.r_wl->w_connect(&run) : lg_mount_all(&run))
 		goto out;
 	for (i = 0; i < run.r_nslots; i++) {
 		run.r_slots[i].s_run = &run;
@@ -635,6 +676,8 @@ int main(int argc, char **argv)
 	if (run.r_wl->w_prepare && run.r_wl->w_prepare(&run))
 		goto out;
 	failed = lg_loop(&run) != 0;
+	if (run.r_wl->w_report)
+		run.r_wl->w_report(&run);
 out:
 	/* set-up failures too get their RESULT line, so a script sees errors, not silence */
 	if (run.r_wl) {

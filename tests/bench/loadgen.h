@@ -1,7 +1,8 @@
 /*
  * loadgen: the benchmark's NFSv3 load generator (libnfs async raw API).
  * loadgen.c holds the driver (options, connections, the poll loop, latency histogram, the
- * RESULT line); loadgen_wl.c, loadgen_data.c and loadgen_dir.c hold the workloads.
+ * RESULT line); loadgen_wl.c, loadgen_data.c, loadgen_dir.c, loadgen_lock.c and
+ * loadgen_boot.c hold the workloads (loadgen_trace.c reads the boot workload's trace).
  * `loadgen --help` describes the command line.
  */
 #ifndef LOADGEN_H
@@ -29,9 +30,12 @@ struct lg_conn {
 	struct lg_fh c_fh;
 	/* lock workload: the connection to the server's NLM; c_rpc then points to it */
 	struct rpc_context *c_nlm;
+	/* a connection the workload made itself (boot: from its own source address; no c_nfs) */
+	struct rpc_context *c_own;
 };
 
 struct lg_run;
+struct lg_boot;
 
 /* One request in flight (or one chain of requests for cwr / one listing for readdirplus). */
 struct lg_slot {
@@ -64,6 +68,10 @@ struct lg_opts {
 	double o_seconds;
 	long o_count;
 	long o_maxcount;        /* readdirplus, listing: maxcount, dircount = maxcount / 8; 0: 65536/8192 */
+	const char *o_trace;    /* boot: the recorded trace */
+	const char *o_source;   /* boot: the first client's source address */
+	double o_pace;          /* boot: recorded gaps divided by this; 0: none */
+	int o_read_only;        /* boot: leave out the calls that change the tree */
 	int o_inflight_set;
 	int o_seconds_set;
 	int o_count_set;
@@ -79,9 +87,17 @@ struct lg_workload {
 	int w_default_inflight;
 	int w_data; /* report mbps */
 	uint32_t w_block; /* write: bytes per WRITE */
+	/* default --inflight per connection (over w_default_inflight) */
+	int w_inflight_per_conn;
+	/* makes the connections itself instead of libnfs's mount of --url (boot) */
+	int (*w_connect)(struct lg_run *run);
 	int (*w_prepare)(struct lg_run *run);
 	/* starts a new unit of work on an idle slot */
 	void (*w_issue)(struct lg_slot *slot);
+	/* called on every turn of the loop; returns when it wants the next turn (ns), 0: any time */
+	uint64_t (*w_tick)(struct lg_run *run, uint64_t now);
+	/* prints the workload's own result line, before RESULT */
+	void (*w_report)(struct lg_run *run);
 };
 
 #define LG_HIST_SUB 128
@@ -123,6 +139,7 @@ struct lg_run {
 	int r_final_commit;
 	long r_listings;
 	char *r_server;         /* the URL's host, for connections besides the mount */
+	struct lg_boot *r_boot;
 };
 
 /* loadgen_wl.c: shared helpers, null, getattr, lookup and the table of workloads */
@@ -151,6 +168,14 @@ void lg_dir_opendir_issue(struct lg_slot *slot);
 int lg_lock_prepare(struct lg_run *run);
 void lg_lock_issue(struct lg_slot *slot);
 void lg_lock_close(struct lg_conn *conn);
+
+/* loadgen_boot.c */
+int lg_boot_connect_all(struct lg_run *run);
+int lg_boot_prepare(struct lg_run *run);
+void lg_boot_issue(struct lg_slot *slot);
+uint64_t lg_boot_tick(struct lg_run *run, uint64_t now);
+void lg_boot_report(struct lg_run *run);
+void lg_boot_free(struct lg_run *run);
 
 const struct lg_workload *lg_workload_find(const char *name);
 void lg_workload_free(struct lg_run *run);

@@ -250,6 +250,7 @@ void lg_workload_free(struct lg_run *run)
 	free(run->r_names);
 	free(run->r_name_arena);
 	free(run->r_buf);
+	lg_boot_free(run);
 	run->r_names = NULL;
 	run->r_name_arena = NULL;
 	run->r_buf = NULL;
@@ -288,6 +289,9 @@ static const struct lg_workload lg_wl_table[] = {
 	  .w_prepare = lg_data_copyup_prepare, .w_issue = lg_data_copyup_issue },
 	{ .w_name = "lock", .w_unit = "pairs/s", .w_default_inflight = 32,
 	  .w_prepare = lg_lock_prepare, .w_issue = lg_lock_issue },
+	{ .w_name = "boot", .w_unit = "calls/s", .w_fixed = 1, .w_inflight_per_conn = 4,
+	  .w_connect = lg_boot_connect_all, .w_prepare = lg_boot_prepare,
+	  .w_issue = lg_boot_issue, .w_tick = lg_boot_tick, .w_report = lg_boot_report },
 };
 
 const struct lg_workload *lg_workload_find(const char *name)
