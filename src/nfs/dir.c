@@ -5,6 +5,7 @@
  * is only a hint (RFC 1813 lets the server ignore it, and knfsd does), and taking it as a
  * limit would cost clients a round trip per few hundred entries (Linux sends maxcount/8).
  */
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "nfs_internal.h"
@@ -15,6 +16,8 @@
 #define DIR_ATTR_XDR(present) (XDR_UNIT + ((present) ? NFS_FATTR3_XDR : 0))
 /* The resok parts around the entries: cookie verifier, list terminator and eof. */
 #define DIR_FIXED_XDR (NFS3_COOKIEVERFSIZE + XDR_UNIT + XDR_UNIT)
+/* filename3's bound in rpc/nfs3.x (rpcgen makes no constant of it). */
+#define DIR_NAME_XDR_MAX 4096
 
 struct dir_fill {
 	const struct nfs_call *df_nc;
@@ -188,4 +191,99 @@ enum rpc_outcome nfs3_readdirplus(struct rpc_req *rq, void *args, void *res)
 	}
 	nfs_call_end(&nc);
 	return RPC_OUT_REPLY;
+}
+
+/* ---- READDIRPLUS's result, encoded fast ---- */
+
+static uint32_t *dir_put32(uint32_t *p, uint32_t v)
+{
+	*p = htonl(v);
+	return p + 1;
+}
+
+static uint32_t *dir_put64(uint32_t *p, uint64_t v)
+{
+	return dir_put32(dir_put32(p, (uint32_t)(v >> 32)), (uint32_t)v);
+}
+
+/* A variable-length opaque (or string) with its padding. */
+static uint32_t *dir_put_opaque(uint32_t *p, const void *data, uint32_t len)
+{
+	char *c = (char *)dir_put32(p, len);
+
+	memcpy(c, data, len);
+	memset(c + len, 0, XDR_PAD(len) - len);
+	return (uint32_t *)(void *)(c + XDR_PAD(len));
+}
+
+static uint32_t *dir_put_time(uint32_t *p, const nfstime3 *t)
+{
+	return dir_put32(dir_put32(p, t->seconds), t->nseconds);
+}
+
+static uint32_t *dir_put_fattr(uint32_t *p, const fattr3 *a)
+{
+	p = dir_put32(p, (uint32_t)a->type);
+	p = dir_put32(p, a->mode);
+	p = dir_put32(p, a->nlink);
+	p = dir_put32(p, a->uid);
+	p = dir_put32(p, a->gid);
+	p = dir_put64(p, a->size);
+	p = dir_put64(p, a->used);
+	p = dir_put32(p, a->rdev.specdata1);
+	p = dir_put32(p, a->rdev.specdata2);
+	p = dir_put64(p, a->fsid);
+	p = dir_put64(p, a->fileid);
+	p = dir_put_time(p, &a->atime);
+	p = dir_put_time(p, &a->mtime);
+	return dir_put_time(p, &a->ctime);
+}
+
+/* The "an entry follows" flag and entry e, as xdr_pointer and xdr_entryplus3 put them. */
+static bool_t dir_put_entry(XDR *xdrs, entryplus3 *e)
+{
+	uint32_t namelen = (uint32_t)strlen(e->name);
+	const post_op_fh3 *fh = &e->name_handle;
+	uint32_t fhlen = fh->handle_follows ? fh->post_op_fh3_u.handle.data.data_len : 0;
+	u_int size = XDR_UNIT + dir_entry_core(namelen) +
+		     DIR_ATTR_XDR(e->name_attributes.attributes_follow) + XDR_UNIT +
+		     (fh->handle_follows ? XDR_UNIT + XDR_PAD(fhlen) : 0);
+	bool_t follows = TRUE;
+	uint32_t *p;
+
+	if (namelen > DIR_NAME_XDR_MAX || fhlen > NFS3_FHSIZE)
+		return FALSE;
+	p = (uint32_t *)(void *)XDR_INLINE(xdrs, (int)size);
+	if (p == NULL)
+		return xdr_bool(xdrs, &follows) && xdr_fileid3(xdrs, &e->fileid) &&
+		       xdr_filename3(xdrs, &e->name) && xdr_cookie3(xdrs, &e->cookie) &&
+		       xdr_post_op_attr(xdrs, &e->name_attributes) &&
+		       xdr_post_op_fh3(xdrs, &e->name_handle);
+	p = dir_put32(p, 1);
+	p = dir_put64(p, e->fileid);
+	p = dir_put_opaque(p, e->name, namelen);
+	p = dir_put64(p, e->cookie);
+	p = dir_put32(p, e->name_attributes.attributes_follow);
+	if (e->name_attributes.attributes_follow)
+		p = dir_put_fattr(p, &e->name_attributes.post_op_attr_u.attributes);
+	p = dir_put32(p, fh->handle_follows);
+	if (fh->handle_follows)
+		dir_put_opaque(p, fh->post_op_fh3_u.handle.data.data_val, fhlen);
+	return TRUE;
+}
+
+bool_t nfs3_xdr_readdirplus_res(XDR *xdrs, READDIRPLUS3res *r)
+{
+	READDIRPLUS3resok *ok = &r->READDIRPLUS3res_u.resok;
+	bool_t last = FALSE;
+
+	if (xdrs->x_op != XDR_ENCODE || r->status != NFS3_OK)
+		return xdr_READDIRPLUS3res(xdrs, r);
+	if (!xdr_nfsstat3(xdrs, &r->status) || !xdr_post_op_attr(xdrs, &ok->dir_attributes) ||
+	    !xdr_cookieverf3(xdrs, ok->cookieverf))
+		return FALSE;
+	for (entryplus3 *e = ok->reply.entries; e; e = e->nextentry)
+		if (!dir_put_entry(xdrs, e))
+			return FALSE;
+	return xdr_bool(xdrs, &last) && xdr_bool(xdrs, &ok->reply.eof);
 }

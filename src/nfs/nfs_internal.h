@@ -147,6 +147,13 @@ struct nfs3_write_args {
 };
 bool_t nfs3_xdr_write_args(XDR *xdrs, struct nfs3_write_args *a);
 
+/*
+ * READDIRPLUS's result, encoded an entry at a time straight into the reply where the
+ * stream lets it (rpcgen's encoder makes some twenty calls per attribute set and recurses
+ * once per entry); the same bytes as xdr_READDIRPLUS3res, which does all else.
+ */
+bool_t nfs3_xdr_readdirplus_res(XDR *xdrs, READDIRPLUS3res *r);
+
 /* Handlers; args and results are the rpcgen types of each procedure. */
 enum rpc_outcome nfs3_null(struct rpc_req *rq, void *args, void *res);
 enum rpc_outcome nfs3_getattr(struct rpc_req *rq, void *args, void *res);

@@ -270,6 +270,92 @@ static void test_readdirplus_res(void **state)
 	free(buf);
 }
 
+static int32_t *no_inline(XDR *x, u_int len)
+{
+	(void)x;
+	(void)len;
+	return NULL;
+}
+
+/* Encodes r with fn into buf, through a stream that gives no inline room when plain. */
+static u_int encode_with(xdrproc_t fn, READDIRPLUS3res *r, char *buf, u_int size, bool plain,
+			 bool *ok)
+{
+	struct xdr_ops ops;
+	XDR x;
+	u_int len;
+
+	xdrmem_create(&x, buf, size, XDR_ENCODE);
+	if (plain) {
+		ops = *x.x_ops;
+		ops.x_inline = no_inline;
+		x.x_ops = &ops;
+	}
+	*ok = fn(&x, r);
+	len = xdr_getpos(&x);
+	xdr_destroy(&x);
+	return len;
+}
+
+/*
+ * READDIRPLUS's own encoder gives rpcgen's bytes: entries with and without attributes
+ * and handles, names of every padding, inline or not, a failure status, too little room.
+ */
+static void test_readdirplus_fast(void **state)
+{
+	enum { N = 9 };
+	char *want = malloc(BUFSZ), *got = malloc(BUFSZ);
+	static const char *names[N] = { "a", "ab", "abc", "abcd", "abcde", "", "f00001",
+					"a-much-longer-name-than-the-others", "x" };
+	char fh[FH_LEN];
+	READDIRPLUS3res in;
+	entryplus3 e[N];
+	u_int wlen, glen;
+	bool ok;
+
+	(void)state;
+	memset(fh, 7, sizeof(fh));
+	memset(&in, 0, sizeof(in));
+	memset(e, 0, sizeof(e));
+	for (int i = 0; i < N; i++) {
+		e[i].fileid = 1000 + (uint64_t)i * 0x100000001ull;
+		e[i].name = (char *)names[i];
+		e[i].cookie = 0x7000000000000000ull + (uint64_t)i;
+		e[i].name_attributes.attributes_follow = i % 3 != 1;
+		fill_fattr(&e[i].name_attributes.post_op_attr_u.attributes, 50 + (uint64_t)i);
+		e[i].name_handle.handle_follows = i % 4 != 2;
+		e[i].name_handle.post_op_fh3_u.handle.data.data_len = FH_LEN - (u_int)(i % 3);
+		e[i].name_handle.post_op_fh3_u.handle.data.data_val = fh;
+		e[i].nextentry = i + 1 < N ? &e[i + 1] : NULL;
+	}
+	in.status = NFS3_OK;
+	in.READDIRPLUS3res_u.resok.dir_attributes.attributes_follow = TRUE;
+	fill_fattr(&in.READDIRPLUS3res_u.resok.dir_attributes.post_op_attr_u.attributes, 3);
+	memset(in.READDIRPLUS3res_u.resok.cookieverf, 5, NFS3_COOKIEVERFSIZE);
+	in.READDIRPLUS3res_u.resok.reply.entries = &e[0];
+	in.READDIRPLUS3res_u.resok.reply.eof = TRUE;
+	for (int plain = 0; plain < 2; plain++) {
+		wlen = encode_with((xdrproc_t)xdr_READDIRPLUS3res, &in, want, BUFSZ, false, &ok);
+		assert_true(ok);
+		glen = encode_with((xdrproc_t)nfs3_xdr_readdirplus_res, &in, got, BUFSZ, plain, &ok);
+		assert_true(ok);
+		assert_int_equal(glen, wlen);
+		assert_memory_equal(got, want, wlen);
+		/* Short of room anywhere: a clean failure, never a write past the end. */
+		for (u_int room = 0; room < wlen; room += 4) {
+			encode_with((xdrproc_t)nfs3_xdr_readdirplus_res, &in, got, room, plain, &ok);
+			assert_false(ok);
+		}
+	}
+	in.status = NFS3ERR_BAD_COOKIE;
+	wlen = encode_with((xdrproc_t)xdr_READDIRPLUS3res, &in, want, BUFSZ, false, &ok);
+	glen = encode_with((xdrproc_t)nfs3_xdr_readdirplus_res, &in, got, BUFSZ, false, &ok);
+	assert_int_equal(glen, wlen);
+	assert_memory_equal(got, want, wlen);
+	free(want);
+	free(got);
+}
+
 static void test_wcc_res(void **state)
 {
 	char *buf = malloc(BUFSZ);
@@ -405,6 +491,7 @@ int main(void)
 		cmocka_unit_test(test_create_args),
 		cmocka_unit_test(test_readdir_res),
 		cmocka_unit_test(test_readdirplus_res),
+		cmocka_unit_test(test_readdirplus_fast),
 		cmocka_unit_test(test_wcc_res),
 		cmocka_unit_test(test_mount_types),
 		cmocka_unit_test(test_lock_names_strict),
