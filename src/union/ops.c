@@ -189,10 +189,37 @@ int uop_begin(struct union_export *ux, struct store_txn **t)
 
 int uop_end(struct union_export *ux, struct store_txn *t, int r)
 {
+	return uop_end_durable(ux, t, r, -1, -1, -1);
+}
+
+/* A change's flushes in the upper branch: the new file's inode, then the directories'. */
+struct uop_flush {
+	int uf_file;
+	int uf_dir[2];
+};
+
+static int uop_flush_run(void *arg)
+{
+	const struct uop_flush *f = arg;
+	int r = f->uf_file >= 0 ? fsio_fsync(f->uf_file) : 0;
+
+	for (int i = 0; i < 2 && r == 0; i++)
+		if (f->uf_dir[i] >= 0)
+			r = fsio_fsync_dir(f->uf_dir[i]);
+	return r;
+}
+
+int uop_end_durable(struct union_export *ux, struct store_txn *t, int r, int file, int dir,
+		    int dir2)
+{
+	struct uop_flush f = { .uf_file = file, .uf_dir = { dir, dir2 } };
+	struct store_meanwhile m = { .sm_fn = uop_flush_run, .sm_arg = &f };
+	bool flush = !call_ctx()->cc_async && (file >= 0 || dir >= 0 || dir2 >= 0);
+
 	if (r < 0)
 		store_abort(t);
 	else
-		r = store_commit(t);
+		r = store_commit_meanwhile(t, flush ? &m : NULL);
 	/* Even a failed operation may have changed a branch before it gave up. */
 	ucache_changed(ux);
 	return r;
@@ -537,7 +564,7 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 		ufound_release(&f);
 		uop_wcc(ux, upfd, dir, dirpost);
 	}
-	r = uop_end(ux, t, r);
+	r = uop_end_durable(ux, t, r, nfd, existed ? -1 : upfd, -1);
 	if (r < 0)
 		goto out;
 	if (existed) {
@@ -549,10 +576,6 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 		}
 		goto out;
 	}
-	if (nfd >= 0)
-		r = uop_sync_file(nfd);
-	if (r == 0)
-		r = uop_sync_dir(upfd);
 	udir_invalidate(ux, dir);
 out:
 	if (r < 0)
@@ -724,10 +747,9 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 		uop_out(ux, &now.uo_st, ino, post);
 		uop_wcc(ux, upfd, dir, dirpost);
 	}
-	r = uop_end(ux, t, r);
+	r = uop_end_durable(ux, t, r, -1, upfd, -1);
 	if (r < 0)
 		goto out;
-	r = uop_sync_dir(upfd);
 	udir_invalidate(ux, dir);
 out:
 	if (r < 0)
