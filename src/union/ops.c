@@ -205,7 +205,7 @@ static int uop_flush_run(void *arg)
 
 	for (int i = 0; i < 2 && r == 0; i++)
 		if (f->uf_dir[i] >= 0)
-			r = fsio_fsync_dir(f->uf_dir[i]);
+			r = fsio_fsync_dir_shared(f->uf_dir[i]);
 	return r;
 }
 
