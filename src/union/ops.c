@@ -533,7 +533,7 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 	struct stat made;
 	struct uobj d;
 	bool existed = false, wh = false;
-	int r, nfd = -1, upfd;
+	int r, nfd = -1, ndir = -1, upfd;
 
 	uobj_init(&d);
 	r = uop_new_name(dir, name);
@@ -556,6 +556,12 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 			r = nfd >= 0 ? fsio_stat(nfd, &made) : fsio_statat(upfd, name, &made);
 		if (r == 0)
 			uop_undo_name(t, &undo, upfd, name, &made, wh);
+		/*
+		 * A new directory's own blocks too: without a journal (ext4's nojournal mode,
+		 * ext2) its parent's flush does not write them, and a power cut would take it.
+		 */
+		if (r == 0 && n->un_kind == UOP_DIR)
+			r = fsio_open_dir(upfd, name, &ndir);
 	}
 	if (r == 0)
 		r = ures_map(ux, t, dir, &d.uo_dirs, name, UFIND_STAT, &f, ino);
@@ -564,7 +570,8 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 		ufound_release(&f);
 		uop_wcc(ux, upfd, dir, dirpost);
 	}
-	r = uop_end_durable(ux, t, r, nfd, existed ? -1 : upfd, -1);
+	r = uop_end_durable(ux, t, r, nfd, existed ? -1 : ndir >= 0 ? ndir : upfd,
+			    ndir >= 0 ? upfd : -1);
 	if (r < 0)
 		goto out;
 	if (existed) {
@@ -581,6 +588,7 @@ out:
 	if (r < 0)
 		uop_fail_wcc(ux, &d, dir, dirpre, dirpost);
 	fsio_close(nfd);
+	fsio_close(ndir);
 	uobj_release(&d);
 	return r;
 }

@@ -433,8 +433,9 @@ int uop_begin(struct union_export *ux, struct store_txn **t);
 int uop_end(struct union_export *ux, struct store_txn *t, int r);
 /*
  * As uop_end, and makes the change durable in the upper branch too (unless the call is
- * "async"): file (a new file, or -1) and the directories dir and dir2 (or -1) are
- * flushed while the map's commit goes to disk, not after it. The reply waits for both, so
+ * "async"): file (a new file, or -1) and the directories dir and then dir2 (or -1: a
+ * new directory before its parent) are flushed while the map's commit goes to disk, not
+ * after it. The reply waits for both, so
  * a change acknowledged is on disk in the branch and in the map; a crash before that may
  * leave either one ahead of the other, as a kill -9 between them would.
  */
