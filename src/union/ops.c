@@ -94,6 +94,15 @@ static int uop_whiteout_back(int fd, const char *name, bool dir)
 	return r;
 }
 
+void uop_flush_back(int dirfd)
+{
+	int r = fsio_fsync_dir(dirfd);
+
+	if (r < 0)
+		log_warn("cannot flush a change taken back in the upper branch (%s); a crash of the "
+			 "machine now may show it as made", strerror(-r));
+}
+
 static void uop_take_back(void *arg)
 {
 	struct uop_undo *u = arg;
@@ -109,6 +118,8 @@ static void uop_take_back(void *arg)
 		r = uop_whiteout_back(u->uu_fd, u->uu_name, S_ISDIR(st.st_mode));
 	else if (r == 0)
 		r = fsio_unlink(u->uu_fd, u->uu_name, S_ISDIR(st.st_mode));
+	if (r == 0)
+		uop_flush_back(u->uu_fd);
 	fsio_restore(&ids);
 	if (r < 0)
 		log_warn("the inode map did not take a change, and its new name %s stays in the "

@@ -80,6 +80,8 @@ static void urm_take_back(void *arg)
 	} else if (r == 0) {
 		r = fsio_rename(a->ua_fd, a->ua_tmp, a->ua_fd, a->ua_name, true);
 	}
+	if (r == 0)
+		uop_flush_back(a->ua_fd);
 	fsio_restore(&ids);
 	if (r == 0)
 		a->ua_tmp[0] = '\0';

@@ -68,6 +68,11 @@ static void urn_take_back(void *arg)
 		if (r == 0)
 			r = uwh_make(u->nu_tfd, u->nu_to);
 	}
+	if (r == 0) {
+		uop_flush_back(u->nu_ffd);
+		if (u->nu_tfd != u->nu_ffd)
+			uop_flush_back(u->nu_tfd);
+	}
 	fsio_restore(&ids);
 	if (r < 0)
 		log_warn("the inode map did not take a rename, and %s stays at its new name %s (%s)",
