@@ -119,6 +119,12 @@ int fsio_fdatasync(int fd);
 uint64_t fsio_sync_failures(void);
 /* fsync of a directory given by an O_PATH fd (opened for reading, as root if needed). */
 int fsio_fsync_dir(int pathfd);
+/*
+ * As fsio_fsync_dir, for a caller whose change in the directory is complete: a flush of
+ * the same directory that another thread begins after that serves it too (src/fsio/dsync.c),
+ * so concurrent changes in one directory share flushes. Waits for the disk meanwhile.
+ */
+int fsio_fsync_dir_shared(int pathfd);
 /* -EFBIG for a size (or, in fsio_pwrite, an end) beyond what an off_t holds. */
 int fsio_ftruncate(int fd, uint64_t size);
 /*

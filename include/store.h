@@ -106,6 +106,22 @@ struct store_undo {
 void store_on_undo(struct store_txn *txn, struct store_undo *u);
 /* Commits a write transaction (durably) or ends a read one. Frees txn either way. */
 int store_commit(struct store_txn *txn);
+/*
+ * What a change does while its commit goes to disk: sm_fn(sm_arg) runs on the caller's
+ * thread once the change is in the map's pending commit and before waiting for it (never
+ * when the change did not get into it), so the change's own flushes (its branch's) and
+ * the map's overlap. Returns 0 or -errno.
+ */
+struct store_meanwhile {
+	int (*sm_fn)(void *arg);
+	void *sm_arg;
+	int sm_rc;                       /* the store's: what sm_fn returned */
+};
+/*
+ * As store_commit, with meanwhile (may be NULL) run as said: the map's error when its
+ * commit failed, else meanwhile's result.
+ */
+int store_commit_meanwhile(struct store_txn *txn, struct store_meanwhile *meanwhile);
 void store_abort(struct store_txn *txn);
 
 int store_get(struct store_txn *txn, uint16_t exp, uint64_t ino, struct store_inode *out);

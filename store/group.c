@@ -228,11 +228,9 @@ int sgroup_begin(struct sgroup *g, MDB_txn **child)
 	return rc;
 }
 
-/* Lock held: the change is over; wait until the parent that holds everything is on disk. */
-static int sgroup_finish(struct sgroup *g, bool added)
+/* Lock held: the change is over; the next one may begin, or the parent go to disk. */
+static void sgroup_hand_over(struct sgroup *g, bool added)
 {
-	uint64_t gen = g->g_gen;
-
 	g->g_child = false;
 	if (added)
 		g->g_pending++;
@@ -241,8 +239,11 @@ static int sgroup_finish(struct sgroup *g, bool added)
 		pthread_cond_signal(&g->g_wake);
 	else
 		pthread_cond_signal(&g->g_turn);
-	if (!added && g->g_pending == 0)
-		return 0;
+}
+
+/* Lock held: waits until parent gen, which holds everything of this change, is on disk. */
+static int sgroup_wait_durable(struct sgroup *g, uint64_t gen)
+{
 	if (g->g_durable < gen) {
 		blocking_enter();
 		while (g->g_durable < gen)
@@ -250,6 +251,17 @@ static int sgroup_finish(struct sgroup *g, bool added)
 		blocking_leave();
 	}
 	return g->g_failed_gen == gen ? g->g_failed_rc : 0;
+}
+
+/* Lock held: the change is over; wait until the parent that holds everything is on disk. */
+static int sgroup_finish(struct sgroup *g, bool added)
+{
+	uint64_t gen = g->g_gen;
+
+	sgroup_hand_over(g, added);
+	if (!added && g->g_pending == 0)
+		return 0;
+	return sgroup_wait_durable(g, gen);
 }
 
 void sgroup_run_undo(struct store_undo *undo)
@@ -260,11 +272,15 @@ void sgroup_run_undo(struct store_undo *undo)
 	}
 }
 
-int sgroup_commit(struct sgroup *g, MDB_txn *child, struct store_undo *undo)
+int sgroup_commit(struct sgroup *g, MDB_txn *child, struct store_undo *undo,
+		  struct store_meanwhile *meanwhile)
 {
 	struct store_undo *last = undo;
+	uint64_t gen;
 	int rc = mdb_txn_commit(child);
 
+	if (meanwhile)
+		meanwhile->sm_rc = 0;
 	/* Still this change's turn: nothing else saw its branch step yet. */
 	if (rc != 0)
 		sgroup_run_undo(undo);
@@ -278,7 +294,18 @@ int sgroup_commit(struct sgroup *g, MDB_txn *child, struct store_undo *undo)
 			last->su_next = g->g_undo;
 			g->g_undo = undo;
 		}
-		rc = sgroup_finish(g, true);
+		gen = g->g_gen;
+		sgroup_hand_over(g, true);
+		if (meanwhile) {
+			/*
+			 * The change's own waits for the disk (its branch's) overlap the parent's
+			 * commit instead of following it: the reply still waits for both.
+			 */
+			pthread_mutex_unlock(&g->g_lock);
+			meanwhile->sm_rc = meanwhile->sm_fn(meanwhile->sm_arg);
+			pthread_mutex_lock(&g->g_lock);
+		}
+		rc = sgroup_wait_durable(g, gen);
 	}
 	pthread_mutex_unlock(&g->g_lock);
 	return rc;

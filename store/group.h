@@ -32,9 +32,12 @@ int sgroup_begin(struct sgroup *g, MDB_txn **child);
  * Commits the change into the parent and returns once the parent is on disk. When the
  * change cannot go into the parent, undo (a list, newest first, may be NULL) runs at once;
  * when the parent's commit fails, the committer runs the undos of all its changes, newest
- * first, before any other change begins.
+ * first, before any other change begins. Once the change is in the parent, meanwhile
+ * (may be NULL) runs on the caller's thread while the parent goes to disk, and its result
+ * goes to its sm_rc (0 when it did not run). Returns LMDB's error code.
  */
-int sgroup_commit(struct sgroup *g, MDB_txn *child, struct store_undo *undo);
+int sgroup_commit(struct sgroup *g, MDB_txn *child, struct store_undo *undo,
+		  struct store_meanwhile *meanwhile);
 /* Runs a list of undos, newest first. */
 void sgroup_run_undo(struct store_undo *undo);
 /*

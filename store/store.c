@@ -759,7 +759,7 @@ static int store_short_write(const struct store *st, int rc)
 	return rc;
 }
 
-int store_commit(struct store_txn *txn)
+int store_commit_meanwhile(struct store_txn *txn, struct store_meanwhile *meanwhile)
 {
 	struct store *st = txn->tx_store;
 	int rc = 0;
@@ -769,10 +769,17 @@ int store_commit(struct store_txn *txn)
 		return 0;
 	}
 	rc = store_errno(st, store_short_write(st, sgroup_commit(st->st_group, txn->tx_txn,
-								 txn->tx_undo)),
+								 txn->tx_undo, meanwhile)),
 			 "commit");
+	if (rc == 0 && meanwhile)
+		rc = meanwhile->sm_rc;
 	free(txn);
 	return rc;
+}
+
+int store_commit(struct store_txn *txn)
+{
+	return store_commit_meanwhile(txn, NULL);
 }
 
 void store_abort(struct store_txn *txn)

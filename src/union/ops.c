@@ -94,6 +94,15 @@ static int uop_whiteout_back(int fd, const char *name, bool dir)
 	return r;
 }
 
+void uop_flush_back(int dirfd)
+{
+	int r = fsio_fsync_dir(dirfd);
+
+	if (r < 0)
+		log_warn("cannot flush a change taken back in the upper branch (%s); a crash of the "
+			 "machine now may show it as made", strerror(-r));
+}
+
 static void uop_take_back(void *arg)
 {
 	struct uop_undo *u = arg;
@@ -109,6 +118,8 @@ static void uop_take_back(void *arg)
 		r = uop_whiteout_back(u->uu_fd, u->uu_name, S_ISDIR(st.st_mode));
 	else if (r == 0)
 		r = fsio_unlink(u->uu_fd, u->uu_name, S_ISDIR(st.st_mode));
+	if (r == 0)
+		uop_flush_back(u->uu_fd);
 	fsio_restore(&ids);
 	if (r < 0)
 		log_warn("the inode map did not take a change, and its new name %s stays in the "
@@ -189,10 +200,37 @@ int uop_begin(struct union_export *ux, struct store_txn **t)
 
 int uop_end(struct union_export *ux, struct store_txn *t, int r)
 {
+	return uop_end_durable(ux, t, r, -1, -1, -1);
+}
+
+/* A change's flushes in the upper branch: the new file's inode, then the directories'. */
+struct uop_flush {
+	int uf_file;
+	int uf_dir[2];
+};
+
+static int uop_flush_run(void *arg)
+{
+	const struct uop_flush *f = arg;
+	int r = f->uf_file >= 0 ? fsio_fsync(f->uf_file) : 0;
+
+	for (int i = 0; i < 2 && r == 0; i++)
+		if (f->uf_dir[i] >= 0)
+			r = fsio_fsync_dir_shared(f->uf_dir[i]);
+	return r;
+}
+
+int uop_end_durable(struct union_export *ux, struct store_txn *t, int r, int file, int dir,
+		    int dir2)
+{
+	struct uop_flush f = { .uf_file = file, .uf_dir = { dir, dir2 } };
+	struct store_meanwhile m = { .sm_fn = uop_flush_run, .sm_arg = &f };
+	bool flush = !call_ctx()->cc_async && (file >= 0 || dir >= 0 || dir2 >= 0);
+
 	if (r < 0)
 		store_abort(t);
 	else
-		r = store_commit(t);
+		r = store_commit_meanwhile(t, flush ? &m : NULL);
 	/* Even a failed operation may have changed a branch before it gave up. */
 	ucache_changed(ux);
 	return r;
@@ -506,7 +544,7 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 	struct stat made;
 	struct uobj d;
 	bool existed = false, wh = false;
-	int r, nfd = -1, upfd;
+	int r, nfd = -1, ndir = -1, upfd;
 
 	uobj_init(&d);
 	r = uop_new_name(dir, name);
@@ -529,6 +567,12 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 			r = nfd >= 0 ? fsio_stat(nfd, &made) : fsio_statat(upfd, name, &made);
 		if (r == 0)
 			uop_undo_name(t, &undo, upfd, name, &made, wh);
+		/*
+		 * A new directory's own blocks too: without a journal (ext4's nojournal mode,
+		 * ext2) its parent's flush does not write them, and a power cut would take it.
+		 */
+		if (r == 0 && n->un_kind == UOP_DIR)
+			r = fsio_open_dir(upfd, name, &ndir);
 	}
 	if (r == 0)
 		r = ures_map(ux, t, dir, &d.uo_dirs, name, UFIND_STAT, &f, ino);
@@ -537,7 +581,8 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 		ufound_release(&f);
 		uop_wcc(ux, upfd, dir, dirpost);
 	}
-	r = uop_end(ux, t, r);
+	r = uop_end_durable(ux, t, r, nfd, existed ? -1 : ndir >= 0 ? ndir : upfd,
+			    ndir >= 0 ? upfd : -1);
 	if (r < 0)
 		goto out;
 	if (existed) {
@@ -549,15 +594,12 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 		}
 		goto out;
 	}
-	if (nfd >= 0)
-		r = uop_sync_file(nfd);
-	if (r == 0)
-		r = uop_sync_dir(upfd);
 	udir_invalidate(ux, dir);
 out:
 	if (r < 0)
 		uop_fail_wcc(ux, &d, dir, dirpre, dirpost);
 	fsio_close(nfd);
+	fsio_close(ndir);
 	uobj_release(&d);
 	return r;
 }
@@ -724,10 +766,9 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 		uop_out(ux, &now.uo_st, ino, post);
 		uop_wcc(ux, upfd, dir, dirpost);
 	}
-	r = uop_end(ux, t, r);
+	r = uop_end_durable(ux, t, r, -1, upfd, -1);
 	if (r < 0)
 		goto out;
-	r = uop_sync_dir(upfd);
 	udir_invalidate(ux, dir);
 out:
 	if (r < 0)

@@ -80,6 +80,8 @@ static void urm_take_back(void *arg)
 	} else if (r == 0) {
 		r = fsio_rename(a->ua_fd, a->ua_tmp, a->ua_fd, a->ua_name, true);
 	}
+	if (r == 0)
+		uop_flush_back(a->ua_fd);
 	fsio_restore(&ids);
 	if (r == 0)
 		a->ua_tmp[0] = '\0';
@@ -287,19 +289,24 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		    &slot);
 	if (r == 0 || done)
 		uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpost);
-	r = uop_end(ux, t, r);
+	r = uop_end_durable(ux, t, r, -1, d.uo_dirs.ds_fd[0], -1);
 	/* Not taken by the map: the branch is settled with it again (now, or at the next start). */
 	uint_intent_end(ux, slot, &in, r < 0, urm_settle);
-	if (r < 0 && done)
-		r = uop_kept(name, r);
+	if (r < 0 && done) {
+		uop_kept(name, r);
+		r = uop_sync_dir(d.uo_dirs.ds_fd[0]);
+	}
 	if (r < 0)
 		goto out;
-	/* The map took it: what was set aside goes for good, and the hard-link index entry. */
+	/*
+	 * The map took it: what was set aside goes for good, and the hard-link index entry.
+	 * The name's removal is on disk already; a crash may keep the set-aside file (hidden
+	 * under its temporary name), as a kill -9 just before this would.
+	 */
 	if (aside.ua_tmp[0])
 		uop_drop_tmp(d.uo_dirs.ds_fd[0], aside.ua_tmp);
 	if (forget)
 		uhl_forget(ux, forget);
-	r = uop_sync_dir(d.uo_dirs.ds_fd[0]);
 	udir_invalidate(ux, dir);
 	if (gone) {
 		udir_invalidate(ux, gone);

@@ -68,6 +68,11 @@ static void urn_take_back(void *arg)
 		if (r == 0)
 			r = uwh_make(u->nu_tfd, u->nu_to);
 	}
+	if (r == 0) {
+		uop_flush_back(u->nu_ffd);
+		if (u->nu_tfd != u->nu_ffd)
+			uop_flush_back(u->nu_tfd);
+	}
 	fsio_restore(&ids);
 	if (r < 0)
 		log_warn("the inode map did not take a rename, and %s stays at its new name %s (%s)",
@@ -477,16 +482,17 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		uop_wcc(ux, sfd, fromdir, frompost);
 		uop_wcc(ux, tfd, todir, topost);
 	}
-	r = uop_end(ux, t, r);
+	r = uop_end_durable(ux, t, r, -1, sfd, fromdir != todir ? tfd : -1);
 	/* Not taken by the map: the branch is settled with it again (now, or at the next start). */
 	uint_intent_end(ux, slot, &in, r < 0, urn_settle);
-	if (r < 0 && moved)
-		r = uop_kept(toname, r);
+	if (r < 0 && moved) {
+		uop_kept(toname, r);
+		r = uop_sync_dir(sfd);
+		if (r == 0 && fromdir != todir)
+			r = uop_sync_dir(tfd);
+	}
 	if (r < 0)
 		goto out;
-	r = uop_sync_dir(sfd);
-	if (r == 0 && fromdir != todir)
-		r = uop_sync_dir(tfd);
 	udir_invalidate(ux, fromdir);
 	udir_invalidate(ux, todir);
 	if (gone) {

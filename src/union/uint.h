@@ -432,6 +432,22 @@ int uop_begin(struct union_export *ux, struct store_txn **t);
 /* Commits t if r is 0, else aborts it; returns the outcome. */
 int uop_end(struct union_export *ux, struct store_txn *t, int r);
 /*
+ * As uop_end, and makes the change durable in the upper branch too (unless the call is
+ * "async"): file (a new file, or -1) and the directories dir and then dir2 (or -1: a
+ * new directory before its parent) are flushed while the map's commit goes to disk, not
+ * after it. The reply waits for both, so a change acknowledged is on disk in the branch
+ * and in the map; a crash before that may leave either one ahead of the other, as a kill
+ * -9 between them would.
+ */
+int uop_end_durable(struct union_export *ux, struct store_txn *t, int r, int file, int dir,
+		    int dir2);
+/*
+ * For a change's take-back (store_undo): its directory dirfd to disk. The change's own
+ * flush runs while the map commits, so it may be on disk already; the failed reply must
+ * not leave it there. A failure is logged.
+ */
+void uop_flush_back(int dirfd);
+/*
  * A directory's attributes for wcc_data, taken between uop_begin and uop_end: changes are
  * serialised there, so the attributes before and after a change bracket it alone. Zeroed
  * (absent) when the stat fails.

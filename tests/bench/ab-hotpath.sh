@@ -8,7 +8,8 @@
 #   LOADGEN=path  the load generator (default build/bench/loadgen: make bench-tools)
 #   PORT=P        first of the four ports used on 127.0.0.1 (default 13071)
 #   CASES="W.N ..." workloads and in-flight counts (default "getattr.1 getattr.32 lookup.1
-#                 lookup.32"; "lock.1 lock.32" measures NLM LOCK+UNLOCK pairs on a file)
+#                 lookup.32"; "lock.1 lock.32" measures NLM LOCK+UNLOCK pairs on a file,
+#                 "cwr.1 cwr.32" CREATE + WRITE FILE_SYNC + REMOVE chains, per file)
 # Prints two tables, per workload, in-flight count and binary: the rate in calls/s and the
 # server's CPU time per call (all its threads, from /proc/PID/task/*/schedstat), each as the
 # median with the lowest and highest round, then NEW's median against OLD's. On a machine
@@ -88,6 +89,7 @@ measure() {
 	local wl=$1 inflight=$2 port=$((PORT + 2 * $3)) pid=${PIDS[$3]} path='' out c0 c1 rate ops
 	[ "$wl" = lookup ] && path="--path dir"
 	[ "$wl" = lock ] && path="--path lockfile --nlm-port $(nlm_port "$3")"
+	[ "$wl" = cwr ] && path="--path cwr"
 	c0=$(cpu_ns "$pid")
 	# shellcheck disable=SC2086
 	out=$("$LOADGEN" --url "nfs://127.0.0.1/ab?nfsport=$port&mountport=$((port + 1))" \
@@ -104,7 +106,7 @@ measure() {
 # median, lowest and highest of the numbers on stdin, with FORMAT for each
 summary() { sort -n | awk -v f="$1" '{ v[NR] = $1 } END { printf f " " f " " f, v[int((NR + 1) / 2)], v[1], v[NR] }'; }
 
-mkdir -p "$WORK/lower/dir"
+mkdir -p "$WORK/lower/dir" "$WORK/lower/cwr"
 echo x > "$WORK/lower/lockfile"
 for n in $(seq 1 $NAMES); do
 	echo x > "$WORK/lower/dir/f$n"

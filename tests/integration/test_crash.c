@@ -6,7 +6,8 @@
  * - bytes written FILE_SYNC, and bytes written UNSTABLE then COMMITted with the verifier of
  *   their WRITE replies, read back the same (through the kept handle and through the name);
  * - names created, made, renamed (files and directories, made ones and lower ones) with an
- *   OK reply exist with the same fileid; names removed or renamed away with an OK reply stay
+ *   OK reply exist with the same fileid (the storms making them work in pairs in one
+ *   directory, so several changes of one directory are in flight and share its flushes); names removed or renamed away with an OK reply stay
  *   away, also where a lower branch still has the name (a whiteout must hide it), and a name
  *   created again over a removed one is the new object, never the removed one;
  * - every kept handle of a live object answers GETATTR with its fileid and READ with its bytes;
@@ -50,7 +51,8 @@
 #define T_WORK ".unionnfsd.work"          /* the upper's work directory (README) */
 #define T_TMP "copyup."                   /* copies being built there */
 #define T_DEFAULT_ROUNDS 6
-#define T_NS_THREADS 2                    /* namespace storms per round */
+#define T_NS_THREADS 4                    /* namespace storms per round ... */
+#define T_NS_PER_DIR 2                    /* ... this many in each directory, at once */
 #define T_LOWER_FILES 12                  /* lower files in each storm's directory */
 #define T_LOWER_DIRS 3                    /* lower directories in it */
 #define T_LOWER_DIR_FILES 3               /* lower files in each of those */
@@ -562,7 +564,7 @@ static bool storm_make(struct worker *w, bool is_dir)
 		dfh = &w->w_dir;
 		dpath = w->w_dir_path;
 	}
-	snprintf(name, sizeof(name), "%s%d", is_dir ? "d" : "f", w->w_counter++);
+	snprintf(name, sizeof(name), "%s%d-%d", is_dir ? "d" : "f", w->w_id, w->w_counter++);
 	if (snprintf(o->o_path, T_PATH, "%s/%s", dpath, name) >= T_PATH)
 		return true;
 	o->o_dir = is_dir;
@@ -610,7 +612,7 @@ static bool storm_rename(struct worker *w)
 	char name[32];
 
 	pick_dir(w, &to, &tpath);
-	snprintf(name, sizeof(name), "r%d", w->w_counter++);
+	snprintf(name, sizeof(name), "r%d-%d", w->w_id, w->w_counter++);
 	if (snprintf(o->o_alt, T_PATH, "%s/%s", tpath, name) >= T_PATH)
 		return true;
 	o->o_state = OBJ_RENAMING;
@@ -636,7 +638,7 @@ static bool storm_rename_dir(struct worker *w)
 	struct obj *o = &objs[w->w_subdirs[k]];
 	char name[32], old[T_PATH];
 
-	snprintf(name, sizeof(name), "rd%d", w->w_counter++);
+	snprintf(name, sizeof(name), "rd%d-%d", w->w_id, w->w_counter++);
 	if (snprintf(o->o_alt, T_PATH, "%s/%s", w->w_dir_path, name) >= T_PATH)
 		return true;
 	o->o_state = OBJ_RENAMING;
@@ -1475,17 +1477,18 @@ static void setup_storm(struct round *r, struct worker *w, CLIENT *c)
 	fattr3 a;
 
 	new_worker(r, w, c);
-	snprintf(w->w_dir_path, T_PATH, "ns%d-%d", r->r_no, w->w_id);
+	/* Storms that share a directory: their changes there are in flight together. */
+	snprintf(w->w_dir_path, T_PATH, "ns%d-%d", r->r_no, w->w_id / T_NS_PER_DIR);
 	w->w_files = calloc(T_MAX_OBJS, sizeof(int));
 	w->w_all = calloc(T_MAX_OBJS, sizeof(int));
 	w->w_removed = calloc(T_MAX_OBJS, sizeof(int));
 	assert_true(w->w_files && w->w_all && w->w_removed);
 	for (int k = 0; k < T_LOWER_FILES; k++) {
-		snprintf(rel, sizeof(rel), "%s/low%d", w->w_dir_path, k);
+		snprintf(rel, sizeof(rel), "%s/low%d-%d", w->w_dir_path, w->w_id, k);
 		lower_obj(w, rel, false);
 	}
 	for (int k = 0; k < T_LOWER_DIRS; k++) {
-		snprintf(dir, sizeof(dir), "%s/ld%d", w->w_dir_path, k);
+		snprintf(dir, sizeof(dir), "%s/ld%d-%d", w->w_dir_path, w->w_id, k);
 		w->w_subdirs[w->w_nsubdirs++] = lower_obj(w, dir, true);
 		for (int j = 0; j < T_LOWER_DIR_FILES; j++) {
 			if (snprintf(rel, sizeof(rel), "%s/x%d", dir, j) >= (int)sizeof(rel))

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -799,6 +800,69 @@ static void test_shed_on_emfile(void **state)
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 
+/* Changes in two directories from several threads, each flushed with the shared sync. */
+#define SHARED_THREADS 6
+#define SHARED_ROUNDS 40
+
+struct shared_arg {
+	int sa_dirfd;
+	int sa_id;
+	int sa_failed;
+};
+
+static void *shared_syncer(void *arg)
+{
+	struct shared_arg *a = arg;
+	char name[32];
+	int fd;
+
+	for (int k = 0; k < SHARED_ROUNDS; k++) {
+		snprintf(name, sizeof(name), "t%d-%d", a->sa_id, k);
+		if (fsio_open_file(a->sa_dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0644, &fd) < 0 ||
+		    fsio_fsync_dir_shared(a->sa_dirfd) != 0)
+			a->sa_failed++;
+		else
+			fsio_close(fd);
+	}
+	return NULL;
+}
+
+static void test_fsync_dir_shared(void **state)
+{
+	struct fx *f = *state;
+	struct shared_arg args[SHARED_THREADS];
+	pthread_t t[SHARED_THREADS];
+	int dirs[2], fd;
+
+	assert_int_equal(fsio_mkdir(f->fd, "a", 0755), 0);
+	assert_int_equal(fsio_mkdir(f->fd, "b", 0755), 0);
+	assert_int_equal(fsio_open_dir(f->fd, "a", &dirs[0]), 0);
+	assert_int_equal(fsio_open_dir(f->fd, "b", &dirs[1]), 0);
+	for (int i = 0; i < SHARED_THREADS; i++) {
+		args[i] = (struct shared_arg){ .sa_dirfd = dirs[i % 2], .sa_id = i };
+		assert_int_equal(pthread_create(&t[i], NULL, shared_syncer, &args[i]), 0);
+	}
+	for (int i = 0; i < SHARED_THREADS; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		assert_int_equal(args[i].sa_failed, 0);
+	}
+	/* Every file made is there: a flush waited for is never one of the other directory. */
+	for (int i = 0; i < SHARED_THREADS; i++) {
+		char name[32];
+		struct stat st;
+
+		snprintf(name, sizeof(name), "t%d-%d", i, SHARED_ROUNDS - 1);
+		assert_int_equal(fsio_statat(dirs[i % 2], name, &st), 0);
+		assert_int_equal(fsio_statat(dirs[(i + 1) % 2], name, &st), -ENOENT);
+	}
+	fsio_close(dirs[0]);
+	fsio_close(dirs[1]);
+	/* A descriptor that is no longer open says so, as fsio_fsync_dir does. */
+	assert_int_equal(fsio_open_dir(f->fd, "a", &fd), 0);
+	fsio_close(fd);
+	assert_int_equal(fsio_fsync_dir_shared(fd), -EBADF);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -814,6 +878,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_tree_keeps_link_targets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_tree_stays_on_its_file_system, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fsync_dir_shared, setup, teardown),
 	};
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
 
