@@ -36,6 +36,12 @@ static uint32_t dir_entry_core(size_t namelen)
 	return 8 + XDR_UNIT + XDR_PAD((uint32_t)namelen) + 8;
 }
 
+/* What READDIRPLUS adds to an entry: its post_op_attr and its post_op_fh3. */
+static uint32_t dir_entry_plus(bool attrs, bool handle, uint32_t fhlen)
+{
+	return DIR_ATTR_XDR(attrs) + XDR_UNIT + (handle ? XDR_UNIT + XDR_PAD(fhlen) : 0);
+}
+
 static int dir_add(void *ctx, const struct union_dirent *de)
 {
 	struct dir_fill *df = ctx;
@@ -48,7 +54,7 @@ static int dir_add(void *ctx, const struct union_dirent *de)
 	char *name;
 
 	if (df->df_plus)
-		size += DIR_ATTR_XDR(de->ud_st != NULL) + XDR_UNIT + XDR_UNIT + FH_LEN;
+		size += dir_entry_plus(de->ud_st != NULL, true, FH_LEN);
 	if (size > df->df_max - df->df_used) {
 		df->df_full = true;
 		return 1;
@@ -246,8 +252,7 @@ static bool_t dir_put_entry(XDR *xdrs, entryplus3 *e)
 	const post_op_fh3 *fh = &e->name_handle;
 	uint32_t fhlen = fh->handle_follows ? fh->post_op_fh3_u.handle.data.data_len : 0;
 	u_int size = XDR_UNIT + dir_entry_core(namelen) +
-		     DIR_ATTR_XDR(e->name_attributes.attributes_follow) + XDR_UNIT +
-		     (fh->handle_follows ? XDR_UNIT + XDR_PAD(fhlen) : 0);
+		     dir_entry_plus(e->name_attributes.attributes_follow, fh->handle_follows, fhlen);
 	bool_t follows = TRUE;
 	uint32_t *p;
 

@@ -568,14 +568,20 @@ static void udir_attrs_take(struct udir_list *l, size_t from, size_t n, uint64_t
 	pthread_mutex_unlock(&l->dl_attr_lock);
 }
 
+/* The listing's kept attributes, made at first use (NULL short of memory). Lock held. */
+static struct udir_attr *udir_attrs_room(struct udir_list *l)
+{
+	if (!l->dl_attrs)
+		l->dl_attrs = calloc(l->dl_n, sizeof(*l->dl_attrs));
+	return l->dl_attrs;
+}
+
 /* Keeps the attributes read for entries [from, from + n) where fresh says so. */
 static void udir_attrs_keep(struct udir_list *l, size_t from, size_t n,
 			    const struct udir_attr *a, const bool *fresh)
 {
 	pthread_mutex_lock(&l->dl_attr_lock);
-	if (!l->dl_attrs)
-		l->dl_attrs = calloc(l->dl_n, sizeof(*l->dl_attrs));
-	for (size_t k = 0; l->dl_attrs && k < n; k++)
+	for (size_t k = 0; udir_attrs_room(l) && k < n; k++)
 		if (fresh[k])
 			l->dl_attrs[from + k] = a[k];
 	pthread_mutex_unlock(&l->dl_attr_lock);
@@ -633,9 +639,7 @@ static void udir_attrs_keep_batch(struct udir_list *l, const struct udir_batch *
 				  uint64_t changes)
 {
 	pthread_mutex_lock(&l->dl_attr_lock);
-	if (!l->dl_attrs)
-		l->dl_attrs = calloc(l->dl_n, sizeof(*l->dl_attrs));
-	for (size_t k = 0; l->dl_attrs && k < n; k++)
+	for (size_t k = 0; udir_attrs_room(l) && k < n; k++)
 		if (b->db_pidx[k] >= 0 && b->db_inos[k] && udir_keepable(&b->db_st[k]))
 			udir_attr_set(&l->dl_attrs[b->db_idx[k]], &b->db_st[k], changes);
 	pthread_mutex_unlock(&l->dl_attr_lock);
