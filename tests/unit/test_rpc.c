@@ -650,20 +650,28 @@ static void test_serve_outcomes(void **state)
 }
 
 /* A call of proc asking for len bytes; returns the reply code and its size. */
-static uint32_t serve_long(uint32_t proc, uint32_t len, size_t *size)
+/* The reply (its bytes, their count in *size) to procedure proc of FAKE_PROG v2 with arg. */
+static uint8_t *serve_u32(uint32_t proc, uint32_t arg, size_t *size)
 {
 	struct callspec c = spec_sys();
 	uint8_t buf[4096], *out;
-	uint32_t arg = htonl(len);
+	uint32_t net = htonl(arg);
 	size_t n;
-	struct reply r;
 
 	c.proc = proc;
-	c.args = (const uint8_t *)&arg;
+	c.args = (const uint8_t *)&net;
 	c.argslen = 4;
 	n = build_call(buf, sizeof(buf), &c);
 	out = rpc_serve(buf, n, NULL, 0, IPPROTO_TCP, size);
 	assert_non_null(out);
+	return out;
+}
+
+static uint32_t serve_long(uint32_t proc, uint32_t len, size_t *size)
+{
+	uint8_t *out = serve_u32(proc, len, size);
+	struct reply r;
+
 	parse_reply(out, *size, IPPROTO_TCP, &r);
 	free(out);
 	return r.code;
@@ -711,23 +719,6 @@ static void test_reply_max(void **state)
 	assert_int_equal(serve_long(FAKE_BIG, FAKE_BIG_MAX, &size), SYSTEM_ERR);
 }
 
-/* The reply to FAKE_BOUNDED for arg (its bytes, their count in *size). */
-static uint8_t *serve_bounded(uint32_t arg, size_t *size)
-{
-	struct callspec c = spec_sys();
-	uint8_t buf[4096], *out;
-	uint32_t net = htonl(arg);
-	size_t n;
-
-	c.proc = FAKE_BOUNDED;
-	c.args = (const uint8_t *)&net;
-	c.argslen = 4;
-	n = build_call(buf, sizeof(buf), &c);
-	out = rpc_serve(buf, n, NULL, 0, IPPROTO_TCP, size);
-	assert_non_null(out);
-	return out;
-}
-
 /*
  * A handler's bound on its result saves counting it first: the reply is the same whether
  * the bound is exact, generous, too small (counted after all) or not given.
@@ -740,12 +731,12 @@ static void test_reply_bound(void **state)
 	struct reply r;
 
 	(void)state;
-	want = serve_bounded(1000, &wantlen);
+	want = serve_u32(FAKE_BOUNDED, 1000, &wantlen);
 	parse_reply(want, wantlen, IPPROTO_TCP, &r);
 	assert_int_equal(r.code, SUCCESS);
 	assert_int_equal(r.restlen, 4 + 1000);
 	for (size_t i = 1; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
-		got = serve_bounded(bounds[i] << 16 | 1000, &gotlen);
+		got = serve_u32(FAKE_BOUNDED, bounds[i] << 16 | 1000, &gotlen);
 		assert_int_equal(gotlen, wantlen);
 		assert_memory_equal(got, want, wantlen);
 		free(got);
