@@ -12,6 +12,7 @@
 
 #include "exports.h"
 #include "net.h"
+#include "union.h"
 
 #define CONFIG_ERRLEN 512
 
@@ -19,8 +20,16 @@ struct hostmap;              /* hostmap.h */
 
 struct export_conf {
 	char *ec_name;           /* mount path as clients name it, e.g. "/union" */
-	char **ec_branches;      /* absolute paths, top-down: [0] is the writable upper */
+	char **ec_branches;      /* absolute paths, top-down */
+	/*
+	 * Each branch's role: its word (=rw, =ro, =rr), else the default: [0] writable, the
+	 * rest read-only (under upper=, all read-only: the client's upper is the writable one).
+	 * Writable branches come first.
+	 */
+	enum union_role *ec_roles;
+	bool ec_top_role_given;  /* branch [0] had a word */
 	int ec_nbranches;
+	struct union_policy ec_policy; /* create= and statfs= */
 	/*
 	 * The options of the one-rule forms ("-e ... -o OPTS", "export NAME BRANCHES OPTS");
 	 * the union layer takes eo_ro from here at open. The rule form leaves the defaults.
@@ -174,6 +183,7 @@ enum config_export_change {
 	CONFIG_EXPORT_BRANCHES = 1 << 2, /* another branch stack: served as before, old rules */
 	CONFIG_EXPORT_UPPER = 1 << 3,    /* another upper=: clients keep their layers */
 	CONFIG_EXPORT_WRITABLE = 1 << 4, /* served read-only, no longer 'ro': stays read-only */
+	CONFIG_EXPORT_POLICY = 1 << 5,   /* another create= or statfs=: applied at once */
 };
 
 /*
@@ -229,7 +239,7 @@ int config_resolve(struct config *cf, char *err, size_t errlen);
 /* Index of the export named name, or -1. */
 int config_find_export(const struct config *cf, const char *name);
 
-/* Whether two exports stack the same branches in the same order. */
+/* Whether two exports stack the same branches in the same order, in the same roles. */
 bool config_same_branches(const struct export_conf *a, const struct export_conf *b);
 
 void config_free(struct config *cf);

@@ -57,19 +57,56 @@ enum union_create_how { UNION_UNCHECKED = 0, UNION_GUARDED = 1, UNION_EXCLUSIVE 
 enum union_stable { UNION_UNSTABLE = 0, UNION_DATA_SYNC = 1, UNION_FILE_SYNC = 2 };
 
 /* union_open flags. */
-enum { UNION_OPEN_RO = 1 << 0 };   /* no writes at all, not even to branches[0] */
+enum { UNION_OPEN_RO = 1 << 0 };   /* no writes at all, not even to writable branches */
+
+/*
+ * What the union may do to a branch: the branch words "=rw", "=ro" and "=rr". A read-only
+ * branch may be hidden by whiteouts in a writable branch above it; "rr" (really read-only)
+ * also promises nobody changes it. Writable branches come first in a stack.
+ */
+enum union_role { UNION_BRANCH_RO = 0, UNION_BRANCH_RW, UNION_BRANCH_RR };
+#define UNION_ROLE_NAMES { "ro", "rw", "rr" }
+
+/* Which writable branch a new object goes to: the export option create=. */
+enum union_create {
+	UNION_CREATE_TDP = 0,    /* the topmost writable branch holding the parent */
+	UNION_CREATE_RR,         /* round robin */
+	UNION_CREATE_MFS,        /* most free space */
+	UNION_CREATE_PMFS,       /* most free space among those holding the parent */
+};
+#define UNION_CREATE_NAMES { "tdp", "rr", "mfs", "pmfs" }
+/* What FSSTAT reports: the export option statfs=. */
+enum union_statfs_mode {
+	UNION_STATFS_SUM = 0,    /* the writable branches' space added up */
+	UNION_STATFS_POLICY,     /* the space of the branch the policy would create in */
+};
+#define UNION_STATFS_NAMES { "sum", "policy" }
+/* mfs re-measures free space at most this often by default (create=mfs:SECONDS). */
+#define UNION_MFS_DEFAULT_SECS 30
+
+struct union_policy {
+	enum union_create up_create;
+	unsigned up_mfs_secs;
+	enum union_statfs_mode up_statfs;
+};
 
 /*
  * Opens the union named name (the export path clients mount) of the nbranches directories
- * in branches, top first ([0] the writable upper unless UNION_OPEN_RO; each must be an
- * existing directory), binds it in the store (refusing a stack the map was not built for)
- * and returns it in *out. On failure returns -errno with a message naming the cause in
- * err, followed where the branch list is at fault by fix: the caller's advice on changing
- * it, in the words of its own interface (e.g. "fix -e").
+ * in branches, top first (each must be an existing directory), whose roles are roles[i]
+ * (NULL: [0] writable, the rest read-only; writable branches must come first; under
+ * UNION_OPEN_RO none is written), binds it in the store (refusing a stack the map was not
+ * built for) and returns it in *out, creating by the default policy (union_set_policy).
+ * On failure returns -errno with a message naming the cause in err, followed where the
+ * branch list is at fault by fix: the caller's advice on changing it, in the words of its
+ * own interface (e.g. "fix -e").
  */
-int union_open(const char *name, char *const *branches, int nbranches, unsigned flags,
-	       const char *fix, struct store *st, struct union_export **out, char *err,
-	       size_t errlen);
+int union_open(const char *name, char *const *branches, int nbranches,
+	       const enum union_role *roles, unsigned flags, const char *fix, struct store *st,
+	       struct union_export **out, char *err, size_t errlen);
+/* Sets where new objects go and what FSSTAT sums; safe while the export serves. */
+void union_set_policy(struct union_export *ux, const struct union_policy *p);
+/* How many branches, from the top, the union writes to (0: a read-only union). */
+int union_writable_branches(const struct union_export *ux);
 void union_close(struct union_export *ux);
 
 /*
@@ -259,7 +296,10 @@ int union_readdir(struct union_export *ux, uint64_t dir, uint64_t cookie, bool w
  */
 void union_shed_fds(struct union_export *ux);
 
-/* File system statistics of the upper branch (of the first branch if read-only). */
+/*
+ * File system statistics: by the export's statfs= policy, the writable branches' added
+ * up or the one the create policy picks now (the first branch's if read-only).
+ */
 int union_statfs(struct union_export *ux, uint64_t ino, struct statvfs *sv);
 
 /*

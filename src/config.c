@@ -133,6 +133,7 @@ static void config_export_free(struct export_conf *ec)
 	for (i = 0; i < ec->ec_nbranches; i++)
 		free(ec->ec_branches[i]);
 	free(ec->ec_branches);
+	free(ec->ec_roles);
 	exports_rules_free(ec->ec_rules, ec->ec_nrules);
 	free(ec->ec_upper);
 	memset(ec, 0, sizeof(*ec));
@@ -218,17 +219,114 @@ static int config_set_string(char **field, const char *value, char *err, size_t 
 
 #define CONFIG_MAX_RULES 256
 
+static const char *const config_create_names[] = UNION_CREATE_NAMES;
+static const char *const config_statfs_names[] = UNION_STATFS_NAMES;
+static const char *const config_role_names[] = UNION_ROLE_NAMES;
+
+/* The index of the len bytes at word in names (n of them), or -1. */
+static int config_word_index(const char *const *names, int n, const char *word, size_t len)
+{
+	for (int i = 0; i < n; i++)
+		if (strlen(names[i]) == len && !strncmp(names[i], word, len))
+			return i;
+	return -1;
+}
+
+/* "create=POLICY[:SECONDS]", the len bytes at value. */
+static int config_create_policy(struct export_conf *ec, const char *value, size_t len,
+				char *err, size_t errlen)
+{
+	const char *colon = memchr(value, ':', len);
+	size_t wlen = colon ? (size_t)(colon - value) : len;
+	int i = config_word_index(config_create_names, 4, value, wlen);
+	unsigned long secs = UNION_MFS_DEFAULT_SECS;
+	char num[16], *end;
+
+	if (i < 0) {
+		err_set(err, errlen,
+			"export %s: unknown create policy '%.*s'; give create=tdp, rr, mfs[:SECONDS] or pmfs",
+			ec->ec_name, (int)wlen, value);
+		return -1;
+	}
+	if (colon) {
+		size_t nlen = len - wlen - 1;
+
+		if (i != UNION_CREATE_MFS || nlen == 0 || nlen >= sizeof(num)) {
+			err_set(err, errlen,
+				"export %s: '%.*s': only mfs takes seconds, as create=mfs:30",
+				ec->ec_name, (int)len, value);
+			return -1;
+		}
+		memcpy(num, colon + 1, nlen);
+		num[nlen] = '\0';
+		secs = strtoul(num, &end, 10);
+		if (*end || num[0] == '-' || secs > 86400) {
+			err_set(err, errlen,
+				"export %s: create=mfs:%s: give whole seconds from 0 to 86400",
+				ec->ec_name, num);
+			return -1;
+		}
+	}
+	ec->ec_policy.up_create = (enum union_create)i;
+	ec->ec_policy.up_mfs_secs = (unsigned)secs;
+	return 0;
+}
+
+/* One export-wide word (upper=, create=, statfs=): 1 when taken, 0 when not one, -1. */
+static int config_export_word(struct export_conf *ec, const char *p, size_t len, char *err,
+			      size_t errlen)
+{
+	char *tmpl;
+	int i;
+
+	if (len >= 7 && !strncmp(p, "create=", 7))
+		return config_create_policy(ec, p + 7, len - 7, err, errlen) < 0 ? -1 : 1;
+	if (len >= 7 && !strncmp(p, "statfs=", 7)) {
+		i = config_word_index(config_statfs_names, 2, p + 7, len - 7);
+		if (i < 0) {
+			err_set(err, errlen,
+				"export %s: unknown statfs= word '%.*s'; give statfs=sum or statfs=policy",
+				ec->ec_name, (int)(len - 7), p + 7);
+			return -1;
+		}
+		ec->ec_policy.up_statfs = (enum union_statfs_mode)i;
+		return 1;
+	}
+	if (len < 6 || strncmp(p, "upper=", 6))
+		return 0;
+	tmpl = strndup(p + 6, len - 6);
+	if (!tmpl) {
+		err_set(err, errlen, "out of memory");
+		return -1;
+	}
+	if (views_upper_check(tmpl, err, errlen) < 0) {
+		free(tmpl);
+		return -1;
+	}
+	if (ec->ec_upper && strcmp(ec->ec_upper, tmpl)) {
+		err_set(err, errlen,
+			   "export %s has two upper= templates (%.150s and %.150s); an export has one, give it once",
+			   ec->ec_name, ec->ec_upper, tmpl);
+		free(tmpl);
+		return -1;
+	}
+	free(ec->ec_upper);
+	ec->ec_upper = tmpl;
+	return 1;
+}
+
 /*
- * Takes the export-wide option upper=TEMPLATE out of the comma-separated words: it is
- * stored in ec (a second, different template is an error) and *rest receives the other
- * words (malloc'ed, possibly ""), which apply per client as before.
+ * Takes the export-wide options (upper=TEMPLATE, create=, statfs=) out of the
+ * comma-separated words: they are stored in ec (a second, different template is an error)
+ * and *rest receives the other words (malloc'ed, possibly ""), which apply per client.
  */
-static int config_take_upper(struct export_conf *ec, const char *words, char **rest, char *err,
-			     size_t errlen)
+static int config_take_export_words(struct export_conf *ec, const char *words, char **rest,
+				    char *err, size_t errlen)
 {
 	const char *p = words, *end;
-	char *out, *q, *tmpl;
+	char *out, *q;
 	size_t len;
+	int r;
 
 	*rest = NULL;
 	out = malloc(strlen(words) + 1);
@@ -240,26 +338,12 @@ static int config_take_upper(struct export_conf *ec, const char *words, char **r
 	for (;;) {
 		end = strchr(p, ',');
 		len = end ? (size_t)(end - p) : strlen(p);
-		if (len >= 6 && !strncmp(p, "upper=", 6)) {
-			tmpl = strndup(p + 6, len - 6);
-			if (!tmpl) {
-				err_set(err, errlen, "out of memory");
-				goto fail;
-			}
-			if (views_upper_check(tmpl, err, errlen) < 0) {
-				free(tmpl);
-				goto fail;
-			}
-			if (ec->ec_upper && strcmp(ec->ec_upper, tmpl)) {
-				err_set(err, errlen,
-					   "export %s has two upper= templates (%.150s and %.150s); an export has one, give it once",
-					   ec->ec_name, ec->ec_upper, tmpl);
-				free(tmpl);
-				goto fail;
-			}
-			free(ec->ec_upper);
-			ec->ec_upper = tmpl;
-		} else {
+		r = config_export_word(ec, p, len, err, errlen);
+		if (r < 0) {
+			free(out);
+			return -1;
+		}
+		if (r == 0) {
 			if (q != out)
 				*q++ = ',';
 			memcpy(q, p, len);
@@ -272,12 +356,9 @@ static int config_take_upper(struct export_conf *ec, const char *words, char **r
 	*q = '\0';
 	*rest = out;
 	return 0;
-fail:
-	free(out);
-	return -1;
 }
 
-/* The one-rule forms' OPTS: upper= for the export, the rest as the rule's options. */
+/* The one-rule forms' OPTS: upper=, create=, statfs= for the export, the rest the rule's. */
 static int config_export_opts(struct export_conf *ec, const char *words, char *err,
 			      size_t errlen)
 {
@@ -286,7 +367,7 @@ static int config_export_opts(struct export_conf *ec, const char *words, char *e
 
 	if (!words || !*words)
 		return exports_parse_opts(&ec->ec_opts, words, err, errlen);
-	if (config_take_upper(ec, words, &rest, err, errlen) < 0)
+	if (config_take_export_words(ec, words, &rest, err, errlen) < 0)
 		return -1;
 	if (*rest)
 		rc = exports_parse_opts(&ec->ec_opts, rest, err, errlen);
@@ -294,12 +375,22 @@ static int config_export_opts(struct export_conf *ec, const char *words, char *e
 	return rc;
 }
 
-/* Exports with upper= serve their own branches read-only: only the views write. */
+/*
+ * Exports with upper= serve their own branches read-only: only the views write, and the
+ * client's upper is their top writable branch, so the first listed branch is read-only
+ * unless its word says otherwise.
+ */
 static void config_upper_ro(struct config *cf)
 {
-	for (int i = 0; i < cf->cf_nexports; i++)
-		if (cf->cf_exports[i].ec_upper)
-			cf->cf_exports[i].ec_opts.eo_ro = true;
+	for (int i = 0; i < cf->cf_nexports; i++) {
+		struct export_conf *ec = &cf->cf_exports[i];
+
+		if (!ec->ec_upper)
+			continue;
+		ec->ec_opts.eo_ro = true;
+		if (!ec->ec_top_role_given && ec->ec_nbranches > 0)
+			ec->ec_roles[0] = UNION_BRANCH_RO;
+	}
 }
 
 /* Appends rule r (taken over, even on failure) to ec. */
@@ -353,7 +444,7 @@ int config_add_rule(struct export_conf *ec, const char *word, const char *where,
 	if (exports_parse_spec(spec, &r, err, errlen) < 0)
 		goto out;
 	exports_default_opts(&r.er_opts);
-	if (config_take_upper(ec, opts, &rest, err, errlen) < 0)
+	if (config_take_export_words(ec, opts, &rest, err, errlen) < 0)
 		goto out;
 	if (*rest && exports_parse_opts(&r.er_opts, rest, err, errlen) < 0)
 		goto out;
@@ -434,17 +525,47 @@ fail:
 	return NULL;
 }
 
+/*
+ * A branch's word: "PATH=rw", "=ro" or "=rr" after the path (the len bytes at p), taken off
+ * *len into *role. A path may hold '=' itself as long as it ends with a word.
+ */
+static int config_branch_word(struct export_conf *ec, const char *p, size_t *len,
+			      enum union_role *role, char *err, size_t errlen)
+{
+	const char *eq = memrchr(p, '=', *len);
+	size_t wlen;
+	int i;
+
+	if (!eq)
+		return 0;
+	wlen = *len - (size_t)(eq - p) - 1;
+	i = config_word_index(config_role_names, 3, eq + 1, wlen);
+	if (i < 0) {
+		err_set(err, errlen,
+			"export %s: unknown branch word '%.*s' in '%.*s'; give =rw, =ro or =rr after the path",
+			ec->ec_name, (int)wlen, eq + 1, (int)*len, p);
+		return -1;
+	}
+	*role = (enum union_role)i;
+	if (ec->ec_nbranches == 0)
+		ec->ec_top_role_given = true;
+	*len = (size_t)(eq - p);
+	return 0;
+}
+
 /* Adds an export from its name and ':'-separated branch list; opts start at the defaults. */
 static int config_add_export(struct config *cf, const char *name, const char *branches,
 			     char *err, size_t errlen)
 {
 	struct export_conf ec, *grown;
+	enum union_role role;
 	const char *p, *end;
 	size_t len;
 	int i, n = 1, rc = -1;
 
 	memset(&ec, 0, sizeof(ec));
 	exports_default_opts(&ec.ec_opts);
+	ec.ec_policy.up_mfs_secs = UNION_MFS_DEFAULT_SECS;
 
 	ec.ec_name = config_export_name(name, err, errlen);
 	if (!ec.ec_name)
@@ -471,7 +592,8 @@ static int config_add_export(struct config *cf, const char *name, const char *br
 		goto out;
 	}
 	ec.ec_branches = calloc((size_t)n, sizeof(*ec.ec_branches));
-	if (!ec.ec_branches) {
+	ec.ec_roles = calloc((size_t)n, sizeof(*ec.ec_roles));
+	if (!ec.ec_branches || !ec.ec_roles) {
 		err_set(err, errlen, "out of memory");
 		goto out;
 	}
@@ -495,9 +617,13 @@ static int config_add_export(struct config *cf, const char *name, const char *br
 				   ec.ec_name, PATH_MAX - 1);
 			goto out;
 		}
+		role = ec.ec_nbranches == 0 ? UNION_BRANCH_RW : UNION_BRANCH_RO;
+		if (config_branch_word(&ec, p, &len, &role, err, errlen) < 0)
+			goto out;
 		/* A trailing slash would make "/a/" and "/a" look like two branches. */
 		while (len > 1 && p[len - 1] == '/')
 			len--;
+		ec.ec_roles[ec.ec_nbranches] = role;
 		ec.ec_branches[ec.ec_nbranches] = strndup(p, len);
 		if (!ec.ec_branches[ec.ec_nbranches]) {
 			err_set(err, errlen, "out of memory");
@@ -636,6 +762,8 @@ unsigned config_diff_export(const struct config *live, const struct config *next
 		return CONFIG_EXPORT_BRANCHES;
 	if (config_str_differs(a->ec_upper, b->ec_upper))
 		changes |= CONFIG_EXPORT_UPPER;
+	if (memcmp(&a->ec_policy, &b->ec_policy, sizeof(a->ec_policy)) != 0)
+		changes |= CONFIG_EXPORT_POLICY;
 	/* The union was opened read-only: only opening it again makes it writable. */
 	if (opened_ro && !b->ec_opts.eo_ro)
 		changes |= CONFIG_EXPORT_WRITABLE;
@@ -1167,6 +1295,13 @@ int config_validate(const struct config *cf, char *err, size_t errlen)
 					   ec->ec_name, ec->ec_branches[j] ? ec->ec_branches[j] : "");
 				return -1;
 			}
+			if (j > 0 && ec->ec_roles && ec->ec_roles[j] == UNION_BRANCH_RW &&
+			    ec->ec_roles[j - 1] != UNION_BRANCH_RW) {
+				err_set(err, errlen,
+					"export %s: branch %s is =rw below the read-only branch %s; list the writable branches first",
+					ec->ec_name, ec->ec_branches[j], ec->ec_branches[j - 1]);
+				return -1;
+			}
 		}
 		for (j = 0; j < i; j++) {
 			if (!strcmp(cf->cf_exports[j].ec_name, ec->ec_name)) {
@@ -1212,12 +1347,26 @@ int config_find_export(const struct config *cf, const char *name)
 	return -1;
 }
 
+/* Branch i's role; an export built without roles has the default ones. */
+static enum union_role config_role(const struct export_conf *ec, int i)
+{
+	if (ec->ec_roles)
+		return ec->ec_roles[i];
+	return i == 0 ? UNION_BRANCH_RW : UNION_BRANCH_RO;
+}
+
 bool config_same_branches(const struct export_conf *a, const struct export_conf *b)
 {
 	if (a->ec_nbranches != b->ec_nbranches)
 		return false;
-	for (int i = 0; i < a->ec_nbranches; i++)
+	for (int i = 0; i < a->ec_nbranches; i++) {
 		if (strcmp(a->ec_branches[i], b->ec_branches[i]) != 0)
 			return false;
+		/* The top's default follows upper=, which is compared on its own. */
+		if (i == 0 && !a->ec_top_role_given && !b->ec_top_role_given)
+			continue;
+		if (config_role(a, i) != config_role(b, i))
+			return false;
+	}
 	return true;
 }

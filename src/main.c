@@ -517,6 +517,13 @@ static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 				 o->ec_name, o->ec_upper ? o->ec_upper : "the export's own upper");
 		else
 			main_log_serving(&nc->cf_exports[config_find_export(nc, o->ec_name)]);
+		if ((changes & CONFIG_EXPORT_POLICY) && !(changes & CONFIG_EXPORT_BRANCHES) &&
+		    mc->mc_exports[i]) {
+			union_set_policy(mc->mc_exports[i],
+					 &nc->cf_exports[config_find_export(nc, o->ec_name)].ec_policy);
+			log_info("SIGHUP: export %s creates and reports space by its new create= and statfs=",
+				 o->ec_name);
+		}
 		if (changes & CONFIG_EXPORT_WRITABLE)
 			log_warn("SIGHUP: export %s was started 'ro'; it becomes writable only after a restart of unionnfsd",
 				 o->ec_name);
@@ -819,13 +826,14 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		const struct export_conf *ec = &cf->cf_exports[i];
 
 		/* union_open's messages already name the export. */
-		rc = union_open(ec->ec_name, ec->ec_branches, ec->ec_nbranches,
+		rc = union_open(ec->ec_name, ec->ec_branches, ec->ec_nbranches, ec->ec_roles,
 				ec->ec_opts.eo_ro ? UNION_OPEN_RO : 0, "fix -e", mc->mc_store,
 				&mc->mc_exports[i], err, errlen);
 		if (rc < 0) {
 			mc->mc_exports[i] = NULL;
 			return -1;
 		}
+		union_set_policy(mc->mc_exports[i], &ec->ec_policy);
 	}
 
 	nfs_server_init(&mc->mc_nfs, cf);

@@ -88,6 +88,8 @@ static void union_free(struct union_export *ux)
 	free(ux->ux_rootfd);
 	free(ux->ux_dev);
 	free(ux->ux_paths);
+	free(ux->ux_roles);
+	upol_free(ux->ux_policy);
 	free(ux->ux_name);
 	free(ux);
 }
@@ -104,9 +106,32 @@ static int union_load_root(struct union_export *ux)
 	return r;
 }
 
-int union_open(const char *name, char *const *branches, int nbranches, unsigned flags,
-	       const char *fix, struct store *st, struct union_export **out, char *err,
-	       size_t errlen)
+/* Each branch's role into ux: writable ones first, and none written in a read-only union. */
+static int union_roles(struct union_export *ux, const enum union_role *roles, const char *fix,
+		       char *err, size_t errlen)
+{
+	for (int i = 0; i < ux->ux_nbranches; i++) {
+		ux->ux_roles[i] = roles ? roles[i] : i == 0 ? UNION_BRANCH_RW : UNION_BRANCH_RO;
+		if (ux->ux_roles[i] != UNION_BRANCH_RW)
+			continue;
+		if (i != ux->ux_nwritable) {
+			snprintf(err, errlen, "export %s: branch %s is writable below the read-only "
+				 "branch %s; list the writable branches first: %s", ux->ux_name,
+				 ux->ux_paths[i], ux->ux_paths[i - 1], fix);
+			return -EINVAL;
+		}
+		ux->ux_nwritable++;
+	}
+	if (ux->ux_nwritable == 0)
+		ux->ux_ro = true;
+	if (ux->ux_ro)
+		ux->ux_nwritable = 0;
+	return 0;
+}
+
+int union_open(const char *name, char *const *branches, int nbranches,
+	       const enum union_role *roles, unsigned flags, const char *fix, struct store *st,
+	       struct union_export **out, char *err, size_t errlen)
 {
 	struct store_branch_id *ids = NULL;
 	struct union_export *ux;
@@ -136,9 +161,11 @@ int union_open(const char *name, char *const *branches, int nbranches, unsigned 
 	ux->ux_rootfd = malloc((size_t)n * sizeof(*ux->ux_rootfd));
 	ux->ux_dev = calloc((size_t)n, sizeof(*ux->ux_dev));
 	ux->ux_paths = calloc((size_t)n, sizeof(*ux->ux_paths));
+	ux->ux_roles = calloc((size_t)n, sizeof(*ux->ux_roles));
 	ids = calloc((size_t)n, sizeof(*ids));
 	r = -ENOMEM;
-	if (!ux->ux_name || !ux->ux_rootfd || !ux->ux_dev || !ux->ux_paths || !ids)
+	if (!ux->ux_name || !ux->ux_rootfd || !ux->ux_dev || !ux->ux_paths || !ux->ux_roles ||
+	    !ids || upol_new(&ux->ux_policy) < 0)
 		goto fail;
 	for (int i = 0; i < n; i++)
 		ux->ux_rootfd[i] = -1;
@@ -169,10 +196,18 @@ int union_open(const char *name, char *const *branches, int nbranches, unsigned 
 		ids[i].sb_root_ino = rst.st_ino;
 		ux->ux_dev[i] = rst.st_dev;
 	}
+	r = union_roles(ux, roles, fix, err, errlen);
+	if (r < 0)
+		goto fail;
 	/* Only writes are held to it: for a read-only export, whatever size files have. */
 	ux->ux_max_size = (uint64_t)INT64_MAX;
-	if (!ux->ux_ro)
-		fsio_max_file_size(ux->ux_rootfd[0], &ux->ux_max_size);
+	for (int i = 0; i < ux->ux_nwritable; i++) {
+		uint64_t max = (uint64_t)INT64_MAX;
+
+		fsio_max_file_size(ux->ux_rootfd[i], &max);
+		if (max < ux->ux_max_size)
+			ux->ux_max_size = max;
+	}
 	r = union_check_overlap(name, ux->ux_paths, n, fix, err, errlen);
 	if (r < 0)
 		goto fail;
@@ -259,7 +294,7 @@ int union_statfs(struct union_export *ux, uint64_t ino, struct statvfs *sv)
 	uobj_init(&o);
 	r = ures_resolve_cached(ux, ino, &o);
 	if (r == 0)
-		r = fsio_statvfs(ux->ux_rootfd[0], sv);
+		r = upol_statfs(ux, sv);
 	uobj_release(&o);
 	return r;
 }

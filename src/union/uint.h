@@ -18,6 +18,7 @@
 
 struct udir_cache;
 struct uhl_table;
+struct upolicy;
 struct ucache;
 struct ucent;
 
@@ -27,6 +28,9 @@ struct union_export {
 	struct store *ux_store;
 	char *ux_name;
 	int ux_nbranches;
+	int ux_nwritable;        /* branches [0, ux_nwritable) are written; 0 when ux_ro */
+	enum union_role *ux_roles;
+	struct upolicy *ux_policy;   /* where new objects go (policy.c) */
 	int *ux_rootfd;          /* O_PATH, top-down */
 	dev_t *ux_dev;           /* each root's st_dev: nothing on another device is served */
 	char **ux_paths;         /* canonical */
@@ -40,6 +44,15 @@ struct union_export {
 	/* The root's record, made with the export and never changed: read once, at open. */
 	struct store_inode ux_root_rec;
 };
+
+/*
+ * Whether an object in branch b is changed where it is: b is writable. Copy-up (to branch
+ * 0, the topmost writable) is only for objects in read-only branches.
+ */
+static inline bool ubr_writable(const struct union_export *ux, unsigned b)
+{
+	return b < (unsigned)ux->ux_nwritable;
+}
 
 #define UNION_FSID_BASE 0x756e696f6e000000ULL /* "union" */
 
@@ -534,6 +547,21 @@ int uint_recover(struct union_export *ux, uint_settle_fn *settle);
 /* A RENAME's / a REMOVE's. */
 uint_settle_fn urn_settle;
 uint_settle_fn urm_settle;
+
+/* Create policies (policy.c). */
+int upol_new(struct upolicy **out);
+void upol_free(struct upolicy *p);
+/*
+ * The writable branch a new name in the directory whose copies are parent goes to, by the
+ * export's create policy, skipping branches b with full[b]; -ENOSPC when none is left.
+ */
+int upol_choose(const struct union_export *ux, const struct udirset *parent, const bool *full);
+/* Whether a create that found its branch full tries another (every policy but tdp). */
+bool upol_retries(const struct union_export *ux);
+/* Branch b answered ENOSPC: counted full until free space is measured again. */
+void upol_full(const struct union_export *ux, int b);
+/* FSSTAT's numbers by the export's statfs= policy. */
+int upol_statfs(const struct union_export *ux, struct statvfs *sv);
 
 /*
  * Attribute changes on the object fd (an O_PATH fd, or any fd of it) refers to, whose

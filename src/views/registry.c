@@ -177,6 +177,7 @@ static int views_open_union(struct views *vt, struct view *vw, bool create,
 	int i = vw->vw_export;
 	const struct export_conf *ec = views_export(vt, i);
 	char upper[PATH_MAX], name[STORE_EXPORT_NAME_MAX + 1];
+	enum union_role *roles;
 	char **branches;
 	int r;
 
@@ -197,19 +198,28 @@ static int views_open_union(struct views *vt, struct view *vw, bool create,
 			return r;
 	}
 	branches = calloc((size_t)ec->ec_nbranches + 1, sizeof(*branches));
-	if (!branches) {
+	roles = calloc((size_t)ec->ec_nbranches + 1, sizeof(*roles));
+	if (!branches || !roles) {
+		free(branches);
+		free(roles);
 		snprintf(err, errlen, "export %s: out of memory opening the view of %s",
 			 ec->ec_name, vw->vw_key);
 		return -ENOMEM;
 	}
 	branches[0] = upper;
-	for (int j = 0; j < ec->ec_nbranches; j++)
+	roles[0] = UNION_BRANCH_RW;
+	for (int j = 0; j < ec->ec_nbranches; j++) {
 		branches[j + 1] = ec->ec_branches[j];
-	/* The base is read-only; the view writes to its upper. */
-	r = union_open(name, branches, ec->ec_nbranches + 1, 0,
+		roles[j + 1] = ec->ec_roles ? ec->ec_roles[j] : UNION_BRANCH_RO;
+	}
+	/* The view writes to its upper, and to the base's branches marked =rw (shared). */
+	r = union_open(name, branches, ec->ec_nbranches + 1, roles, 0,
 		       "fix the export's upper= or its branches",
 		       union_store(nfs_export_union(vt->vt_ns, i)), ux, err, errlen);
+	if (r == 0)
+		union_set_policy(*ux, &ec->ec_policy);
 	free(branches);
+	free(roles);
 	return r;
 }
 

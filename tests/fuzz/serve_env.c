@@ -150,7 +150,7 @@ static void senv_start(void)
 
 	if (store_open(senv.se_state, &senv.se_store, err, sizeof(err)) != 0)
 		senv_die("store_open", err);
-	if (union_open(senv.se_ec.ec_name, senv.se_ec.ec_branches, senv.se_ec.ec_nbranches,
+	if (union_open(senv.se_ec.ec_name, senv.se_ec.ec_branches, senv.se_ec.ec_nbranches, NULL,
 		       senv.se_ec.ec_opts.eo_ro ? UNION_OPEN_RO : 0, "fix -e", senv.se_store,
 		       &senv.se_ux, err, sizeof(err)) != 0)
 		senv_die("union_open", err);

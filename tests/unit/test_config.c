@@ -386,6 +386,94 @@ static void test_export_spec_errors(void **state)
 	assert_int_equal(fx->cf.cf_nexports, 1);
 }
 
+/* Branch words and the export-wide create= and statfs= (issue 33). */
+static void test_branch_roles_and_policy(void **state)
+{
+	struct fixture *fx = *state;
+	struct config *cf = &fx->cf;
+	const struct export_conf *ec;
+	const char *path;
+
+	assert_int_equal(PARSE(fx, "-e", "/u=/a=rw:/b=rw:/c=ro:/d=rr", "-o",
+			       "create=mfs:5,statfs=policy,insecure"), 0);
+	assert_int_equal(config_validate(cf, fx->err, sizeof(fx->err)), 0);
+	ec = &cf->cf_exports[0];
+	assert_int_equal(ec->ec_nbranches, 4);
+	assert_string_equal(ec->ec_branches[0], "/a");
+	assert_string_equal(ec->ec_branches[3], "/d");
+	assert_int_equal(ec->ec_roles[0], UNION_BRANCH_RW);
+	assert_int_equal(ec->ec_roles[1], UNION_BRANCH_RW);
+	assert_int_equal(ec->ec_roles[2], UNION_BRANCH_RO);
+	assert_int_equal(ec->ec_roles[3], UNION_BRANCH_RR);
+	assert_int_equal(ec->ec_policy.up_create, UNION_CREATE_MFS);
+	assert_int_equal(ec->ec_policy.up_mfs_secs, 5);
+	assert_int_equal(ec->ec_policy.up_statfs, UNION_STATFS_POLICY);
+	assert_false(ec->ec_opts.eo_secure); /* the rest still applies per client */
+	config_free(cf);
+
+	/* Today's form keeps its meaning: first writable, the rest read-only, tdp, sum. */
+	config_init(cf);
+	assert_int_equal(PARSE(fx, "-e", "/u=/a:/b"), 0);
+	ec = &cf->cf_exports[0];
+	assert_int_equal(ec->ec_roles[0], UNION_BRANCH_RW);
+	assert_int_equal(ec->ec_roles[1], UNION_BRANCH_RO);
+	assert_int_equal(ec->ec_policy.up_create, UNION_CREATE_TDP);
+	assert_int_equal(ec->ec_policy.up_mfs_secs, UNION_MFS_DEFAULT_SECS);
+	assert_int_equal(ec->ec_policy.up_statfs, UNION_STATFS_SUM);
+	config_free(cf);
+
+	/* Under upper= the listed branches are lowers, unless marked writable (shared). */
+	config_init(cf);
+	assert_int_equal(PARSE(fx, "-e", "/v=/s=rw:/b", "-o", "upper=/srv/c/%a", "-e",
+			       "/w=/b", "-o", "upper=/srv/c/%a"), 0);
+	assert_int_equal(config_validate(cf, fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(cf->cf_exports[0].ec_roles[0], UNION_BRANCH_RW);
+	assert_int_equal(cf->cf_exports[1].ec_roles[0], UNION_BRANCH_RO);
+	config_free(cf);
+
+	/* A path with '=' in it ends with a word. */
+	config_init(cf);
+	assert_int_equal(PARSE(fx, "-e", "/u=/a=b=rw"), 0);
+	assert_string_equal(cf->cf_exports[0].ec_branches[0], "/a=b");
+	config_free(cf);
+
+	config_init(cf);
+	path = write_file(fx, "export /u /a=rw:/b=rw:/c create=rr,statfs=sum\n");
+	assert_int_equal(config_parse_file(cf, path, fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(config_validate(cf, fx->err, sizeof(fx->err)), 0);
+	ec = &cf->cf_exports[0];
+	assert_int_equal(ec->ec_roles[1], UNION_BRANCH_RW);
+	assert_int_equal(ec->ec_roles[2], UNION_BRANCH_RO);
+	assert_int_equal(ec->ec_policy.up_create, UNION_CREATE_RR);
+}
+
+static void test_branch_roles_errors(void **state)
+{
+	struct fixture *fx = *state;
+	struct config *cf = &fx->cf;
+
+	assert_int_equal(PARSE(fx, "-e", "/u=/a=rx:/b"), -1);
+	assert_string_equal(fx->err, "option -e: export /u: unknown branch word 'rx' in '/a=rx'; "
+				     "give =rw, =ro or =rr after the path");
+	assert_int_equal(PARSE(fx, "-e", "/u=/a:/b", "-o", "create=mst"), -1);
+	assert_non_null(strstr(fx->err, "unknown create policy 'mst'; give create=tdp, rr, "
+				       "mfs[:SECONDS] or pmfs"));
+	assert_int_equal(PARSE(fx, "-e", "/u2=/a:/b", "-o", "create=rr:5"), -1);
+	assert_non_null(strstr(fx->err, "'rr:5': only mfs takes seconds, as create=mfs:30"));
+	assert_int_equal(PARSE(fx, "-e", "/u3=/a:/b", "-o", "create=mfs:x"), -1);
+	assert_non_null(strstr(fx->err, "create=mfs:x: give whole seconds from 0 to 86400"));
+	assert_int_equal(PARSE(fx, "-e", "/u4=/a:/b", "-o", "statfs=max"), -1);
+	assert_non_null(strstr(fx->err, "unknown statfs= word 'max'; give statfs=sum or "
+				       "statfs=policy"));
+	config_free(cf);
+
+	config_init(cf);
+	assert_int_equal(PARSE(fx, "-e", "/u=/a:/b=ro:/c=rw"), 0);
+	assert_int_equal(config_validate(cf, fx->err, sizeof(fx->err)), -1);
+	assert_string_equal(fx->err, "export /u: branch /c is =rw below the read-only branch /b; "
+				     "list the writable branches first");
+}
+
 static void test_relative_branch(void **state)
 {
 	struct fixture *fx = *state;
@@ -1102,6 +1190,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_o_bad_word, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_o_without_e, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_export_spec_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_branch_roles_and_policy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_branch_roles_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_relative_branch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_branch_count, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_names_canonical_and_unique, setup, teardown),

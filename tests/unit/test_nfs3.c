@@ -101,7 +101,7 @@ static int env_setup(void **state)
 	rc = store_open(e->e_state, &e->e_store, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("store_open: %s", err);
-	rc = union_open(e->e_ec.ec_name, e->e_ec.ec_branches, e->e_ec.ec_nbranches, 0, "fix -e",
+	rc = union_open(e->e_ec.ec_name, e->e_ec.ec_branches, e->e_ec.ec_nbranches, NULL, 0, "fix -e",
 			e->e_store, &e->e_ux, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("union_open: %s", err);

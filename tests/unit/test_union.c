@@ -813,7 +813,7 @@ static void test_open_errors(void **state)
 	char *br[2];
 	int nbr = 2, r;
 
-#define OPEN_BR() union_open("/union", br, nbr, 0, "fix -e", f->st, &ux, err, sizeof(err))
+#define OPEN_BR() union_open("/union", br, nbr, NULL, 0, "fix -e", f->st, &ux, err, sizeof(err))
 	r = store_open(f->state, &f->st, err, sizeof(err));
 	assert_int_equal(r, 0);
 	fx_path(f, missing, f->base, "missing");

@@ -42,7 +42,7 @@ void fx_open(struct fx *f)
 
 	if (store_open(f->state, &f->st, err, sizeof(err)) < 0)
 		fail_msg("store_open: %s", err);
-	if (union_open("/union", f->branches, f->n, f->ro ? UNION_OPEN_RO : 0, "fix -e", f->st,
+	if (union_open("/union", f->branches, f->n, NULL, f->ro ? UNION_OPEN_RO : 0, "fix -e", f->st,
 		       &f->ux, err, sizeof(err)) < 0)
 		fail_msg("union_open: %s", err);
 	if (f->clock)
