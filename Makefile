@@ -85,7 +85,8 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_O) $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $(filter %.c,$^) $(LIB_O) $(LIBS) -lcmocka
 # The union unit tests share one fixture.
-$(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics: \
+$(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics \
+		$(BUILD)/tests/unit/test_union_writable: \
 		tests/unit/union_fixture.c tests/unit/union_fixture.h
 $(BUILD)/tests/unit/test_net: tests/wait.c tests/wait.h
 # Outbound calls are tested against small RPC servers of the test's own.
@@ -93,7 +94,8 @@ $(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm: tests/unit/fak
 $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_union: tests/wait.c tests/wait.h
 # Tests that make a temporary tree remove it with one helper.
 $(BUILD)/tests/unit/test_store $(BUILD)/tests/unit/test_nfs3 $(BUILD)/tests/unit/test_fsio \
-$(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics: \
+$(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics \
+		$(BUILD)/tests/unit/test_union_writable: \
 		tests/rmtree.c tests/rmtree.h
 # Tests that need port 111 or the reserved ports to themselves run in a network namespace.
 $(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_portmap: \

@@ -80,7 +80,8 @@ int union_access(struct union_export *ux, uint64_t ino, int want, int *granted,
 		r = uacc_fd(&o, &fd, &own);
 	if (r < 0)
 		goto out;
-	upper = S_ISDIR(o.uo_st.st_mode) ? o.uo_dirs.ds_branch[0] == 0 : o.uo_rec.si_branch == 0;
+	upper = ubr_writable(ux, S_ISDIR(o.uo_st.st_mode) ? o.uo_dirs.ds_branch[0] :
+						   o.uo_rec.si_branch);
 	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
 		if (!(want & bits[i]) || (bits[i] == W_OK && ux->ux_ro))
 			continue;

@@ -153,14 +153,22 @@ static void ucopy_times(const struct stat *st, struct timespec ts[2])
 int ucopy_dir(struct union_export *ux, uint64_t pino, const struct udirset *parent,
 	      const char *name, struct ufound *f)
 {
+	return ucopy_dir_in(ux, pino, parent, 0, name, f);
+}
+
+int ucopy_dir_in(struct union_export *ux, uint64_t pino, const struct udirset *parent,
+		 uint8_t b, const char *name, struct ufound *f)
+{
 	struct udirset *ds = &f->uf_dirs;
 	struct timespec ts[2];
 	struct fsio_ids ids;
 	struct stat st;
-	int r, fd = -1, upfd = parent->ds_fd[0];
+	int r, at = 0, fd = -1, upfd = uds_fd_of(parent, b);
 
-	if (parent->ds_n == 0 || parent->ds_branch[0] != 0 || ds->ds_n >= UNION_MAX_BRANCHES)
+	if (upfd < 0 || !ubr_writable(ux, b) || ds->ds_n >= UNION_MAX_BRANCHES)
 		return -EROFS;
+	if (uds_index_of(ds, b) >= 0)
+		return 0;
 	ucopy_times(&f->uf_st, ts);
 	fsio_become_root(&ids);
 	r = fsio_mkdir(upfd, name, f->uf_st.st_mode & 07777);
@@ -189,16 +197,101 @@ int ucopy_dir(struct union_export *ux, uint64_t pino, const struct udirset *pare
 		fsio_close(fd);
 		return r == -ENOTDIR ? -ESTALE : r;
 	}
-	memmove(&ds->ds_fd[1], &ds->ds_fd[0], (size_t)ds->ds_n * sizeof(ds->ds_fd[0]));
-	memmove(&ds->ds_branch[1], &ds->ds_branch[0], (size_t)ds->ds_n * sizeof(ds->ds_branch[0]));
-	ds->ds_fd[0] = fd;
-	ds->ds_branch[0] = 0;
+	/* The copies stay top-down; a copy above the topmost one becomes what decides. */
+	while (at < ds->ds_n && ds->ds_branch[at] < b)
+		at++;
+	memmove(&ds->ds_fd[at + 1], &ds->ds_fd[at], (size_t)(ds->ds_n - at) * sizeof(ds->ds_fd[0]));
+	memmove(&ds->ds_branch[at + 1], &ds->ds_branch[at],
+		(size_t)(ds->ds_n - at) * sizeof(ds->ds_branch[0]));
+	ds->ds_fd[at] = fd;
+	ds->ds_branch[at] = b;
 	ds->ds_n++;
-	f->uf_branch = 0;
-	f->uf_pidx = 0;
-	f->uf_st = st;
+	if (at == 0) {
+		f->uf_branch = b;
+		f->uf_pidx = uds_index_of(parent, b);
+		f->uf_st = st;
+	}
 	udir_invalidate(ux, pino);
 	return 0;
+}
+
+/*
+ * The next directory on the way down to ino that lacks a copy in branch b: its parent
+ * (resolved into *parent, which has one) and its name. 1 when ino itself has one (then
+ * *parent is ino), or -errno.
+ */
+static int ucopy_chain_gap(struct union_export *ux, uint64_t ino, uint8_t b, struct uobj *parent,
+			   char *name)
+{
+	struct uobj cur;
+	int r;
+
+	uobj_init(&cur);
+	r = ures_resolve(ux, NULL, ino, 0, &cur);
+	if (r == 0 && !S_ISDIR(cur.uo_st.st_mode))
+		r = -ENOTDIR;
+	if (r == 0 && uds_index_of(&cur.uo_dirs, b) >= 0) {
+		*parent = cur;
+		return 1;
+	}
+	for (int depth = 0; r == 0 && depth < UNION_MAX_DEPTH; depth++) {
+		strcpy(name, cur.uo_rec.si_name);
+		ino = cur.uo_rec.si_parent;
+		uobj_release(&cur);
+		r = ures_resolve(ux, NULL, ino, 0, &cur);
+		if (r == 0 && uds_index_of(&cur.uo_dirs, b) >= 0) {
+			*parent = cur;
+			return 0;
+		}
+	}
+	uobj_release(&cur);
+	return r < 0 ? r : -ELOOP;
+}
+
+int ucopy_dir_into(struct union_export *ux, uint64_t ino, uint8_t b, struct uobj *d)
+{
+	char name[STORE_NAME_MAX + 1];
+	struct fsio_ids ids;
+	struct ufound f;
+	struct stat st;
+	struct uobj p;
+	bool seen;
+	int r;
+
+	for (int depth = 0; depth < UNION_MAX_DEPTH; depth++) {
+		uobj_init(&p);
+		r = ucopy_chain_gap(ux, ino, b, &p, name);
+		if (r == 1) {
+			*d = p;
+			return 0;
+		}
+		if (r == 0)
+			r = ures_find(ux, &p.uo_dirs, name, 0, &f);
+		if (r == 0 && !f.uf_dir)
+			r = -ESTALE;
+		/* Something there already, yet not merged: a copy made there would not show. */
+		if (r == 0 && fsio_statat(uds_fd_of(&p.uo_dirs, b), name, &st) != -ENOENT)
+			r = -EXDEV;
+		if (r == 0)
+			r = ucopy_dir_in(ux, p.uo_rec.si_ino, &p.uo_dirs, b, name, &f);
+		ufound_release(&f);
+		/* A copy below an opaque one, or off a redirected directory's path, would not show. */
+		if (r == 0) {
+			r = ures_find(ux, &p.uo_dirs, name, 0, &f);
+			seen = r == 0 && uds_index_of(&f.uf_dirs, b) >= 0;
+			ufound_release(&f);
+			if (r == 0 && !seen) {
+				fsio_become_root(&ids);
+				fsio_unlink(uds_fd_of(&p.uo_dirs, b), name, true);
+				fsio_restore(&ids);
+				r = -EXDEV;
+			}
+		}
+		uobj_release(&p);
+		if (r < 0)
+			return r;
+	}
+	return -ELOOP;
 }
 
 /* Builds the copy of o as tmp in the work directory; runs as root. */

@@ -310,13 +310,13 @@ int ures_find(struct union_export *ux, const struct udirset *parent, const char 
 	return r;
 }
 
-bool ures_lower_has(struct union_export *ux, const struct udirset *parent, const char *name)
+bool ures_lower_has(struct union_export *ux, const struct udirset *parent, int at,
+		    const char *name)
 {
 	struct stat st;
 
-	for (int i = 0; i < parent->ds_n; i++)
-		if (parent->ds_branch[i] != 0 &&
-		    ufind_stat(ux, parent->ds_fd[i], parent->ds_branch[i], name, &st) == 0)
+	for (int i = at + 1; i < parent->ds_n; i++)
+		if (ufind_stat(ux, parent->ds_fd[i], parent->ds_branch[i], name, &st) == 0)
 			return true;
 	return false;
 }

@@ -251,7 +251,8 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 	dir = S_ISDIR(o.uo_st.st_mode);
 	if (sa->ua_mask && ux->ux_ro)
 		r = -EROFS;
-	if (r == 0 && sa->ua_mask && o.uo_rec.si_branch != 0)
+	if (r == 0 && sa->ua_mask &&
+	    !ubr_writable(ux, dir ? o.uo_dirs.ds_branch[0] : o.uo_rec.si_branch))
 		r = uattr_copy_up(ux, ino, sa, &o);
 	/* On the object resolved itself: no name is looked up between check and change. */
 	if (r == 0 && sa->ua_mask)
@@ -357,7 +358,7 @@ int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_
 		r = uio_need_file(&o);
 	if (r == 0 && ux->ux_ro)
 		r = -EROFS;
-	if (r == 0 && o.uo_rec.si_branch != 0) {
+	if (r == 0 && !ubr_writable(ux, o.uo_rec.si_branch)) {
 		if (!fsio_owns(&o.uo_st) && !uobj_may(&o, W_OK))
 			r = -EACCES;
 		else
@@ -429,7 +430,7 @@ int union_commit(struct union_export *ux, uint64_t ino, struct stat *pre, struct
 		goto out;
 	uio_out(ux, &o.uo_st, ino, pre);
 	/* A lower copy was never written through us; copy-ups were synced when made. */
-	if (o.uo_rec.si_branch == 0) {
+	if (ubr_writable(ux, o.uo_rec.si_branch)) {
 		r = uio_open(&o, O_RDONLY, &fd);
 		if (r == -EACCES)
 			r = uio_open(&o, O_WRONLY, &fd);

@@ -178,6 +178,80 @@ int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj
 	return r;
 }
 
+/*
+ * The writable copy of a directory holding a whiteout of name, which a new name must
+ * replace where it is (a copy made below it would stay hidden): its branch, or -1.
+ */
+static int uop_whiteout_branch(const struct union_export *ux, const struct udirset *ds,
+			       const char *name)
+{
+	for (int i = 0; i < ds->ds_n && ubr_writable(ux, ds->ds_branch[i]); i++) {
+		int r = uop_upper_whiteout(ds->ds_fd[i], name);
+
+		if (r != 0)
+			return r == 1 ? ds->ds_branch[i] : -1;
+	}
+	return -1;
+}
+
+int uop_place(struct union_export *ux, uint64_t dir, const char *name, const bool *full,
+	      struct uobj *d, int *b)
+{
+	struct ufound f;
+	int r;
+
+	*b = 0;
+	if (ux->ux_nwritable <= 1)
+		return uop_dir(ux, dir, NULL, d);
+	r = ures_resolve(ux, NULL, dir, 0, d);
+	if (r == 0 && !S_ISDIR(d->uo_st.st_mode))
+		r = -ENOTDIR;
+	if (r < 0)
+		return r;
+	/* A name that exists is not made: no policy, no new copies for it. */
+	r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT, &f);
+	ufound_release(&f);
+	if (r == 0 && ubr_writable(ux, d->uo_dirs.ds_branch[0])) {
+		*b = d->uo_dirs.ds_branch[0];
+		return 0;
+	}
+	if (r == 0) {
+		uobj_release(d);
+		return uop_dir(ux, dir, NULL, d);
+	}
+	*b = uop_whiteout_branch(ux, &d->uo_dirs, name);
+	if (*b >= 0 && full[*b])
+		*b = -1; /* nowhere else to put it */
+	else if (*b < 0)
+		*b = upol_choose(ux, &d->uo_dirs, full);
+	if (*b < 0)
+		return -ENOSPC;
+	if (uds_index_of(&d->uo_dirs, (uint8_t)*b) >= 0)
+		return 0;
+	if (!uobj_may(d, W_OK | X_OK))
+		return -EACCES;
+	uobj_release(d);
+	r = *b == 0 ? -EXDEV : ucopy_dir_into(ux, dir, (uint8_t)*b, d);
+	if (r != -EXDEV)
+		return r;
+	/* Where a copy would not show: the top branch, as tdp does. */
+	*b = 0;
+	return uop_dir(ux, dir, NULL, d);
+}
+
+void uop_touch_top(const struct uobj *d, int at)
+{
+	static const struct timespec now[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_NOW } };
+	struct fsio_ids ids;
+
+	if (at <= 0)
+		return;
+	/* Clients see the top copy's times: a change below must move them too. */
+	fsio_become_root(&ids);
+	fsio_utimens(d->uo_dirs.ds_fd[0], "", now);
+	fsio_restore(&ids);
+}
+
 void union_set_sync(bool sync)
 {
 	call_ctx()->cc_async = !sync;
@@ -289,7 +363,8 @@ int uop_forget(struct union_export *ux, struct store_txn *t, uint64_t dir, int f
 		return r == -ENOENT ? 0 : r;
 	}
 	/* The record's own name goes but the file lives on: follow a sibling link if any. */
-	if (rec.si_branch == 0 && uop_other_name(fd, name, rec.si_real_ino, rec.si_name))
+	if (ubr_writable(ux, rec.si_branch) &&
+	    uop_other_name(fd, name, rec.si_real_ino, rec.si_name))
 		return store_update(t, ux->ux_id, &rec);
 	return 0;
 }
@@ -306,7 +381,7 @@ int uop_links_up(struct union_export *ux, uint64_t dir, const struct uobj *d,
 	r = ures_map(ux, NULL, dir, &d->uo_dirs, name, UFIND_STAT, &f, &ino);
 	if (r < 0)
 		return r == -ENOENT ? 0 : r;
-	if (!f.uf_dir && f.uf_branch != 0 && f.uf_st.st_nlink > 1) {
+	if (!f.uf_dir && !ubr_writable(ux, f.uf_branch) && f.uf_st.st_nlink > 1) {
 		r = uobj_may(d, W_OK | X_OK) ? 0 : -EACCES;
 		if (r == 0 && !uop_sticky_ok(&d->uo_st, &f.uf_st))
 			r = -EPERM;
@@ -432,12 +507,14 @@ static bool uop_verf_match(const struct stat *st, const uint8_t *v)
 }
 
 /* An existing name: what each kind of create makes of it. */
-static int uop_exists(const struct uop_new *n, const struct ufound *f)
+static int uop_exists(const struct union_export *ux, const struct uop_new *n,
+		      const struct ufound *f)
 {
 	if (n->un_kind != UOP_FILE || n->un_how == UNION_GUARDED)
 		return -EEXIST;
 	if (n->un_how == UNION_EXCLUSIVE)
-		return f->uf_branch == 0 && uop_verf_match(&f->uf_st, n->un_verf) ? 0 : -EEXIST;
+		return ubr_writable(ux, f->uf_branch) && uop_verf_match(&f->uf_st, n->un_verf) ?
+			       0 : -EEXIST;
 	return S_ISREG(f->uf_st.st_mode) ? 0 : -EEXIST;
 }
 
@@ -500,10 +577,10 @@ static int uop_make(int fd, const char *name, const struct uop_new *n, int *nfd)
  * lower directory would merge into a new directory, it is built under a temporary name,
  * made opaque if a directory, and then takes the name in one rename.
  */
-static int uop_make_over(struct union_export *ux, const struct uobj *d, const char *name,
-			 const struct uop_new *n, int *nfd, bool *over_wh)
+static int uop_make_over(struct union_export *ux, const struct uobj *d, int at,
+			 const char *name, const struct uop_new *n, int *nfd, bool *over_wh)
 {
-	int r, upfd = d->uo_dirs.ds_fd[0];
+	int r, upfd = d->uo_dirs.ds_fd[at];
 	bool dir = n->un_kind == UOP_DIR, wh, opaque;
 	char tmp[64];
 
@@ -511,7 +588,7 @@ static int uop_make_over(struct union_export *ux, const struct uobj *d, const ch
 	if (r < 0)
 		return r;
 	wh = *over_wh = r == 1;
-	opaque = dir && (wh || ures_lower_has(ux, &d->uo_dirs, name));
+	opaque = dir && (wh || ures_lower_has(ux, &d->uo_dirs, at, name));
 	if (!wh && !opaque)
 		return uop_make(upfd, name, n, nfd);
 	r = uwh_tmp_name(tmp, sizeof(tmp));
@@ -533,9 +610,10 @@ static int uop_make_over(struct union_export *ux, const struct uobj *d, const ch
 	return r;
 }
 
-static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
-		      const struct uop_new *n, uint64_t *ino, struct stat *st,
-		      struct stat *dirpre, struct stat *dirpost)
+/* A create in the branch *b the placement picks (skipping those full). */
+static int uop_create_in(struct union_export *ux, uint64_t dir, const char *name,
+			 const struct uop_new *n, const bool *full, int *b, uint64_t *ino,
+			 struct stat *st, struct stat *dirpre, struct stat *dirpost)
 {
 	struct store_txn *t = NULL;
 	struct union_setattr size = { 0 };
@@ -544,25 +622,27 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 	struct stat made;
 	struct uobj d;
 	bool existed = false, wh = false;
-	int r, nfd = -1, ndir = -1, upfd;
+	int r, nfd = -1, ndir = -1, upfd, at = 0;
 
 	uobj_init(&d);
+	*b = -1;
 	r = uop_new_name(dir, name);
 	if (r == 0)
-		r = uop_dir(ux, dir, NULL, &d);
+		r = uop_place(ux, dir, name, full, &d, b);
 	if (r < 0)
 		goto out;
-	upfd = d.uo_dirs.ds_fd[0];
+	at = uds_index_of(&d.uo_dirs, (uint8_t)*b);
+	upfd = d.uo_dirs.ds_fd[at];
 	r = uop_begin(ux, &t);
 	if (r < 0)
 		goto out;
-	uop_wcc(ux, upfd, dir, dirpre);
+	uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpre);
 	r = ures_find(ux, &d.uo_dirs, name, UFIND_STAT, &f);
 	if (r == 0) {
 		existed = true;
-		r = uop_exists(n, &f);
+		r = uop_exists(ux, n, &f);
 	} else if (r == -ENOENT) {
-		r = uop_make_over(ux, &d, name, n, &nfd, &wh);
+		r = uop_make_over(ux, &d, at, name, n, &nfd, &wh);
 		if (r == 0)
 			r = nfd >= 0 ? fsio_stat(nfd, &made) : fsio_statat(upfd, name, &made);
 		if (r == 0)
@@ -579,7 +659,9 @@ static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
 	if (r == 0) {
 		uop_out(ux, &f.uf_st, *ino, st);
 		ufound_release(&f);
-		uop_wcc(ux, upfd, dir, dirpost);
+		if (!existed)
+			uop_touch_top(&d, at);
+		uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpost);
 	}
 	r = uop_end_durable(ux, t, r, nfd, existed ? -1 : ndir >= 0 ? ndir : upfd,
 			    ndir >= 0 ? upfd : -1);
@@ -602,6 +684,26 @@ out:
 	fsio_close(ndir);
 	uobj_release(&d);
 	return r;
+}
+
+/*
+ * A branch out of space (or the user's quota there) makes every policy but tdp try the
+ * next; each try marks one more branch full, so it ends.
+ */
+static int uop_create(struct union_export *ux, uint64_t dir, const char *name,
+		      const struct uop_new *n, uint64_t *ino, struct stat *st,
+		      struct stat *dirpre, struct stat *dirpost)
+{
+	bool full[UNION_MAX_BRANCHES] = { false };
+	int r, b;
+
+	for (;;) {
+		r = uop_create_in(ux, dir, name, n, full, &b, ino, st, dirpre, dirpost);
+		if ((r != -ENOSPC && r != -EDQUOT) || b < 0 || !upol_retries(ux))
+			return r;
+		upol_full(ux, b);
+		full[b] = true;
+	}
 }
 
 int union_create(struct union_export *ux, uint64_t dir, const char *name,

@@ -174,7 +174,7 @@ static int urn_dir_marks(struct union_export *ux, struct store_txn *t, uint64_t 
 		/* Always absolute: a plain name would mean a sibling at the new place. */
 		if (!redirect || strcmp(redirect, so.uo_origin))
 			r = uwh_set_redirect(fd, "", so.uo_origin);
-	} else if (ures_lower_has(ux, &td->uo_dirs, toname)) {
+	} else if (ures_lower_has(ux, &td->uo_dirs, 0, toname)) {
 		r = uwh_set_opaque(fd, "");
 	} else {
 		goto out;

@@ -116,8 +116,9 @@ void ufound_release(struct ufound *f);
  */
 int ures_find(struct union_export *ux, const struct udirset *parent, const char *name,
 	      int flags, struct ufound *f);
-/* Whether any lower copy of the directory has an entry name, hidden or not. */
-bool ures_lower_has(struct union_export *ux, const struct udirset *parent, const char *name);
+/* Whether a copy of the directory below its copy at index at has an entry name, hidden or not. */
+bool ures_lower_has(struct union_export *ux, const struct udirset *parent, int at,
+		    const char *name);
 
 /* A resolved object. */
 struct uobj {
@@ -258,6 +259,15 @@ int uwh_purge_dir(int parentfd, const char *name);
 /* Creates the upper copy of directory name (found as f) inside parent, whose [0] is the upper. */
 int ucopy_dir(struct union_export *ux, uint64_t pino, const struct udirset *parent,
 	      const char *name, struct ufound *f);
+/* The same in writable branch b, which parent has a copy in, at its place among f's copies. */
+int ucopy_dir_in(struct union_export *ux, uint64_t pino, const struct udirset *parent,
+		 uint8_t b, const char *name, struct ufound *f);
+/*
+ * Makes directory ino (and each directory above it) have a copy in writable branch b, each
+ * made as copy-up makes one, and resolves it into d. -EXDEV when a copy there would not
+ * be merged (an opaque or redirected directory above it); that one is not left made.
+ */
+int ucopy_dir_into(struct union_export *ux, uint64_t ino, uint8_t b, struct uobj *d);
 /* Copies a lower non-directory up and re-resolves o to the upper copy, same ino. */
 int ucopy_up(struct union_export *ux, struct uobj *o);
 /*
@@ -441,6 +451,15 @@ void uop_fail_post(struct union_export *ux, const struct uobj *d, uint64_t dir,
  * NULL) must exist in it: a change that fails anyway copies nothing.
  */
 int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj *d);
+/*
+ * For a new name in directory dir: the writable branch *b it goes to (a whiteout of the
+ * name in a writable copy decides, else the export's create policy, skipping branches b
+ * with full[b]), and d resolved with a copy there, made as copy-up makes them.
+ */
+int uop_place(struct union_export *ux, uint64_t dir, const char *name, const bool *full,
+	      struct uobj *d, int *b);
+/* After a change in d's copy at index at: the top copy's times move, which clients see. */
+void uop_touch_top(const struct uobj *d, int at);
 int uop_begin(struct union_export *ux, struct store_txn **t);
 /* Commits t if r is 0, else aborts it; returns the outcome. */
 int uop_end(struct union_export *ux, struct store_txn *t, int r);

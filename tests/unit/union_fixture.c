@@ -42,9 +42,11 @@ void fx_open(struct fx *f)
 
 	if (store_open(f->state, &f->st, err, sizeof(err)) < 0)
 		fail_msg("store_open: %s", err);
-	if (union_open("/union", f->branches, f->n, NULL, f->ro ? UNION_OPEN_RO : 0, "fix -e", f->st,
-		       &f->ux, err, sizeof(err)) < 0)
+	if (union_open("/union", f->branches, f->n, f->roles, f->ro ? UNION_OPEN_RO : 0, "fix -e",
+		       f->st, &f->ux, err, sizeof(err)) < 0)
 		fail_msg("union_open: %s", err);
+	if (f->policy)
+		union_set_policy(f->ux, f->policy);
 	if (f->clock)
 		union_set_clock(f->ux, f->clock);
 }
@@ -65,7 +67,8 @@ void fx_restart(struct fx *f)
 
 struct fx *fx_new(int nbranches)
 {
-	static const char *const names[FX_MAXB] = { "upper", "middle", "lower" };
+	static const char *const names[FX_MAXB] = { "upper", "middle", "lower", "" };
+	static const char *const names4[FX_MAXB] = { "w0", "w1", "w2", "base" };
 	struct fx *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
@@ -74,7 +77,8 @@ struct fx *fx_new(int nbranches)
 	assert_non_null(mkdtemp(f->base));
 	fx_path(f, f->state, f->base, "state");
 	for (int i = 0; i < nbranches; i++) {
-		fx_path(f, f->br[i], f->base, names[nbranches == 2 && i == 1 ? 2 : i]);
+		fx_path(f, f->br[i], f->base, nbranches == 4 ? names4[i] :
+					      names[nbranches == 2 && i == 1 ? 2 : i]);
 		assert_int_equal(mkdir(f->br[i], 0755), 0);
 		f->branches[i] = f->br[i];
 	}
@@ -110,6 +114,19 @@ int fx_setup2(void **state)
 int fx_setup3(void **state)
 {
 	*state = fx_new(3);
+	return 0;
+}
+
+const enum union_role fx_rw3_roles[FX_MAXB] = { UNION_BRANCH_RW, UNION_BRANCH_RW,
+						 UNION_BRANCH_RW, UNION_BRANCH_RO };
+
+int fx_setup_rw3(void **state)
+{
+	struct fx *f = fx_new(4);
+
+	f->roles = fx_rw3_roles;
+	fx_open(f);
+	*state = f;
 	return 0;
 }
 

@@ -7,6 +7,7 @@
 #ifndef UNION_FIXTURE_H
 #define UNION_FIXTURE_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,7 +16,7 @@
 #include "store.h"
 #include "union.h"
 
-#define FX_MAXB 3
+#define FX_MAXB 4
 
 struct fx {
 	char base[PATH_MAX];
@@ -25,6 +26,8 @@ struct fx {
 	char *up, *lo;               /* the upper and the lowest branch (of 2 or more) */
 	int n;
 	bool ro;
+	const enum union_role *roles;    /* given to union_open when not NULL */
+	const struct union_policy *policy; /* set after each open when not NULL */
 	union_clock_fn clock;        /* given to every union fx_open opens, when not NULL */
 	struct store *st;
 	struct union_export *ux;
@@ -42,6 +45,9 @@ void fx_free(struct fx *f);
 int fx_setup1(void **state);
 int fx_setup2(void **state);
 int fx_setup3(void **state);
+/* Branches "w0", "w1", "w2" (writable) over "base" (read-only), create=tdp; opened. */
+int fx_setup_rw3(void **state);
+extern const enum union_role fx_rw3_roles[FX_MAXB];
 int fx_teardown(void **state);
 
 /* A manual clock for the resolve cache: fx_clock_advance lets time pass at once. */

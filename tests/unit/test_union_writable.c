@@ -1,0 +1,263 @@
+/*
+ * Several writable branches (spec: "Several writable branches"): three writable branches
+ * w0, w1, w2 over a read-only base. Where creates land under each policy, writes in place,
+ * copy-up only to the top, removes and renames across branches, fileids across restart.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "union_fixture.h"
+
+#define BASE 3
+
+static bool exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+/* How many of the names "NAME.i" (i < n) branch b holds in directory rel. */
+static int count_in(struct fx *f, int b, const char *rel, const char *prefix, int n)
+{
+	char name[PATH_MAX];
+	int c = 0;
+
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s%s%s.%d", rel, *rel ? "/" : "", prefix, i);
+		c += exists(P(f, b, name));
+	}
+	return c;
+}
+
+static void reopen_with(struct fx *f, const struct union_policy *p)
+{
+	f->policy = p;
+	union_set_policy(f->ux, p);
+}
+
+static void mk_files(struct fx *f, uint64_t dir, const char *prefix, int n)
+{
+	char name[64];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s.%d", prefix, i);
+		mk_file(f, dir, name);
+	}
+}
+
+/* A file in a middle writable branch is written where it is; its fileid stays. */
+static void test_write_in_place(void **state)
+{
+	struct fx *f = *state;
+	struct union_setattr sa = { .ua_mask = USET_MODE, .ua_mode = 0600 };
+	struct stat st;
+	char buf[64];
+	uint64_t ino;
+
+	put_file(f->br[1], "mid", "old", 0644);
+	put_file(f->br[BASE], "mid", "base copy", 0644);
+	ino = W(f, "mid");
+	wr(f, ino, 0, "new");
+	assert_int_equal(union_setattr(f->ux, ino, &sa, NULL, NULL, NULL), 0);
+	get_file(f->br[1], "mid", buf, sizeof(buf));
+	assert_string_equal(buf, "new");
+	assert_int_equal(stat(P(f, 1, "mid"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_false(exists(P(f, 0, "mid")));
+	get_file(f->br[BASE], "mid", buf, sizeof(buf));
+	assert_string_equal(buf, "base copy");
+	fx_restart(f);
+	assert_int_equal(W(f, "mid"), ino);
+}
+
+/* A file in the read-only base under three writable branches copies to the top one. */
+static void test_copy_up_to_top(void **state)
+{
+	struct fx *f = *state;
+	char buf[64];
+	uint64_t ino;
+
+	put_dir(f->br[2], "d", 0755);
+	put_dir(f->br[BASE], "d", 0755);
+	put_file(f->br[BASE], "d/f", "base", 0644);
+	ino = W(f, "d/f");
+	wr(f, ino, 0, "BASE");
+	get_file(f->br[0], "d/f", buf, sizeof(buf));
+	assert_string_equal(buf, "BASE");
+	assert_false(exists(P(f, 1, "d/f")));
+	assert_false(exists(P(f, 2, "d/f")));
+	get_file(f->br[BASE], "d/f", buf, sizeof(buf));
+	assert_string_equal(buf, "base");
+	fx_restart(f);
+	assert_int_equal(W(f, "d/f"), ino);
+}
+
+/* tdp: next to the parent's topmost writable copy; the top branch when none has one. */
+static void test_create_tdp(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d, b;
+
+	put_dir(f->br[1], "d", 0755);
+	put_dir(f->br[2], "d", 0755);
+	put_dir(f->br[BASE], "b", 0755);
+	d = W(f, "d");
+	b = W(f, "b");
+	mk_files(f, d, "f", 100);
+	assert_int_equal(count_in(f, 1, "d", "f", 100), 100);
+	assert_int_equal(count_in(f, 2, "d", "f", 100), 0);
+	assert_false(exists(P(f, 0, "d")));
+	mk_files(f, b, "g", 3);
+	assert_int_equal(count_in(f, 0, "b", "g", 3), 3);
+	mk_files(f, STORE_ROOT_INO, "r", 3);
+	assert_int_equal(count_in(f, 0, "", "r", 3), 3);
+}
+
+/* rr: evenly over the writable branches, parent directories made as needed. */
+static void test_create_rr(void **state)
+{
+	struct fx *f = *state;
+	struct union_policy p = { .up_create = UNION_CREATE_RR };
+	uint64_t d, inos[99];
+	char name[32];
+	struct stat st;
+
+	reopen_with(f, &p);
+	put_dir(f->br[BASE], "d", 0750);
+	assert_int_equal(chown(P(f, BASE, "d"), 12, 34), 0);
+	d = W(f, "d");
+	for (int i = 0; i < 99; i++) {
+		snprintf(name, sizeof(name), "f.%d", i);
+		inos[i] = mk_file(f, d, name);
+	}
+	for (int b = 0; b < 3; b++) {
+		assert_int_equal(count_in(f, b, "d", "f", 99), 33);
+		/* the merged directory's owner and mode */
+		assert_int_equal(stat(P(f, b, "d"), &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0750);
+		assert_int_equal(st.st_uid, 12);
+		assert_int_equal(st.st_gid, 34);
+	}
+	fx_restart(f);
+	for (int i = 0; i < 99; i++) {
+		snprintf(name, sizeof(name), "d/f.%d", i);
+		assert_int_equal(W(f, name), inos[i]);
+	}
+}
+
+/* pmfs: only among branches holding the parent. */
+static void test_create_pmfs(void **state)
+{
+	struct fx *f = *state;
+	struct union_policy p = { .up_create = UNION_CREATE_PMFS };
+	uint64_t d;
+
+	reopen_with(f, &p);
+	put_dir(f->br[2], "d", 0755);
+	d = W(f, "d");
+	mk_files(f, d, "f", 10);
+	assert_int_equal(count_in(f, 2, "d", "f", 10), 10);
+	assert_false(exists(P(f, 0, "d")));
+	assert_false(exists(P(f, 1, "d")));
+}
+
+/* A name whited out in a writable branch is made there, whatever the policy says. */
+static void test_create_over_whiteout(void **state)
+{
+	struct fx *f = *state;
+	struct union_policy p = { .up_create = UNION_CREATE_RR };
+	uint64_t ino;
+
+	reopen_with(f, &p);
+	put_file(f->br[BASE], "x", "base", 0644);
+	assert_int_equal(union_remove(f->ux, STORE_ROOT_INO, "x", NULL, NULL), 0);
+	gone(f, "x");
+	for (int i = 0; i < 4; i++) {
+		ino = mk_file(f, STORE_ROOT_INO, "x");
+		assert_true(exists(P(f, 0, "x")));
+		assert_false(exists(P(f, 1, "x")));
+		assert_false(exists(P(f, 2, "x")));
+		assert_int_equal(W(f, "x"), ino);
+		assert_int_equal(union_remove(f->ux, STORE_ROOT_INO, "x", NULL, NULL), 0);
+		gone(f, "x");
+	}
+}
+
+/* A directory made opaque in w0 hides w1's copy: rr never puts a name there. */
+static void test_create_under_opaque(void **state)
+{
+	struct fx *f = *state;
+	struct union_policy p = { .up_create = UNION_CREATE_RR };
+	uint64_t d;
+
+	put_dir(f->br[BASE], "d", 0755);
+	put_file(f->br[BASE], "d/old", "x", 0644);
+	d = W(f, "d");
+	assert_int_equal(union_rmdir(f->ux, STORE_ROOT_INO, "d", NULL, NULL), -ENOTEMPTY);
+	assert_int_equal(union_remove(f->ux, d, "old", NULL, NULL), 0);
+	assert_int_equal(union_rmdir(f->ux, STORE_ROOT_INO, "d", NULL, NULL), 0);
+	d = mk_dir(f, STORE_ROOT_INO, "d"); /* opaque in w0, over the base's */
+	reopen_with(f, &p);
+	mk_files(f, d, "f", 6);
+	assert_int_equal(count_in(f, 0, "d", "f", 6), 6);
+	assert_false(exists(P(f, 1, "d")));
+	assert_false(exists(P(f, 2, "d")));
+}
+
+/* FSSTAT adds the writable branches' space up (counted once per file system). */
+static void test_statfs_sum(void **state)
+{
+	struct fx *f = *state;
+	struct statvfs sv, one;
+
+	assert_int_equal(union_statfs(f->ux, STORE_ROOT_INO, &sv), 0);
+	assert_int_equal(statvfs(f->br[0], &one), 0);
+	/* every branch here is on one file system */
+	assert_int_equal(sv.f_blocks, one.f_blocks);
+}
+
+/* Writable branches come first: one below a read-only branch is refused at open. */
+static void test_writable_below_readonly(void **state)
+{
+	struct fx *f = *state;
+	static const enum union_role bad[FX_MAXB] = { UNION_BRANCH_RW, UNION_BRANCH_RO,
+						       UNION_BRANCH_RW, UNION_BRANCH_RO };
+	struct union_export *ux = NULL;
+	char err[512];
+
+	assert_int_equal(union_open("/other", f->branches, 4, bad, 0, "fix -e", union_store(f->ux),
+				    &ux, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "is writable below the read-only branch"));
+	assert_null(ux);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_write_in_place, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_copy_up_to_top, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_create_tdp, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_create_rr, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_create_pmfs, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_create_over_whiteout, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_create_under_opaque, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_statfs_sum, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_writable_below_readonly, fx_setup_rw3,
+						fx_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
