@@ -178,6 +178,26 @@ int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj
 	return r;
 }
 
+int uop_dir_of(struct union_export *ux, uint64_t dir, const char *name, struct uobj *d)
+{
+	struct ufound f;
+	int r;
+
+	if (ux->ux_nwritable <= 1)
+		return uop_dir(ux, dir, name, d);
+	r = ures_resolve(ux, NULL, dir, 0, d);
+	if (r == 0 && !S_ISDIR(d->uo_st.st_mode))
+		r = -ENOTDIR;
+	if (r < 0)
+		return r;
+	r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT, &f);
+	ufound_release(&f);
+	if (r < 0 || ubr_writable(ux, f.uf_branch))
+		return r;
+	uobj_release(d);
+	return uop_dir(ux, dir, name, d);
+}
+
 /*
  * The writable copy of a directory holding a whiteout of name, which a new name must
  * replace where it is (a copy made below it would stay hidden): its branch, or -1.

@@ -7,6 +7,12 @@
  * all that is left in it are whiteouts: the upper copy goes with them, swapped for a
  * whiteout in one rename.
  *
+ * With several writable branches, a name whose topmost copy is in a writable branch is
+ * removed there, after its hidden copies in writable branches below (none may show once
+ * it goes), and a whiteout is left, in that branch, only where a copy below remains: in
+ * a read-only branch, or a directory that still holds hidden entries. A name whose
+ * topmost copy is read-only is whited out in the top branch, as with one upper.
+ *
  * A file leaves the union's sight first under a temporary name in its directory (with a
  * whiteout at its name when a lower branch has the name), and goes for good only once the
  * map took the change: when the map cannot (a full state file system), it comes back, and
@@ -147,35 +153,88 @@ static int urm_rmdir_upper(int fd, const char *name)
 }
 
 /*
- * Inside the write transaction: removes name from directory d (which has an upper copy).
- * *done: the branch step happened and cannot be taken back (an upper directory went). An
- * upper file is set aside in *aside; *forget: the ino whose hard-link index entry goes.
- * Before the branch changes, the change's intent goes on record: in (names filled), *slot.
+ * The copies of name below its topmost one (f) in writable branches of the directory
+ * parent: hidden now, and none may show once the name goes. As root: the right to remove
+ * the name is checked on the topmost copy. A directory goes only while it holds nothing
+ * but markers, and only the very copy that merges; one that stays calls for a whiteout.
+ */
+static void urm_hidden_copies(struct union_export *ux, const struct udirset *parent,
+			      const char *name, const struct ufound *f)
+{
+	struct fsio_ids ids;
+	struct stat st, cst;
+	int k;
+
+	fsio_become_root(&ids);
+	for (int i = parent->ds_n - 1; i > f->uf_pidx; i--) {
+		int pfd = parent->ds_fd[i];
+
+		if (!ubr_writable(ux, parent->ds_branch[i]) || fsio_statat(pfd, name, &st) < 0 ||
+		    uwh_is_whiteout(pfd, name, &st))
+			continue;
+		if (!f->uf_dir && !S_ISDIR(st.st_mode)) {
+			fsio_unlink(pfd, name, false);
+			continue;
+		}
+		k = f->uf_dir ? uds_index_of(&f->uf_dirs, parent->ds_branch[i]) : -1;
+		if (k >= 0 && fsio_stat(f->uf_dirs.ds_fd[k], &cst) == 0 &&
+		    cst.st_dev == st.st_dev && cst.st_ino == st.st_ino)
+			uwh_purge_dir(pfd, name);
+	}
+	fsio_restore(&ids);
+}
+
+/* name in d: what it is (f), and whether it is the kind the call removes. */
+static int urm_find(struct union_export *ux, const struct uobj *d, const char *name,
+		    bool rmdir, struct ufound *f)
+{
+	int r = ures_find(ux, &d->uo_dirs, name, UFIND_BELOW | (rmdir ? 0 : UFIND_STAT), f);
+
+	if (r < 0)
+		return r;
+	if (rmdir && !f->uf_dir)
+		r = -ENOTDIR;
+	else if (!rmdir && f->uf_dir)
+		r = -EISDIR;
+	else if (rmdir)
+		r = udir_empty(ux, &f->uf_dirs);
+	return r;
+}
+
+/*
+ * Inside the write transaction: removes name from directory d, in the copy of d at index
+ * *at: the one holding the name's topmost copy when that is writable, else the top one
+ * (-EAGAIN when d has none there: resolve d with one and try again). *done: the branch
+ * step happened and cannot be taken back (a directory went). A file is set aside in
+ * *aside; *forget: the ino whose hard-link index entry goes. Before the branch changes,
+ * the change's intent goes on record: in (names filled), *slot.
  */
 static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
 		   const struct uobj *d, const char *name, bool rmdir, uint64_t *gone,
 		   struct uop_undo *undo, struct urm_aside *aside, bool *done, uint64_t *forget,
-		   struct store_intent *in, int *slot)
+		   struct store_intent *in, int *slot, int *at)
 {
-	int upfd = d->uo_dirs.ds_fd[0];
 	struct ufound f;
 	struct stat wh;
-	bool whiteout, last;
+	bool whiteout, last, in_place;
 	uint64_t ino;
-	int r;
+	int r, upfd;
 
-	r = ures_find(ux, &d->uo_dirs, name, UFIND_BELOW | (rmdir ? 0 : UFIND_STAT), &f);
-	if (r < 0)
-		return r;
-	if (rmdir && !f.uf_dir)
-		r = -ENOTDIR;
-	else if (!rmdir && f.uf_dir)
-		r = -EISDIR;
-	else if (rmdir)
-		r = udir_empty(ux, &f.uf_dirs);
+	r = urm_find(ux, d, name, rmdir, &f);
+	in_place = r == 0 && ubr_writable(ux, f.uf_branch);
+	if (in_place && ux->ux_nwritable > 1) {
+		urm_hidden_copies(ux, &d->uo_dirs, name, &f);
+		ufound_release(&f);
+		r = urm_find(ux, d, name, rmdir, &f);
+		in_place = r == 0 && ubr_writable(ux, f.uf_branch);
+	}
+	if (r == 0 && !in_place && !ubr_writable(ux, d->uo_dirs.ds_branch[0]))
+		r = -EAGAIN;
 	if (r < 0)
 		goto out;
-	whiteout = f.uf_branch != 0 || f.uf_below;
+	*at = in_place ? f.uf_pidx : 0;
+	upfd = d->uo_dirs.ds_fd[*at];
+	whiteout = !in_place || f.uf_below;
 	if (rmdir && store_find_name(t, ux->ux_id, dir, name, gone) < 0)
 		*gone = 0;
 	if (store_find_name(t, ux->ux_id, dir, name, &in->sn_ino) < 0)
@@ -186,12 +245,12 @@ static int urm_txn(struct union_export *ux, struct store_txn *t, uint64_t dir,
 		r = *slot;
 		goto out;
 	}
-	if (f.uf_branch == 0 && !rmdir) {
+	if (in_place && !rmdir) {
 		r = urm_set_aside(t, upfd, name, whiteout, aside);
-	} else if (f.uf_branch == 0 && !whiteout) {
+	} else if (in_place && !whiteout) {
 		r = urm_rmdir_upper(upfd, name);
 		*done = r == 0;
-	} else if (f.uf_branch == 0) {
+	} else if (in_place) {
 		r = urm_whiteout_over(upfd, name, rmdir);
 		*done = r == 0;
 	} else {
@@ -214,6 +273,14 @@ out:
 	return r;
 }
 
+/* The copy of directory d in branch b, else its top one. */
+static int urm_copy_fd(const struct uobj *d, uint8_t b)
+{
+	int fd = uds_fd_of(&d->uo_dirs, b);
+
+	return fd >= 0 ? fd : d->uo_dirs.ds_fd[0];
+}
+
 int urm_settle(struct union_export *ux, struct store_txn *t, const struct store_intent *in)
 {
 	struct ufound f, gone;
@@ -232,8 +299,8 @@ int urm_settle(struct union_export *ux, struct store_txn *t, const struct store_
 			gone.uf_dir = S_ISDIR(in->sn_type);
 			gone.uf_branch = in->sn_branch;
 			gone.uf_st.st_ino = (ino_t)in->sn_real_ino;
-			r = uop_forget(ux, t, in->sn_from, d.uo_dirs.ds_fd[0], in->sn_from_name,
-				       &gone, false);
+			r = uop_forget(ux, t, in->sn_from, urm_copy_fd(&d, in->sn_branch),
+				       in->sn_from_name, &gone, false);
 		}
 	}
 	/* (a directory gone too: its records are stale, the object's included) */
@@ -266,8 +333,8 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 	struct uobj d;
 	uint64_t gone = 0, forget = 0;
 	struct store_intent in = { .sn_from = dir };
-	bool done = false;
-	int r, slot = -1;
+	bool done = false, top = false;
+	int r, slot = -1, at = 0;
 
 	uobj_init(&d);
 	r = uname_check(name);
@@ -275,8 +342,10 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 		r = rmdir && !strcmp(name, ".") ? -EINVAL : -EACCES;
 	if (r == 0 && uname_hidden(dir, name))
 		r = -ENOENT;
-	if (r == 0)
-		r = uop_dir(ux, dir, name, &d);
+	if (r < 0)
+		goto out;
+again:
+	r = top ? uop_dir(ux, dir, name, &d) : uop_dir_of(ux, dir, name, &d);
 	if (r == 0 && !rmdir)
 		r = uop_links_up(ux, dir, &d, name);
 	if (r == 0)
@@ -286,15 +355,23 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 	snprintf(in.sn_from_name, sizeof(in.sn_from_name), "%s", name);
 	uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpre);
 	r = urm_txn(ux, t, dir, &d, name, rmdir, &gone, &undo, &aside, &done, &forget, &in,
-		    &slot);
-	if (r == 0 || done)
+		    &slot, &at);
+	if (r == 0 || done) {
+		uop_touch_top(&d, at);
 		uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpost);
-	r = uop_end_durable(ux, t, r, -1, d.uo_dirs.ds_fd[0], -1);
+	}
+	r = uop_end_durable(ux, t, r, -1, d.uo_dirs.ds_fd[at], -1);
+	if (r == -EAGAIN && !top) {
+		/* The name's topmost copy went read-only meanwhile: the top branch whites it out. */
+		top = true;
+		uobj_release(&d);
+		goto again;
+	}
 	/* Not taken by the map: the branch is settled with it again (now, or at the next start). */
 	uint_intent_end(ux, slot, &in, r < 0, urm_settle);
 	if (r < 0 && done) {
 		uop_kept(name, r);
-		r = uop_sync_dir(d.uo_dirs.ds_fd[0]);
+		r = uop_sync_dir(d.uo_dirs.ds_fd[at]);
 	}
 	if (r < 0)
 		goto out;
@@ -304,7 +381,7 @@ static int urm_unlink(struct union_export *ux, uint64_t dir, const char *name, b
 	 * under its temporary name), as a kill -9 just before this would.
 	 */
 	if (aside.ua_tmp[0])
-		uop_drop_tmp(d.uo_dirs.ds_fd[0], aside.ua_tmp);
+		uop_drop_tmp(d.uo_dirs.ds_fd[at], aside.ua_tmp);
 	if (forget)
 		uhl_forget(ux, forget);
 	udir_invalidate(ux, dir);

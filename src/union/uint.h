@@ -452,6 +452,11 @@ void uop_fail_post(struct union_export *ux, const struct uobj *d, uint64_t dir,
  */
 int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj *d);
 /*
+ * For a change to name in directory dir: as uop_dir, but when name's topmost copy is in a
+ * writable branch, d as it is (the change is made there).
+ */
+int uop_dir_of(struct union_export *ux, uint64_t dir, const char *name, struct uobj *d);
+/*
  * For a new name in directory dir: the writable branch *b it goes to (a whiteout of the
  * name in a writable copy decides, else the export's create policy, skipping branches b
  * with full[b]), and d resolved with a copy there, made as copy-up makes them.

@@ -217,6 +217,84 @@ static void test_create_under_opaque(void **state)
 	assert_false(exists(P(f, 2, "d")));
 }
 
+static bool is_whiteout(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == 0;
+}
+
+/* A name in two writable branches and the base: both copies go, one whiteout stays. */
+static void test_remove_across(void **state)
+{
+	struct fx *f = *state;
+
+	put_file(f->br[1], "x", "w1", 0644);
+	put_file(f->br[2], "x", "w2", 0644);
+	put_file(f->br[BASE], "x", "base", 0644);
+	W(f, "x");
+	assert_int_equal(union_remove(f->ux, STORE_ROOT_INO, "x", NULL, NULL), 0);
+	gone(f, "x");
+	assert_false(exists(P(f, 0, "x")));
+	assert_true(is_whiteout(P(f, 1, "x")));
+	assert_false(exists(P(f, 2, "x")));
+	assert_true(exists(P(f, BASE, "x")));
+	fx_restart(f);
+	gone(f, "x");
+}
+
+/* A name only in writable branches: every copy goes, no whiteout is left behind. */
+static void test_remove_writable_only(void **state)
+{
+	struct fx *f = *state;
+
+	put_file(f->br[0], "x", "w0", 0644);
+	put_file(f->br[2], "x", "w2", 0644);
+	put_dir(f->br[1], "d", 0755);
+	put_file(f->br[1], "d/y", "w1", 0644);
+	W(f, "x");
+	assert_int_equal(union_remove(f->ux, STORE_ROOT_INO, "x", NULL, NULL), 0);
+	assert_int_equal(union_remove(f->ux, W(f, "d"), "y", NULL, NULL), 0);
+	for (int b = 0; b <= BASE; b++) {
+		assert_false(exists(P(f, b, "x")));
+		assert_false(exists(P(f, b, "d/y")));
+	}
+	assert_false(exists(P(f, 0, "d"))); /* nothing was copied to the top to remove it */
+	fx_restart(f);
+	gone(f, "x");
+	gone(f, "d/y");
+}
+
+/* rmdir of a directory merged over the three writable branches, with and without the base. */
+static void test_rmdir_spread(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d;
+
+	for (int b = 0; b < 3; b++) {
+		put_dir(f->br[b], "d", 0755);
+		put_dir(f->br[b], "e", 0755);
+	}
+	put_dir(f->br[BASE], "e", 0755);
+	put_file(f->br[1], "d/f1", "1", 0644);
+	put_file(f->br[2], "d/f2", "2", 0644);
+	d = W(f, "d");
+	assert_int_equal(union_rmdir(f->ux, STORE_ROOT_INO, "d", NULL, NULL), -ENOTEMPTY);
+	assert_int_equal(union_remove(f->ux, d, "f1", NULL, NULL), 0);
+	assert_int_equal(union_remove(f->ux, d, "f2", NULL, NULL), 0);
+	assert_int_equal(union_rmdir(f->ux, STORE_ROOT_INO, "d", NULL, NULL), 0);
+	assert_int_equal(union_rmdir(f->ux, STORE_ROOT_INO, "e", NULL, NULL), 0);
+	for (int b = 0; b < 3; b++)
+		assert_false(exists(P(f, b, "d")));
+	assert_true(is_whiteout(P(f, 0, "e")));
+	assert_false(exists(P(f, 1, "e")));
+	assert_false(exists(P(f, 2, "e")));
+	assert_true(exists(P(f, BASE, "e")));
+	fx_restart(f);
+	gone(f, "d");
+	gone(f, "e");
+}
+
 /* FSSTAT adds the writable branches' space up (counted once per file system). */
 static void test_statfs_sum(void **state)
 {
@@ -254,6 +332,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_pmfs, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_create_over_whiteout, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_create_under_opaque, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_remove_across, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_remove_writable_only, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rmdir_spread, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_statfs_sum, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_writable_below_readonly, fx_setup_rw3,
 						fx_teardown),
