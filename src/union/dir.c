@@ -814,7 +814,7 @@ static int udir_entry_attrs(struct union_export *ux, const struct uobj *d,
 	if (r < 0)
 		return r;
 	/* A lower name of a file with several may have been linked up. */
-	if (!ubr_writable(ux, e->de_branch) && !S_ISDIR(st->st_mode) && st->st_nlink > 1)
+	if (e->de_branch != 0 && !S_ISDIR(st->st_mode) && st->st_nlink > 1)
 		return union_getattr(ux, ino, st);
 	if (changes && udir_keepable(st)) {
 		udir_attr_set(a, st, changes);

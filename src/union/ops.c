@@ -826,6 +826,41 @@ static int uop_link_over(int fd, const struct uobj *o, const char *name, bool *o
 	return r;
 }
 
+/*
+ * For a link to an object in writable branch b: directory dir resolved into d with a copy
+ * in b, where nothing above hides name. 0, or 1 when the link must be made in the top
+ * branch instead (d released).
+ */
+static int uop_link_dir_in(struct union_export *ux, uint64_t dir, const char *name, uint8_t b,
+			   struct uobj *d)
+{
+	struct stat st;
+	int r, at;
+
+	r = ures_resolve(ux, NULL, dir, 0, d);
+	if (r == 0 && !S_ISDIR(d->uo_st.st_mode))
+		r = -ENOTDIR;
+	if (r == 0 && uds_index_of(&d->uo_dirs, b) < 0) {
+		r = uobj_may(d, W_OK | X_OK) ? 0 : -EACCES;
+		uobj_release(d);
+		if (r == 0)
+			r = ucopy_dir_into(ux, dir, b, d);
+	}
+	if (r == -EXDEV)
+		return 1;
+	if (r < 0)
+		return r;
+	at = uds_index_of(&d->uo_dirs, b);
+	for (int i = 0; i < at; i++) {
+		if (fsio_statat(d->uo_dirs.ds_fd[i], name, &st) == 0 ||
+		    uwh_oci(d->uo_dirs.ds_fd[i], name)) {
+			uobj_release(d);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *name,
 	       struct stat *post, struct stat *dirpre, struct stat *dirpost)
 {
@@ -834,6 +869,7 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 	struct ufound f;
 	struct uobj o, d, now;
 	bool wh = false;
+	uint8_t b = 0;
 	int r, upfd = -1;
 
 	uobj_init(&o);
@@ -846,7 +882,13 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 		r = ures_resolve(ux, NULL, ino, 0, &o);
 	if (r == 0 && S_ISDIR(o.uo_st.st_mode))
 		r = -EPERM;
-	if (r == 0)
+	/* An object in a writable branch is linked where it is, when the name would show. */
+	if (r == 0 && o.uo_rec.si_branch != 0 && ubr_writable(ux, o.uo_rec.si_branch)) {
+		r = uop_link_dir_in(ux, dir, name, o.uo_rec.si_branch, &d);
+		b = r == 0 ? o.uo_rec.si_branch : 0;
+		r = r == 1 ? 0 : r;
+	}
+	if (r == 0 && b == 0)
 		r = uop_dir(ux, dir, NULL, &d);
 	if (r == 0) {
 		/* No copy-up for a link that cannot be made. */
@@ -855,26 +897,26 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 		r = r == 0 ? -EEXIST : r == -ENOENT ? 0 : r;
 	}
 	/* No copy-up for a link the client may not make (as protected_hardlinks would). */
-	if (r == 0 && o.uo_rec.si_branch != 0 && !uobj_may(&d, W_OK | X_OK))
+	if (r == 0 && o.uo_rec.si_branch != b && !uobj_may(&d, W_OK | X_OK))
 		r = -EACCES;
-	if (r == 0 && o.uo_rec.si_branch != 0 && !fsio_owns(&o.uo_st) &&
+	if (r == 0 && o.uo_rec.si_branch != b && !fsio_owns(&o.uo_st) &&
 	    !(S_ISREG(o.uo_st.st_mode) && uobj_may(&o, R_OK | W_OK)))
 		r = -EPERM;
-	if (r == 0 && o.uo_rec.si_branch != 0)
+	if (r == 0 && o.uo_rec.si_branch != b)
 		r = ucopy_up(ux, &o);
 	if (r < 0)
 		goto out;
-	upfd = d.uo_dirs.ds_fd[0];
+	upfd = uds_fd_of(&d.uo_dirs, b);
 	r = uop_begin(ux, &t);
 	if (r < 0)
 		goto out;
-	uop_wcc(ux, upfd, dir, dirpre);
+	uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpre);
 	r = ures_find(ux, &d.uo_dirs, name, UFIND_STAT, &f);
 	if (r == 0)
 		r = -EEXIST;
 	else if (r == -ENOENT)
 		r = ures_resolve(ux, t, ino, 0, &now); /* where it is now, under the lock */
-	if (r == 0 && now.uo_rec.si_branch != 0)
+	if (r == 0 && now.uo_rec.si_branch != b)
 		r = -ESTALE;
 	if (r == 0)
 		r = uop_link_over(upfd, &now, name, &wh);
@@ -886,7 +928,8 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 		r = uop_linked(ux, t, ino, dir, name);
 	if (r == 0) {
 		uop_out(ux, &now.uo_st, ino, post);
-		uop_wcc(ux, upfd, dir, dirpost);
+		uop_touch_top(&d, uds_index_of(&d.uo_dirs, b));
+		uop_wcc(ux, d.uo_dirs.ds_fd[0], dir, dirpost);
 	}
 	r = uop_end_durable(ux, t, r, -1, upfd, -1);
 	if (r < 0)

@@ -152,14 +152,8 @@ static int urm_rmdir_upper(int fd, const char *name)
 	return r;
 }
 
-/*
- * The copies of name below its topmost one (f) in writable branches of the directory
- * parent: hidden now, and none may show once the name goes. As root: the right to remove
- * the name is checked on the topmost copy. A directory goes only while it holds nothing
- * but markers, and only the very copy that merges; one that stays calls for a whiteout.
- */
-static void urm_hidden_copies(struct union_export *ux, const struct udirset *parent,
-			      const char *name, const struct ufound *f)
+void urm_hidden_copies(struct union_export *ux, const struct udirset *parent,
+		       const char *name, const struct ufound *f)
 {
 	struct fsio_ids ids;
 	struct stat st, cst;

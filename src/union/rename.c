@@ -9,6 +9,12 @@
  * directory moved over a name a lower branch has is made opaque unless it carries a
  * redirect, so that lower directory does not merge into it.
  *
+ * With several writable branches, a file (or a directory of one copy) whose topmost copy
+ * is in a writable branch moves within that branch, the target directory getting a copy
+ * there if need be, when nothing above it in the target directory would hide it; else it
+ * goes the way above, through the top branch. Hidden copies of a moved file's old name in
+ * writable branches go with it, so none shows again.
+ *
  * When the inode map cannot take the move (a full state file system), a file moved to a
  * name the upper had free (or held a whiteout at) goes back. A move that replaced an upper
  * object, or moved a directory, stays: the reply says what the client will see, success.
@@ -265,10 +271,10 @@ static int urn_target(const struct ufound *sf, const struct ufound *tf, uint64_t
  */
 static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdir,
 		   const struct uobj *fd, const char *fromname, uint64_t todir,
-		   const struct uobj *td, const char *toname, uint64_t *gone, bool *moved,
-		   struct urn_undo *undo, struct store_intent *in, int *slot)
+		   const struct uobj *td, const char *toname, uint8_t b, uint64_t *gone,
+		   bool *moved, struct urn_undo *undo, struct store_intent *in, int *slot)
 {
-	int ffd = fd->uo_dirs.ds_fd[0], tfd = td->uo_dirs.ds_fd[0];
+	int ffd = uds_fd_of(&fd->uo_dirs, b), tfd = uds_fd_of(&td->uo_dirs, b);
 	struct ufound sf, tf;
 	bool target, whiteout, over_wh, cleared = false;
 	uint64_t sino, tino = 0, real;
@@ -276,7 +282,15 @@ static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdi
 	int r;
 
 	ufound_init(&tf);
+	if (ffd < 0 || tfd < 0)
+		return -ESTALE;
 	r = ures_map(ux, t, fromdir, &fd->uo_dirs, fromname, UFIND_STAT | UFIND_BELOW, &sf, &sino);
+	if (r == 0 && !sf.uf_dir && sf.uf_branch == b && sf.uf_below && ux->ux_nwritable > 1) {
+		urm_hidden_copies(ux, &fd->uo_dirs, fromname, &sf);
+		ufound_release(&sf);
+		r = ures_map(ux, t, fromdir, &fd->uo_dirs, fromname, UFIND_STAT | UFIND_BELOW,
+			     &sf, &sino);
+	}
 	if (r < 0)
 		return r;
 	r = ures_map(ux, t, todir, &td->uo_dirs, toname, 0, &tf, &tino);
@@ -287,28 +301,28 @@ static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdi
 		r = urn_target(&sf, &tf, sino, tino);
 	if (r == 0 && target && tf.uf_dir)
 		r = udir_empty(ux, &tf.uf_dirs);
-	if (r == 0 && !sf.uf_dir && sf.uf_branch != 0)
-		r = -ESTALE; /* copied up before, replaced since */
+	if (r == 0 && sf.uf_branch != b && (!sf.uf_dir || b != 0))
+		r = -ESTALE; /* copied up before, replaced since; or moved meanwhile */
 	if (r != 0)
 		goto out;
-	whiteout = sf.uf_branch != 0 || sf.uf_below;
+	whiteout = sf.uf_branch != b || sf.uf_below;
 	real = (uint64_t)sf.uf_st.st_ino;
-	if (sf.uf_dir)
+	if (sf.uf_dir && b == 0)
 		r = urn_dir_marks(ux, t, sino, td, toname, &real);
 	if (r == 0) {
 		/* A directory's marks need no intent: they are right where it stays, too. */
 		in->sn_ino = sino;
-		*slot = uint_intent_begin(ux, in, STORE_INTENT_RENAME, 0, real, sf.uf_st.st_mode);
+		*slot = uint_intent_begin(ux, in, STORE_INTENT_RENAME, b, real, sf.uf_st.st_mode);
 		r = *slot < 0 ? *slot : 0;
 	}
-	if (r == 0 && target && tf.uf_dir && tf.uf_branch == 0) {
+	if (r == 0 && target && tf.uf_dir && tf.uf_branch == b) {
 		r = urn_clear_target(tfd, toname, tmp, sizeof(tmp));
 		cleared = r == 0;
 	}
 	if (r == 0)
 		r = uop_upper_whiteout(tfd, toname);
-	if (r == -EEXIST && target && tf.uf_branch == 0)
-		r = 0; /* an upper object to replace */
+	if (r == -EEXIST && target && tf.uf_branch == b)
+		r = 0; /* an object in this branch to replace */
 	if (r < 0)
 		goto out;
 	over_wh = r == 1;
@@ -318,7 +332,7 @@ static int urn_txn(struct union_export *ux, struct store_txn *t, uint64_t fromdi
 		fsio_rename2(tfd, tmp, tfd, toname, FSIO_EXCHANGE); /* put the target back */
 	if (r < 0)
 		goto out;
-	if (sf.uf_dir || (target && tf.uf_branch == 0 && !over_wh))
+	if (sf.uf_dir || (target && tf.uf_branch == b && !over_wh))
 		*moved = true;
 	else
 		urn_arm_undo(t, undo, ffd, fromname, tfd, toname, &sf.uf_st, whiteout, over_wh);
@@ -397,7 +411,9 @@ int urn_settle(struct union_export *ux, struct store_txn *t, const struct store_
 		goto out; /* no record to move, or the map has the move already */
 	if (store_find_name(t, ux->ux_id, in->sn_to, in->sn_to_name, &tino) == 0 &&
 	    tino != in->sn_ino)
-		r = urn_settle_replaced(ux, t, td.uo_dirs.ds_fd[0], in, tino);
+		r = urn_settle_replaced(ux, t, uds_fd_of(&td.uo_dirs, in->sn_branch) >= 0 ?
+					uds_fd_of(&td.uo_dirs, in->sn_branch) : td.uo_dirs.ds_fd[0],
+					in, tino);
 	/* A directory moves as its upper copy, made inside the rename's lost transaction. */
 	if (r == 0 && (rec.si_branch != in->sn_branch || rec.si_real_ino != in->sn_real_ino)) {
 		rec.si_branch = in->sn_branch;
@@ -415,6 +431,70 @@ out:
 	ufound_release(&f);
 	uobj_release(&td);
 	return r == -ENOENT || r == -ESTALE ? 0 : r;
+}
+
+/*
+ * Whether fromname of fromdir can move within the writable branch of its topmost copy, b
+ * (0: the top branch, where every other move goes): a file, or a directory of one copy,
+ * with nothing above b in the target directory at toname (not even a whiteout), nor a
+ * directory below for a moved directory to merge with. fd and td get a copy in b.
+ */
+static int urn_place(struct union_export *ux, uint64_t fromdir, const char *fromname,
+		     uint64_t todir, const char *toname, struct uobj *fd, struct uobj *td,
+		     uint8_t *b)
+{
+	struct ufound sf;
+	struct stat st;
+	bool dir = false;
+	int r, at;
+
+	*b = 0;
+	if (ux->ux_nwritable <= 1)
+		goto top;
+	r = ures_resolve(ux, NULL, fromdir, 0, fd);
+	if (r == 0 && !S_ISDIR(fd->uo_st.st_mode))
+		r = -ENOTDIR;
+	if (r == 0)
+		r = ures_find(ux, &fd->uo_dirs, fromname, 0, &sf);
+	if (r < 0)
+		return r;
+	if (ubr_writable(ux, sf.uf_branch) && sf.uf_branch != 0 &&
+	    (!sf.uf_dir || (sf.uf_dirs.ds_n == 1 && !sf.uf_redirect)))
+		*b = sf.uf_branch;
+	dir = sf.uf_dir;
+	ufound_release(&sf);
+	if (r < 0 || *b == 0)
+		goto top_again;
+	r = ures_resolve(ux, NULL, todir, 0, td);
+	if (r == 0 && !S_ISDIR(td->uo_st.st_mode))
+		r = -ENOTDIR;
+	if (r == 0 && uds_index_of(&td->uo_dirs, *b) < 0) {
+		r = uobj_may(td, W_OK | X_OK) ? 0 : -EACCES;
+		uobj_release(td);
+		if (r == 0)
+			r = ucopy_dir_into(ux, todir, *b, td);
+	}
+	if (r == -EXDEV)
+		goto top_again;
+	if (r < 0)
+		return r;
+	at = uds_index_of(&td->uo_dirs, *b);
+	for (int i = 0; i < at; i++)
+		if (fsio_statat(td->uo_dirs.ds_fd[i], toname, &st) == 0 ||
+		    uwh_oci(td->uo_dirs.ds_fd[i], toname))
+			goto top_again;
+	if (dir && ures_lower_has(ux, &td->uo_dirs, at, toname))
+		goto top_again;
+	return 0;
+top_again:
+	uobj_release(fd);
+	uobj_release(td);
+	*b = 0;
+top:
+	r = uop_dir(ux, fromdir, fromname, fd);
+	if (r == 0)
+		r = uop_dir(ux, todir, NULL, td);
+	return r;
 }
 
 /* A rename of a name onto itself changes nothing, once the name is known to exist. */
@@ -437,6 +517,7 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 	uint64_t gone = 0;
 	struct store_intent in = { .sn_from = fromdir, .sn_to = todir };
 	bool moved = false;
+	uint8_t b = 0;
 	int r, sfd, tfd, slot = -1;
 
 	uobj_init(&fd);
@@ -451,7 +532,7 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 	if (r == 0 && uname_hidden(todir, toname))
 		r = -EACCES;
 	if (r == 0)
-		r = uop_dir(ux, fromdir, fromname, &fd);
+		r = urn_place(ux, fromdir, fromname, todir, toname, &fd, &td, &b);
 	if (r == 0 && fromdir == todir && !strcmp(fromname, toname)) {
 		r = urn_itself(ux, &fd, fromname);
 		uop_out(ux, &fd.uo_st, fromdir, frompre);
@@ -460,9 +541,7 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		uop_out(ux, &fd.uo_st, todir, topost);
 		goto out;
 	}
-	if (r == 0)
-		r = uop_dir(ux, todir, NULL, &td);
-	if (r == 0)
+	if (r == 0 && b == 0)
 		r = urn_copy_source(ux, fromdir, &fd, fromname);
 	if (r == 0)
 		r = uop_links_up(ux, todir, &td, toname);
@@ -472,15 +551,17 @@ int union_rename(struct union_export *ux, uint64_t fromdir, const char *fromname
 		goto out;
 	snprintf(in.sn_from_name, sizeof(in.sn_from_name), "%s", fromname);
 	snprintf(in.sn_to_name, sizeof(in.sn_to_name), "%s", toname);
-	sfd = fd.uo_dirs.ds_fd[0];
-	tfd = td.uo_dirs.ds_fd[0];
-	uop_wcc(ux, sfd, fromdir, frompre);
-	uop_wcc(ux, tfd, todir, topre);
-	r = urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, &gone, &moved, &undo,
+	sfd = uds_fd_of(&fd.uo_dirs, b);
+	tfd = uds_fd_of(&td.uo_dirs, b);
+	uop_wcc(ux, fd.uo_dirs.ds_fd[0], fromdir, frompre);
+	uop_wcc(ux, td.uo_dirs.ds_fd[0], todir, topre);
+	r = urn_txn(ux, t, fromdir, &fd, fromname, todir, &td, toname, b, &gone, &moved, &undo,
 		    &in, &slot);
 	if (r == 0 || moved) {
-		uop_wcc(ux, sfd, fromdir, frompost);
-		uop_wcc(ux, tfd, todir, topost);
+		uop_touch_top(&fd, uds_index_of(&fd.uo_dirs, b));
+		uop_touch_top(&td, uds_index_of(&td.uo_dirs, b));
+		uop_wcc(ux, fd.uo_dirs.ds_fd[0], fromdir, frompost);
+		uop_wcc(ux, td.uo_dirs.ds_fd[0], todir, topost);
 	}
 	r = uop_end_durable(ux, t, r, -1, sfd, fromdir != todir ? tfd : -1);
 	/* Not taken by the map: the branch is settled with it again (now, or at the next start). */

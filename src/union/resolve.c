@@ -758,8 +758,8 @@ static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t
 	bool linked = false;
 	int r;
 
-	if (!f->uf_dir && !ubr_writable(ux, f->uf_branch) && f->uf_st.st_nlink > 1 &&
-	    !ux->ux_ro) {
+	/* Writable branches below the top too: a file there may be copied up to move it. */
+	if (!f->uf_dir && f->uf_branch != 0 && f->uf_st.st_nlink > 1 && !ux->ux_ro) {
 		r = ures_link_up(ux, t, pino, parent, name, f);
 		*moved = true;
 		if (r < 0 && r != -ENOENT)

@@ -568,6 +568,15 @@ void uint_intent_end(struct union_export *ux, int slot, const struct store_inten
 		     bool failed, uint_settle_fn *settle);
 /* At start: settles the changes an earlier run was killed in, each with settle. */
 int uint_recover(struct union_export *ux, uint_settle_fn *settle);
+/*
+ * The copies of name below its topmost one (f) in writable branches of the directory
+ * parent: hidden now, and none may show once the name goes or moves. As root: the right
+ * to change the name is checked on the topmost copy. A directory (f found with its merged
+ * copies) goes only while it holds nothing but markers, and only the very copy that
+ * merges; one that stays calls for a whiteout. remove.c
+ */
+void urm_hidden_copies(struct union_export *ux, const struct udirset *parent,
+		       const char *name, const struct ufound *f);
 /* A RENAME's / a REMOVE's. */
 uint_settle_fn urn_settle;
 uint_settle_fn urm_settle;

@@ -295,6 +295,111 @@ static void test_rmdir_spread(void **state)
 	gone(f, "e");
 }
 
+static void ren(struct fx *f, uint64_t from, const char *fname, uint64_t to, const char *tname)
+{
+	assert_int_equal(union_rename(f->ux, from, fname, to, tname, NULL, NULL, NULL, NULL), 0);
+}
+
+/* A file moves within its writable branch; a lower copy of its old name gets a whiteout. */
+static void test_rename_in_place(void **state)
+{
+	struct fx *f = *state;
+	char buf[64];
+	uint64_t y, z;
+
+	put_file(f->br[1], "y", "w1 y", 0644);
+	put_file(f->br[1], "z", "w1 z", 0644);
+	put_file(f->br[BASE], "z", "base z", 0644);
+	y = W(f, "y");
+	z = W(f, "z");
+	ren(f, STORE_ROOT_INO, "y", STORE_ROOT_INO, "y2");
+	ren(f, STORE_ROOT_INO, "z", STORE_ROOT_INO, "z2");
+	get_file(f->br[1], "y2", buf, sizeof(buf));
+	assert_string_equal(buf, "w1 y");
+	assert_false(exists(P(f, 1, "y")));
+	assert_true(is_whiteout(P(f, 1, "z")));
+	for (int b = 0; b < 3; b += 2) {
+		assert_false(exists(P(f, b, "y2")));
+		assert_false(exists(P(f, b, "z")));
+	}
+	fx_restart(f);
+	assert_int_equal(W(f, "y2"), y);
+	assert_int_equal(W(f, "z2"), z);
+	gone(f, "y");
+	gone(f, "z");
+}
+
+/* From branch 2 into a directory only branch 1 has: no EXDEV, the fileid stays. */
+static void test_rename_across_branches(void **state)
+{
+	struct fx *f = *state;
+	char buf[64];
+	uint64_t ino;
+
+	put_file(f->br[2], "f", "from w2", 0644);
+	put_dir(f->br[1], "d", 0755);
+	ino = W(f, "f");
+	ren(f, STORE_ROOT_INO, "f", W(f, "d"), "g");
+	gone(f, "f");
+	assert_int_equal(W(f, "d/g"), ino);
+	rd(f, ino, buf, sizeof(buf));
+	assert_string_equal(buf, "from w2");
+	assert_false(exists(P(f, 2, "f")));
+	assert_false(exists(P(f, 0, "f")));
+	fx_restart(f);
+	assert_int_equal(W(f, "d/g"), ino);
+	gone(f, "f");
+}
+
+/* Over a name another writable branch holds: that copy never shows again. */
+static void test_rename_over_other_branch(void **state)
+{
+	struct fx *f = *state;
+	char buf[64];
+	uint64_t y;
+
+	put_file(f->br[0], "x", "w0 x", 0644);
+	put_file(f->br[2], "x", "w2 x", 0644);
+	put_file(f->br[1], "y", "w1 y", 0644);
+	y = W(f, "y");
+	ren(f, STORE_ROOT_INO, "y", STORE_ROOT_INO, "x");
+	gone(f, "y");
+	assert_int_equal(W(f, "x"), y);
+	rd(f, y, buf, sizeof(buf));
+	assert_string_equal(buf, "w1 y");
+	assert_false(exists(P(f, 1, "y"))); /* its hidden copy went with it */
+	assert_int_equal(union_remove(f->ux, STORE_ROOT_INO, "x", NULL, NULL), 0);
+	gone(f, "x");
+	for (int b = 0; b <= BASE; b++)
+		assert_false(exists(P(f, b, "x")));
+	fx_restart(f);
+	gone(f, "x");
+	gone(f, "y");
+}
+
+/* A link to a file in a middle writable branch is made there, not by a copy-up. */
+static void test_link_in_place(void **state)
+{
+	struct fx *f = *state;
+	struct stat st;
+	char buf[64];
+	uint64_t ino;
+
+	put_file(f->br[1], "f", "one", 0644);
+	put_dir(f->br[BASE], "d", 0755);
+	ino = W(f, "f");
+	assert_int_equal(union_link(f->ux, ino, W(f, "d"), "g", &st, NULL, NULL), 0);
+	assert_int_equal(st.st_nlink, 2);
+	assert_int_equal(W(f, "d/g"), ino);
+	wr(f, ino, 0, "two");
+	get_file(f->br[1], "d/g", buf, sizeof(buf));
+	assert_string_equal(buf, "two");
+	assert_false(exists(P(f, 0, "f")));
+	assert_false(exists(P(f, 0, "d")));
+	fx_restart(f);
+	assert_int_equal(W(f, "f"), ino);
+}
+
 /* FSSTAT adds the writable branches' space up (counted once per file system). */
 static void test_statfs_sum(void **state)
 {
@@ -335,6 +440,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_remove_across, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_remove_writable_only, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rmdir_spread, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rename_in_place, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rename_across_branches, fx_setup_rw3,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rename_over_other_branch, fx_setup_rw3,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_link_in_place, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_statfs_sum, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_writable_below_readonly, fx_setup_rw3,
 						fx_teardown),
