@@ -275,7 +275,7 @@ static bool it_started(void *arg)
 int it_server_start(struct it_server *s)
 {
 	const char *bin = it_server_binary();
-	char nport[16], mport[16], exp[2 * PATH_MAX + 16];
+	char nport[16], mport[16], exp[4 * PATH_MAX + 32];
 	char *argv[32];
 	int argc = 0, fd;
 	struct it_start st = { .st_srv = s };
@@ -288,7 +288,9 @@ int it_server_start(struct it_server *s)
 	}
 	snprintf(nport, sizeof(nport), "%d", s->is_nfs_port);
 	snprintf(mport, sizeof(mport), "%d", s->is_mount_port);
-	if (s->is_lower[0])
+	if (s->is_branches)
+		snprintf(exp, sizeof(exp), "%s=%s", IT_EXPORT, s->is_branches);
+	else if (s->is_lower[0])
 		snprintf(exp, sizeof(exp), "%s=%s:%s", IT_EXPORT, s->is_upper, s->is_lower);
 	else
 		snprintf(exp, sizeof(exp), "%s=%s", IT_EXPORT, s->is_upper);

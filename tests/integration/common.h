@@ -54,6 +54,7 @@ struct it_server {
 	char is_log[PATH_MAX];      /* the server's stderr, appended over restarts */
 	const char *is_portmap;     /* --portmap value, default "off" */
 	const char *is_opts;        /* -o value, default "no_root_squash,insecure" */
+	const char *is_branches;    /* if set: the export's whole branch list, words included */
 	const char *is_extra[8];    /* more arguments before -e, NULL-terminated */
 	const char *is_config;      /* if set: run "-f -c is_config" and nothing else */
 	unsigned long is_nofile;    /* if set: the server's open files limit, soft and hard */
