@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -156,6 +157,40 @@ static void test_create_rr(void **state)
 		snprintf(name, sizeof(name), "d/f.%d", i);
 		assert_int_equal(W(f, name), inos[i]);
 	}
+}
+
+/* A name made in a copy below the top one moves the directory's times, as clients see them. */
+static void test_create_below_moves_times(void **state)
+{
+	struct fx *f = *state;
+	struct union_policy p = { .up_create = UNION_CREATE_RR };
+	struct timespec old[2] = { { .tv_sec = 1000 }, { .tv_sec = 1000 } };
+	struct stat before, after, pre, post;
+	uint64_t d, ino;
+
+	reopen_with(f, &p);
+	for (int b = 0; b < 3; b++) {
+		put_dir(f->br[b], "d", 0755);
+		assert_int_equal(utimensat(AT_FDCWD, P(f, b, "d"), old, 0), 0);
+	}
+	d = W(f, "d");
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "n.%d", i);
+		assert_int_equal(union_getattr(f->ux, d, &before), 0);
+		assert_int_equal(union_create(f->ux, d, name, UNION_GUARDED, &no_sa, NULL, &ino,
+					      &after, &pre, &post), 0);
+		assert_int_equal(union_getattr(f->ux, d, &after), 0);
+		assert_true(after.st_mtim.tv_sec > 1000);
+		assert_int_equal(post.st_mtim.tv_sec, after.st_mtim.tv_sec);
+		assert_int_equal(post.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
+		assert_int_equal(pre.st_mtim.tv_sec, before.st_mtim.tv_sec);
+		old[1] = after.st_mtim;
+	}
+	/* one each, two of them below the top copy */
+	for (int b = 0; b < 3; b++)
+		assert_int_equal(count_in(f, b, "d", "n", 3), 1);
 }
 
 /* pmfs: only among branches holding the parent. */
@@ -434,6 +469,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_copy_up_to_top, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_create_tdp, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_create_rr, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_create_below_moves_times, fx_setup_rw3,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_create_pmfs, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_create_over_whiteout, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_create_under_opaque, fx_setup_rw3, fx_teardown),
