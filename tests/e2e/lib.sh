@@ -211,9 +211,10 @@ e2e_build_tool() {
 	mv "$E2E_TOOL.tmp" "$E2E_TOOL"
 }
 
-# e2e_export NAME BRANCHES: one more export (the guest is root and its ports are high)
+# e2e_export NAME BRANCHES [OPTIONS]: one more export (the guest is root and its ports are
+# high), with more export options if given
 e2e_export() {
-	E2E_EXPORTS+=(-e "$1=$2" -o no_root_squash,insecure)
+	E2E_EXPORTS+=(-e "$1=$2" -o "no_root_squash,insecure${3:+,$3}")
 }
 
 e2e_start_server() {
