@@ -440,7 +440,8 @@ int udir_empty(struct union_export *ux, const struct udirset *ds);
 pthread_mutex_t *uwl_lock(const struct stat *st);
 void uwl_unlock(pthread_mutex_t *m);
 
-/* Namespace changes (ops.c, shared with remove.c and rename.c). */
+/* Namespace changes (ops.c, shared with remove.c and rename.c; the uop_dir* family,
+ * uop_place, uop_touch_top and uop_link_dir_in: place.c). */
 void uop_out(struct union_export *ux, const struct stat *st, uint64_t ino, struct stat *out);
 /* WCC data on failure too: the directory's attributes after the attempt, if it was found. */
 void uop_fail_post(struct union_export *ux, const struct uobj *d, uint64_t dir,
@@ -465,6 +466,13 @@ int uop_place(struct union_export *ux, uint64_t dir, const char *name, const boo
 	      struct uobj *d, int *b);
 /* After a change in d's copy at index at: the top copy's times move, which clients see. */
 void uop_touch_top(const struct uobj *d, int at);
+/*
+ * For a link to an object in writable branch b: directory dir resolved into d with a copy
+ * in b, where nothing above hides name. 0, or 1 when the link must be made in the top
+ * branch instead (d released).
+ */
+int uop_link_dir_in(struct union_export *ux, uint64_t dir, const char *name, uint8_t b,
+		    struct uobj *d);
 int uop_begin(struct union_export *ux, struct store_txn **t);
 /* Commits t if r is 0, else aborts it; returns the outcome. */
 int uop_end(struct union_export *ux, struct store_txn *t, int r);
