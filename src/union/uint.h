@@ -440,8 +440,10 @@ int udir_empty(struct union_export *ux, const struct udirset *ds);
 pthread_mutex_t *uwl_lock(const struct stat *st);
 void uwl_unlock(pthread_mutex_t *m);
 
-/* Namespace changes (ops.c, shared with remove.c and rename.c; the uop_dir* family,
- * uop_place, uop_touch_top and uop_link_dir_in: place.c). */
+/*
+ * Namespace changes (ops.c, shared with remove.c and rename.c; the uop_dir family,
+ * uop_place, uop_touch_top and uop_link_dir_in are place.c's).
+ */
 void uop_out(struct union_export *ux, const struct stat *st, uint64_t ino, struct stat *out);
 /* WCC data on failure too: the directory's attributes after the attempt, if it was found. */
 void uop_fail_post(struct union_export *ux, const struct uobj *d, uint64_t dir,
