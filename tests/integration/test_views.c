@@ -34,6 +34,7 @@ static char cfgpath[PATH_MAX];
 static char clients[PATH_MAX];
 static char opts[PATH_MAX + 64];
 static const char *conf_extra = ""; /* more config file lines for start_in(true, ...) */
+static const char *upper_word = ""; /* the export's first branch's word, for start_in(true, ...) */
 
 /*
  * Starts the server with upper= given in a config file line (from_file) or with -o (which
@@ -62,8 +63,9 @@ static void start_in(bool from_file, bool in_lower)
 	it_path(cfgpath, "%s/views.conf", srv.is_dir);
 	n = snprintf(text, sizeof(text),
 		     "port 0\nmount-port 0\nportmap off\nstate %s\n%s"
-		     "export %s %s:%s upper=%s/%%a,insecure,no_root_squash\n",
-		     srv.is_state, conf_extra, IT_EXPORT, srv.is_upper, srv.is_lower, clients);
+		     "export %s %s%s:%s upper=%s/%%a,insecure,no_root_squash\n",
+		     srv.is_state, conf_extra, IT_EXPORT, srv.is_upper, upper_word, srv.is_lower,
+		     clients);
 	assert_true(n > 0 && (size_t)n < sizeof(text));
 	it_write_file(cfgpath, text, (size_t)n);
 	n = snprintf(opts, sizeof(opts), "upper=%s/%%a,insecure,no_root_squash", clients);
@@ -85,6 +87,7 @@ static int after_each(void **state)
 {
 	(void)state;
 	conf_extra = "";
+	upper_word = "";
 	return it_server_finish(&srv);
 }
 
@@ -239,6 +242,52 @@ static void test_isolation(void **state)
 
 	it_clnt_destroy(ca);
 	it_clnt_destroy(cb);
+	it_fh_free(&base);
+	it_fh_free(&fha);
+	it_fh_free(&fhb);
+}
+
+/*
+ * A listed branch marked =rw is shared by every view, below each client's own upper: a
+ * new name in a directory only it holds lands there (create=tdp) and every client sees
+ * it; new names elsewhere and copy-ups stay in the client's upper.
+ */
+static void test_shared_writable(void **state)
+{
+	nfs_fh3 fha, fhb, shared, base;
+	char upa[PATH_MAX], path[PATH_MAX];
+	CLIENT *ca, *cb;
+
+	(void)state;
+	upper_word = "=rw";
+	start(true);
+	it_path(path, "%s/shared", srv.is_upper);
+	assert_int_equal(mkdir(path, 0777), 0);
+	mnt_from("127.0.0.1", &fha);
+	mnt_from("127.0.0.2", &fhb);
+	it_path(upa, "%s/127.0.0.1", clients);
+	ca = nfs_from("127.0.0.1");
+	cb = nfs_from("127.0.0.2");
+	it_assert_status(it_lookup(ca, &fha, "shared", &shared, NULL), NFS3_OK);
+	it_assert_status(it_create(ca, &shared, "from-a"), NFS3_OK);
+	it_assert_status(it_create(ca, &fha, "own"), NFS3_OK);
+	it_assert_status(it_lookup(ca, &fha, "base.txt", &base, NULL), NFS3_OK);
+	it_assert_status(truncate_file(ca, &base), NFS3_OK);
+	assert_true(exists_in(path, "from-a"));
+	assert_false(exists_in(upa, "shared"));
+	assert_true(exists_in(upa, "own"));
+	assert_true(exists_in(upa, "base.txt"));
+	assert_false(exists_in(srv.is_upper, "own"));
+	assert_false(exists_in(srv.is_upper, "base.txt"));
+	assert_file(srv.is_lower, "base.txt", BASE_TEXT);
+	it_fh_free(&shared);
+	/* B sees the shared name, not A's own. */
+	it_assert_status(it_lookup(cb, &fhb, "shared", &shared, NULL), NFS3_OK);
+	it_assert_status(it_lookup(cb, &shared, "from-a", NULL, NULL), NFS3_OK);
+	it_assert_status(it_lookup(cb, &fhb, "own", NULL, NULL), NFS3ERR_NOENT);
+	it_clnt_destroy(ca);
+	it_clnt_destroy(cb);
+	it_fh_free(&shared);
 	it_fh_free(&base);
 	it_fh_free(&fha);
 	it_fh_free(&fhb);
@@ -906,6 +955,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_isolation, after_each),
+		cmocka_unit_test_teardown(test_shared_writable, after_each),
 		cmocka_unit_test_teardown(test_restart, after_each),
 		cmocka_unit_test_teardown(test_upper_in_lower, after_each),
 		cmocka_unit_test_teardown(test_reset, after_each),
