@@ -40,24 +40,40 @@ int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj
 	return r;
 }
 
-int uop_dir_of(struct union_export *ux, uint64_t dir, const char *name, struct uobj *d)
+/*
+ * Directory dir resolved into d as it is, and whether name is in it (*exists) and in which
+ * branch its topmost copy is (*top).
+ */
+static int uop_dir_look(struct union_export *ux, uint64_t dir, const char *name,
+			struct uobj *d, bool *exists, uint8_t *top)
 {
 	struct ufound f;
-	uint8_t top;
-	int r;
+	int r = ures_resolve(ux, NULL, dir, 0, d);
 
-	if (ux->ux_nwritable <= 1)
-		return uop_dir(ux, dir, name, d);
-	r = ures_resolve(ux, NULL, dir, 0, d);
 	if (r == 0 && !S_ISDIR(d->uo_st.st_mode))
 		r = -ENOTDIR;
 	if (r < 0)
 		return r;
 	r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT, &f);
-	top = f.uf_branch;
+	*exists = r == 0;
+	*top = f.uf_branch;
 	ufound_release(&f);
-	if (r < 0 || ubr_writable(ux, top))
-		return r;
+	return r == -ENOENT ? 0 : r;
+}
+
+int uop_dir_of(struct union_export *ux, uint64_t dir, const char *name, struct uobj *d)
+{
+	bool exists;
+	uint8_t top;
+	int r;
+
+	if (ux->ux_nwritable <= 1)
+		return uop_dir(ux, dir, name, d);
+	r = uop_dir_look(ux, dir, name, d, &exists, &top);
+	if (r < 0 || !exists)
+		return r < 0 ? r : -ENOENT;
+	if (ubr_writable(ux, top))
+		return 0;
 	uobj_release(d);
 	return uop_dir(ux, dir, name, d);
 }
@@ -81,25 +97,22 @@ static int uop_whiteout_branch(const struct union_export *ux, const struct udirs
 int uop_place(struct union_export *ux, uint64_t dir, const char *name, const bool *full,
 	      struct uobj *d, int *b)
 {
-	struct ufound f;
+	bool exists;
+	uint8_t top;
 	int r;
 
 	*b = 0;
 	if (ux->ux_nwritable <= 1)
 		return uop_dir(ux, dir, NULL, d);
-	r = ures_resolve(ux, NULL, dir, 0, d);
-	if (r == 0 && !S_ISDIR(d->uo_st.st_mode))
-		r = -ENOTDIR;
+	r = uop_dir_look(ux, dir, name, d, &exists, &top);
 	if (r < 0)
 		return r;
 	/* A name that exists is not made: no policy, no new copies for it. */
-	r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT, &f);
-	ufound_release(&f);
-	if (r == 0 && ubr_writable(ux, d->uo_dirs.ds_branch[0])) {
+	if (exists && ubr_writable(ux, d->uo_dirs.ds_branch[0])) {
 		*b = d->uo_dirs.ds_branch[0];
 		return 0;
 	}
-	if (r == 0) {
+	if (exists) {
 		uobj_release(d);
 		return uop_dir(ux, dir, NULL, d);
 	}

@@ -69,18 +69,11 @@ ROWS="write_in_place copy_up_top create_tdp remove_across remove_writable_only r
 row mount
 mount_union /tdp $T || { bad "mount of 10.0.2.2:/tdp failed"; summary; exit 1; }
 mount_union /rr $R || { bad "mount of 10.0.2.2:/rr failed"; summary; exit 1; }
-for r in $ROWS; do
-	row $r
-	${r}_do
-	${r}_check
-done
+rows_do_check
 kernel_complaints
 restart_server 1
 PHASE=restart
-for r in $ROWS; do
-	row $r
-	${r}_check
-done
+rows_check
 kernel_complaints
 row unmount
 umount $T || bad "umount $T failed"

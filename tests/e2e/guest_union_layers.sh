@@ -167,20 +167,13 @@ mount_union /oci $O || { bad "mount of 10.0.2.2:/oci failed"; summary; exit 1; }
 mount_union /hand $Hd lookupcache=none || { bad "mount of 10.0.2.2:/hand failed"; summary; exit 1; }
 # every name's fileid before any change, to compare after the restart
 (cd /mnt && find three oci -exec stat -c '%n %i' {} + | sort) > /tmp/inos.start
-for r in $ROWS; do
-	row $r
-	${r}_do
-	${r}_check
-done
+rows_do_check
 kernel_complaints
 (cd /mnt && find three oci -exec stat -c '%n %i' {} + | sort) > /tmp/inos.live
 
 restart_server 1
 PHASE=restart
-for r in $ROWS; do
-	row $r
-	${r}_check
-done
+rows_check
 row fileids
 (cd /mnt && find three oci -exec stat -c '%n %i' {} + | sort) > /tmp/inos.restart
 ck "fileids changed by the restart" "$(diff /tmp/inos.live /tmp/inos.restart | grep '^[-+][^-+]' | tr '\n' ' ')" ""

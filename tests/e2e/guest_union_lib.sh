@@ -95,6 +95,21 @@ host_hook() {
 	done
 }
 
+# rows_do_check / rows_check: each row of $ROWS made and checked, or only checked again
+rows_do_check() {
+	for r in $ROWS; do
+		row $r
+		${r}_do
+		${r}_check
+	done
+}
+rows_check() {
+	for r in $ROWS; do
+		row $r
+		${r}_check
+	done
+}
+
 kernel_complaints() { # the NFS client noticed changed fileids or stale handles
 	row kernel-log
 	if dmesg | grep -i -E "stale|fileid changed" > /tmp/dmesg.bad; then

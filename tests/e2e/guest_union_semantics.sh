@@ -415,21 +415,14 @@ ROW=mount
 row mount
 mount_union /union || { bad "mount of 10.0.2.2:/union failed"; summary; exit 1; }
 echo "guest: mounted; $(ls $M | wc -l) entries at the top"
-for r in $ROWS; do
-	row $r
-	${r}_do
-	${r}_check
-done
+rows_do_check
 kernel_complaints
 
 t=$(up)
 restart_server 1
 echo "time: restart handshake $(since "$t") s"
 PHASE=restart
-for r in $ROWS; do
-	row $r
-	${r}_check
-done
+rows_check
 kernel_complaints
 
 ROW=unmount
