@@ -107,18 +107,23 @@ static void ctl_check_clean(void)
 /*
  * mfs: the emptiest branch first; a branch that fills up stops being chosen; one out of
  * inodes answers ENOSPC to the server, which tries the next one: the client sees no error.
+ * statfs=policy: FSSTAT reports the branch mfs would pick.
  */
 static void test_mfs(void **state)
 {
 	char data[64 * 1024], path[64];
 	struct nfs_context *nfs;
+	struct statvfs sv;
 	struct nfsfh *fh;
 	int in[NW] = { 0 };
 
 	(void)state;
-	if (!start("create=mfs:0,no_root_squash,insecure"))
+	if (!start("create=mfs:0,statfs=policy,no_root_squash,insecure"))
 		return;
 	nfs = it_nfs_mount(&srv);
+	/* statfs=policy: the space of the branch mfs would pick now, w1 */
+	check_rc(nfs, nfs_statvfs(nfs, "/", &sv), "statvfs");
+	assert_int_equal((long long)sv.f_blocks * (long long)sv.f_frsize, tmpfs_bytes[1]);
 	make(nfs, "/first");
 	assert_true(in_branch(1, "first"));
 	/* 13 MiB in w1 leaves it the least room: the next ones go to w0 (8 MiB) ... */
