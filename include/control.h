@@ -28,7 +28,8 @@
 /* The commands, as the server's `help` and unionnfsd-ctl's usage list them. */
 #define CONTROL_COMMANDS_HELP \
 	"commands:\n" \
-	"  status         version, uptime, exports and their branches, mounts\n" \
+	"  status         version, uptime, exports and their branches (role, space, objects),\n" \
+	"                 mounts\n" \
 	"  clients        who mounted what, from where, first and last call\n" \
 	"  stats          calls, latency percentiles, bytes, copy-ups, whiteouts, STALE replies,\n" \
 	"                 NLM locks held and waiting\n" \

@@ -203,6 +203,19 @@ int store_intent_recover(struct store *st, uint16_t exp,
  */
 int store_trim(struct store *st, size_t budget);
 
+/*
+ * Per-branch record counts, kept in memory so that reading them touches no disk (status
+ * runs on the event loop). store_tally_start counts export exp's records by si_branch
+ * (0..nbranches-1) in one pass over them; from then on each write transaction moves the
+ * counts by what its inserts, updates and deletes did, once its commit is on disk (an
+ * aborted transaction, or one whose commit failed, moves nothing). Call it before anything
+ * writes exp's records in this run (union_open does, right after binding); a second call
+ * counts afresh, with the same nbranches (else -EINVAL). 0 or -errno.
+ */
+int store_tally_start(struct store *st, uint16_t exp, int nbranches);
+/* Records of exp whose copy is in branch b, as of the last commit; -ENOENT when not kept. */
+int store_tally(struct store *st, uint16_t exp, int branch, uint64_t *count);
+
 /* Number of inode records of an export (for status and tests). */
 int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count);
 /*

@@ -108,6 +108,24 @@ void union_set_policy(struct union_export *ux, const struct union_policy *p);
 /* How many branches, from the top, the union writes to (0: a read-only union). */
 int union_writable_branches(const struct union_export *ux);
 void union_close(struct union_export *ux);
+/* How many branches the union has (the upper included). */
+int union_branch_count(const struct union_export *ux);
+
+/*
+ * What `status` shows of branch b: read from memory alone, never from a file system, so the
+ * event loop may ask. Records are counted by the inode map as changes commit; space is
+ * measured when the union opens and then every UNION_SPACE_EVERY_S seconds by a thread.
+ */
+#define UNION_SPACE_EVERY_S 5
+struct union_branch_usage {
+	int bu_records_err;      /* 0, or -errno: not counted */
+	uint64_t bu_records;     /* records of the map whose served copy is in b */
+	int bu_space_err;        /* 0, -errno of the last statvfs, or -EAGAIN: not measured yet */
+	uint64_t bu_avail;       /* bytes available to unprivileged writers */
+	uint64_t bu_total;       /* bytes in all */
+	int64_t bu_age_ms;       /* how long ago the space was measured */
+};
+void union_branch_usage(const struct union_export *ux, int b, struct union_branch_usage *out);
 
 /*
  * Whether the current call's namespace changes (create, remove, rename, link...) must be

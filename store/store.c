@@ -36,6 +36,7 @@
 #include "intent.h"
 #include "log.h"
 #include "store.h"
+#include "tally.h"
 #include "trim.h"
 
 #define STORE_SCHEMA 2
@@ -86,6 +87,7 @@ struct store {
 	pthread_mutex_t st_idle_lock;
 	struct store_txn *st_idle[STORE_IDLE_READERS];
 	int st_nidle;
+	struct stally_table st_tally;    /* per-branch record counts (store_tally_start) */
 };
 
 struct store_txn {
@@ -93,6 +95,7 @@ struct store_txn {
 	MDB_txn *tx_txn;
 	bool tx_write;
 	struct store_undo *tx_undo;      /* newest first */
+	struct stally_notes tx_tally;    /* what its record changes do to the counts */
 };
 
 /* ---- byte order and varints ---- */
@@ -580,6 +583,7 @@ int store_open(const char *dir, struct store **out, char *err, size_t errlen)
 	st->st_lockfd = -1;
 	pthread_mutex_init(&st->st_group_lock, NULL);
 	pthread_mutex_init(&st->st_idle_lock, NULL);
+	stally_table_init(&st->st_tally);
 	rc = store_open_dir(dir, &dirfd, err, errlen);
 	if (rc < 0)
 		goto out;
@@ -618,6 +622,7 @@ void store_close(struct store *st)
 		free(txn);
 	}
 	pthread_mutex_destroy(&st->st_idle_lock);
+	stally_table_destroy(&st->st_tally);
 	if (st->st_env)
 		mdb_env_close(st->st_env);
 	if (st->st_lockfd >= 0) {
@@ -741,6 +746,7 @@ int store_begin(struct store *st, bool write, struct store_txn **out)
 	txn->tx_store = st;
 	txn->tx_write = write;
 	txn->tx_undo = NULL;
+	stally_notes_init(&txn->tx_tally);
 	*out = txn;
 	return 0;
 }
@@ -771,8 +777,12 @@ int store_commit_meanwhile(struct store_txn *txn, struct store_meanwhile *meanwh
 	rc = store_errno(st, store_short_write(st, sgroup_commit(st->st_group, txn->tx_txn,
 								 txn->tx_undo, meanwhile)),
 			 "commit");
+	/* On disk: only now do the counts move (a failed commit leaves them as they were). */
+	if (rc == 0)
+		stally_apply(&st->st_tally, &txn->tx_tally);
 	if (rc == 0 && meanwhile)
 		rc = meanwhile->sm_rc;
+	stally_notes_free(&txn->tx_tally);
 	free(txn);
 	return rc;
 }
@@ -793,6 +803,7 @@ void store_abort(struct store_txn *txn)
 	/* Before the abort: the turn is still this change's. */
 	sgroup_run_undo(txn->tx_undo);
 	sgroup_abort(txn->tx_store->st_group, txn->tx_txn);
+	stally_notes_free(&txn->tx_tally);
 	free(txn);
 }
 
@@ -1239,6 +1250,8 @@ int store_insert(struct store_txn *txn, uint16_t exp, struct store_inode *rec)
 	rc = store_need_write(txn, "insert");
 	if (rc == 0)
 		rc = store_name_len(rec->si_name, sizeof(rec->si_name), &namelen);
+	if (rc == 0)
+		rc = stally_notes_reserve(&txn->tx_tally, 1);
 	if (rc < 0)
 		return rc;
 	rc = mdb_get(txn->tx_txn, st->st_meta, &key, &val);
@@ -1271,6 +1284,7 @@ int store_insert(struct store_txn *txn, uint16_t exp, struct store_inode *rec)
 		rc = rec_index(txn, exp, &r, namelen);
 	if (rc < 0)
 		return rc;
+	stally_note(&txn->tx_tally, exp, r.si_branch, 1);
 	rec->si_ino = r.si_ino;
 	rec->si_gen = r.si_gen;
 	return 0;
@@ -1288,6 +1302,8 @@ int store_update(struct store_txn *txn, uint16_t exp, const struct store_inode *
 	rc = store_need_write(txn, "update");
 	if (rc == 0)
 		rc = store_name_len(rec->si_name, sizeof(rec->si_name), &namelen);
+	if (rc == 0)
+		rc = stally_notes_reserve(&txn->tx_tally, 2);
 	if (rc == 0)
 		rc = store_get(txn, exp, rec->si_ino, &old);
 	if (rc < 0)
@@ -1312,9 +1328,15 @@ int store_update(struct store_txn *txn, uint16_t exp, const struct store_inode *
 			return rc;
 	}
 	rc = rec_put(txn, exp, &r, namelen, 0);
+	if (rc == 0)
+		rc = rec_index(txn, exp, &r, namelen);
 	if (rc < 0)
 		return rc;
-	return rec_index(txn, exp, &r, namelen);
+	if (old.si_branch != r.si_branch) {
+		stally_note(&txn->tx_tally, exp, old.si_branch, -1);
+		stally_note(&txn->tx_tally, exp, r.si_branch, 1);
+	}
+	return 0;
 }
 
 int store_add_name(struct store_txn *txn, uint16_t exp, uint64_t parent, const char *name, uint64_t ino)
@@ -1370,6 +1392,8 @@ int store_delete(struct store_txn *txn, uint16_t exp, uint64_t ino)
 
 	rc = store_need_write(txn, "delete");
 	if (rc == 0)
+		rc = stally_notes_reserve(&txn->tx_tally, 1);
+	if (rc == 0)
 		rc = store_get(txn, exp, ino, &old);
 	if (rc < 0)
 		return rc;
@@ -1385,7 +1409,10 @@ int store_delete(struct store_txn *txn, uint16_t exp, uint64_t ino)
 	if (rc < 0)
 		return rc;
 	key = ino_key(kbuf, exp, ino);
-	return store_errno(st, mdb_del(txn->tx_txn, st->st_inodes, &key, NULL), "inode delete");
+	rc = store_errno(st, mdb_del(txn->tx_txn, st->st_inodes, &key, NULL), "inode delete");
+	if (rc == 0)
+		stally_note(&txn->tx_tally, exp, old.si_branch, -1);
+	return rc;
 }
 
 
@@ -1418,6 +1445,62 @@ int store_count(struct store_txn *txn, uint16_t exp, uint64_t *count)
 		return store_errno(st, rc, "count");
 	*count = n;
 	return 0;
+}
+
+int store_tally_start(struct store *st, uint16_t exp, int nbranches)
+{
+	uint8_t kbuf[INO_KEY_LEN];
+	struct store_txn *txn;
+	MDB_cursor *cur;
+	MDB_val key = ino_key(kbuf, exp, 0), val;
+	MDB_cursor_op op = MDB_SET_RANGE;
+	uint64_t *count;
+	int rc, r;
+
+	if (nbranches < 1 || nbranches > STORE_MAX_BRANCHES)
+		return -EINVAL;
+	count = calloc((size_t)nbranches, sizeof(*count));
+	if (!count)
+		return -ENOMEM;
+	r = store_begin(st, false, &txn);
+	if (r < 0) {
+		free(count);
+		return r;
+	}
+	rc = mdb_cursor_open(txn->tx_txn, st->st_inodes, &cur);
+	if (rc != 0) {
+		r = store_errno(st, rc, "count by branch");
+		goto out;
+	}
+	while ((rc = mdb_cursor_get(cur, &key, &val, op)) == 0) {
+		const uint8_t *p = val.mv_data, *end = p + val.mv_size;
+		uint64_t parent;
+
+		if (key.mv_size != INO_KEY_LEN || be16_get(key.mv_data) != exp)
+			break;
+		/*
+		 * The branch byte only (see rec_encode): a pass over millions must be quick. A
+		 * malformed record is on no branch (store_get and `check` report it).
+		 */
+		if (varint_get(&p, end, &parent) == 0 && end - p >= 6 && p[5] < nbranches)
+			count[p[5]]++;
+		strim_tick(&st->st_trim, st->st_env, st->st_dir);
+		op = MDB_NEXT;
+	}
+	mdb_cursor_close(cur);
+	if (r == 0 && rc != 0 && rc != MDB_NOTFOUND)
+		r = store_errno(st, rc, "count by branch");
+	if (r == 0)
+		r = stally_set(&st->st_tally, exp, count, nbranches);
+out:
+	store_abort(txn);
+	free(count);
+	return r;
+}
+
+int store_tally(struct store *st, uint16_t exp, int branch, uint64_t *count)
+{
+	return stally_get(&st->st_tally, exp, branch, count);
 }
 
 int store_each_ino(struct store_txn *txn, uint16_t exp, int (*fn)(uint64_t ino, void *arg),
@@ -1583,5 +1666,8 @@ int store_unbind_export(struct store *st, const char *name)
 		store_abort(txn);
 		return store_errno(st, rc, "unbind export");
 	}
-	return store_commit(txn);
+	r = store_commit(txn);
+	if (r == 0)
+		stally_clear(&st->st_tally, exp);
+	return r;
 }

@@ -103,6 +103,61 @@ static bool ctl_count_client(const struct stats_client *c, void *arg)
 	return true;
 }
 
+/* Bytes for people: "512 B", "12.3 GiB". */
+static void ctl_bytes(uint64_t n, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)n;
+	int u = 0;
+
+	while (v >= 1024 && u + 1 < (int)(sizeof(units) / sizeof(units[0]))) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)n);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+/*
+ * One branch of export ec: its role and path, then (when its union is open) its space and
+ * records, which the union layer keeps in memory: status runs on the loop, so it reads no
+ * file system and no inode map (union_branch_usage).
+ */
+static void ctl_status_branch(struct ctl_out *o, const struct export_conf *ec, int j,
+			      struct union_export *ux)
+{
+	static const char *const roles[] = UNION_ROLE_NAMES;
+	enum union_role role = ec->ec_roles ? ec->ec_roles[j]
+				: j == 0 && ec->ec_upper == NULL ? UNION_BRANCH_RW : UNION_BRANCH_RO;
+	struct union_branch_usage u;
+	char avail[32], total[32], age[48];
+
+	ctl_put(o, "  %s %s", roles[role], ec->ec_branches[j]);
+	if (ux == NULL || j >= union_branch_count(ux)) {
+		ctl_put(o, " (export not open: see the log)\n");
+		return;
+	}
+	union_branch_usage(ux, j, &u);
+	if (u.bu_space_err == -EAGAIN) {
+		ctl_put(o, ": space not measured yet");
+	} else if (u.bu_space_err < 0) {
+		ctl_duration(u.bu_age_ms / 1000, age, sizeof(age));
+		ctl_put(o, ": space unknown (statvfs: %s, %s ago)", strerror(-u.bu_space_err), age);
+	} else {
+		ctl_bytes(u.bu_avail, avail, sizeof(avail));
+		ctl_bytes(u.bu_total, total, sizeof(total));
+		ctl_duration(u.bu_age_ms / 1000, age, sizeof(age));
+		ctl_put(o, ": %s free of %s (measured %s ago)", avail, total, age);
+	}
+	if (u.bu_records_err < 0)
+		ctl_put(o, ", objects not counted (%s)\n", strerror(-u.bu_records_err));
+	else
+		ctl_put(o, ", %llu object%s\n", (unsigned long long)u.bu_records,
+			u.bu_records == 1 ? "" : "s");
+}
+
 static void ctl_status(struct control *ctl, struct ctl_out *o)
 {
 	const struct config *cf = ctl->ct_env.ce_cfg;
@@ -119,7 +174,10 @@ static void ctl_status(struct control *ctl, struct ctl_out *o)
 		ro = nfs_export_read_only(ns, i);
 		ctl_put(o, "export %s (%d branch%s%s)\n", ec->ec_name, ec->ec_nbranches,
 			ec->ec_nbranches == 1 ? "" : "es", ro && ec->ec_upper == NULL ? ", read-only" : "");
-		/* With upper= every listed branch is a lower; each client writes to its own. */
+		/*
+		 * With upper= each client writes to its own upper (and to listed =rw branches); the
+		 * branches' objects are the export's own records, its views' are not counted.
+		 */
 		if (ec->ec_upper != NULL) {
 			int views = views_open_count(ctl->ct_env.ce_views, i);
 
@@ -127,8 +185,7 @@ static void ctl_status(struct control *ctl, struct ctl_out *o)
 				ec->ec_upper, views, views == 1 ? "" : "s");
 		}
 		for (int j = 0; j < ec->ec_nbranches; j++)
-			ctl_put(o, "  %s %s\n", j == 0 && !ro && ec->ec_upper == NULL ? "upper" : "lower",
-				ec->ec_branches[j]);
+			ctl_status_branch(o, ec, j, nfs_export_union(ns, i));
 	}
 	stats_clients_each(ctl_count_client, &clients);
 	stats_totals_get(&t);

@@ -90,6 +90,7 @@ static void union_free(struct union_export *ux)
 	free(ux->ux_paths);
 	free(ux->ux_roles);
 	upol_free(ux->ux_policy);
+	uspace_free(ux->ux_space);
 	free(ux->ux_name);
 	free(ux);
 }
@@ -165,7 +166,7 @@ int union_open(const char *name, char *const *branches, int nbranches,
 	ids = calloc((size_t)n, sizeof(*ids));
 	r = -ENOMEM;
 	if (!ux->ux_name || !ux->ux_rootfd || !ux->ux_dev || !ux->ux_paths || !ux->ux_roles ||
-	    !ids || upol_new(&ux->ux_policy) < 0)
+	    !ids || upol_new(&ux->ux_policy) < 0 || uspace_new(n, &ux->ux_space) < 0)
 		goto fail;
 	for (int i = 0; i < n; i++)
 		ux->ux_rootfd[i] = -1;
@@ -226,6 +227,14 @@ int union_open(const char *name, char *const *branches, int nbranches,
 			 "unionnfsd-ctl check", name, strerror(-r));
 		goto fail;
 	}
+	/* Before anything below writes a record: from here on commits keep the counts. */
+	r = store_tally_start(st, ux->ux_id, n);
+	if (r < 0) {
+		snprintf(err, errlen, "export %s: cannot count its records in the inode map: %s; "
+			 "run unionnfsd-ctl check", name, strerror(-r));
+		goto fail;
+	}
+	uspace_measure(ux);
 	r = uhl_open(ux);
 	if (r < 0) {
 		snprintf(err, errlen, "export %s: hard-link index in %s/%s: %s; check the upper "

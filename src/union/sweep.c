@@ -3,9 +3,10 @@
  * for READ and WRITE (fdcache.c) and the resolve caches' directories and parents (cache.c)
  * of the open exports (registry.c). While any export is open, a sweeper thread closes,
  * about once a second, the cached files idle for a while or removed behind the server's
- * back and the resolve caches' expired entries. When the process runs out of descriptors,
- * all of them are given back at once (union_shed_fds, fsio's shedder) and the failed call
- * tries again.
+ * back and the resolve caches' expired entries, and measures every branch's space for
+ * `status` every UNION_SPACE_EVERY_S seconds (space.c). When the process runs out of
+ * descriptors, all of them are given back at once (union_shed_fds, fsio's shedder) and the
+ * failed call tries again.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,6 +21,8 @@
 #include "uint.h"
 
 #define USW_EVERY_NS 1000000000LL
+/* Sweeps between two measurements of the branches' space (uspace_measure). */
+#define USW_SPACE_EVERY (UNION_SPACE_EVERY_S * 1000000000LL / USW_EVERY_NS)
 /* Seconds between two warnings about running out of descriptors. */
 #define USW_SHORT_LOG_INTERVAL 60
 
@@ -37,11 +40,18 @@ static void usw_sweep_cache(struct union_export *ux, void *all)
 	ucache_sweep(ux, *(const bool *)all);
 }
 
+static void usw_measure_space(struct union_export *ux, void *arg)
+{
+	(void)arg;
+	uspace_measure(ux);
+}
+
 static void *usw_sweeper_main(void *arg)
 {
 	struct timespec at;
 	sigset_t signals;
 	bool all = false;
+	unsigned long long sweeps = 0;
 
 	(void)arg;
 	sigfillset(&signals);
@@ -58,6 +68,13 @@ static void *usw_sweeper_main(void *arg)
 		/* Under the registry's lock: no export closes while its cache is swept. */
 		ureg_each(usw_sweep_cache, &all);
 		ufd_sweep(false);
+		/*
+		 * A statvfs per branch, under the registry's lock (so no export closes meanwhile;
+		 * one opening waits): a branch whose statvfs hangs would hang the calls served
+		 * from it as well, and never holds up the event loop.
+		 */
+		if (++sweeps % USW_SPACE_EVERY == 0)
+			ureg_each(usw_measure_space, NULL);
 		pthread_mutex_lock(&usw_lock);
 	}
 	pthread_mutex_unlock(&usw_lock);

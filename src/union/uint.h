@@ -19,6 +19,7 @@
 struct udir_cache;
 struct uhl_table;
 struct upolicy;
+struct uspace;
 struct ucache;
 struct ucent;
 
@@ -31,6 +32,7 @@ struct union_export {
 	int ux_nwritable;        /* branches [0, ux_nwritable) are written; 0 when ux_ro */
 	enum union_role *ux_roles;
 	struct upolicy *ux_policy;   /* where new objects go (policy.c) */
+	struct uspace *ux_space;     /* each branch's space as last measured (space.c) */
 	int *ux_rootfd;          /* O_PATH, top-down */
 	dev_t *ux_dev;           /* each root's st_dev: nothing on another device is served */
 	char **ux_paths;         /* canonical */
@@ -590,6 +592,12 @@ void urm_hidden_copies(struct union_export *ux, const struct udirset *parent,
 /* A RENAME's / a REMOVE's. */
 uint_settle_fn urn_settle;
 uint_settle_fn urm_settle;
+
+/* Branch space for status (space.c). */
+int uspace_new(int nbranches, struct uspace **out);
+void uspace_free(struct uspace *sp);
+/* Measures every branch's space now (a statvfs each): at open, then from the sweeper. */
+void uspace_measure(struct union_export *ux);
 
 /* Create policies (policy.c). */
 int upol_new(struct upolicy **out);

@@ -116,9 +116,9 @@ static void test_status_clients_stats(void **state)
 	assert_int_equal(ctl(it_srv.is_state, out, "status", NULL), 0);
 	assert_non_null(strstr(out, "unionnfsd "));
 	assert_non_null(strstr(out, "export " IT_EXPORT " (2 branches)"));
-	snprintf(want, sizeof(want), "upper %s", it_srv.is_upper);
+	snprintf(want, sizeof(want), "  rw %s: ", it_srv.is_upper);
 	assert_non_null(strstr(out, want));
-	snprintf(want, sizeof(want), "lower %s", it_srv.is_lower);
+	snprintf(want, sizeof(want), "  ro %s: ", it_srv.is_lower);
 	assert_non_null(strstr(out, want));
 	assert_non_null(strstr(out, "mounts 1 "));
 
@@ -137,6 +137,119 @@ static void test_status_clients_stats(void **state)
 	/* Whether or not the client said UMNT, it stays in the list of clients seen. */
 	assert_int_equal(ctl(it_srv.is_state, out, "clients", NULL), 0);
 	assert_non_null(strstr(out, "127.0.0.1"));
+}
+
+/* A branch's line in status output out: "  ROLE PATH: ..." */
+struct branch_line {
+	double bl_avail, bl_total;
+	char bl_avail_unit[8], bl_total_unit[8];
+	unsigned long long bl_objects;
+};
+
+static void branch_line(const char *out, const char *role, const char *path,
+			struct branch_line *bl)
+{
+	char want[PATH_MAX + 16], age[32];
+	const char *p;
+
+	snprintf(want, sizeof(want), "\n  %s %s: ", role, path);
+	p = strstr(out, want);
+	if (!p)
+		fail_msg("no line \"%s\" in status:\n%s", want + 1, out);
+	p += strlen(want);
+	if (sscanf(p, "%lf %7s free of %lf %7s (measured %31[^)]), %llu object", &bl->bl_avail,
+		   bl->bl_avail_unit, &bl->bl_total, bl->bl_total_unit, age, &bl->bl_objects) != 6)
+		fail_msg("branch line of %s: %.200s", path, p);
+	if (strcmp(bl->bl_total_unit, "B") && strcmp(bl->bl_total_unit, "KiB") &&
+	    strcmp(bl->bl_total_unit, "MiB") && strcmp(bl->bl_total_unit, "GiB") &&
+	    strcmp(bl->bl_total_unit, "TiB"))
+		fail_msg("branch line of %s: unit %s", path, bl->bl_total_unit);
+	if (bl->bl_total <= 0)
+		fail_msg("branch line of %s: total %.1f", path, bl->bl_total);
+}
+
+/* Each branch's objects in `status` of server s: want[0..3) for a, b and c. */
+static void status_objects(struct it_server *s, char *const *dirs, const unsigned long long *want)
+{
+	static const char *const roles[] = { "rw", "rw", "ro" };
+	static char out[T_OUT];
+	struct branch_line bl;
+
+	assert_int_equal(ctl(s->is_state, out, "status", NULL), 0);
+	assert_non_null(strstr(out, "export /multi (3 branches)\n"));
+	for (int i = 0; i < 3; i++) {
+		branch_line(out, roles[i], dirs[i], &bl);
+		if (bl.bl_objects != want[i])
+			fail_msg("branch %s: %llu objects, want %llu:\n%s", dirs[i], bl.bl_objects,
+				 want[i], out);
+	}
+}
+
+/*
+ * status over two writable branches and a read-only one: each branch's role, its space and
+ * how many objects the map has there, from names made through NFS (create=tdp: into the
+ * first branch) and names put in by hand and looked up; the same after a restart; one
+ * fewer after check --repair dropped the record of a name removed by hand.
+ */
+static void test_status_branches(void **state)
+{
+	static const unsigned long long made[] = { 3, 1, 1 }, repaired[] = { 3, 0, 1 };
+	static char out[T_OUT];
+	static struct it_server srv;
+	char a[PATH_MAX], b[PATH_MAX], c[PATH_MAX], spec[3 * PATH_MAX + 32], url[256];
+	char path[PATH_MAX];
+	char *dirs[] = { a, b, c };
+	struct nfs_context *nfs;
+	struct nfs_stat_64 st;
+	struct nfsfh *fh;
+
+	(void)state;
+	it_server_init(&srv, true);
+	it_path(a, "%s/a", srv.is_dir);
+	it_path(b, "%s/b", srv.is_dir);
+	it_path(c, "%s/c", srv.is_dir);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(mkdir(dirs[i], 0755), 0);
+	snprintf(spec, sizeof(spec), "/multi=%s=rw:%s=rw:%s=ro", a, b, c);
+	srv.is_extra[0] = "-e";
+	srv.is_extra[1] = spec;
+	srv.is_extra[2] = "-o";
+	srv.is_extra[3] = "no_root_squash,insecure";
+	srv.is_extra[4] = NULL;
+	assert_int_equal(it_server_start(&srv), 0);
+	it_path(path, "%s/handmade", b);
+	it_write_file(path, "b\n", 2);
+	it_path(path, "%s/base", c);
+	it_write_file(path, "c\n", 2);
+
+	snprintf(url, sizeof(url), "nfs://127.0.0.1/multi?nfsport=%d&mountport=%d",
+		 srv.is_nfs_port, srv.is_mount_port);
+	nfs = it_nfs_mount_url(url);
+	assert_non_null(nfs);
+	assert_int_equal(nfs_creat(nfs, "/one", 0644, &fh), 0);
+	assert_int_equal(nfs_close(nfs, fh), 0);
+	assert_int_equal(nfs_creat(nfs, "/two", 0644, &fh), 0);
+	assert_int_equal(nfs_close(nfs, fh), 0);
+	assert_int_equal(nfs_mkdir(nfs, "/dir"), 0);
+	assert_int_equal(nfs_unlink(nfs, "/two"), 0);
+	assert_int_equal(nfs_stat64(nfs, "/handmade", &st), 0);
+	assert_int_equal(nfs_stat64(nfs, "/base", &st), 0);
+	it_nfs_unmount(nfs);
+	it_path(path, "%s/one", a);
+	assert_true(it_exists(path));
+
+	/* a: the root, one and dir; b: handmade; c: base. */
+	status_objects(&srv, dirs, made);
+	it_server_restart(&srv);
+	status_objects(&srv, dirs, made);
+
+	it_path(path, "%s/handmade", b);
+	assert_int_equal(unlink(path), 0);
+	ctl(srv.is_state, out, "check", "--repair");
+	if (!strstr(out, "1 stale, 1 dropped, 0 errors"))
+		fail_msg("check --repair:\n%s", out);
+	status_objects(&srv, dirs, repaired);
+	assert_int_equal(it_server_finish(&srv), 0);
 }
 
 static void test_reload_and_reset(void **state)
@@ -737,6 +850,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_status_clients_stats),
+		cmocka_unit_test(test_status_branches),
 		cmocka_unit_test(test_reload_and_reset),
 		cmocka_unit_test(test_garbage),
 		cmocka_unit_test(test_check),

@@ -120,6 +120,15 @@ static uint64_t insert_one(struct store *st, uint16_t exp, uint64_t parent, cons
 	return r.si_ino;
 }
 
+/* Export exp's count in branch b, which must be kept. */
+static uint64_t tally_of(struct store *st, uint16_t exp, int b)
+{
+	uint64_t n = UINT64_MAX;
+
+	assert_int_equal(store_tally(st, exp, b, &n), 0);
+	return n;
+}
+
 static void test_open_creates_private_dir(void **state)
 {
 	struct fixture *f = *state;
@@ -998,6 +1007,7 @@ static void test_failed_group_undone_newest_first(void **state)
 	f->mounted = true;
 	st = open_ok(f);
 	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(store_tally_start(st, 1, 2), 0);
 	fill_fs(f->state);
 	assert_int_equal(sem_init(&second_waits, 0, 0), 0);
 	blocking_set_hooks(&hooks);
@@ -1012,10 +1022,109 @@ static void test_failed_group_undone_newest_first(void **state)
 	pthread_join(second_thread, NULL);
 	blocking_set_hooks(NULL);
 	sem_destroy(&second_waits);
+	/* Neither commit reached the disk: the counts still show the root alone. */
+	assert_int_equal(tally_of(st, 1, 0), 1);
+	assert_int_equal(tally_of(st, 1, 1), 0);
 	store_close(st);
 	assert_int_equal(rc, -ENOSPC);
 	assert_int_equal(sc.sc_rc, -ENOSPC);
 	assert_string_equal(order.uo_seq, "BA");
+}
+
+static const struct store_branch_id stack_abcdef[] = {
+	{ .sb_path = "/a", .sb_root_ino = 11 }, { .sb_path = "/b", .sb_root_ino = 12 },
+	{ .sb_path = "/c", .sb_root_ino = 13 }, { .sb_path = "/d", .sb_root_ino = 14 },
+	{ .sb_path = "/e", .sb_root_ino = 15 }, { .sb_path = "/f", .sb_root_ino = 16 },
+};
+
+/*
+ * Per-branch counts: counted from the map at start, moved by committed inserts, branch
+ * moves and deletes, not by aborted ones, nor by updates that keep the branch; the same
+ * when counted again after a reopen; cleared by unbinding; kept per export.
+ */
+static void test_tally(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_txn *t;
+	struct store_inode r;
+	uint64_t a, b, c, n;
+	uint16_t other;
+
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	other = bind_ok(st, "/other", stack_abcdef, 6);
+	assert_int_equal(store_tally(st, 1, 0, &n), -ENOENT);
+	/* Records made before counting starts are found by its pass (the root is in 0). */
+	a = insert_one(st, 1, STORE_ROOT_INO, "a", 0, 100);
+	b = insert_one(st, 1, STORE_ROOT_INO, "b", 1, 200);
+	assert_int_equal(store_tally_start(st, 1, 2), 0);
+	assert_int_equal(store_tally_start(st, other, 6), 0);
+	assert_int_equal(tally_of(st, 1, 0), 2);
+	assert_int_equal(tally_of(st, 1, 1), 1);
+	assert_int_equal(store_tally(st, 1, 2, &n), -ENOENT);
+	assert_int_equal(store_tally_start(st, 1, 3), -EINVAL);
+
+	c = insert_one(st, 1, STORE_ROOT_INO, "c", 1, 300);
+	assert_int_equal(tally_of(st, 1, 1), 2);
+	/* Not committed yet: not counted; aborted: never. */
+	assert_int_equal(store_begin(st, true, &t), 0);
+	r = make_rec(STORE_ROOT_INO, "d", 8, 0, 400);
+	assert_int_equal(store_insert(t, 1, &r), 0);
+	assert_int_equal(store_delete(t, 1, b), 0);
+	assert_int_equal(tally_of(st, 1, 0), 2);
+	assert_int_equal(tally_of(st, 1, 1), 2);
+	store_abort(t);
+	assert_int_equal(tally_of(st, 1, 0), 2);
+	assert_int_equal(tally_of(st, 1, 1), 2);
+
+	/* One transaction: c moves to branch 0, a is renamed in place, b goes. */
+	assert_int_equal(store_begin(st, true, &t), 0);
+	assert_int_equal(store_get(t, 1, c, &r), 0);
+	r.si_branch = 0;
+	r.si_real_ino = 301;
+	assert_int_equal(store_update(t, 1, &r), 0);
+	assert_int_equal(store_get(t, 1, a, &r), 0);
+	snprintf(r.si_name, sizeof(r.si_name), "a2");
+	assert_int_equal(store_update(t, 1, &r), 0);
+	assert_int_equal(store_delete(t, 1, b), 0);
+	assert_int_equal(store_commit(t), 0);
+	assert_int_equal(tally_of(st, 1, 0), 3);
+	assert_int_equal(tally_of(st, 1, 1), 0);
+
+	/* More branches in one transaction than it keeps notes for without allocating. */
+	assert_int_equal(store_begin(st, true, &t), 0);
+	for (int i = 0; i < 6; i++)
+		for (int k = 0; k <= i; k++) {
+			char name[16];
+
+			snprintf(name, sizeof(name), "f%d.%d", i, k);
+			r = make_rec(STORE_ROOT_INO, name, 8, (uint8_t)i, (uint64_t)(1000 + 10 * i + k));
+			assert_int_equal(store_insert(t, other, &r), 0);
+		}
+	assert_int_equal(store_commit(t), 0);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(tally_of(st, other, i), (uint64_t)(i + 1) + (i == 0));
+	/* The other export's counts did not move. */
+	assert_int_equal(tally_of(st, 1, 0), 3);
+
+	/* A restart counts the same again. */
+	store_close(st);
+	st = open_ok(f);
+	assert_int_equal(store_tally(st, 1, 0, &n), -ENOENT);
+	assert_int_equal(bind_ok(st, "/union", stack_ab, 2), 1);
+	assert_int_equal(store_tally_start(st, 1, 2), 0);
+	assert_int_equal(store_tally_start(st, other, 6), 0);
+	assert_int_equal(tally_of(st, 1, 0), 3);
+	assert_int_equal(tally_of(st, 1, 1), 0);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(tally_of(st, other, i), (uint64_t)(i + 1) + (i == 0));
+
+	/* Unbound: every record gone, and so are the counts. */
+	assert_int_equal(store_unbind_export(st, "/other"), 0);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(tally_of(st, other, i), 0);
+	assert_int_equal(tally_of(st, 1, 0), 3);
+	store_close(st);
 }
 
 static uint64_t mix64(uint64_t x)
@@ -1040,7 +1149,7 @@ static void test_size_per_entry(void **state)
 	struct store *st = open_ok(f);
 	struct store_txn *txn;
 	struct store_inode got;
-	struct timespec t0, t1;
+	struct timespec t0, t1, t2, t3;
 	struct stat sb;
 	char path[160];
 	uint64_t n, ino;
@@ -1059,8 +1168,15 @@ static void test_size_per_entry(void **state)
 	store_close(st);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 
-	/* Everything is there after a reopen. */
+	/* Everything is there after a reopen, and counted by branch in one pass. */
 	st = open_ok(f);
+	clock_gettime(CLOCK_MONOTONIC, &t2);
+	assert_int_equal(store_tally_start(st, 1, 2), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t3);
+	fprintf(stderr, "# counted %d records by branch in %.1f ms\n", N + 1,
+		(double)(t3.tv_sec - t2.tv_sec) * 1e3 + (double)(t3.tv_nsec - t2.tv_nsec) / 1e6);
+	assert_int_equal(tally_of(st, 1, 0), N / 2 + 1);
+	assert_int_equal(tally_of(st, 1, 1), N / 2);
 	assert_int_equal(store_begin(st, false, &txn), 0);
 	assert_int_equal(store_count(txn, 1, &n), 0);
 	assert_int_equal(n, N + 1);
@@ -1226,6 +1342,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failed_group_undone_newest_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_intents_survive_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_size_per_entry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tally, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trim, setup, teardown),
 	};
 

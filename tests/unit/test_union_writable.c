@@ -462,6 +462,69 @@ static void test_writable_below_readonly(void **state)
 	assert_null(ux);
 }
 
+/* Records per branch, as status shows them, must be n[0..4). */
+static void usage_is(struct fx *f, const uint64_t *n)
+{
+	struct union_branch_usage u;
+
+	assert_int_equal(union_branch_count(f->ux), 4);
+	for (int b = 0; b < 4; b++) {
+		union_branch_usage(f->ux, b, &u);
+		assert_int_equal(u.bu_records_err, 0);
+		if (u.bu_records != n[b])
+			fail_msg("branch %d holds %llu records, want %llu", b,
+				 (unsigned long long)u.bu_records, (unsigned long long)n[b]);
+	}
+}
+
+/*
+ * What status shows of each branch: the records whose copy is there, moved by creates, a
+ * copy-up, a remove and a repair as they commit and recounted the same after a restart;
+ * each branch's space as measured at open.
+ */
+static void test_branch_usage(void **state)
+{
+	static const uint64_t at_open[] = { 1, 0, 0, 0 }, made[] = { 3, 1, 0, 1 },
+			      moved[] = { 3, 1, 0, 0 }, repaired[] = { 3, 0, 0, 0 };
+	struct fx *f = *state;
+	struct union_branch_usage u;
+	struct statvfs sv;
+	uint64_t mid;
+
+	usage_is(f, at_open);                  /* the root, served from its top copy */
+	mk_file(f, STORE_ROOT_INO, "new");     /* tdp: into w0 */
+	mk_dir(f, STORE_ROOT_INO, "d");
+	put_file(f->br[1], "mid", "m", 0644);
+	put_file(f->br[BASE], "base", "b", 0644);
+	mid = W(f, "mid");
+	W(f, "base");
+	usage_is(f, made);
+	wr(f, W(f, "base"), 0, "copied up"); /* base to w0 */
+	assert_int_equal(union_remove(f->ux, STORE_ROOT_INO, "new", NULL, NULL), 0);
+	usage_is(f, moved);
+	assert_int_equal(union_rename(f->ux, STORE_ROOT_INO, "mid", STORE_ROOT_INO, "mid2", NULL,
+				      NULL, NULL, NULL), 0);
+	usage_is(f, moved);                    /* renamed within w1 */
+
+	for (int b = 0; b < 4; b++) {
+		union_branch_usage(f->ux, b, &u);
+		assert_int_equal(u.bu_space_err, 0);
+		assert_int_equal(statvfs(f->br[b], &sv), 0);
+		assert_int_equal(u.bu_total, (uint64_t)sv.f_blocks * sv.f_frsize);
+		assert_true(u.bu_total > 0 && u.bu_avail <= u.bu_total);
+		assert_true(u.bu_age_ms >= 0);
+	}
+
+	fx_restart(f);
+	usage_is(f, moved);
+	/* Removed behind the server's back: check --repair drops the record. */
+	assert_int_equal(unlink(P(f, 1, "mid2")), 0);
+	assert_int_equal(union_forget_stale(f->ux, mid), 1);
+	usage_is(f, repaired);
+	fx_restart(f);
+	usage_is(f, repaired);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -484,6 +547,7 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_link_in_place, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_statfs_sum, fx_setup_rw3, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_branch_usage, fx_setup_rw3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_writable_below_readonly, fx_setup_rw3,
 						fx_teardown),
 	};
