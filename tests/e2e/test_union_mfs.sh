@@ -40,7 +40,7 @@ trap mfs_cleanup EXIT
 
 for t in "$T1" "$T2"; do
 	if ! out=$(mount -t tmpfs -o "size=${BRANCH_MIB}m,mode=0755" unfs-mfs "$t" 2>&1); then
-		echo "SKIP: union-mfs: cannot mount a ${BRANCH_MIB} MiB tmpfs on $t ($out); the test needs two small file systems of their own as branches (run it as root outside a restricted container)"
+		echo "SKIP: union-mfs: cannot mount tmpfs (size ${BRANCH_MIB} MiB) on $t ($out); the test needs two small file systems of their own as branches (run it as root outside a restricted container)"
 		exit 0
 	fi
 done
