@@ -296,8 +296,8 @@ static void lg_usage(FILE *f)
 		"               [--path P] [--count K] [--stop-file F] [--nlm-port P]\n"
 		"               [--trace F] [--source A] [--pace X] [--read-only]\n"
 		"  URL  nfs://127.0.0.1/EXPORT?nfsport=N&mountport=M\n"
-		"  W    null getattr access lookup read write write4k randread cwr readdirplus\n"
-		"       listing opendir copyup getattr-lat lock boot\n"
+		"  W    null getattr access lookup create read write write4k randread cwr\n"
+		"       readdirplus listing opendir copyup getattr-lat lock boot\n"
 		"  --inflight N  requests in flight in total (default 32; 1 for getattr-lat,\n"
 		"                readdirplus, listing and copyup; copyup sends N one-byte WRITEs at\n"
 		"                once)\n"
@@ -310,6 +310,8 @@ static void lg_usage(FILE *f)
 		"  --nlm-port P  lock: the server's NLM port (default: ask its portmapper)\n"
 		"  --maxcount M  readdirplus, listing: READDIRPLUS maxcount M and dircount M/8, as the\n"
 		"                Linux client sends them (default maxcount 65536, dircount 8192)\n"
+		"  create: CREATEs (GUARDED, mode 0644) of new names lc-PID-N in the directory\n"
+		"          --path; the files are left there\n"
 		"  opendir: --count listings of --path through libnfs's own nfs_opendir (its\n"
 		"           READDIRPLUS sizes, its directory cache off), one after the other;\n"
 		"           the rate is entries/s\n"
@@ -635,7 +637,7 @@ int main(int argc, char **argv)
 	run.r_wl = lg_workload_find(run.r_opt.o_workload);
 	if (!run.r_wl) {
 		fprintf(stderr, "loadgen: unknown --workload %s; one of null getattr access lookup "
-			"read write write4k randread cwr readdirplus listing opendir copyup getattr-lat lock boot\n",
+			"create read write write4k randread cwr readdirplus listing opendir copyup getattr-lat lock boot\n",
 			run.r_opt.o_workload);
 		return 2;
 	}

@@ -142,7 +142,7 @@ struct lg_run {
 	struct lg_boot *r_boot;
 };
 
-/* loadgen_wl.c: shared helpers, null, getattr, lookup and the table of workloads */
+/* loadgen_wl.c: shared helpers, null, getattr, lookup, create and the table of workloads */
 uint64_t lg_wl_rand(struct lg_run *run);
 int lg_wl_is_dot(const char *name);
 void lg_wl_entry(const void *ep, entryplus3 *out);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 uint64_t lg_wl_rand(struct lg_run *run)
 {
@@ -245,6 +246,32 @@ static void lg_wl_lookup_issue(struct lg_slot *slot)
 		lg_issue_failed(slot, "LOOKUP");
 }
 
+/* --- create: CREATE (GUARDED) of new names in the directory --path; the files stay --- */
+
+static void lg_wl_create_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	(void)rpc;
+	lg_wl_status_end(priv, status, data, "CREATE", "CREATE in the directory");
+}
+
+static void lg_wl_create_issue(struct lg_slot *slot)
+{
+	struct lg_run *run = slot->s_run;
+	CREATE3args a;
+
+	snprintf(slot->s_name, sizeof(slot->s_name), "lc-%d-%llu", (int)getpid(),
+		 (unsigned long long)run->r_seq++);
+	memset(&a, 0, sizeof(a));
+	a.where.dir = lg_fh3(&slot->s_conn->c_fh);
+	a.where.name = slot->s_name;
+	a.how.mode = GUARDED;
+	a.how.createhow3_u.obj_attributes.mode.set_it = 1;
+	a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
+	lg_begin(slot);
+	if (rpc_nfs3_create_async(slot->s_conn->c_rpc, lg_wl_create_cb, &a, slot))
+		lg_issue_failed(slot, "CREATE");
+}
+
 void lg_workload_free(struct lg_run *run)
 {
 	free(run->r_names);
@@ -277,6 +304,8 @@ static const struct lg_workload lg_wl_table[] = {
 	{ .w_name = "write4k", .w_unit = "ops/s", .w_default_inflight = 32, .w_data = 1,
 	  .w_count_drain = 1, .w_block = LG_SMALL, .w_prepare = lg_data_write_prepare,
 	  .w_issue = lg_data_write_issue },
+	{ .w_name = "create", .w_unit = "files/s", .w_default_inflight = 32,
+	  .w_prepare = lg_wl_prepare_open, .w_issue = lg_wl_create_issue },
 	{ .w_name = "cwr", .w_unit = "files/s", .w_default_inflight = 32,
 	  .w_prepare = lg_dir_cwr_prepare, .w_issue = lg_dir_cwr_issue },
 	{ .w_name = "readdirplus", .w_unit = "entries/s", .w_default_inflight = 1, .w_fixed = 1,
