@@ -40,21 +40,21 @@ int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj
 	return r;
 }
 
-/*
- * Directory dir resolved into d as it is, and whether name is in it (*exists) and in which
- * branch its topmost copy is (*top).
- */
-static int uop_dir_look(struct union_export *ux, uint64_t dir, const char *name,
-			struct uobj *d, bool *exists, uint8_t *top)
+/* Directory dir resolved into d as it is. */
+static int uop_dir_as_is(struct union_export *ux, uint64_t dir, struct uobj *d)
 {
-	struct ufound f;
 	int r = ures_resolve(ux, NULL, dir, 0, d);
 
-	if (r == 0 && !S_ISDIR(d->uo_st.st_mode))
-		r = -ENOTDIR;
-	if (r < 0)
-		return r;
-	r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT, &f);
+	return r == 0 && !S_ISDIR(d->uo_st.st_mode) ? -ENOTDIR : r;
+}
+
+/* Whether name is in directory d (*exists), and in which branch its topmost copy is (*top). */
+static int uop_name_look(struct union_export *ux, const struct uobj *d, const char *name,
+			 bool *exists, uint8_t *top)
+{
+	struct ufound f;
+	int r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT, &f);
+
 	*exists = r == 0;
 	*top = f.uf_branch;
 	ufound_release(&f);
@@ -69,7 +69,9 @@ int uop_dir_of(struct union_export *ux, uint64_t dir, const char *name, struct u
 
 	if (ux->ux_nwritable <= 1)
 		return uop_dir(ux, dir, name, d);
-	r = uop_dir_look(ux, dir, name, d, &exists, &top);
+	r = uop_dir_as_is(ux, dir, d);
+	if (r == 0)
+		r = uop_name_look(ux, d, name, &exists, &top);
 	if (r < 0 || !exists)
 		return r < 0 ? r : -ENOENT;
 	if (ubr_writable(ux, top))
@@ -104,7 +106,18 @@ int uop_place(struct union_export *ux, uint64_t dir, const char *name, const boo
 	*b = 0;
 	if (ux->ux_nwritable <= 1)
 		return uop_dir(ux, dir, NULL, d);
-	r = uop_dir_look(ux, dir, name, d, &exists, &top);
+	r = uop_dir_as_is(ux, dir, d);
+	if (r < 0)
+		return r;
+	/*
+	 * tdp with a writable top copy: there, whatever else holds the name (a whiteout in
+	 * a copy below is hidden by what is made above it).
+	 */
+	if (ubr_writable(ux, d->uo_dirs.ds_branch[0]) && upol_top_down(ux)) {
+		*b = d->uo_dirs.ds_branch[0];
+		return 0;
+	}
+	r = uop_name_look(ux, d, name, &exists, &top);
 	if (r < 0)
 		return r;
 	/* A name that exists is not made: no policy, no new copies for it. */

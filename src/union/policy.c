@@ -136,15 +136,20 @@ int upol_choose(const struct union_export *ux, const struct udirset *parent, con
 	return b < 0 ? -ENOSPC : b;
 }
 
-bool upol_retries(const struct union_export *ux)
+bool upol_top_down(const struct union_export *ux)
 {
 	struct upolicy *p = ux->ux_policy;
-	bool retry;
+	bool tdp;
 
 	pthread_mutex_lock(&p->pl_lock);
-	retry = p->pl_conf.up_create != UNION_CREATE_TDP;
+	tdp = p->pl_conf.up_create == UNION_CREATE_TDP;
 	pthread_mutex_unlock(&p->pl_lock);
-	return retry && ux->ux_nwritable > 1;
+	return tdp;
+}
+
+bool upol_retries(const struct union_export *ux)
+{
+	return !upol_top_down(ux) && ux->ux_nwritable > 1;
 }
 
 void upol_full(const struct union_export *ux, int b)

@@ -607,6 +607,8 @@ void upol_free(struct upolicy *p);
  * export's create policy, skipping branches b with full[b]; -ENOSPC when none is left.
  */
 int upol_choose(const struct union_export *ux, const struct udirset *parent, const bool *full);
+/* Whether the policy is tdp: a new name goes to the parent's topmost writable copy. */
+bool upol_top_down(const struct union_export *ux);
 /* Whether a create that found its branch full tries another (every policy but tdp). */
 bool upol_retries(const struct union_export *ux);
 /* Branch b answered ENOSPC: counted full until free space is measured again. */
