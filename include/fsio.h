@@ -72,11 +72,13 @@ int fsio_reopen_dir(int pathfd, int *fd);
  * pathfd (through /proc/self/fd: read permission on it is enough) for mask, and gives its
  * watch number (the same one for the same directory); fsio_watch_forget stops it;
  * fsio_watch_read reads queued events into buf: a count of bytes, or -EAGAIN when none.
+ * fsio_watch_wait waits until events are queued (a thread cancellation point).
  */
 int fsio_watch_open(int *fd);
 int fsio_watch_dir(int watchfd, int pathfd, uint32_t mask, int *wd);
 void fsio_watch_forget(int watchfd, int wd);
 ssize_t fsio_watch_read(int watchfd, void *buf, size_t len);
+void fsio_watch_wait(int watchfd);
 /*
  * Opens the regular file behind an O_PATH fd for I/O with flags (O_CREAT and O_EXCL are
  * ignored), the same way: the very file the fd holds, never another one put at its name

@@ -278,4 +278,13 @@ typedef int64_t (*union_clock_fn)(void);
  */
 void union_set_clock(struct union_export *ux, union_clock_fn now_ms);
 
+/*
+ * Test hooks of change notification (watch.c). union_watch_settle counts every change made
+ * so far in a watched branch directory, as the server's thread does as soon as it runs;
+ * union_watch_budget sets how many directories may be watched at once (SIZE_MAX: the
+ * default), for watches made after it.
+ */
+void union_watch_settle(void);
+void union_watch_budget(size_t dirs);
+
 #endif

@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,14 @@ ssize_t fsio_watch_read(int watchfd, void *buf, size_t len)
 	ssize_t n = read(watchfd, buf, len);
 
 	return n < 0 ? fsio_err() : n;
+}
+
+void fsio_watch_wait(int watchfd)
+{
+	struct pollfd p = { .fd = watchfd, .events = POLLIN };
+
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
 }
 
 int fsio_reopen_dir(int pathfd, int *fd)

@@ -12,14 +12,23 @@
  * returns, so a drain counts every change completed before it began. A lost queue
  * (overflow) counts as a change of every directory.
  *
+ * While any export is open a thread drains the queue as soon as the kernel queues a change
+ * (it is woken before the system call making the change returns), so that users on the hot
+ * path (the resolve cache, cache.c) read counts without a system call of their own: they
+ * see a change once that thread has run, normally long before the next call arrives.
+ * Users that need every change completed before a point (listings' kept attributes)
+ * drain themselves.
+ *
  * Not reported, so not seen: writes through a shared mmap, and changes to a file made
  * through a hard link in another directory (users keep nothing of files with several links).
  * Reads are not watched: an access time a read moves is seen at the next other change.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -40,6 +49,7 @@ struct uwatch {
 	int uw_wd;
 	int uw_refs;                     /* guarded by the table's lock */
 	atomic_uint_fast64_t uw_changes;
+	atomic_uint_fast64_t uw_names;   /* of those, all but writes to a file's data */
 };
 
 static struct {
@@ -47,10 +57,87 @@ static struct {
 	bool tried;                      /* the queue was opened, or failed to open */
 	int fd;
 	size_t n;
+	size_t max;                      /* the budget: UWATCH_MAX unless a test set it */
 	struct uwatch *buckets[UWATCH_BUCKETS];
 	atomic_uint_fast64_t lost;       /* overflows */
+	atomic_uint_fast64_t names;      /* every watch's uw_names together */
+	bool wanted;                     /* an export is open: the drainer should run */
+	atomic_bool drains;              /* the drainer runs */
+	pthread_t drainer;
 	alignas(struct inotify_event) char events[65536];
-} uwatch_table = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+} uwatch_table = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .max = UWATCH_MAX };
+
+static void *uwatch_drainer_main(void *arg)
+{
+	sigset_t signals;
+
+	(void)arg;
+	sigfillset(&signals);
+	pthread_sigmask(SIG_BLOCK, &signals, NULL); /* signals are the event loop's */
+	for (;;) {
+		/* Stopped (cancelled) only while it waits, never holding the lock. */
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		fsio_watch_wait(uwatch_table.fd);
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		uwatch_drain();
+	}
+	return NULL;
+}
+
+/* Starts the drainer if it is wanted and can run (lock held). */
+static void uwatch_drainer_start(void)
+{
+	int r;
+
+	if (!uwatch_table.wanted || uwatch_table.fd < 0 || atomic_load(&uwatch_table.drains))
+		return;
+	r = pthread_create(&uwatch_table.drainer, NULL, uwatch_drainer_main, NULL);
+	if (r != 0) {
+		log_msg(LOG_WARNING, "cannot start the thread reading change notifications (%s): changes made in the branches by others are seen within %d ms",
+			strerror(r), UNION_CACHE_TRUST_MS);
+		return;
+	}
+	atomic_store(&uwatch_table.drains, true);
+}
+
+void uwatch_start(void)
+{
+	pthread_mutex_lock(&uwatch_table.lock);
+	uwatch_table.wanted = true;
+	uwatch_drainer_start();
+	pthread_mutex_unlock(&uwatch_table.lock);
+}
+
+void uwatch_stop(void)
+{
+	bool drains;
+
+	pthread_mutex_lock(&uwatch_table.lock);
+	uwatch_table.wanted = false;
+	drains = atomic_exchange(&uwatch_table.drains, false);
+	pthread_mutex_unlock(&uwatch_table.lock);
+	if (drains) {
+		pthread_cancel(uwatch_table.drainer);
+		pthread_join(uwatch_table.drainer, NULL);
+	}
+}
+
+bool uwatch_live(void)
+{
+	return atomic_load_explicit(&uwatch_table.drains, memory_order_relaxed);
+}
+
+void union_watch_budget(size_t dirs)
+{
+	pthread_mutex_lock(&uwatch_table.lock);
+	uwatch_table.max = dirs == SIZE_MAX ? UWATCH_MAX : dirs;
+	pthread_mutex_unlock(&uwatch_table.lock);
+}
+
+void union_watch_settle(void)
+{
+	uwatch_drain();
+}
 
 static struct uwatch **uwatch_slot(int wd)
 {
@@ -72,14 +159,15 @@ int uwatch_get(int dirfd, struct uwatch **out)
 		uwatch_table.tried = true;
 		r = fsio_watch_open(&uwatch_table.fd);
 		if (r < 0)
-			log_msg(LOG_WARNING, "change notification unavailable (%s): listings' attributes are read anew each time; raise fs.inotify.max_user_instances",
-				strerror(-r));
+			log_msg(LOG_WARNING, "change notification unavailable (%s): listings' attributes are read anew each time and changes made in the branches by others are seen within %d ms; raise fs.inotify.max_user_instances",
+				strerror(-r), UNION_CACHE_TRUST_MS);
+		uwatch_drainer_start();
 	}
 	if (uwatch_table.fd < 0) {
 		r = -ENOSYS;
 		goto out;
 	}
-	if (uwatch_table.n >= UWATCH_MAX) {
+	if (uwatch_table.n >= uwatch_table.max) {
 		r = -ENOSPC;
 		goto out;
 	}
@@ -133,8 +221,13 @@ static void uwatch_count(const struct inotify_event *ev)
 	}
 	/* Events of a watch given up are still queued after it: nobody counts on it. */
 	w = *uwatch_slot(ev->wd);
-	if (w)
-		atomic_fetch_add(&w->uw_changes, 1);
+	if (!w)
+		return;
+	atomic_fetch_add(&w->uw_changes, 1);
+	if (ev->mask & ~(uint32_t)(IN_MODIFY | IN_ISDIR)) {
+		atomic_fetch_add(&w->uw_names, 1);
+		atomic_fetch_add(&uwatch_table.names, 1);
+	}
 }
 
 void uwatch_drain(void)
@@ -159,4 +252,15 @@ void uwatch_drain(void)
 uint64_t uwatch_changes(const struct uwatch *w)
 {
 	return atomic_load(&w->uw_changes) + atomic_load(&uwatch_table.lost);
+}
+
+uint64_t uwatch_names(const struct uwatch *w)
+{
+	return atomic_load_explicit(&w->uw_names, memory_order_acquire) +
+	       atomic_load_explicit(&uwatch_table.lost, memory_order_acquire);
+}
+
+uint64_t uwatch_total(void)
+{
+	return atomic_load(&uwatch_table.names) + atomic_load(&uwatch_table.lost);
 }
