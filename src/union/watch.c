@@ -100,11 +100,26 @@ static void uwatch_drainer_start(void)
 	atomic_store(&uwatch_table.drains, true);
 }
 
+/* Opens the queue on first use, and starts the drainer if wanted (lock held). */
+static void uwatch_open(void)
+{
+	int r;
+
+	if (!uwatch_table.tried) {
+		uwatch_table.tried = true;
+		r = fsio_watch_open(&uwatch_table.fd);
+		if (r < 0)
+			log_msg(LOG_WARNING, "change notification unavailable (%s): listings' attributes are read anew each time and changes made in the branches by others are seen within %d ms; raise fs.inotify.max_user_instances",
+				strerror(-r), UNION_CACHE_TRUST_MS);
+	}
+	uwatch_drainer_start();
+}
+
 void uwatch_start(void)
 {
 	pthread_mutex_lock(&uwatch_table.lock);
 	uwatch_table.wanted = true;
-	uwatch_drainer_start();
+	uwatch_open();
 	pthread_mutex_unlock(&uwatch_table.lock);
 }
 
@@ -155,14 +170,7 @@ int uwatch_get(int dirfd, struct uwatch **out)
 
 	*out = NULL;
 	pthread_mutex_lock(&uwatch_table.lock);
-	if (!uwatch_table.tried) {
-		uwatch_table.tried = true;
-		r = fsio_watch_open(&uwatch_table.fd);
-		if (r < 0)
-			log_msg(LOG_WARNING, "change notification unavailable (%s): listings' attributes are read anew each time and changes made in the branches by others are seen within %d ms; raise fs.inotify.max_user_instances",
-				strerror(-r), UNION_CACHE_TRUST_MS);
-		uwatch_drainer_start();
-	}
+	uwatch_open();
 	if (uwatch_table.fd < 0) {
 		r = -ENOSYS;
 		goto out;
