@@ -92,6 +92,8 @@ int fsio_stat(int fd, struct stat *st);
 /* lstat semantics; name "" stats fd itself. */
 int fsio_statat(int dirfd, const char *name, struct stat *st);
 int fsio_statvfs(int fd, struct statvfs *sv);
+/* The file system type of fd (statfs's f_type, a magic number of <linux/magic.h>). */
+int fsio_fs_type(int fd, long *type);
 /*
  * fsio_statat that also gives the object's birth time (statx, in the same system call), in
  * nanoseconds since the epoch; *birth_ns is 0 when the file system keeps none (ext4 with

@@ -18,6 +18,7 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -313,6 +314,16 @@ int fsio_ident(int dirfd, const char *name, uint64_t *id)
 	for (unsigned int i = 0; i < h.fh.handle_bytes; i++)
 		d = (d ^ (unsigned char)h.fh.f_handle[i]) * 1099511628211ull;
 	*id = d ? d : 1;
+	return 0;
+}
+
+int fsio_fs_type(int fd, long *type)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return fsio_err();
+	*type = (long)sf.f_type;
 	return 0;
 }
 

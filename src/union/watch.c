@@ -21,6 +21,8 @@
  *
  * Not reported, so not seen: writes through a shared mmap, and changes to a file made
  * through a hard link in another directory (users keep nothing of files with several links).
+ * Nor anything done on another machine to a network or cluster file system: directories
+ * there are never watched (uwatch_get: -EOPNOTSUPP).
  * Reads are not watched: an access time a read moves is seen at the next other change.
  */
 #include <errno.h>
@@ -31,6 +33,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/inotify.h>
 
 #include "fsio.h"
@@ -154,6 +157,25 @@ void union_watch_settle(void)
 	uwatch_drain();
 }
 
+/* File systems whose changes made elsewhere than through this kernel are not reported. */
+static const long uwatch_unreported[] = {
+	NFS_SUPER_MAGIC, SMB_SUPER_MAGIC, 0xff534d42 /* cifs */, 0xfe534d42 /* smb2 */,
+	FUSE_SUPER_MAGIC, CEPH_SUPER_MAGIC, V9FS_MAGIC, AFS_SUPER_MAGIC, AFS_FS_MAGIC,
+	CODA_SUPER_MAGIC, NCP_SUPER_MAGIC, OCFS2_SUPER_MAGIC, 0x01161970 /* gfs2 */,
+};
+
+static bool uwatch_reported(int dirfd)
+{
+	long type;
+
+	if (fsio_fs_type(dirfd, &type) < 0)
+		return false;
+	for (size_t i = 0; i < sizeof(uwatch_unreported) / sizeof(uwatch_unreported[0]); i++)
+		if (type == uwatch_unreported[i])
+			return false;
+	return true;
+}
+
 static struct uwatch **uwatch_slot(int wd)
 {
 	struct uwatch **p = &uwatch_table.buckets[(unsigned)wd % UWATCH_BUCKETS];
@@ -177,6 +199,10 @@ int uwatch_get(int dirfd, struct uwatch **out)
 	}
 	if (uwatch_table.n >= uwatch_table.max) {
 		r = -ENOSPC;
+		goto out;
+	}
+	if (!uwatch_reported(dirfd)) {
+		r = -EOPNOTSUPP;
 		goto out;
 	}
 	r = fsio_watch_dir(uwatch_table.fd, dirfd, UWATCH_MASK, &wd);
