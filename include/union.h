@@ -263,8 +263,9 @@ void union_shed_fds(struct union_export *ux);
 int union_statfs(struct union_export *ux, uint64_t ino, struct statvfs *sv);
 
 /*
- * How long the resolve cache trusts where it found a name: a change made by hand in a
- * branch (a new copy of a directory, a copy or whiteout over a name) is seen within this.
+ * How long the resolve cache trusts where it found a name in a directory it does not watch
+ * (past the watch budget, without change notification, below a redirect): a change made by
+ * hand there (a new copy of a directory, a copy or whiteout over a name) is seen within this.
  */
 #define UNION_CACHE_TRUST_MS 1000
 

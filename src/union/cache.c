@@ -15,8 +15,9 @@
  * counts are noted before what they vouch for is read: a parent's entry exists before
  * its child is looked up in its copies, and a directory's own copies, watched only once
  * found, are looked up once more after (ucache_add_dir). Where that cannot be had (past
- * the watch budget, without notification, under a redirect whose lower copies lie
- * elsewhere, deeper than URES_CHAIN_MAX below an unwatched parent) an entry is trusted for
+ * the watch budget, without notification, for a directory with a redirect (its lower
+ * copies lie outside its parent's) and below it, for an object resolved from the roots
+ * because no parent of it near enough was cached (resolve.c) an entry is trusted for
  * UNION_CACHE_TRUST_MS, which then bounds how long such a change can go unseen.
  *
  * Even then every use stats the object again and checks it is still the very copy the
@@ -387,23 +388,41 @@ static void ucent_watch(struct ucent *e, const struct udirset *ds, struct ucent 
 	e->ce_watched = true;
 }
 
+/* What looking a directory up again after watching its copies found (ucent_dir_still). */
+enum ucent_still {
+	UCENT_CHANGED,           /* other copies: not to be cached */
+	UCENT_SAME,
+	UCENT_REDIRECTED,        /* the same, merged from outside up's copies: not watchable */
+};
+
 /*
  * Whether directory name still has the copies ds in up's copies: looked up again after
  * ds's watches were made, so that a marker made in a copy before (an opaque one) is seen.
- * A redirect sends the merge outside up's copies, where nothing is watched: false.
+ * A redirect sends the merge outside up's copies, where nothing is watched.
  */
-static bool ucent_dir_still(struct union_export *ux, const struct ucent *up, const char *name,
-			    const struct udirset *ds, uint64_t top_ino)
+static enum ucent_still ucent_dir_still(struct union_export *ux, const struct ucent *up,
+					const char *name, const struct udirset *ds,
+					uint64_t top_ino)
 {
+	enum ucent_still still = UCENT_CHANGED;
 	struct ufound f;
-	bool same;
 	int r = ures_find(ux, &up->ce_dirs, name, 0, &f);
 
-	same = r == 0 && f.uf_dir && !f.uf_redirect && (uint64_t)f.uf_st.st_ino == top_ino &&
-	       f.uf_dirs.ds_n == ds->ds_n &&
-	       !memcmp(f.uf_dirs.ds_branch, ds->ds_branch, (size_t)ds->ds_n);
+	if (r == 0 && f.uf_dir && (uint64_t)f.uf_st.st_ino == top_ino &&
+	    f.uf_dirs.ds_n == ds->ds_n &&
+	    !memcmp(f.uf_dirs.ds_branch, ds->ds_branch, (size_t)ds->ds_n))
+		still = f.uf_redirect ? UCENT_REDIRECTED : UCENT_SAME;
 	ufound_release(&f);
-	return same;
+	return still;
+}
+
+/* Makes e trusted for a while only, giving its watches back. */
+static void ucent_unwatch(struct ucent *e)
+{
+	for (int i = 0; i < e->ce_nwatch; i++)
+		uwatch_put(e->ce_watch[i]);
+	e->ce_nwatch = 0;
+	e->ce_watched = false;
 }
 
 /* An owned copy of a borrowed set (the roots'), so that the entry outlives nothing. */
@@ -428,6 +447,7 @@ struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t i
 			     const struct store_inode *rec, struct udirset *ds, struct ucent *up)
 {
 	bool root = ino == STORE_ROOT_INO;
+	enum ucent_still still;
 	struct ucent *e;
 
 	if (ds->ds_n == 0 || (ds->ds_borrowed && !root))
@@ -449,8 +469,11 @@ struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t i
 		atomic_fetch_add(&up->ce_refs, 1);
 	}
 	ucent_watch(e, &e->ce_dirs, up, root);
-	if (e->ce_watched && !root &&
-	    !ucent_dir_still(ux, up, rec->si_name, &e->ce_dirs, rec->si_real_ino)) {
+	still = e->ce_watched && !root ?
+		ucent_dir_still(ux, up, rec->si_name, &e->ce_dirs, rec->si_real_ino) : UCENT_SAME;
+	if (still == UCENT_REDIRECTED)
+		ucent_unwatch(e);
+	if (still == UCENT_CHANGED) {
 		/* Changed meanwhile: the next call looks again. */
 		atomic_init(&e->ce_refs, 1);
 		if (!ds->ds_borrowed) {

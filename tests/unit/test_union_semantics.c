@@ -1397,6 +1397,34 @@ static void test_notify_files(void **state)
 }
 
 /*
+ * A directory renamed through the union merges lower copies found through its redirect,
+ * outside its parent's copies, where nothing is watched: below it a whiteout made by hand is
+ * seen within the fallback bound (README: "below a directory renamed through the union"),
+ * and at once again once the name is in a watched directory.
+ */
+static void test_notify_redirect_unwatched(void **state)
+{
+	struct fx *f = *state;
+
+	put_dir(f->br[1], "d", 0755);
+	put_file(f->br[1], "d/low", "l", 0644);
+	put_file(f->br[1], "d/low2", "l2", 0644);
+	f->clock = fx_clock_now;
+	fx_open(f);
+	assert_int_equal(mv(f, "", "d", "", "e"), 0);
+	assert_true(xattr_is(f, 0, "e", "trusted.overlay.redirect", "/d"));
+	expect_data(f, "e/low", "l");
+	pwh(f, 0, "e/low");
+	union_watch_settle();
+	fx_clock_advance(UNION_CACHE_TRUST_MS - 1);
+	expect_data(f, "e/low", "l");
+	fx_clock_advance(README_UNWATCHED_MS - (UNION_CACHE_TRUST_MS - 1));
+	gone(f, "e/low");
+	assert_string_equal(ls(f, "e"), "low2");
+	check_clean(f);
+}
+
+/*
  * Directories changed by hand, seen at once: removed, made, merged with a new upper copy,
  * made opaque (OCI marker), and an ancestor renamed away in a lower, which every entry
  * below it depends on.
@@ -1530,6 +1558,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hand_made_upper_dir_unwatched, setup2, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_notify_files, setup3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_notify_dirs, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_notify_redirect_unwatched, setup2, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_hand_removed_dir, setup2, fx_teardown),
 	};
 
