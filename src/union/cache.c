@@ -425,24 +425,6 @@ static void ucent_unwatch(struct ucent *e)
 	e->ce_watched = false;
 }
 
-/* An owned copy of a borrowed set (the roots'), so that the entry outlives nothing. */
-static int ucache_own(const struct udirset *ds, struct udirset *own)
-{
-	int r;
-
-	uds_init(own);
-	for (int i = 0; i < ds->ds_n; i++) {
-		r = fsio_dup(ds->ds_fd[i], &own->ds_fd[i]);
-		if (r < 0) {
-			uds_release(own);
-			return r;
-		}
-		own->ds_branch[i] = ds->ds_branch[i];
-		own->ds_n = i + 1;
-	}
-	return 0;
-}
-
 struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t ino,
 			     const struct store_inode *rec, struct udirset *ds, struct ucent *up)
 {
@@ -455,15 +437,10 @@ struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t i
 	e = ucent_new(ux->ux_ucache, epoch, ino, rec);
 	if (!e)
 		return NULL;
-	if (ds->ds_borrowed) {
-		if (ucache_own(ds, &e->ce_dirs) < 0) {
-			free(e);
-			return NULL;
-		}
-	} else {
-		e->ce_dirs = *ds;
+	/* The root's copies are the branch roots, borrowed: they outlive the cache. */
+	e->ce_dirs = *ds;
+	if (!ds->ds_borrowed)
 		uds_init(ds);
-	}
 	if (!root && up) {
 		e->ce_parent = up;
 		atomic_fetch_add(&up->ce_refs, 1);

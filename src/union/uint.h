@@ -312,7 +312,7 @@ int ucache_lookup(struct union_export *ux, const struct udirset *parent, uint64_
 /* Drops an entry that turned out stale. */
 void ucache_forget(struct union_export *ux, struct ucent *e);
 /*
- * Caches a resolved directory, taking its copies (copying borrowed ones: the root's);
+ * Caches a resolved directory, taking its copies (borrowed ones, the root's, stay so);
  * returns a reference, or NULL with ds left to the caller. up: the live entry of the
  * directory it was found in, taken before it was looked up there (NULL: none, or the root).
  */

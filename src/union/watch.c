@@ -201,14 +201,16 @@ int uwatch_get(int dirfd, struct uwatch **out)
 		r = -ENOSPC;
 		goto out;
 	}
-	if (!uwatch_reported(dirfd)) {
-		r = -EOPNOTSUPP;
-		goto out;
-	}
 	r = fsio_watch_dir(uwatch_table.fd, dirfd, UWATCH_MASK, &wd);
 	if (r < 0)
 		goto out;
 	w = *uwatch_slot(wd);
+	/* A directory watched already was found reported then: one file system type check. */
+	if (!w && !uwatch_reported(dirfd)) {
+		fsio_watch_forget(uwatch_table.fd, wd);
+		r = -EOPNOTSUPP;
+		goto out;
+	}
 	if (!w) {
 		w = calloc(1, sizeof(*w));
 		if (!w) {
