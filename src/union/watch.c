@@ -70,6 +70,8 @@ static struct {
 	alignas(struct inotify_event) char events[65536];
 } uwatch_table = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .max = UWATCH_MAX };
 
+static void uwatch_read(bool to_end);
+
 static void *uwatch_drainer_main(void *arg)
 {
 	sigset_t signals;
@@ -82,7 +84,8 @@ static void *uwatch_drainer_main(void *arg)
 		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 		fsio_watch_wait(uwatch_table.fd);
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-		uwatch_drain();
+		/* One read: the wait says at once whether more came. */
+		uwatch_read(false);
 	}
 	return NULL;
 }
@@ -266,7 +269,8 @@ static void uwatch_count(const struct inotify_event *ev)
 	}
 }
 
-void uwatch_drain(void)
+/* Counts queued events: one read, or (to_end) reads until the queue is empty. */
+static void uwatch_read(bool to_end)
 {
 	ssize_t n;
 
@@ -281,8 +285,15 @@ void uwatch_drain(void)
 			uwatch_count(ev);
 			at += (ssize_t)sizeof(*ev) + ev->len;
 		}
+		if (!to_end)
+			break;
 	}
 	pthread_mutex_unlock(&uwatch_table.lock);
+}
+
+void uwatch_drain(void)
+{
+	uwatch_read(true);
 }
 
 uint64_t uwatch_changes(const struct uwatch *w)
