@@ -367,6 +367,15 @@ static struct ucent *ucent_new(struct ucache *c, uint64_t epoch, uint64_t ino,
 	return e;
 }
 
+/* Makes e trusted for a while only, giving its watches back. */
+static void ucent_unwatch(struct ucent *e)
+{
+	for (int i = 0; i < e->ce_nwatch; i++)
+		uwatch_put(e->ce_watch[i]);
+	e->ce_nwatch = 0;
+	e->ce_watched = false;
+}
+
 /*
  * Watches the copies ds of a directory entry e (none for a file), and makes e watched if
  * up (the entry of the directory it was found in, or NULL for the root) is. Noted now:
@@ -381,8 +390,10 @@ static void ucent_watch(struct ucent *e, const struct udirset *ds, struct ucent 
 		if (!e->ce_watch)
 			return;
 		for (; e->ce_nwatch < ds->ds_n; e->ce_nwatch++)
-			if (uwatch_get(ds->ds_fd[e->ce_nwatch], &e->ce_watch[e->ce_nwatch]) < 0)
-				return; /* past the budget: trusted for a while, as without */
+			if (uwatch_get(ds->ds_fd[e->ce_nwatch], &e->ce_watch[e->ce_nwatch]) < 0) {
+				ucent_unwatch(e); /* past the budget: trusted for a while */
+				return;
+			}
 		e->ce_noted = ucent_changes(e);
 	}
 	e->ce_watched = true;
@@ -414,15 +425,6 @@ static enum ucent_still ucent_dir_still(struct union_export *ux, const struct uc
 		still = f.uf_redirect ? UCENT_REDIRECTED : UCENT_SAME;
 	ufound_release(&f);
 	return still;
-}
-
-/* Makes e trusted for a while only, giving its watches back. */
-static void ucent_unwatch(struct ucent *e)
-{
-	for (int i = 0; i < e->ce_nwatch; i++)
-		uwatch_put(e->ce_watch[i]);
-	e->ce_nwatch = 0;
-	e->ce_watched = false;
 }
 
 struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t ino,

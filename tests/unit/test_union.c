@@ -1204,8 +1204,9 @@ static void test_concurrent_changes(void **state)
 /* ---- the resolve cache never serves what is no longer there ---- */
 
 /*
- * Past the watch budget (0 here), a copy put into the upper by hand is seen once the
- * cache's 1 s trust runs out (with notification, at once: test_union_semantics.c).
+ * Past the watch budget (1 here: the root's second copy is past it), a copy put into the
+ * upper by hand is seen once the cache's 1 s trust runs out (with notification, at once:
+ * test_union_semantics.c).
  */
 static void test_two_cache_hand_shadow(void **state)
 {
@@ -1217,7 +1218,7 @@ static void test_two_cache_hand_shadow(void **state)
 	put_dir(f->lo, "d", 0755);
 	put_file(f->lo, "d/a", "lower", 0644);
 	f->clock = fx_clock_now;
-	union_watch_budget(0);
+	union_watch_budget(1);
 	fx_open(f);
 	d = lk(f, 1, "d");
 	a = lk(f, d, "a");
