@@ -72,11 +72,13 @@ int fsio_reopen_dir(int pathfd, int *fd);
  * pathfd (through /proc/self/fd: read permission on it is enough) for mask, and gives its
  * watch number (the same one for the same directory); fsio_watch_forget stops it;
  * fsio_watch_read reads queued events into buf: a count of bytes, or -EAGAIN when none.
+ * fsio_watch_wait waits until events are queued (a thread cancellation point).
  */
 int fsio_watch_open(int *fd);
 int fsio_watch_dir(int watchfd, int pathfd, uint32_t mask, int *wd);
 void fsio_watch_forget(int watchfd, int wd);
 ssize_t fsio_watch_read(int watchfd, void *buf, size_t len);
+void fsio_watch_wait(int watchfd);
 /*
  * Opens the regular file behind an O_PATH fd for I/O with flags (O_CREAT and O_EXCL are
  * ignored), the same way: the very file the fd holds, never another one put at its name
@@ -90,6 +92,8 @@ int fsio_stat(int fd, struct stat *st);
 /* lstat semantics; name "" stats fd itself. */
 int fsio_statat(int dirfd, const char *name, struct stat *st);
 int fsio_statvfs(int fd, struct statvfs *sv);
+/* The file system type of fd (statfs's f_type, a magic number of <linux/magic.h>). */
+int fsio_fs_type(int fd, long *type);
 /*
  * fsio_statat that also gives the object's birth time (statx, in the same system call), in
  * nanoseconds since the epoch; *birth_ns is 0 when the file system keeps none (ext4 with

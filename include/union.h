@@ -321,8 +321,9 @@ void union_shed_fds(struct union_export *ux);
 int union_statfs(struct union_export *ux, uint64_t ino, struct statvfs *sv);
 
 /*
- * How long the resolve cache trusts where it found a name: a change made by hand in a
- * branch (a new copy of a directory, a copy or whiteout over a name) is seen within this.
+ * How long the resolve cache trusts where it found a name in a directory it does not watch
+ * (past the watch budget, without change notification, below a redirect): a change made by
+ * hand there (a new copy of a directory, a copy or whiteout over a name) is seen within this.
  */
 #define UNION_CACHE_TRUST_MS 1000
 
@@ -335,5 +336,14 @@ typedef int64_t (*union_clock_fn)(void);
  * Set it right after union_open: entries made on another clock would get meaningless ages.
  */
 void union_set_clock(struct union_export *ux, union_clock_fn now_ms);
+
+/*
+ * Test hooks of change notification (watch.c). union_watch_settle counts every change made
+ * so far in a watched branch directory, as the server's thread does as soon as it runs;
+ * union_watch_budget sets how many directories may be watched at once (SIZE_MAX: the
+ * default), for watches made after it.
+ */
+void union_watch_settle(void);
+void union_watch_budget(size_t dirs);
 
 #endif

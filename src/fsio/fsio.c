@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -185,6 +187,14 @@ ssize_t fsio_watch_read(int watchfd, void *buf, size_t len)
 	return n < 0 ? fsio_err() : n;
 }
 
+void fsio_watch_wait(int watchfd)
+{
+	struct pollfd p = { .fd = watchfd, .events = POLLIN };
+
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+}
+
 int fsio_reopen_dir(int pathfd, int *fd)
 {
 	char path[FSIO_PROC_FD_LEN];
@@ -304,6 +314,16 @@ int fsio_ident(int dirfd, const char *name, uint64_t *id)
 	for (unsigned int i = 0; i < h.fh.handle_bytes; i++)
 		d = (d ^ (unsigned char)h.fh.f_handle[i]) * 1099511628211ull;
 	*id = d ? d : 1;
+	return 0;
+}
+
+int fsio_fs_type(int fd, long *type)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return fsio_err();
+	*type = (long)sf.f_type;
 	return 0;
 }
 

@@ -4,8 +4,22 @@
  *
  * An entry holds open fds: a directory's copies, or the directory copy holding a file
  * and the file's name there. It is trusted only while nothing changed the union's
- * namespace (every change through the server bumps the export's epoch) and only for
- * UNION_CACHE_TRUST_MS, which bounds how long a change made by hand in a branch can go unseen.
+ * namespace through the server (every such change bumps the export's epoch) and, for
+ * changes made by others in a branch (by hand, another export sharing it), only while
+ * change notification (watch.c) reports none where they could change what the entry
+ * found: an entry is watched when every copy of its directory (for a directory) is, and
+ * the entry of the directory it was found in (ce_parent) is watched too, up to the root,
+ * whose copies are the branch roots. A name made, removed or moved in any copy of a
+ * directory, a marker (whiteout, opaque, redirect) made there or on a copy, or a copy
+ * removed, shows in a count an entry or one of its parents noted when it was made. The
+ * counts are noted before what they vouch for is read: a parent's entry exists before
+ * its child is looked up in its copies, and a directory's own copies, watched only once
+ * found, are looked up once more after (ucache_add_dir). Where that cannot be had (past
+ * the watch budget, without notification, for a directory with a redirect (its lower
+ * copies lie outside its parent's) and below it, for an object resolved from the roots
+ * because no parent of it near enough was cached (resolve.c) an entry is trusted for
+ * UNION_CACHE_TRUST_MS, which then bounds how long such a change can go unseen.
+ *
  * Even then every use stats the object again and checks it is still the very copy the
  * entry names, so a stale entry costs a miss, never wrong attributes or data. For a file,
  * "the very copy" is its inode number and birth time, which the stat gives in the same
@@ -19,9 +33,9 @@
  *
  * One reader-writer lock guards both hash tables (by ino, and by parent ino and name):
  * hits only read, and misses, which write, are rare once the working set is in.
- * Entries are reference counted; the table holds one reference of its own. Expired entries
- * are useless, yet hold descriptors (which pin a directory removed by hand): the sweeper
- * (sweep.c) drops them about once a second.
+ * Entries are reference counted; the table holds one reference of its own, and an entry
+ * one of its parent's. Dead entries are useless, yet hold descriptors (which pin a
+ * directory removed by hand): the sweeper (sweep.c) drops them about once a second.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -48,12 +62,19 @@ struct ucent {
 	uint64_t ce_ino;
 	struct store_inode ce_rec;       /* si_parent/si_name: where the file was found */
 	struct udirset ce_dirs;          /* directories: every copy */
-	/* Files: the directory copy holding it is ce_parent's copy ce_pidx, else ce_pfd. */
-	struct ucent *ce_parent;         /* a reference */
+	/*
+	 * The entry of the directory it was found in (a reference), or NULL. Files: the
+	 * directory copy holding it is ce_pfd if set, else ce_parent's copy ce_pidx.
+	 */
+	struct ucent *ce_parent;
 	int ce_pidx;
 	int ce_pfd;
 	bool ce_pfd_owned;               /* else a branch root, which outlives the cache */
 	int64_t ce_birth_ns;             /* files: birth time of the copy; 0: none kept */
+	bool ce_watched;                 /* trusted while watches say so, else for a while */
+	int ce_nwatch;
+	struct uwatch **ce_watch;        /* directories: one per copy */
+	uint64_t ce_noted;               /* ucent_changes() when it was made */
 };
 
 struct ucache {
@@ -65,6 +86,9 @@ struct ucache {
 	size_t uc_n, uc_max;
 	atomic_uint_fast64_t uc_epoch;
 	_Atomic(union_clock_fn) uc_clock; /* NULL: the system's */
+	size_t uc_nwindow;               /* entries trusted for a while, not watched */
+	/* What the last sweep saw: unless one changed, no watched entry died since. */
+	uint64_t uc_swept_epoch, uc_swept_total;
 };
 
 static int64_t ucache_now_ms(struct ucache *c)
@@ -153,6 +177,9 @@ void ucache_put(struct ucent *e)
 		uds_release(&e->ce_dirs);
 		if (e->ce_pfd_owned)
 			fsio_close(e->ce_pfd);
+		for (int i = 0; i < e->ce_nwatch; i++)
+			uwatch_put(e->ce_watch[i]);
+		free(e->ce_watch);
 		free(e);
 		e = parent; /* without recursion: a chain of parents may be long */
 	}
@@ -160,7 +187,7 @@ void ucache_put(struct ucent *e)
 
 int ucent_pfd(const struct ucent *e)
 {
-	return e->ce_parent ? e->ce_parent->ce_dirs.ds_fd[e->ce_pidx] : e->ce_pfd;
+	return e->ce_pfd >= 0 ? e->ce_pfd : e->ce_parent->ce_dirs.ds_fd[e->ce_pidx];
 }
 
 static void ucache_unlink_chain(struct ucent **pp, struct ucent *e, bool by_name)
@@ -192,6 +219,8 @@ static void ucache_unhash(struct ucache *c, struct ucent *e)
 		c->uc_newest = e->ce_older;
 	e->ce_hashed = false;
 	c->uc_n--;
+	if (!e->ce_watched)
+		c->uc_nwindow--;
 	ucache_put(e);
 }
 
@@ -217,10 +246,33 @@ uint64_t ucache_epoch(const struct union_export *ux)
 	return atomic_load(&ux->ux_ucache->uc_epoch);
 }
 
+/* What the watches of an entry's copies have counted, plus one (0: none). */
+static uint64_t ucent_changes(const struct ucent *e)
+{
+	uint64_t n = 1;
+
+	for (int i = 0; i < e->ce_nwatch; i++)
+		n += uwatch_names(e->ce_watch[i]);
+	return n;
+}
+
+/* A watched entry: whether nothing changed in its copies nor in its parents'. */
+static bool ucent_unchanged(const struct ucent *e)
+{
+	for (; e; e = e->ce_parent)
+		if (e->ce_nwatch && ucent_changes(e) != e->ce_noted)
+			return false;
+	return true;
+}
+
 static bool ucent_live(const struct ucache *c, const struct ucent *e, int64_t now)
 {
-	return e->ce_epoch == atomic_load(&c->uc_epoch) &&
-	       now - e->ce_born_ms < UNION_CACHE_TRUST_MS;
+	if (e->ce_epoch != atomic_load(&c->uc_epoch))
+		return false;
+	/* No count moves while nobody drains: the window then bounds what goes unseen. */
+	if (e->ce_watched && uwatch_live())
+		return ucent_unchanged(e);
+	return now - e->ce_born_ms < UNION_CACHE_TRUST_MS;
 }
 
 struct ucent *ucache_get(struct union_export *ux, uint64_t ino)
@@ -287,6 +339,8 @@ static void ucache_insert(struct union_export *ux, struct ucent *e)
 	c->uc_by_name[bn] = e;
 	e->ce_older = c->uc_newest;
 	e->ce_newer = NULL;
+	if (!e->ce_watched)
+		c->uc_nwindow++;
 	if (c->uc_newest)
 		c->uc_newest->ce_newer = e;
 	else
@@ -313,18 +367,101 @@ static struct ucent *ucent_new(struct ucache *c, uint64_t epoch, uint64_t ino,
 	return e;
 }
 
-struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t ino,
-			     const struct store_inode *rec, struct udirset *ds)
+/* Makes e trusted for a while only, giving its watches back. */
+static void ucent_unwatch(struct ucent *e)
 {
+	for (int i = 0; i < e->ce_nwatch; i++)
+		uwatch_put(e->ce_watch[i]);
+	e->ce_nwatch = 0;
+	e->ce_watched = false;
+}
+
+/*
+ * Watches the copies ds of a directory entry e (none for a file), and makes e watched if
+ * up (the entry of the directory it was found in, or NULL for the root) is. Noted now:
+ * the caller then reads again whatever ds's watches vouch for.
+ */
+static void ucent_watch(struct ucent *e, const struct udirset *ds, struct ucent *up, bool root)
+{
+	if (!uwatch_live() || (!root && (!up || !up->ce_watched)))
+		return;
+	if (ds && ds->ds_n > 0) {
+		e->ce_watch = calloc((size_t)ds->ds_n, sizeof(*e->ce_watch));
+		if (!e->ce_watch)
+			return;
+		for (; e->ce_nwatch < ds->ds_n; e->ce_nwatch++)
+			if (uwatch_get(ds->ds_fd[e->ce_nwatch], &e->ce_watch[e->ce_nwatch]) < 0) {
+				ucent_unwatch(e); /* past the budget: trusted for a while */
+				return;
+			}
+		e->ce_noted = ucent_changes(e);
+	}
+	e->ce_watched = true;
+}
+
+/* What looking a directory up again after watching its copies found (ucent_dir_still). */
+enum ucent_still {
+	UCENT_CHANGED,           /* other copies: not to be cached */
+	UCENT_SAME,
+	UCENT_REDIRECTED,        /* the same, merged from outside up's copies: not watchable */
+};
+
+/*
+ * Whether directory name still has the copies ds in up's copies: looked up again after
+ * ds's watches were made, so that a marker made in a copy before (an opaque one) is seen.
+ * A redirect sends the merge outside up's copies, where nothing is watched.
+ */
+static enum ucent_still ucent_dir_still(struct union_export *ux, const struct ucent *up,
+					const char *name, const struct udirset *ds,
+					uint64_t top_ino)
+{
+	enum ucent_still still = UCENT_CHANGED;
+	struct ufound f;
+	int r = ures_find(ux, &up->ce_dirs, name, 0, &f);
+
+	if (r == 0 && f.uf_dir && (uint64_t)f.uf_st.st_ino == top_ino &&
+	    f.uf_dirs.ds_n == ds->ds_n &&
+	    !memcmp(f.uf_dirs.ds_branch, ds->ds_branch, (size_t)ds->ds_n))
+		still = f.uf_redirect ? UCENT_REDIRECTED : UCENT_SAME;
+	ufound_release(&f);
+	return still;
+}
+
+struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t ino,
+			     const struct store_inode *rec, struct udirset *ds, struct ucent *up)
+{
+	bool root = ino == STORE_ROOT_INO;
+	enum ucent_still still;
 	struct ucent *e;
 
-	if (ds->ds_borrowed || ds->ds_n == 0)
+	if (ds->ds_n == 0 || (ds->ds_borrowed && !root))
 		return NULL;
 	e = ucent_new(ux->ux_ucache, epoch, ino, rec);
 	if (!e)
 		return NULL;
+	/* The root's copies are the branch roots, borrowed: they outlive the cache. */
 	e->ce_dirs = *ds;
-	uds_init(ds);
+	if (!ds->ds_borrowed)
+		uds_init(ds);
+	if (!root && up) {
+		e->ce_parent = up;
+		atomic_fetch_add(&up->ce_refs, 1);
+	}
+	ucent_watch(e, &e->ce_dirs, up, root);
+	still = e->ce_watched && !root ?
+		ucent_dir_still(ux, up, rec->si_name, &e->ce_dirs, rec->si_real_ino) : UCENT_SAME;
+	if (still == UCENT_REDIRECTED)
+		ucent_unwatch(e);
+	if (still == UCENT_CHANGED) {
+		/* Changed meanwhile: the next call looks again. */
+		atomic_init(&e->ce_refs, 1);
+		if (!ds->ds_borrowed) {
+			*ds = e->ce_dirs; /* the caller keeps what it found */
+			uds_init(&e->ce_dirs);
+		}
+		ucache_put(e);
+		return NULL;
+	}
 	ucache_insert(ux, e);
 	return e;
 }
@@ -397,11 +534,14 @@ void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint
 		e->ce_pfd = fd >= 0 ? fd : parent->uo_dirs.ds_fd[pidx];
 		e->ce_pfd_owned = fd >= 0;
 	}
+	/* The parent's entry was made before the name was looked up in its copies. */
+	ucent_watch(e, NULL, parent->uo_cent, false);
 	ucache_insert(ux, e);
 	ucache_put(e);
 }
 
-struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struct uobj *o)
+struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struct uobj *o,
+				  struct ucent *up)
 {
 	struct ucent *e;
 
@@ -414,6 +554,11 @@ struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struc
 	e->ce_pfd = o->uo_pfd;
 	e->ce_pfd_owned = true;
 	o->uo_pfd = -1;
+	if (up) {
+		e->ce_parent = up;
+		atomic_fetch_add(&up->ce_refs, 1);
+	}
+	ucent_watch(e, NULL, up, false);
 	ucache_insert(ux, e);
 	return e;
 }
@@ -511,11 +656,21 @@ void ucache_sweep(struct union_export *ux, bool all)
 {
 	struct ucache *c = ux->ux_ucache;
 	int64_t now = ucache_now_ms(c);
+	uint64_t epoch = atomic_load(&c->uc_epoch), total = uwatch_total();
+	struct ucent *e, *next;
 
-	/* Oldest first: entries are born in this order, so the expired ones lead. */
 	pthread_rwlock_wrlock(&c->uc_lock);
-	while (c->uc_oldest && (all || !ucent_live(c, c->uc_oldest, now)))
-		ucache_unhash(c, c->uc_oldest);
+	/* Watched entries die only by a change somewhere, or by the epoch. */
+	if (all || c->uc_nwindow > 0 || !uwatch_live() || epoch != c->uc_swept_epoch ||
+	    total != c->uc_swept_total) {
+		for (e = c->uc_oldest; e; e = next) {
+			next = e->ce_newer;
+			if (all || !ucent_live(c, e, now))
+				ucache_unhash(c, e);
+		}
+		c->uc_swept_epoch = epoch;
+		c->uc_swept_total = total;
+	}
 	pthread_rwlock_unlock(&c->uc_lock);
 }
 

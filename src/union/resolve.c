@@ -533,20 +533,25 @@ int ures_resolve(struct union_export *ux, struct store_txn *wtxn, uint64_t ino, 
 	return r;
 }
 
-/* Keeps what a resolution found in the cache; o then borrows from the entry. */
-static void ures_remember(struct union_export *ux, uint64_t epoch, uint64_t ino, struct uobj *o)
+/*
+ * Keeps what a resolution found in the cache; o then borrows from the entry. up: the
+ * live entry of its parent directory, taken before the resolution looked in its copies.
+ */
+static void ures_remember(struct union_export *ux, uint64_t epoch, uint64_t ino, struct uobj *o,
+			  struct ucent *up)
 {
 	struct ucent *e;
 
 	if (ures_is_dir_rec(&o->uo_rec)) {
-		e = ucache_add_dir(ux, epoch, ino, &o->uo_rec, &o->uo_dirs);
+		e = ucache_add_dir(ux, epoch, ino, &o->uo_rec, &o->uo_dirs, up);
 		if (e) {
+			uds_release(&o->uo_dirs); /* the root's borrowed copies */
 			ucent_borrow(e, o);
 			o->uo_cent = e;
 		}
 	} else if (o->uo_st.st_nlink == 1) {
 		/* Files with more names may have been reached through the hard-link index. */
-		e = ucache_add_resolved(ux, epoch, o);
+		e = ucache_add_resolved(ux, epoch, o, up);
 		if (e) {
 			o->uo_pfd = ucent_pfd(e);
 			o->uo_cent = e;
@@ -554,10 +559,43 @@ static void ures_remember(struct union_export *ux, uint64_t epoch, uint64_t ino,
 	}
 }
 
-int ures_resolve_cached(struct union_export *ux, uint64_t ino, struct uobj *o)
+/*
+ * The last step of a resolution from the copies of the object's parent (set): what
+ * ures_resolve_once does after its walk, short of what only a walk from the roots settles
+ * (an ino found through the hard-link index, a copy-up in flight), for which the caller
+ * resolves from the roots on -ESTALE.
+ */
+static int ures_resolve_in(struct union_export *ux, struct udirset *set, struct uobj *o)
+{
+	struct ufound f;
+	int r = ures_find(ux, set, o->uo_rec.si_name, 0, &f);
+
+	if (r == -ENOENT)
+		r = -ESTALE;
+	if (r == 0 && ures_is_dir_rec(&o->uo_rec))
+		r = ures_final_dir(ux, NULL, 0, set, &f, o);
+	else if (r == 0)
+		r = ures_final_file(ux, NULL, set, &f, o);
+	ufound_release(&f);
+	if (r < 0)
+		uobj_release(o);
+	return r;
+}
+
+/*
+ * Parents are resolved through the cache first, so that an object's entry can be watched
+ * (cache.c) and a miss costs one step from its parent's copies. Deeper than this below
+ * the first cached parent, the object is resolved from the roots and trusted for a while.
+ */
+#define URES_CHAIN_MAX 32
+
+static int ures_resolve_cached_at(struct union_export *ux, uint64_t ino, int depth,
+				  struct uobj *o)
 {
 	uint64_t epoch = ucache_epoch(ux);
-	struct ucent *e = ucache_get(ux, ino);
+	struct ucent *e = ucache_get(ux, ino), *up = NULL;
+	struct store_txn *t;
+	struct uobj parent;
 	int r;
 
 	uobj_init(o);
@@ -571,10 +609,32 @@ int ures_resolve_cached(struct union_export *ux, uint64_t ino, struct uobj *o)
 		ucache_forget(ux, e);
 		ucache_put(e);
 	}
-	r = ures_resolve(ux, NULL, ino, 0, o);
+	uobj_init(&parent);
+	r = -ESTALE;
+	if (ino != STORE_ROOT_INO && depth < URES_CHAIN_MAX && uwatch_live() &&
+	    store_begin(ux->ux_store, false, &t) == 0) {
+		r = store_get(t, ux->ux_id, ino, &o->uo_rec);
+		store_abort(t);
+		if (r == 0)
+			r = ures_resolve_cached_at(ux, o->uo_rec.si_parent, depth + 1, &parent);
+		if (r == 0 && parent.uo_cent && S_ISDIR(parent.uo_st.st_mode)) {
+			up = parent.uo_cent;
+			r = ures_resolve_in(ux, &parent.uo_dirs, o);
+		} else {
+			r = -ESTALE;
+		}
+	}
+	if (r < 0)
+		r = ures_resolve(ux, NULL, ino, 0, o);
 	if (r == 0)
-		ures_remember(ux, epoch, ino, o);
+		ures_remember(ux, epoch, ino, o, up);
+	uobj_release(&parent);
 	return r;
+}
+
+int ures_resolve_cached(struct union_export *ux, uint64_t ino, struct uobj *o)
+{
+	return ures_resolve_cached_at(ux, ino, 0, o);
 }
 
 /*

@@ -151,6 +151,8 @@ int usw_export_open(struct union_export *ux)
 	pthread_mutex_lock(&usw_life_lock);
 	r = ureg_add(ux);
 	fsio_set_shedder(usw_shed_all);
+	if (r == 0)
+		uwatch_start();
 	if (r == 0 && !usw_runs) {
 		r = usw_sweeper_start();
 		if (r < 0)
@@ -171,6 +173,8 @@ void usw_export_close(struct union_export *ux)
 	last = ureg_remove(ux);
 	if (last && usw_runs)
 		usw_sweeper_stop();
+	if (last)
+		uwatch_stop();
 	/* Nothing is served any more: nothing stays open either. */
 	if (last)
 		ufd_sweep(true);

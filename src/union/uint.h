@@ -336,9 +336,13 @@ int ucache_lookup(struct union_export *ux, const struct udirset *parent, uint64_
 		  const char *name, uint64_t *ino, struct stat *st);
 /* Drops an entry that turned out stale. */
 void ucache_forget(struct union_export *ux, struct ucent *e);
-/* Caches a resolved directory, taking its copies (not borrowed ones); returns a reference. */
+/*
+ * Caches a resolved directory, taking its copies (borrowed ones, the root's, stay so);
+ * returns a reference, or NULL with ds left to the caller. up: the live entry of the
+ * directory it was found in, taken before it was looked up there (NULL: none, or the root).
+ */
 struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t ino,
-			     const struct store_inode *rec, struct udirset *ds);
+			     const struct store_inode *rec, struct udirset *ds, struct ucent *up);
 /*
  * Caches a non-directory found as name in copy pidx of the resolved directory parent,
  * whose identity (fsio_ident) ures_map matched as id: unless the file there now has it,
@@ -349,9 +353,10 @@ void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint
 		     const struct uobj *parent, int pidx);
 /*
  * Caches a resolved non-directory, taking its uo_pfd and uo_fd; returns a reference (or
- * NULL, and o unchanged), which o may then borrow from.
+ * NULL, and o unchanged), which o may then borrow from. up as for ucache_add_dir.
  */
-struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struct uobj *o);
+struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struct uobj *o,
+				  struct ucent *up);
 bool ucent_is_dir(const struct ucent *e);
 /*
  * Real attributes of the entry's copy (files: and its birth time); -ESTALE when it is not
@@ -365,8 +370,8 @@ int ucent_pfd(const struct ucent *e);
 void ucent_borrow(const struct ucent *e, struct uobj *o);
 
 /*
- * Drops expired entries (all: every entry), closing what they hold; the sweeper
- * (sweep.c) calls it about once a second.
+ * Drops dead entries (all: every entry), closing what they hold; the sweeper (sweep.c)
+ * calls it about once a second.
  */
 void ucache_sweep(struct union_export *ux, bool all);
 /* An object went away through the server: its entry goes at once, live or not. */
@@ -419,14 +424,22 @@ void usw_export_close(struct union_export *ux);
 /*
  * Watched branch directories (watch.c). uwatch_get watches the directory behind dirfd
  * (-ENOSPC past the budget, -ENOSYS without change notification); uwatch_put gives it
- * back. uwatch_changes counts the changes seen in it so far; uwatch_drain counts every
- * change completed before the call.
+ * back. uwatch_changes counts the changes seen in it so far, uwatch_names those that are
+ * not writes to a file's data (names made, removed, moved; attributes and markers);
+ * uwatch_total all of the latter together. uwatch_drain counts every change completed
+ * before the call. While an export is open (uwatch_start .. uwatch_stop) a thread drains
+ * as changes come; uwatch_live says it runs, without which counts move only at drains.
  */
 struct uwatch;
 int uwatch_get(int dirfd, struct uwatch **out);
 void uwatch_put(struct uwatch *w);
 void uwatch_drain(void);
 uint64_t uwatch_changes(const struct uwatch *w);
+uint64_t uwatch_names(const struct uwatch *w);
+uint64_t uwatch_total(void);
+void uwatch_start(void);
+void uwatch_stop(void);
+bool uwatch_live(void);
 
 /* Listing cache (dir.c). */
 int udir_cache_new(struct udir_cache **out);

@@ -12,16 +12,28 @@
  * returns, so a drain counts every change completed before it began. A lost queue
  * (overflow) counts as a change of every directory.
  *
+ * While any export is open a thread drains the queue as soon as the kernel queues a change
+ * (it is woken before the system call making the change returns), so that users on the hot
+ * path (the resolve cache, cache.c) read counts without a system call of their own: they
+ * see a change once that thread has run, normally long before the next call arrives.
+ * Users that need every change completed before a point (listings' kept attributes)
+ * drain themselves.
+ *
  * Not reported, so not seen: writes through a shared mmap, and changes to a file made
  * through a hard link in another directory (users keep nothing of files with several links).
+ * Nor anything done on another machine to a network or cluster file system: directories
+ * there are never watched (uwatch_get: -EOPNOTSUPP).
  * Reads are not watched: an access time a read moves is seen at the next other change.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/inotify.h>
 
 #include "fsio.h"
@@ -40,6 +52,7 @@ struct uwatch {
 	int uw_wd;
 	int uw_refs;                     /* guarded by the table's lock */
 	atomic_uint_fast64_t uw_changes;
+	atomic_uint_fast64_t uw_names;   /* of those, all but writes to a file's data */
 };
 
 static struct {
@@ -47,10 +60,124 @@ static struct {
 	bool tried;                      /* the queue was opened, or failed to open */
 	int fd;
 	size_t n;
+	size_t max;                      /* the budget: UWATCH_MAX unless a test set it */
 	struct uwatch *buckets[UWATCH_BUCKETS];
 	atomic_uint_fast64_t lost;       /* overflows */
+	atomic_uint_fast64_t names;      /* every watch's uw_names together */
+	bool wanted;                     /* an export is open: the drainer should run */
+	atomic_bool drains;              /* the drainer runs */
+	pthread_t drainer;
 	alignas(struct inotify_event) char events[65536];
-} uwatch_table = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+} uwatch_table = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .max = UWATCH_MAX };
+
+static void uwatch_read(bool to_end);
+
+static void *uwatch_drainer_main(void *arg)
+{
+	sigset_t signals;
+
+	(void)arg;
+	sigfillset(&signals);
+	pthread_sigmask(SIG_BLOCK, &signals, NULL); /* signals are the event loop's */
+	for (;;) {
+		/* Stopped (cancelled) only while it waits, never holding the lock. */
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		fsio_watch_wait(uwatch_table.fd);
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		/* One read: the wait says at once whether more came. */
+		uwatch_read(false);
+	}
+	return NULL;
+}
+
+/* Starts the drainer if it is wanted and can run (lock held). */
+static void uwatch_drainer_start(void)
+{
+	int r;
+
+	if (!uwatch_table.wanted || uwatch_table.fd < 0 || atomic_load(&uwatch_table.drains))
+		return;
+	r = pthread_create(&uwatch_table.drainer, NULL, uwatch_drainer_main, NULL);
+	if (r != 0) {
+		log_msg(LOG_WARNING, "cannot start the thread reading change notifications (%s): changes made in the branches by others are seen within %d ms",
+			strerror(r), UNION_CACHE_TRUST_MS);
+		return;
+	}
+	atomic_store(&uwatch_table.drains, true);
+}
+
+/* Opens the queue on first use, and starts the drainer if wanted (lock held). */
+static void uwatch_open(void)
+{
+	int r;
+
+	if (!uwatch_table.tried) {
+		uwatch_table.tried = true;
+		r = fsio_watch_open(&uwatch_table.fd);
+		if (r < 0)
+			log_msg(LOG_WARNING, "change notification unavailable (%s): listings' attributes are read anew each time and changes made in the branches by others are seen within %d ms; raise fs.inotify.max_user_instances",
+				strerror(-r), UNION_CACHE_TRUST_MS);
+	}
+	uwatch_drainer_start();
+}
+
+void uwatch_start(void)
+{
+	pthread_mutex_lock(&uwatch_table.lock);
+	uwatch_table.wanted = true;
+	uwatch_open();
+	pthread_mutex_unlock(&uwatch_table.lock);
+}
+
+void uwatch_stop(void)
+{
+	bool drains;
+
+	pthread_mutex_lock(&uwatch_table.lock);
+	uwatch_table.wanted = false;
+	drains = atomic_exchange(&uwatch_table.drains, false);
+	pthread_mutex_unlock(&uwatch_table.lock);
+	if (drains) {
+		pthread_cancel(uwatch_table.drainer);
+		pthread_join(uwatch_table.drainer, NULL);
+	}
+}
+
+bool uwatch_live(void)
+{
+	return atomic_load_explicit(&uwatch_table.drains, memory_order_relaxed);
+}
+
+void union_watch_budget(size_t dirs)
+{
+	pthread_mutex_lock(&uwatch_table.lock);
+	uwatch_table.max = dirs == SIZE_MAX ? UWATCH_MAX : dirs;
+	pthread_mutex_unlock(&uwatch_table.lock);
+}
+
+void union_watch_settle(void)
+{
+	uwatch_drain();
+}
+
+/* File systems whose changes made elsewhere than through this kernel are not reported. */
+static const long uwatch_unreported[] = {
+	NFS_SUPER_MAGIC, SMB_SUPER_MAGIC, 0xff534d42 /* cifs */, 0xfe534d42 /* smb2 */,
+	FUSE_SUPER_MAGIC, CEPH_SUPER_MAGIC, V9FS_MAGIC, AFS_SUPER_MAGIC, AFS_FS_MAGIC,
+	CODA_SUPER_MAGIC, NCP_SUPER_MAGIC, OCFS2_SUPER_MAGIC, 0x01161970 /* gfs2 */,
+};
+
+static bool uwatch_reported(int dirfd)
+{
+	long type;
+
+	if (fsio_fs_type(dirfd, &type) < 0)
+		return false;
+	for (size_t i = 0; i < sizeof(uwatch_unreported) / sizeof(uwatch_unreported[0]); i++)
+		if (type == uwatch_unreported[i])
+			return false;
+	return true;
+}
 
 static struct uwatch **uwatch_slot(int wd)
 {
@@ -68,18 +195,12 @@ int uwatch_get(int dirfd, struct uwatch **out)
 
 	*out = NULL;
 	pthread_mutex_lock(&uwatch_table.lock);
-	if (!uwatch_table.tried) {
-		uwatch_table.tried = true;
-		r = fsio_watch_open(&uwatch_table.fd);
-		if (r < 0)
-			log_msg(LOG_WARNING, "change notification unavailable (%s): listings' attributes are read anew each time; raise fs.inotify.max_user_instances",
-				strerror(-r));
-	}
+	uwatch_open();
 	if (uwatch_table.fd < 0) {
 		r = -ENOSYS;
 		goto out;
 	}
-	if (uwatch_table.n >= UWATCH_MAX) {
+	if (uwatch_table.n >= uwatch_table.max) {
 		r = -ENOSPC;
 		goto out;
 	}
@@ -87,6 +208,12 @@ int uwatch_get(int dirfd, struct uwatch **out)
 	if (r < 0)
 		goto out;
 	w = *uwatch_slot(wd);
+	/* A directory watched already was found reported then: one file system type check. */
+	if (!w && !uwatch_reported(dirfd)) {
+		fsio_watch_forget(uwatch_table.fd, wd);
+		r = -EOPNOTSUPP;
+		goto out;
+	}
 	if (!w) {
 		w = calloc(1, sizeof(*w));
 		if (!w) {
@@ -133,11 +260,17 @@ static void uwatch_count(const struct inotify_event *ev)
 	}
 	/* Events of a watch given up are still queued after it: nobody counts on it. */
 	w = *uwatch_slot(ev->wd);
-	if (w)
-		atomic_fetch_add(&w->uw_changes, 1);
+	if (!w)
+		return;
+	atomic_fetch_add(&w->uw_changes, 1);
+	if (ev->mask & ~(uint32_t)(IN_MODIFY | IN_ISDIR)) {
+		atomic_fetch_add(&w->uw_names, 1);
+		atomic_fetch_add(&uwatch_table.names, 1);
+	}
 }
 
-void uwatch_drain(void)
+/* Counts queued events: one read, or (to_end) reads until the queue is empty. */
+static void uwatch_read(bool to_end)
 {
 	ssize_t n;
 
@@ -152,11 +285,29 @@ void uwatch_drain(void)
 			uwatch_count(ev);
 			at += (ssize_t)sizeof(*ev) + ev->len;
 		}
+		if (!to_end)
+			break;
 	}
 	pthread_mutex_unlock(&uwatch_table.lock);
+}
+
+void uwatch_drain(void)
+{
+	uwatch_read(true);
 }
 
 uint64_t uwatch_changes(const struct uwatch *w)
 {
 	return atomic_load(&w->uw_changes) + atomic_load(&uwatch_table.lost);
+}
+
+uint64_t uwatch_names(const struct uwatch *w)
+{
+	return atomic_load_explicit(&w->uw_names, memory_order_acquire) +
+	       atomic_load_explicit(&uwatch_table.lost, memory_order_acquire);
+}
+
+uint64_t uwatch_total(void)
+{
+	return atomic_load(&uwatch_table.names) + atomic_load(&uwatch_table.lost);
 }
