@@ -381,7 +381,8 @@ static void ucent_unwatch(struct ucent *e)
  * up (the entry of the directory it was found in, or NULL for the root) is. Noted now:
  * the caller then reads again whatever ds's watches vouch for.
  */
-static void ucent_watch(struct ucent *e, const struct udirset *ds, struct ucent *up, bool root)
+static void ucent_watch(const struct union_export *ux, struct ucent *e,
+			const struct udirset *ds, struct ucent *up, bool root)
 {
 	if (!uwatch_live() || (!root && (!up || !up->ce_watched)))
 		return;
@@ -390,7 +391,8 @@ static void ucent_watch(struct ucent *e, const struct udirset *ds, struct ucent 
 		if (!e->ce_watch)
 			return;
 		for (; e->ce_nwatch < ds->ds_n; e->ce_nwatch++)
-			if (uwatch_get(ds->ds_fd[e->ce_nwatch], &e->ce_watch[e->ce_nwatch]) < 0) {
+			if (!ubr_unchanging(ux, ds->ds_branch[e->ce_nwatch]) &&
+			    uwatch_get(ds->ds_fd[e->ce_nwatch], &e->ce_watch[e->ce_nwatch]) < 0) {
 				ucent_unwatch(e); /* past the budget: trusted for a while */
 				return;
 			}
@@ -447,7 +449,7 @@ struct ucent *ucache_add_dir(struct union_export *ux, uint64_t epoch, uint64_t i
 		e->ce_parent = up;
 		atomic_fetch_add(&up->ce_refs, 1);
 	}
-	ucent_watch(e, &e->ce_dirs, up, root);
+	ucent_watch(ux, e, &e->ce_dirs, up, root);
 	still = e->ce_watched && !root ?
 		ucent_dir_still(ux, up, rec->si_name, &e->ce_dirs, rec->si_real_ino) : UCENT_SAME;
 	if (still == UCENT_REDIRECTED)
@@ -535,7 +537,7 @@ void ucache_add_file(struct union_export *ux, uint64_t epoch, uint64_t ino, uint
 		e->ce_pfd_owned = fd >= 0;
 	}
 	/* The parent's entry was made before the name was looked up in its copies. */
-	ucent_watch(e, NULL, parent->uo_cent, false);
+	ucent_watch(ux, e, NULL, parent->uo_cent, false);
 	ucache_insert(ux, e);
 	ucache_put(e);
 }
@@ -558,7 +560,7 @@ struct ucent *ucache_add_resolved(struct union_export *ux, uint64_t epoch, struc
 		e->ce_parent = up;
 		atomic_fetch_add(&up->ce_refs, 1);
 	}
-	ucent_watch(e, NULL, up, false);
+	ucent_watch(ux, e, NULL, up, false);
 	ucache_insert(ux, e);
 	return e;
 }

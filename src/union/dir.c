@@ -449,7 +449,8 @@ fail:
 }
 
 /* Watches every copy of a listing to be kept, so that it can keep its names' attributes. */
-static void udir_watch(struct udir_list *l, const struct udirset *ds)
+static void udir_watch(const struct union_export *ux, struct udir_list *l,
+		       const struct udirset *ds)
 {
 	struct uwatch **w;
 
@@ -459,7 +460,7 @@ static void udir_watch(struct udir_list *l, const struct udirset *ds)
 	if (!w)
 		return;
 	for (int i = 0; i < ds->ds_n; i++) {
-		if (uwatch_get(ds->ds_fd[i], &w[i]) < 0) {
+		if (!ubr_unchanging(ux, ds->ds_branch[i]) && uwatch_get(ds->ds_fd[i], &w[i]) < 0) {
 			while (i-- > 0)
 				uwatch_put(w[i]);
 			free(w);
@@ -501,7 +502,7 @@ static int udir_get(struct union_export *ux, uint64_t dir, const struct udirset 
 	if (r < 0)
 		goto out;
 	if (l->dl_n * (1 + UDIR_ATTR_WEIGHT) <= UDIR_MAX_ENTRIES)
-		udir_watch(l, ds);
+		udir_watch(ux, l, ds);
 	pthread_mutex_lock(&dc->dc_lock);
 	old = udir_find(dc, dir);
 	if (old)

@@ -56,6 +56,12 @@ static inline bool ubr_writable(const struct union_export *ux, unsigned b)
 	return b < (unsigned)ux->ux_nwritable;
 }
 
+/* Whether branch b is promised never to change (=rr): none of its directories is watched. */
+static inline bool ubr_unchanging(const struct union_export *ux, unsigned b)
+{
+	return ux->ux_roles[b] == UNION_BRANCH_RR;
+}
+
 #define UNION_FSID_BASE 0x756e696f6e000000ULL /* "union" */
 
 /* The file system id the export shows (st_dev, FSINFO's fsid): union_fsid. */
@@ -429,6 +435,8 @@ void usw_export_close(struct union_export *ux);
  * uwatch_total all of the latter together. uwatch_drain counts every change completed
  * before the call. While an export is open (uwatch_start .. uwatch_stop) a thread drains
  * as changes come; uwatch_live says it runs, without which counts move only at drains.
+ * A NULL watch stands for a directory of a branch that never changes (ubr_unchanging):
+ * no change is ever counted for it, and putting it does nothing.
  */
 struct uwatch;
 int uwatch_get(int dirfd, struct uwatch **out);

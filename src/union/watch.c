@@ -298,11 +298,15 @@ void uwatch_drain(void)
 
 uint64_t uwatch_changes(const struct uwatch *w)
 {
+	if (!w)
+		return 0; /* a directory of a branch that never changes */
 	return atomic_load(&w->uw_changes) + atomic_load(&uwatch_table.lost);
 }
 
 uint64_t uwatch_names(const struct uwatch *w)
 {
+	if (!w)
+		return 0;
 	return atomic_load_explicit(&w->uw_names, memory_order_acquire) +
 	       atomic_load_explicit(&uwatch_table.lost, memory_order_acquire);
 }

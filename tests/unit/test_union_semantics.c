@@ -1300,6 +1300,41 @@ static void test_hand_made_upper_dir_unwatched(void **state)
 }
 
 /*
+ * A branch marked =rr is promised never to change: its directories take none of the watch
+ * budget, so with room for the upper's directories alone a change there is seen at once.
+ * With the lower =ro the same budget is too small, and the window applies.
+ */
+static void test_rr_branch_unwatched(void **state)
+{
+	static const enum union_role rr[FX_MAXB] = { UNION_BRANCH_RW, UNION_BRANCH_RR };
+	static const enum union_role ro[FX_MAXB] = { UNION_BRANCH_RW, UNION_BRANCH_RO };
+	struct fx *f = *state;
+
+	put_dir(f->br[1], "d", 0755);
+	put_file(f->br[1], "d/a", "lower a", 0644);
+	put_file(f->br[1], "d/b", "lower b", 0644);
+	put_dir(f->br[0], "d", 0755);
+	f->clock = fx_clock_now;
+	union_watch_budget(2); /* the upper's root and d */
+	f->roles = rr;
+	fx_open(f);
+	expect_data(f, "d/a", "lower a");
+	put_file(f->br[0], "d/a", "upper a", 0644); /* a copy by hand over the cached one */
+	union_watch_settle();
+	expect_data(f, "d/a", "upper a");
+	fx_close(f);
+
+	f->roles = ro;
+	fx_open(f);
+	expect_data(f, "d/b", "lower b");
+	put_file(f->br[0], "d/b", "upper b", 0644);
+	union_watch_settle();
+	expect_data(f, "d/b", "lower b"); /* past the budget: trusted for the window */
+	fx_clock_advance(README_UNWATCHED_MS);
+	expect_data(f, "d/b", "upper b");
+}
+
+/*
  * What `unionnfsd-ctl check` must find after changes by hand: records it cannot check, none;
  * records of objects gone, which --repair drops, after which the map is clean.
  */
@@ -1556,6 +1591,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_as_client, setup2, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_lower_changed, setup2, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_hand_made_upper_dir_unwatched, setup2, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rr_branch_unwatched, setup2, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_notify_files, setup3, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_notify_dirs, setup2, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_notify_redirect_unwatched, setup2, fx_teardown),
