@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "fsio.h"
 #include "uint.h"
@@ -58,18 +57,10 @@ int union_writable_branches(const struct union_export *ux)
 	return ux->ux_nwritable;
 }
 
-static int64_t upol_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Free space of every writable branch, read again when older than the policy allows. */
 static void upol_measure(const struct union_export *ux, struct upolicy *p)
 {
-	int64_t now = upol_now_ms();
+	int64_t now = umono_ms();
 	struct statvfs sv;
 
 	if (p->pl_measured_ms >= 0 &&

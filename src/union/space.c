@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "fsio.h"
 #include "uint.h"
@@ -28,14 +27,6 @@ struct uspace {
 	int64_t sp_measured_ms;  /* -1: never */
 	struct uspace_branch sp_br[];
 };
-
-static int64_t uspace_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int uspace_new(int nbranches, struct uspace **out)
 {
@@ -72,7 +63,7 @@ void uspace_measure(struct union_export *ux)
 	pthread_mutex_lock(&sp->sp_lock);
 	for (int b = 0; b < ux->ux_nbranches; b++)
 		sp->sp_br[b] = br[b];
-	sp->sp_measured_ms = uspace_now_ms();
+	sp->sp_measured_ms = umono_ms();
 	pthread_mutex_unlock(&sp->sp_lock);
 }
 
@@ -95,7 +86,7 @@ void union_branch_usage(const struct union_export *ux, int b, struct union_branc
 		out->bu_space_err = sp->sp_br[b].sb_err;
 		out->bu_avail = sp->sp_br[b].sb_avail;
 		out->bu_total = sp->sp_br[b].sb_total;
-		out->bu_age_ms = uspace_now_ms() - sp->sp_measured_ms;
+		out->bu_age_ms = umono_ms() - sp->sp_measured_ms;
 	}
 	pthread_mutex_unlock(&sp->sp_lock);
 }

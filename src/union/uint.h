@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "store.h"
 #include "union.h"
@@ -54,6 +55,15 @@ struct union_export {
 static inline bool ubr_writable(const struct union_export *ux, unsigned b)
 {
 	return b < (unsigned)ux->ux_nwritable;
+}
+
+/* Milliseconds on the coarse monotonic clock: for the ages of measurements. */
+static inline int64_t umono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Whether branch b is promised never to change (=rr): none of its directories is watched. */

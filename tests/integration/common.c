@@ -996,6 +996,28 @@ nfsstat3 it_lookup(CLIENT *c, const nfs_fh3 *dir, const char *name, nfs_fh3 *fh,
 	return st;
 }
 
+nfsstat3 it_read_all(CLIENT *c, const nfs_fh3 *fh, char *buf, size_t len)
+{
+	READ3args a = { .file = *fh, .offset = 0, .count = (count3)(len - 1) };
+	READ3res r;
+	nfsstat3 st;
+
+	memset(&r, 0, sizeof(r));
+	if (it_call(c, NFSPROC3_READ, (xdrproc_t)xdr_READ3args, &a, (xdrproc_t)xdr_READ3res,
+		    &r) != RPC_SUCCESS)
+		fail_msg("READ: no reply");
+	st = r.status;
+	buf[0] = '\0';
+	if (st == NFS3_OK) {
+		size_t n = r.READ3res_u.resok.data.data_len;
+
+		memcpy(buf, r.READ3res_u.resok.data.data_val, n);
+		buf[n] = '\0';
+	}
+	it_free((xdrproc_t)xdr_READ3res, &r);
+	return st;
+}
+
 nfsstat3 it_lookup_path(CLIENT *c, const nfs_fh3 *dir, const char *path, nfs_fh3 *fh,
 			fattr3 *attr)
 {

@@ -215,6 +215,8 @@ nfsstat3 it_getattr(CLIENT *c, const nfs_fh3 *fh, fattr3 *attr);
 nfsstat3 it_create(CLIENT *c, const nfs_fh3 *dir, const char *name);
 /* fh may be NULL; when not, it receives a copy of the handle (free with it_fh_free). */
 nfsstat3 it_lookup(CLIENT *c, const nfs_fh3 *dir, const char *name, nfs_fh3 *fh, fattr3 *attr);
+/* READ of the whole of a small file: its bytes in buf (len - 1 at most, NUL-ended) when OK. */
+nfsstat3 it_read_all(CLIENT *c, const nfs_fh3 *fh, char *buf, size_t len);
 /* Resolves a slash-separated path from dir. */
 nfsstat3 it_lookup_path(CLIENT *c, const nfs_fh3 *dir, const char *path, nfs_fh3 *fh,
 			fattr3 *attr);

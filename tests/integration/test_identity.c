@@ -155,29 +155,6 @@ static uint64_t ino_of(const char *path)
 	return (uint64_t)st.st_ino;
 }
 
-/* READ of the whole (small) file: the status, and the bytes in buf when OK. */
-static nfsstat3 read_all(const nfs_fh3 *fh, char *buf, size_t len)
-{
-	READ3args a = { .file = *fh, .offset = 0, .count = (count3)(len - 1) };
-	READ3res r;
-	nfsstat3 st;
-
-	memset(&r, 0, sizeof(r));
-	if (it_call(clnt, NFSPROC3_READ, (xdrproc_t)xdr_READ3args, &a, (xdrproc_t)xdr_READ3res,
-		    &r) != RPC_SUCCESS)
-		fail_msg("READ: no reply");
-	st = r.status;
-	buf[0] = '\0';
-	if (st == NFS3_OK) {
-		size_t n = r.READ3res_u.resok.data.data_len;
-
-		memcpy(buf, r.READ3res_u.resok.data.data_val, n);
-		buf[n] = '\0';
-	}
-	it_free((xdrproc_t)xdr_READ3res, &r);
-	return st;
-}
-
 /* The fileid READDIRPLUS of dir shows for name (fails the test when it is not listed). */
 static uint64_t listed_fileid(const nfs_fh3 *dir, const char *name)
 {
@@ -281,15 +258,15 @@ static void replaced_by_reuse(const char *d, bool same_name, bool listing)
 	it_assert_status(it_lookup(clnt, &dfh, target, &hn, &attr), NFS3_OK);
 	if (attr.fileid == fileid_a)
 		fail_msg("LOOKUP %s/%s gives the removed a's fileid %" PRIu64, d, target, fileid_a);
-	assert_int_equal(read_all(&hn, buf, sizeof(buf)), NFS3_OK);
+	assert_int_equal(it_read_all(clnt, &hn, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "NEW FILE");
 
 	it_assert_status(it_getattr(clnt, &ha, NULL), NFS3ERR_STALE);
-	if (read_all(&ha, buf, sizeof(buf)) != NFS3ERR_STALE)
+	if (it_read_all(clnt, &ha, buf, sizeof(buf)) != NFS3ERR_STALE)
 		fail_msg("READ of the removed a's handle answered \"%s\", not STALE", buf);
 
 	it_assert_status(it_getattr(clnt, &hc, NULL), NFS3_OK);
-	assert_int_equal(read_all(&hc, buf, sizeof(buf)), NFS3_OK);
+	assert_int_equal(it_read_all(clnt, &hc, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "kept c");
 	it_fh_free(&dfh);
 	it_fh_free(&ha);
@@ -363,7 +340,7 @@ static void test_ext4_young_replaced(void **state)
 		reused += nino == ino;
 		same_birth += nino == ino && nbirth == birth;
 		if (it_getattr(clnt, &hx, NULL) != NFS3ERR_STALE ||
-		    read_all(&hx, buf, sizeof(buf)) != NFS3ERR_STALE)
+		    it_read_all(clnt, &hx, buf, sizeof(buf)) != NFS3ERR_STALE)
 			fail_msg("round %d: the handle of the replaced x works (inode number %s, birth "
 				 "time %s)", i, nino == ino ? "reused" : "new",
 				 nbirth == birth ? "the same" : "new");
@@ -505,7 +482,7 @@ static void test_origin_after_cut_copyup(void **state)
 	clnt = it_nfs_clnt(&srv, IPPROTO_TCP);
 	it_assert_status(it_getattr(clnt, &ffh, &attr), NFS3_OK);
 	assert_int_equal(attr.fileid, fileid);
-	assert_int_equal(read_all(&ffh, buf, sizeof(buf)), NFS3_OK);
+	assert_int_equal(it_read_all(clnt, &ffh, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "upper copy");
 	it_assert_status(it_lookup_path(clnt, &root, "e/f", &again, &attr), NFS3_OK);
 	assert_int_equal(attr.fileid, fileid);
@@ -553,7 +530,7 @@ static void test_origin_hardlinks_after_cut_copyup(void **state)
 	if (attr.fileid != fileid)
 		fail_msg("after the cut copy-up h/l2 has fileid %" PRIu64 ", h/l1 %" PRIu64,
 			 (uint64_t)attr.fileid, fileid);
-	assert_int_equal(read_all(&again, buf, sizeof(buf)), NFS3_OK);
+	assert_int_equal(it_read_all(clnt, &again, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "upper copy");
 	it_assert_status(it_getattr(clnt, &fh2, &attr), NFS3_OK);
 	assert_int_equal(attr.fileid, fileid);
@@ -613,7 +590,7 @@ static void test_old_record_learns_identity(void **state)
 	clnt = it_nfs_clnt(&srv, IPPROTO_TCP);
 	it_assert_status(it_getattr(clnt, &kfh, &attr), NFS3_OK);
 	assert_int_equal(attr.fileid, fileid);
-	assert_int_equal(read_all(&kfh, buf, sizeof(buf)), NFS3_OK);
+	assert_int_equal(it_read_all(clnt, &kfh, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "kept");
 	it_clnt_destroy(clnt);
 	clnt = NULL;

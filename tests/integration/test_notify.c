@@ -75,29 +75,6 @@ static void put(const char *path, const char *data)
 	it_write_file(path, data, strlen(data));
 }
 
-/* READ of the whole (small) file: the status, and the bytes in buf when OK. */
-static nfsstat3 read_all(const nfs_fh3 *fh, char *buf, size_t len)
-{
-	READ3args a = { .file = *fh, .offset = 0, .count = (count3)(len - 1) };
-	READ3res r;
-	nfsstat3 st;
-
-	memset(&r, 0, sizeof(r));
-	if (it_call(clnt, NFSPROC3_READ, (xdrproc_t)xdr_READ3args, &a, (xdrproc_t)xdr_READ3res,
-		    &r) != RPC_SUCCESS)
-		fail_msg("READ: no reply");
-	st = r.status;
-	buf[0] = '\0';
-	if (st == NFS3_OK) {
-		size_t n = r.READ3res_u.resok.data.data_len;
-
-		memcpy(buf, r.READ3res_u.resok.data.data_val, n);
-		buf[n] = '\0';
-	}
-	it_free((xdrproc_t)xdr_READ3res, &r);
-	return st;
-}
-
 /* LOOKUP of path, which must succeed, and a READ of what it names: its bytes. */
 static void expect_data(const char *path, const char *data)
 {
@@ -105,7 +82,7 @@ static void expect_data(const char *path, const char *data)
 	nfs_fh3 fh;
 
 	it_assert_status(it_lookup_path(clnt, &root, path, &fh, NULL), NFS3_OK);
-	it_assert_status(read_all(&fh, buf, sizeof(buf)), NFS3_OK);
+	it_assert_status(it_read_all(clnt, &fh, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, data);
 	it_fh_free(&fh);
 }
@@ -142,7 +119,7 @@ static void test_changed_by_hand(void **state)
 	it_assert_status(it_lookup_path(clnt, &root, "e", &e, NULL), NFS3_OK);
 	it_assert_status(it_lookup_path(clnt, &root, "d/r", &r, NULL), NFS3_OK);
 	it_assert_status(it_lookup_path(clnt, &root, "d/gone", &gone, NULL), NFS3_OK);
-	it_assert_status(read_all(&r, buf, sizeof(buf)), NFS3_OK);
+	it_assert_status(it_read_all(clnt, &r, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "first");
 	expect_data("d/mid", "middle");
 	it_assert_status(it_getattr(clnt, &r, &a), NFS3_OK);
@@ -151,7 +128,7 @@ static void test_changed_by_hand(void **state)
 	put(lower("d/r.tmp"), "second");
 	assert_int_equal(rename(lower("d/r.tmp"), lower("d/r")), 0);
 	it_assert_status(it_getattr(clnt, &r, &a), NFS3ERR_STALE);
-	it_assert_status(read_all(&r, buf, sizeof(buf)), NFS3ERR_STALE);
+	it_assert_status(it_read_all(clnt, &r, buf, sizeof(buf)), NFS3ERR_STALE);
 	expect_data("d/r", "second");
 
 	/* Removed, added. */
