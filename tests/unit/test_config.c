@@ -1128,6 +1128,24 @@ static void test_config_diff_export(void **state)
 	assert_int_equal(config_diff_export(&fx->cf, &b, "/v", true),
 			 CONFIG_EXPORT_UPPER | CONFIG_EXPORT_WRITABLE);
 	config_free(&b);
+
+	/* create= and statfs= apply at once; branch words are another stack */
+	config_init(&b);
+	assert_int_equal(config_parse_args(&b, 7, (char *[]){ "unionnfsd", "-e", "/u=/srv/a:/srv/b",
+				"-o", "create=mfs:5,statfs=policy", "-e", "/v=/srv/v", NULL },
+				fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/u", false), CONFIG_EXPORT_POLICY);
+	config_free(&b);
+	config_init(&b);
+	assert_int_equal(config_parse_args(&b, 3, (char *[]){ "unionnfsd", "-e",
+				"/u=/srv/a=rw:/srv/b=rw", NULL }, fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/u", false), CONFIG_EXPORT_BRANCHES);
+	config_free(&b);
+	config_init(&b);
+	assert_int_equal(config_parse_args(&b, 3, (char *[]){ "unionnfsd", "-e",
+				"/u=/srv/a=rw:/srv/b=ro", NULL }, fx->err, sizeof(fx->err)), 0);
+	assert_int_equal(config_diff_export(&fx->cf, &b, "/u", false), 0); /* the defaults */
+	config_free(&b);
 }
 
 /*
