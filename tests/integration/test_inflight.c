@@ -10,6 +10,8 @@
  *   that fileid, the old name is gone, and a replaced file's handle is stale;
  * - REMOVE and RMDIR (upper file, lower file, upper directory): the handle is stale and the
  *   name gone;
+ * - the same in place in a writable lower branch (several writable branches): a RENAME within
+ *   it, a REMOVE of a name only it holds;
  * - `unionnfsd-ctl check` exits 0 with no stale record (the record of the moved or removed
  *   object is not "removed behind the server's back").
  *
@@ -37,6 +39,8 @@
 
 static struct it_server srv;
 static nfs_fh3 root;
+static char branches[2 * PATH_MAX + 16];
+static const char *changed_branch; /* the branch a change happens in; NULL: the upper */
 
 /* --- the server under strace --- */
 
@@ -143,7 +147,7 @@ static void change_and_kill(struct change *ch, const char *updir, uint32_t mask,
 	int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 
 	assert_true(ino >= 0);
-	it_path(path, "%s/%s", srv.is_upper, updir);
+	it_path(path, "%s/%s", changed_branch ? changed_branch : srv.is_upper, updir);
 	assert_true(inotify_add_watch(ino, path, mask) >= 0);
 	strace_attach();
 	assert_int_equal(pthread_create(&t, NULL, change_main, ch), 0);
@@ -373,14 +377,47 @@ static void test_rmdir_upper(void **state)
 	remove_case("m3", "d", true, IN_DELETE);
 }
 
+static void test_rename_in_writable_lower(void **state)
+{
+	(void)state;
+	make_dir(srv.is_lower, "w1");
+	lower_file("w1/a");
+	rename_case("w1", "a", "w1", "b", NULL);
+}
+
+static void test_remove_in_writable_lower(void **state)
+{
+	(void)state;
+	make_dir(srv.is_lower, "w2");
+	lower_file("w2/a");
+	remove_case("w2", "a", false, IN_DELETE | IN_MOVED_FROM); /* set aside first */
+}
+
+static int start(void)
+{
+	if (it_server_start(&srv) != 0)
+		return -1;
+	return it_mnt(&srv, IPPROTO_TCP, IT_EXPORT, &root) == IT_MNT_OK ? 0 : -1;
+}
+
 /* A fresh server for each case: check must be clean of what other cases did. */
 static int setup(void **state)
 {
 	(void)state;
 	it_server_init(&srv, true);
-	if (it_server_start(&srv) != 0)
-		return -1;
-	return it_mnt(&srv, IPPROTO_TCP, IT_EXPORT, &root) == IT_MNT_OK ? 0 : -1;
+	changed_branch = NULL;
+	return start();
+}
+
+/* Both branches writable: the changes of the lower's names happen in the lower. */
+static int setup_rw(void **state)
+{
+	(void)state;
+	it_server_init(&srv, true);
+	snprintf(branches, sizeof(branches), "%s=rw:%s=rw", srv.is_upper, srv.is_lower);
+	srv.is_branches = branches;
+	changed_branch = srv.is_lower;
+	return start();
 }
 
 static int teardown(void **state)
@@ -406,6 +443,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_remove_upper_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_lower_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rmdir_upper, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rename_in_writable_lower, setup_rw, teardown),
+		cmocka_unit_test_setup_teardown(test_remove_in_writable_lower, setup_rw, teardown),
 	};
 
 	return cmocka_run_group_tests_name("inflight", tests, NULL, NULL);
