@@ -608,6 +608,15 @@ static void test_idle_connections(void **state)
 				fail_msg("idle connection %d of %d was closed early (below max-connections %d)",
 					 i, IDLE_CONNS, MAX_CONNS);
 	}
+	/*
+	 * The good client calls after the thousand came in, so its last call is newer than
+	 * theirs: a probe thread the scheduler held back meanwhile would be the idle longest.
+	 */
+	{
+		struct probe_calls next = { &p, p.p_calls + 1 };
+
+		wait_until(probe_called, &next, 5000);
+	}
 	for (int i = IDLE_CONNS; i < IDLE_CONNS + EXTRA_CONNS; i++)
 		fds[i] = raw_connect(SOCK_STREAM, it_srv.is_nfs_port);
 	/*
