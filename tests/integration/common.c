@@ -532,19 +532,30 @@ void it_ext4_umount(const char *dir, char *loopdev)
 	loopdev[0] = '\0';
 }
 
-bool it_tcp_port_free(int port)
+static bool it_port_free(int type, int port)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
 	int one = 1;
 	bool ok;
 
 	if (fd < 0)
 		return false;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (type == SOCK_STREAM)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	ok = bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
 	close(fd);
 	return ok;
+}
+
+bool it_tcp_port_free(int port)
+{
+	return it_port_free(SOCK_STREAM, port);
+}
+
+bool it_tcp_udp_port_free(int port)
+{
+	return it_port_free(SOCK_STREAM, port) && it_port_free(SOCK_DGRAM, port);
 }
 
 void it_write_file(const char *path, const void *data, size_t len)

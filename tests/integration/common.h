@@ -132,8 +132,9 @@ int it_ext4_mount(const char *image, int size_mib, const char *const *mkfs_opts,
 /* Unmounts dir (if mounted) and detaches loopdev (if not ""), then empties loopdev. */
 void it_ext4_umount(const char *dir, char *loopdev);
 
-/* Whether a TCP port on 127.0.0.1 is free to bind. */
+/* Whether a TCP port (and the UDP port of that number) on all addresses is free to bind. */
 bool it_tcp_port_free(int port);
+bool it_tcp_udp_port_free(int port);
 
 /* --- file system helpers (paths on the host) --- */
 

@@ -276,10 +276,11 @@ static void test_locking_udp_serves_only_locking(void **state)
 	int port = 40400, nlm;
 
 	(void)state;
-	while (port < 40500 && !it_tcp_port_free(port))
+	/* The portmapper and NLM listen on UDP too: a port some other process holds there fails. */
+	while (port < 40500 && !it_tcp_udp_port_free(port))
 		port++;
 	nlm = port + 1;
-	while (nlm < 40600 && !it_tcp_port_free(nlm))
+	while (nlm < 40600 && !it_tcp_udp_port_free(nlm))
 		nlm++;
 	snprintf(pmport, sizeof(pmport), "%d", port);
 	snprintf(nlmport, sizeof(nlmport), "%d", nlm);
