@@ -260,6 +260,7 @@ int ucopy_dir_into(struct union_export *ux, uint64_t ino, uint8_t b, struct uobj
 
 	for (int depth = 0; depth < UNION_MAX_DEPTH; depth++) {
 		uobj_init(&p);
+		ufound_init(&f);
 		r = ucopy_chain_gap(ux, ino, b, &p, name);
 		if (r == 1) {
 			*d = p;
