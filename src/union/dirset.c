@@ -61,6 +61,13 @@ int uds_fd_of(const struct udirset *ds, uint8_t b)
 	return i < 0 ? -1 : ds->ds_fd[i];
 }
 
+int uds_fd_or_top(const struct udirset *ds, uint8_t b)
+{
+	int fd = uds_fd_of(ds, b);
+
+	return fd >= 0 ? fd : ds->ds_fd[0];
+}
+
 int uds_may_search(const struct udirset *ds, int n)
 {
 	struct stat st;

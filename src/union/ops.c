@@ -725,7 +725,7 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 		r = -EPERM;
 	/* An object in a writable branch is linked where it is, when the name would show. */
 	if (r == 0 && o.uo_rec.si_branch != 0 && ubr_writable(ux, o.uo_rec.si_branch)) {
-		r = uop_link_dir_in(ux, dir, name, o.uo_rec.si_branch, &d);
+		r = uop_dir_in(ux, dir, name, o.uo_rec.si_branch, &d);
 		b = r == 0 ? o.uo_rec.si_branch : 0;
 		r = r == 1 ? 0 : r;
 	}

@@ -40,15 +40,17 @@ int uop_dir(struct union_export *ux, uint64_t dir, const char *name, struct uobj
 	return r;
 }
 
-/* Directory dir resolved into d as it is. */
-static int uop_dir_as_is(struct union_export *ux, uint64_t dir, struct uobj *d)
+int uop_dir_as_is(struct union_export *ux, uint64_t dir, struct uobj *d)
 {
 	int r = ures_resolve(ux, NULL, dir, 0, d);
 
 	return r == 0 && !S_ISDIR(d->uo_st.st_mode) ? -ENOTDIR : r;
 }
 
-/* Whether name is in directory d (*exists), and in which branch its topmost copy is (*top). */
+/*
+ * Whether name is in directory d (*exists), and in which branch its topmost copy is (*top,
+ * unless NULL).
+ */
 static int uop_name_look(struct union_export *ux, const struct uobj *d, const char *name,
 			 bool *exists, uint8_t *top)
 {
@@ -56,7 +58,8 @@ static int uop_name_look(struct union_export *ux, const struct uobj *d, const ch
 	int r = ures_find(ux, &d->uo_dirs, name, UFIND_STAT, &f);
 
 	*exists = r == 0;
-	*top = f.uf_branch;
+	if (top)
+		*top = f.uf_branch;
 	ufound_release(&f);
 	return r == -ENOENT ? 0 : r;
 }
@@ -100,7 +103,6 @@ int uop_place(struct union_export *ux, uint64_t dir, const char *name, const boo
 	      struct uobj *d, int *b)
 {
 	bool exists;
-	uint8_t top;
 	int r;
 
 	*b = 0;
@@ -117,7 +119,7 @@ int uop_place(struct union_export *ux, uint64_t dir, const char *name, const boo
 		*b = d->uo_dirs.ds_branch[0];
 		return 0;
 	}
-	r = uop_name_look(ux, d, name, &exists, &top);
+	r = uop_name_look(ux, d, name, &exists, NULL);
 	if (r < 0)
 		return r;
 	/* A name that exists is not made: no policy, no new copies for it. */
@@ -162,15 +164,13 @@ void uop_touch_top(const struct uobj *d, int at)
 	fsio_restore(&ids);
 }
 
-int uop_link_dir_in(struct union_export *ux, uint64_t dir, const char *name, uint8_t b,
-			   struct uobj *d)
+int uop_dir_in(struct union_export *ux, uint64_t dir, const char *name, uint8_t b,
+	       struct uobj *d)
 {
 	struct stat st;
 	int r, at;
 
-	r = ures_resolve(ux, NULL, dir, 0, d);
-	if (r == 0 && !S_ISDIR(d->uo_st.st_mode))
-		r = -ENOTDIR;
+	r = uop_dir_as_is(ux, dir, d);
 	if (r == 0 && uds_index_of(&d->uo_dirs, b) < 0) {
 		r = uobj_may(d, W_OK | X_OK) ? 0 : -EACCES;
 		uobj_release(d);

@@ -72,7 +72,10 @@ static void upol_measure(const struct union_export *ux, struct upolicy *p)
 	p->pl_measured_ms = now;
 }
 
-/* Among writable branches b with want[b] and not full[b]: the one with most free space. */
+/*
+ * Among writable branches b with want[b] (want NULL: any) and not full[b]: the one with
+ * most free space.
+ */
 static int upol_most_free(const struct union_export *ux, struct upolicy *p, const bool *want,
 			  const bool *full)
 {
@@ -80,7 +83,8 @@ static int upol_most_free(const struct union_export *ux, struct upolicy *p, cons
 
 	upol_measure(ux, p);
 	for (int b = 0; b < ux->ux_nwritable; b++)
-		if (want[b] && !full[b] && (best < 0 || p->pl_free[b] > p->pl_free[best]))
+		if ((!want || want[b]) && !full[b] &&
+		    (best < 0 || p->pl_free[b] > p->pl_free[best]))
 			best = b;
 	return best;
 }
@@ -88,7 +92,7 @@ static int upol_most_free(const struct union_export *ux, struct upolicy *p, cons
 int upol_choose(const struct union_export *ux, const struct udirset *parent, const bool *full)
 {
 	struct upolicy *p = ux->ux_policy;
-	bool holds[UNION_MAX_BRANCHES] = { false }, any[UNION_MAX_BRANCHES];
+	bool holds[UNION_MAX_BRANCHES] = { false };
 	int b = -1, top = -1;
 
 	for (int i = 0; i < parent->ds_n; i++) {
@@ -98,8 +102,6 @@ int upol_choose(const struct union_export *ux, const struct udirset *parent, con
 		if (top < 0)
 			top = parent->ds_branch[i];
 	}
-	for (int i = 0; i < ux->ux_nwritable; i++)
-		any[i] = true;
 	pthread_mutex_lock(&p->pl_lock);
 	switch (p->pl_conf.up_create) {
 	case UNION_CREATE_TDP:
@@ -109,7 +111,7 @@ int upol_choose(const struct union_export *ux, const struct udirset *parent, con
 		b = upol_most_free(ux, p, holds, full);
 		break;
 	case UNION_CREATE_MFS:
-		b = upol_most_free(ux, p, any, full);
+		b = upol_most_free(ux, p, NULL, full);
 		break;
 	case UNION_CREATE_RR:
 		for (int n = 0; n < ux->ux_nwritable && b < 0; n++) {
@@ -169,10 +171,8 @@ int upol_statfs(const struct union_export *ux, struct statvfs *sv)
 {
 	struct udirset root;
 	struct statvfs one;
-	bool full[UNION_MAX_BRANCHES] = { false };
+	bool full[UNION_MAX_BRANCHES] = { false }, by_policy;
 	int r, b;
-
-	bool by_policy;
 
 	if (ux->ux_nwritable <= 1)
 		return fsio_statvfs(ux->ux_rootfd[0], sv);

@@ -267,14 +267,6 @@ out:
 	return r;
 }
 
-/* The copy of directory d in branch b, else its top one. */
-static int urm_copy_fd(const struct uobj *d, uint8_t b)
-{
-	int fd = uds_fd_of(&d->uo_dirs, b);
-
-	return fd >= 0 ? fd : d->uo_dirs.ds_fd[0];
-}
-
 int urm_settle(struct union_export *ux, struct store_txn *t, const struct store_intent *in)
 {
 	struct ufound f, gone;
@@ -293,7 +285,7 @@ int urm_settle(struct union_export *ux, struct store_txn *t, const struct store_
 			gone.uf_dir = S_ISDIR(in->sn_type);
 			gone.uf_branch = in->sn_branch;
 			gone.uf_st.st_ino = (ino_t)in->sn_real_ino;
-			r = uop_forget(ux, t, in->sn_from, urm_copy_fd(&d, in->sn_branch),
+			r = uop_forget(ux, t, in->sn_from, uds_fd_or_top(&d.uo_dirs, in->sn_branch),
 				       in->sn_from_name, &gone, false);
 		}
 	}

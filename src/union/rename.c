@@ -411,9 +411,8 @@ int urn_settle(struct union_export *ux, struct store_txn *t, const struct store_
 		goto out; /* no record to move, or the map has the move already */
 	if (store_find_name(t, ux->ux_id, in->sn_to, in->sn_to_name, &tino) == 0 &&
 	    tino != in->sn_ino)
-		r = urn_settle_replaced(ux, t, uds_fd_of(&td.uo_dirs, in->sn_branch) >= 0 ?
-					uds_fd_of(&td.uo_dirs, in->sn_branch) : td.uo_dirs.ds_fd[0],
-					in, tino);
+		r = urn_settle_replaced(ux, t, uds_fd_or_top(&td.uo_dirs, in->sn_branch), in,
+					tino);
 	/* A directory moves as its upper copy, made inside the rename's lost transaction. */
 	if (r == 0 && (rec.si_branch != in->sn_branch || rec.si_real_ino != in->sn_real_ino)) {
 		rec.si_branch = in->sn_branch;
@@ -444,16 +443,13 @@ static int urn_place(struct union_export *ux, uint64_t fromdir, const char *from
 		     uint8_t *b)
 {
 	struct ufound sf;
-	struct stat st;
 	bool dir = false;
-	int r, at;
+	int r;
 
 	*b = 0;
 	if (ux->ux_nwritable <= 1)
 		goto top;
-	r = ures_resolve(ux, NULL, fromdir, 0, fd);
-	if (r == 0 && !S_ISDIR(fd->uo_st.st_mode))
-		r = -ENOTDIR;
+	r = uop_dir_as_is(ux, fromdir, fd);
 	if (r == 0)
 		r = ures_find(ux, &fd->uo_dirs, fromname, 0, &sf);
 	if (r < 0)
@@ -463,27 +459,13 @@ static int urn_place(struct union_export *ux, uint64_t fromdir, const char *from
 		*b = sf.uf_branch;
 	dir = sf.uf_dir;
 	ufound_release(&sf);
-	if (r < 0 || *b == 0)
+	if (*b == 0)
 		goto top_again;
-	r = ures_resolve(ux, NULL, todir, 0, td);
-	if (r == 0 && !S_ISDIR(td->uo_st.st_mode))
-		r = -ENOTDIR;
-	if (r == 0 && uds_index_of(&td->uo_dirs, *b) < 0) {
-		r = uobj_may(td, W_OK | X_OK) ? 0 : -EACCES;
-		uobj_release(td);
-		if (r == 0)
-			r = ucopy_dir_into(ux, todir, *b, td);
-	}
-	if (r == -EXDEV)
-		goto top_again;
+	r = uop_dir_in(ux, todir, toname, *b, td);
 	if (r < 0)
 		return r;
-	at = uds_index_of(&td->uo_dirs, *b);
-	for (int i = 0; i < at; i++)
-		if (fsio_statat(td->uo_dirs.ds_fd[i], toname, &st) == 0 ||
-		    uwh_oci(td->uo_dirs.ds_fd[i], toname))
-			goto top_again;
-	if (dir && ures_lower_has(ux, &td->uo_dirs, at, toname))
+	if (r == 1 || (dir && ures_lower_has(ux, &td->uo_dirs, uds_index_of(&td->uo_dirs, *b),
+					     toname)))
 		goto top_again;
 	return 0;
 top_again:

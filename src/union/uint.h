@@ -98,6 +98,8 @@ int uds_take(struct udirset *ds, int i);
 int uds_index_of(const struct udirset *ds, uint8_t b);
 /* The fd of branch b's copy, or -1. */
 int uds_fd_of(const struct udirset *ds, uint8_t b);
+/* The fd of branch b's copy, else of the top one. */
+int uds_fd_or_top(const struct udirset *ds, uint8_t b);
 /*
  * Answers served from a cache must not grant what the uncached path, whose system calls
  * the kernel checks as the caller, would refuse; these make the same kind of call, so the
@@ -475,7 +477,7 @@ void uwl_unlock(pthread_mutex_t *m);
 
 /*
  * Namespace changes (ops.c, shared with remove.c and rename.c; the uop_dir family,
- * uop_place, uop_touch_top and uop_link_dir_in are place.c's).
+ * uop_place, uop_touch_top and uop_dir_in are place.c's).
  */
 void uop_out(struct union_export *ux, const struct stat *st, uint64_t ino, struct stat *out);
 /* WCC data on failure too: the directory's attributes after the attempt, if it was found. */
@@ -501,13 +503,15 @@ int uop_place(struct union_export *ux, uint64_t dir, const char *name, const boo
 	      struct uobj *d, int *b);
 /* After a change in d's copy at index at: the top copy's times move, which clients see. */
 void uop_touch_top(const struct uobj *d, int at);
+/* Directory dir resolved into d as it is (-ENOTDIR when it is no directory). */
+int uop_dir_as_is(struct union_export *ux, uint64_t dir, struct uobj *d);
 /*
- * For a link to an object in writable branch b: directory dir resolved into d with a copy
- * in b, where nothing above hides name. 0, or 1 when the link must be made in the top
- * branch instead (d released).
+ * For name moved or linked into directory dir within writable branch b: dir resolved into
+ * d with a copy in b (made as copy-up makes one), where nothing above b hides name. 0, or
+ * 1 when the change must go through the top branch instead (d released).
  */
-int uop_link_dir_in(struct union_export *ux, uint64_t dir, const char *name, uint8_t b,
-		    struct uobj *d);
+int uop_dir_in(struct union_export *ux, uint64_t dir, const char *name, uint8_t b,
+	       struct uobj *d);
 int uop_begin(struct union_export *ux, struct store_txn **t);
 /* Commits t if r is 0, else aborts it; returns the outcome. */
 int uop_end(struct union_export *ux, struct store_txn *t, int r);
