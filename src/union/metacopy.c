@@ -123,3 +123,25 @@ int umc_data_open(struct union_export *ux, const struct uobj *o, int *fd, struct
 	/* Its data gone is no error of the call's making, nor of the client's. */
 	return r == -ENOENT || r == -ENOTDIR ? -EIO : r;
 }
+
+int umc_check(struct union_export *ux, uint64_t ino)
+{
+	struct stat st;
+	struct uobj o;
+	bool metacopy = false;
+	int r, fd = -1;
+
+	r = ures_resolve(ux, NULL, ino, 0, &o);
+	if (r == 0 && !S_ISDIR(o.uo_st.st_mode))
+		r = umc_is(ux, &o, o.uo_fd, &metacopy);
+	if (r == 0 && metacopy) {
+		r = umc_data_open(ux, &o, &fd, &st);
+		fsio_close(fd);
+		if (r == -EIO)
+			r = -ENOLINK;
+		else if (r == -ENODATA)
+			r = 0; /* made whole meanwhile */
+	}
+	uobj_release(&o);
+	return r;
+}

@@ -345,6 +345,11 @@ int umc_is(const struct union_export *ux, const struct uobj *o, int fd, bool *me
  * -ENODATA when o is no metacopy (any more), -EIO when no lower copy has its data.
  */
 int umc_data_open(struct union_export *ux, const struct uobj *o, int *fd, struct stat *st);
+/*
+ * union_check's test of a record that resolves: -ENOLINK when it is a metacopy no lower copy
+ * holds the data of (its READs fail), else 0 (or -errno when that could not be told).
+ */
+int umc_check(struct union_export *ux, uint64_t ino);
 /* Whether the export makes metacopies (policy.c). */
 bool upol_metacopy(const struct union_export *ux);
 
