@@ -264,6 +264,8 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 		ucache_changed(ux);
 	if (r == 0 && sa->ua_mask)
 		r = fsio_stat(dir ? o.uo_dirs.ds_fd[0] : o.uo_fd, &o.uo_st);
+	if (r == 0 && !dir)
+		umc_learn(ux, &o);
 	if (r == 0)
 		uio_out(ux, &o.uo_st, ino, post);
 out:

@@ -7,15 +7,103 @@
  * on a metacopy it renames or links), that path from the lower branches' roots. The first
  * write completes the copy (ucopy_data): nothing else ever reads the upper's own blocks
  * while the marker is on.
+ *
+ * A metacopy's blocks are its lower copy's, as overlayfs shows them: what umc_learn found
+ * is kept by the metacopy's (device, inode, ctime), so any change of it (the completion
+ * included) forgets it, and every attribute reply (ures_fix_stat) shows it at no cost.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "fsio.h"
 #include "log.h"
 #include "uint.h"
+
+#define UMC_BLOCKS_SLOTS 4096 /* direct-mapped: a clash only costs a later look again */
+
+struct umc_blocks {
+	dev_t mb_dev;
+	ino_t mb_ino;
+	struct timespec mb_ctime;
+	blkcnt_t mb_blocks;          /* -1: no metacopy */
+};
+
+static pthread_mutex_t umc_blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct umc_blocks umc_blocks[UMC_BLOCKS_SLOTS];
+
+static struct umc_blocks *umc_slot(const struct stat *st)
+{
+	uint64_t h = ((uint64_t)st->st_dev * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)st->st_ino;
+
+	return &umc_blocks[(h ^ (h >> 29)) % UMC_BLOCKS_SLOTS];
+}
+
+static bool umc_same(const struct umc_blocks *b, const struct stat *st)
+{
+	return b->mb_ino == st->st_ino && b->mb_dev == st->st_dev && b->mb_ino != 0 &&
+	       b->mb_ctime.tv_sec == st->st_ctim.tv_sec && b->mb_ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+/* Whether st looks like a metacopy's: fewer blocks than its size needs (sparse). */
+static bool umc_sparse(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && (uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size;
+}
+
+/* What is known of st's object: 1 with its lower blocks, 0 no metacopy, -1 unknown. */
+static int umc_known(const struct stat *st, blkcnt_t *blocks)
+{
+	struct umc_blocks *b = umc_slot(st);
+	int r = -1;
+
+	pthread_mutex_lock(&umc_blocks_lock);
+	if (umc_same(b, st)) {
+		*blocks = b->mb_blocks;
+		r = b->mb_blocks >= 0;
+	}
+	pthread_mutex_unlock(&umc_blocks_lock);
+	return r;
+}
+
+static void umc_note(const struct stat *st, blkcnt_t blocks)
+{
+	struct umc_blocks *b = umc_slot(st);
+
+	pthread_mutex_lock(&umc_blocks_lock);
+	*b = (struct umc_blocks){ .mb_dev = st->st_dev, .mb_ino = st->st_ino,
+				  .mb_ctime = st->st_ctim, .mb_blocks = blocks };
+	pthread_mutex_unlock(&umc_blocks_lock);
+}
+
+void umc_fix_blocks(struct stat *st)
+{
+	blkcnt_t blocks;
+
+	if (umc_sparse(st) && umc_known(st, &blocks) == 1)
+		st->st_blocks = blocks;
+}
+
+void umc_learn(struct union_export *ux, const struct uobj *o)
+{
+	struct stat lst;
+	blkcnt_t blocks;
+	bool metacopy;
+	int fd;
+
+	if (!umc_sparse(&o->uo_st) || !umc_candidate(ux, o) || umc_known(&o->uo_st, &blocks) >= 0)
+		return;
+	if (umc_is(ux, o, -1, &metacopy) < 0)
+		return;
+	if (metacopy && umc_data_open(ux, o, &fd, &lst) == 0) {
+		umc_note(&o->uo_st, lst.st_blocks);
+		fsio_close(fd);
+	} else if (!metacopy) {
+		umc_note(&o->uo_st, -1);
+	}
+}
 
 bool umc_candidate(const struct union_export *ux, const struct uobj *o)
 {

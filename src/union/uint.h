@@ -350,6 +350,13 @@ int umc_data_open(struct union_export *ux, const struct uobj *o, int *fd, struct
  * holds the data of (its READs fail), else 0 (or -errno when that could not be told).
  */
 int umc_check(struct union_export *ux, uint64_t ino);
+/*
+ * A metacopy's blocks: umc_learn finds them for a resolved o that may be one (a look at
+ * its markers and its lower copy, once per change of it); umc_fix_blocks puts them into
+ * any real stat of it, unchanged since (ures_fix_stat does, for every reply).
+ */
+void umc_learn(struct union_export *ux, const struct uobj *o);
+void umc_fix_blocks(struct stat *st);
 /* Whether the export makes metacopies (policy.c). */
 bool upol_metacopy(const struct union_export *ux);
 

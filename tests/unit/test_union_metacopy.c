@@ -107,11 +107,16 @@ static void test_chmod_makes_metacopy(void **state)
 	assert_int_equal(union_getattr(f->ux, ino, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0600);
 	assert_int_equal(st.st_size, DATA_LEN);
+	/* the lower's blocks, in GETATTR and in LOOKUP's attributes alike */
+	assert_int_equal(st.st_blocks, lo.st_blocks);
+	assert_int_equal(union_lookup(f->ux, 1, "f", &(uint64_t){ 0 }, &st), 0);
+	assert_int_equal(st.st_blocks, lo.st_blocks);
 	read_is(f, ino, data);
 	fx_restart(f);
 	assert_int_equal(W(f, "f"), ino);
 	assert_int_equal(union_getattr(f->ux, ino, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(st.st_blocks, lo.st_blocks);
 	read_is(f, ino, data);
 	is_metacopy(f, "f");
 }
@@ -149,6 +154,8 @@ static void test_write_completes(void **state)
 	assert_int_equal(lstat(P(f, 0, "f"), &after), 0);
 	assert_int_equal(after.st_ino, before.st_ino);
 	assert_true((long long)after.st_blocks * 512 >= DATA_LEN);
+	assert_int_equal(union_getattr(f->ux, ino, &st), 0);
+	assert_int_equal(st.st_blocks, after.st_blocks); /* its own now */
 	memcpy(data + 5, "XYZ", 3);
 	read_is(f, ino, data);
 	assert_int_equal(union_getattr(f->ux, ino, &st), 0);
