@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -185,6 +186,46 @@ static void test_cached_read_after_completion(void **state)
 	wr(f, ino, 0, "QQQQ");
 	assert_int_equal(union_read_as(f->ux, ino, who, sizeof(who), 0, 4, buf, &n, &eof, NULL), 0);
 	assert_memory_equal(buf, "QQQQ", 4);
+}
+
+struct racer {
+	struct fx *r_f;
+	uint64_t r_ino;
+	int r_i;
+};
+
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+	enum union_stable c;
+	char bytes[2] = { (char)('A' + r->r_i), '\0' };
+	uint32_t n;
+
+	/* each writes its own byte at its own page: every one must survive the completion */
+	assert_int_equal(union_write(r->r_f->ux, r->r_ino, (uint64_t)r->r_i * 4096, 1, bytes,
+				     UNION_FILE_SYNC, &n, &c, NULL, NULL), 0);
+	return NULL;
+}
+
+/* First writes from many clients at once: one completion, every write kept. */
+static void test_concurrent_first_writes(void **state)
+{
+	struct fx *f = *state;
+	uint64_t ino = W(f, "f");
+	struct racer r[8];
+	pthread_t t[8];
+
+	chmod_u(f, ino, 0600);
+	for (int i = 0; i < 8; i++) {
+		r[i] = (struct racer){ .r_f = f, .r_ino = ino, .r_i = i };
+		assert_int_equal(pthread_create(&t[i], NULL, racer_main, &r[i]), 0);
+	}
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	is_whole(f, "f");
+	for (int i = 0; i < 8; i++)
+		data[i * 4096] = (char)('A' + i);
+	read_is(f, ino, data);
 }
 
 /* A size change copies the data first (as overlayfs does), then truncates. */
@@ -360,6 +401,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_chown_utimes, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_write_completes, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cached_read_after_completion, setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_first_writes, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_truncate_completes, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rename_link_complete, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_metacopy_off, setup, fx_teardown),
