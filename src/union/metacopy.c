@@ -219,9 +219,9 @@ int umc_check(struct union_export *ux, uint64_t ino)
 	bool metacopy = false;
 	int r, fd = -1;
 
-	r = ures_resolve(ux, NULL, ino, 0, &o);
+	r = ures_resolve_cached(ux, ino, &o);
 	if (r == 0 && !S_ISDIR(o.uo_st.st_mode))
-		r = umc_is(ux, &o, o.uo_fd, &metacopy);
+		r = umc_is(ux, &o, -1, &metacopy);
 	if (r == 0 && metacopy) {
 		r = umc_data_open(ux, &o, &fd, &st);
 		fsio_close(fd);
