@@ -88,6 +88,11 @@ struct union_policy {
 	enum union_create up_create;
 	unsigned up_mfs_secs;
 	enum union_statfs_mode up_statfs;
+	/*
+	 * The export option metacopy=off: a change of a lower file's attributes copies its
+	 * data up too, instead of making a metadata-only copy (the default).
+	 */
+	bool up_no_metacopy;
 };
 
 /*

@@ -221,6 +221,7 @@ static int config_set_string(char **field, const char *value, char *err, size_t 
 
 static const char *const config_create_names[] = UNION_CREATE_NAMES;
 static const char *const config_statfs_names[] = UNION_STATFS_NAMES;
+static const char *const config_on_off[] = { "on", "off" };
 static const char *const config_role_names[] = UNION_ROLE_NAMES;
 
 /* The index of the len bytes at word in names (n of them), or -1. */
@@ -272,7 +273,7 @@ static int config_create_policy(struct export_conf *ec, const char *value, size_
 	return 0;
 }
 
-/* One export-wide word (upper=, create=, statfs=): 1 when taken, 0 when not one, -1. */
+/* One export-wide word (upper=, create=, statfs=, metacopy=): 1 when taken, 0 when not one, -1. */
 static int config_export_word(struct export_conf *ec, const char *p, size_t len, char *err,
 			      size_t errlen)
 {
@@ -290,6 +291,17 @@ static int config_export_word(struct export_conf *ec, const char *p, size_t len,
 			return -1;
 		}
 		ec->ec_policy.up_statfs = (enum union_statfs_mode)i;
+		return 1;
+	}
+	if (len >= 9 && !strncmp(p, "metacopy=", 9)) {
+		i = config_word_index(config_on_off, 2, p + 9, len - 9);
+		if (i < 0) {
+			err_set(err, errlen,
+				"export %s: unknown metacopy= word '%.*s'; give metacopy=on or metacopy=off",
+				ec->ec_name, (int)(len - 9), p + 9);
+			return -1;
+		}
+		ec->ec_policy.up_no_metacopy = i == 1;
 		return 1;
 	}
 	if (len < 6 || strncmp(p, "upper=", 6))
@@ -316,7 +328,7 @@ static int config_export_word(struct export_conf *ec, const char *p, size_t len,
 }
 
 /*
- * Takes the export-wide options (upper=TEMPLATE, create=, statfs=) out of the
+ * Takes the export-wide options (upper=TEMPLATE, create=, statfs=, metacopy=) out of the
  * comma-separated words: they are stored in ec (a second, different template is an error)
  * and *rest receives the other words (malloc'ed, possibly ""), which apply per client.
  */
@@ -358,7 +370,7 @@ static int config_take_export_words(struct export_conf *ec, const char *words, c
 	return 0;
 }
 
-/* The one-rule forms' OPTS: upper=, create=, statfs= for the export, the rest the rule's. */
+/* The one-rule forms' OPTS: upper=, create=, statfs=, metacopy= for the export, the rest the rule's. */
 static int config_export_opts(struct export_conf *ec, const char *words, char *err,
 			      size_t errlen)
 {

@@ -439,6 +439,9 @@ static void ctl_check_record(void *arg, uint64_t ino, int r)
 	if (ck->ck_listed++ < CTL_CHECK_LIST)
 		ctl_put(ck->ck_out, "  %s ino %llu: %s\n", ck->ck_label, (unsigned long long)ino,
 			r == -ESTALE ? "stale: no branch has the object any more"
+			: r == -ENOLINK ? "a metacopy whose data is gone: no lower branch has the file "
+					  "its data is read from, so READ answers NFS3ERR_IO; put the "
+					  "file back in the lower branch, or remove it"
 			: r > 0 ? "stale: no branch has the object any more; record dropped"
 			: strerror(-r));
 }

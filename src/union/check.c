@@ -73,7 +73,8 @@ static int ucheck_list_read(struct union_export *ux, struct ucheck_list *l)
 
 /*
  * One record: 0 when it resolves, -ESTALE when no branch has its object any more (1 when
- * repair dropped its record), another -errno when it could not be told.
+ * repair dropped its record), -ENOLINK for a metacopy whose data no lower branch holds,
+ * another -errno when it could not be told.
  */
 static int ucheck_one(struct union_export *ux, uint64_t ino, bool repair)
 {
@@ -84,6 +85,11 @@ static int ucheck_one(struct union_export *ux, uint64_t ino, bool repair)
 	/* 0 from the repair: it resolves again (made again meanwhile), so it is no longer stale. */
 	if (r == -ESTALE && repair)
 		r = union_forget_stale(ux, ino);
+	if (r == 0) {
+		r = umc_check(ux, ino);
+		if (r == -ESTALE || r == -ENOENT)
+			r = 0; /* removed since it resolved: nothing to report */
+	}
 	return r;
 }
 

@@ -12,6 +12,10 @@
  * copy; they hold no worker while they wait, and no second copy is ever built. Copying a
  * large file is long work, of which the worker pool lets only a few calls do at once.
  *
+ * A change of a file's attributes alone may make a metacopy instead (metacopy.c): the same
+ * steps, with the size and a marker where the data would be. Its first write copies the
+ * data in later (ucopy_data), in place, under the same one-at-a-time rule.
+ *
  * Copy-up and resolve (resolve.c) call each other, and must: a copy needs its parent
  * directories in the upper, which resolving the object with URES_UPPER makes on the way
  * down (ucopy_resolve -> ures_resolve -> ucopy_dir), and after copying, the object is
@@ -295,8 +299,11 @@ int ucopy_dir_into(struct union_export *ux, uint64_t ino, uint8_t b, struct uobj
 	return -ELOOP;
 }
 
-/* Builds the copy of o as tmp in the work directory; runs as root. */
-static int ucopy_make(struct uobj *o, int workfd, const char *tmp, struct stat *out)
+/*
+ * Builds the copy of o as tmp in the work directory; runs as root. meta: a regular file's
+ * copy gets its size and the metacopy marker instead of its data (metacopy.c).
+ */
+static int ucopy_make(struct uobj *o, int workfd, const char *tmp, bool meta, struct stat *out)
 {
 	const struct stat *st = &o->uo_st;
 	const char *name = o->uo_rec.si_name;
@@ -316,13 +323,16 @@ static int ucopy_make(struct uobj *o, int workfd, const char *tmp, struct stat *
 		if (r == 0)
 			r = fsio_open_file(workfd, tmp, O_CREAT | O_EXCL | O_WRONLY, 0600, &cp);
 		if (r == 0)
-			r = fsio_copy_data(in, cp, (uint64_t)in_st.st_size);
+			r = meta ? fsio_ftruncate(cp, (uint64_t)in_st.st_size) :
+				   fsio_copy_data(in, cp, (uint64_t)in_st.st_size);
 		if (r == 0)
 			r = fsio_fchown(cp, st->st_uid, st->st_gid);
 		if (r == 0)
 			r = fsio_fchmod(cp, st->st_mode & 07777);
 		if (r == 0) /* after chown, which drops file capabilities */
 			r = ucopy_xattrs(o->uo_pfd, name, workfd, tmp);
+		if (r == 0 && meta)
+			r = uwh_set_metacopy(workfd, tmp);
 		if (r == 0)
 			r = fsio_futimens(cp, ts);
 		if (r == 0)
@@ -410,8 +420,17 @@ static int ucopy_index(struct union_export *ux, const struct store_inode *rec, i
 	return r;
 }
 
-/* Copies the lower object o (resolved with URES_UPPER) up and resolves o to the copy. */
-static int ucopy_run(struct union_export *ux, struct uobj *o)
+/* Whether o's copy-up may be a metacopy, when one is wanted: data and a single name. */
+static bool ucopy_meta_fits(const struct uobj *o)
+{
+	return S_ISREG(o->uo_st.st_mode) && o->uo_st.st_size > 0 && o->uo_st.st_nlink == 1;
+}
+
+/*
+ * Copies the lower object o (resolved with URES_UPPER) up and resolves o to the copy;
+ * meta: a metacopy when it fits.
+ */
+static int ucopy_run(struct union_export *ux, struct uobj *o, bool meta)
 {
 	uint64_t ino = o->uo_rec.si_ino, pino = o->uo_rec.si_parent;
 	struct store_inode lower;
@@ -434,7 +453,7 @@ static int ucopy_run(struct union_export *ux, struct uobj *o)
 	if (r < 0)
 		return r;
 	fsio_become_root(&ids);
-	r = ucopy_make(o, workfd, tmp, &cst);
+	r = ucopy_make(o, workfd, tmp, meta && ucopy_meta_fits(o), &cst);
 	made = r != -EEXIST; /* a name clash is someone else's file */
 	if (r == 0)
 		ucopy_origin_set(ux, workfd, tmp, &lower);
@@ -598,7 +617,7 @@ static bool ucopy_long(const struct stat *st)
 	return S_ISREG(st->st_mode) && (uint64_t)st->st_blocks * 512 > UCOPY_LONG_BYTES;
 }
 
-int ucopy_up(struct union_export *ux, struct uobj *o)
+static int ucopy_up_as(struct union_export *ux, struct uobj *o, bool meta)
 {
 	uint64_t ino = o->uo_rec.si_ino;
 	struct ucopy_flight fl;
@@ -615,7 +634,7 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 		r = ucopy_flight_begin(ux, ino, NULL);
 		if (r < 0)
 			continue;
-		lng = ucopy_long(&o->uo_st);
+		lng = ucopy_long(&o->uo_st) && !(meta && ucopy_meta_fits(o));
 		if (lng && !blocking_long_begin()) {
 			stats_copyup_queued();
 			return -EINPROGRESS;
@@ -629,9 +648,119 @@ int ucopy_up(struct union_export *ux, struct uobj *o)
 	/* Once it is ours: a copy-up that ended since the look above leaves nothing to do. */
 	r = ucopy_resolve(ux, ino, o);
 	if (r == 0)
-		r = ucopy_run(ux, o);
+		r = ucopy_run(ux, o, meta);
 	ucopy_flight_end(&fl);
 	if (lng)
 		blocking_long_end();
 	return r < 0 ? r : 0;
+}
+
+int ucopy_up(struct union_export *ux, struct uobj *o)
+{
+	return ucopy_up_as(ux, o, false);
+}
+
+int ucopy_meta_up(struct union_export *ux, struct uobj *o)
+{
+	return ucopy_up_as(ux, o, upol_metacopy(ux));
+}
+
+/* The attribute that names a file's capabilities, which a write to the file drops. */
+#define UCOPY_CAPS_XATTR "security.capability"
+
+/*
+ * The data of metacopy fd (whose stat is st) copied in from its lower copy, made durable
+ * with the times and capabilities it had, then the marker removed. As root.
+ */
+static int ucopy_data_in(struct union_export *ux, const struct uobj *o, int fd,
+			 const struct stat *st)
+{
+	char caps[128];
+	size_t capslen = 0;
+	struct timespec ts[2];
+	struct stat lst;
+	int r, in = -1;
+	bool has_caps;
+
+	has_caps = fsio_getxattr(fd, "", UCOPY_CAPS_XATTR, caps, sizeof(caps), &capslen) == 0;
+	r = umc_data_open(ux, o, &in, &lst);
+	if (r == 0)
+		r = fsio_copy_data(in, fd, (uint64_t)st->st_size);
+	fsio_close(in);
+	ucopy_times(st, ts);
+	if (r == 0)
+		r = fsio_futimens(fd, ts);
+	if (r == 0 && has_caps)
+		r = fsio_setxattr(fd, "", UCOPY_CAPS_XATTR, caps, capslen);
+	/* The data on disk before the marker goes: a crash in between leaves a metacopy. */
+	if (r == 0)
+		r = fsio_fsync(fd);
+	if (r == 0)
+		r = uwh_clear_metacopy(fd, "");
+	if (r == 0)
+		r = fsio_fsync(fd);
+	return r;
+}
+
+/* Under the flight of o: its data copied in, unless it is whole already. */
+static int ucopy_data_run(struct union_export *ux, struct uobj *o)
+{
+	struct fsio_ids ids;
+	struct stat st;
+	bool metacopy = false;
+	int r, fd = -1;
+
+	fsio_become_root(&ids);
+	r = fsio_open_file(o->uo_pfd, o->uo_rec.si_name, O_WRONLY, 0, &fd);
+	if (r == -ENOENT || r == -ELOOP)
+		r = -ESTALE;
+	if (r == 0)
+		r = fsio_stat(fd, &st);
+	if (r == 0 && !ures_same_number(&st, o->uo_st.st_dev, (uint64_t)o->uo_st.st_ino,
+					ures_type(&o->uo_st)))
+		r = -ESTALE;
+	if (r == 0)
+		r = uwh_metacopy_read(fd, "", &metacopy, NULL);
+	if (r == 0 && metacopy)
+		r = ucopy_data_in(ux, o, fd, &st);
+	fsio_restore(&ids);
+	if (r == 0 && metacopy) {
+		stats_copyup(r);
+		/* Descriptors kept of its lower data must not serve it any more. */
+		ufd_forget(&st);
+	}
+	if (r == 0)
+		r = fsio_stat(fd, &o->uo_st);
+	fsio_close(fd);
+	return r;
+}
+
+int ucopy_data(struct union_export *ux, struct uobj *o)
+{
+	uint64_t ino = o->uo_rec.si_ino;
+	struct ucopy_flight fl;
+	bool lng = (uint64_t)o->uo_st.st_size > UCOPY_LONG_BYTES, metacopy;
+	int r = umc_is(ux, o, o->uo_fd, &metacopy);
+
+	if (r < 0 || !metacopy)
+		return r;
+	do {
+		r = ucopy_flight_begin(ux, ino, NULL);
+		if (r < 0)
+			continue;
+		if (lng && !blocking_long_begin()) {
+			stats_copyup_queued();
+			return -EINPROGRESS;
+		}
+		r = ucopy_flight_begin(ux, ino, &fl);
+		if (r < 0 && lng)
+			blocking_long_end();
+	} while (r == -EAGAIN);
+	if (r < 0)
+		return r;
+	r = ucopy_data_run(ux, o);
+	ucopy_flight_end(&fl);
+	if (lng)
+		blocking_long_end();
+	return r;
 }

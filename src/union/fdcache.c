@@ -56,6 +56,7 @@ struct ufd_shard {
 	pthread_mutex_t fs_lock;
 	struct ufd_ent *fs_head;
 	int fs_n;
+	uint64_t fs_forgets;         /* ufd_forget calls on the shard's objects so far */
 } __attribute__((aligned(64)));
 
 static struct ufd_shard ufd_shards[UFD_SHARDS] = {
@@ -137,7 +138,9 @@ struct ufd_ent *ufd_get(const struct stat *st, int mode, const void *who, size_t
 	return e;
 }
 
-void ufd_keep(int fd, const struct stat *st, int mode, const void *who, size_t wholen)
+/* ufd_keep, unless seen is not UFD_ALWAYS and the object's shard was forgotten since. */
+static void ufd_keep_seen(int fd, const struct stat *st, int mode, const void *who,
+			  size_t wholen, uint64_t seen)
 {
 	struct ufd_shard *s = ufd_shard_of(st->st_dev, st->st_ino);
 	struct ufd_ent *e, **pp, **lru = NULL, *doomed = NULL;
@@ -156,6 +159,12 @@ void ufd_keep(int fd, const struct stat *st, int mode, const void *who, size_t w
 	e->fe_keylen = wholen;
 	memcpy(e->fe_key, who, wholen);
 	pthread_mutex_lock(&s->fs_lock);
+	if (seen != UFD_ALWAYS && seen != s->fs_forgets) {
+		pthread_mutex_unlock(&s->fs_lock);
+		fsio_close(fd);
+		free(e);
+		return;
+	}
 	for (pp = &s->fs_head; *pp;) {
 		if ((*pp)->fe_dev == st->st_dev && (*pp)->fe_ino == st->st_ino &&
 		    ufd_same_key(*pp, mode, who, wholen)) {
@@ -173,6 +182,28 @@ void ufd_keep(int fd, const struct stat *st, int mode, const void *who, size_t w
 	s->fs_n++;
 	pthread_mutex_unlock(&s->fs_lock);
 	ufd_put_list(doomed);
+}
+
+void ufd_keep(int fd, const struct stat *st, int mode, const void *who, size_t wholen)
+{
+	ufd_keep_seen(fd, st, mode, who, wholen, UFD_ALWAYS);
+}
+
+uint64_t ufd_forgets(const struct stat *st)
+{
+	struct ufd_shard *s = ufd_shard_of(st->st_dev, st->st_ino);
+	uint64_t n;
+
+	pthread_mutex_lock(&s->fs_lock);
+	n = s->fs_forgets;
+	pthread_mutex_unlock(&s->fs_lock);
+	return n;
+}
+
+void ufd_keep_since(int fd, const struct stat *st, int mode, const void *who, size_t wholen,
+		    uint64_t seen)
+{
+	ufd_keep_seen(fd, st, mode, who, wholen, seen);
 }
 
 void ufd_wrote(struct ufd_ent *e, const struct stat *st)
@@ -194,6 +225,8 @@ static void ufd_forget_if(dev_t dev, ino_t ino, bool (*dead)(const struct ufd_en
 	struct ufd_ent **pp, *doomed = NULL;
 
 	pthread_mutex_lock(&s->fs_lock);
+	if (!dead)
+		s->fs_forgets++;
 	for (pp = &s->fs_head; *pp;) {
 		if ((*pp)->fe_dev == dev && (*pp)->fe_ino == ino && (!dead || dead(*pp)))
 			pp = ufd_unlink(s, pp, &doomed);

@@ -51,8 +51,8 @@ struct umerge {
  * The directory in branch b that holds the last component of path (an owned fd), and
  * that component. -ENOENT: not in this branch; -ENOTDIR: something in the way hides it.
  */
-static int ufind_walk(const struct union_export *ux, uint8_t b, const char *path, int *pfd,
-		      char *last)
+int ufind_walk(const struct union_export *ux, uint8_t b, const char *path, int *pfd,
+	       char *last)
 {
 	const char *p = path + 1, *e;
 	struct stat st;

@@ -154,7 +154,7 @@ static int uattr_copy_up(struct union_export *ux, uint64_t ino,
 	if (r < 0)
 		return r;
 	if (!S_ISDIR(o->uo_st.st_mode))
-		return ucopy_up(ux, o);
+		return (sa->ua_mask & USET_SIZE) ? ucopy_up(ux, o) : ucopy_meta_up(ux, o);
 	uobj_release(o);
 	return ures_resolve(ux, NULL, ino, URES_UPPER, o);
 }
@@ -254,6 +254,8 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 	if (r == 0 && sa->ua_mask &&
 	    !ubr_writable(ux, dir ? o.uo_dirs.ds_branch[0] : o.uo_rec.si_branch))
 		r = uattr_copy_up(ux, ino, sa, &o);
+	else if (r == 0 && (sa->ua_mask & USET_SIZE))
+		r = ucopy_data(ux, &o); /* a metacopy gets its data first, as in overlayfs */
 	/* On the object resolved itself: no name is looked up between check and change. */
 	if (r == 0 && sa->ua_mask)
 		r = uattr_apply(dir ? o.uo_dirs.ds_fd[0] : o.uo_fd, &o.uo_st, sa);
@@ -262,6 +264,8 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 		ucache_changed(ux);
 	if (r == 0 && sa->ua_mask)
 		r = fsio_stat(dir ? o.uo_dirs.ds_fd[0] : o.uo_fd, &o.uo_st);
+	if (r == 0 && !dir)
+		umc_learn(ux, &o);
 	if (r == 0)
 		uio_out(ux, &o.uo_st, ino, post);
 out:
@@ -287,6 +291,38 @@ int union_readlink(struct union_export *ux, uint64_t ino, char *buf, size_t bufs
 	return r;
 }
 
+/*
+ * READ's descriptor for o when none is cached: o's own, opened as the caller (the kernel
+ * checks the access), or, for a metacopy, its lower data, opened as root once o's own
+ * open said the caller may read. *seen: ufd_forgets before a metacopy was seen, which
+ * ufd_keep_since needs; UFD_ALWAYS for o's own.
+ */
+static int uio_open_read(struct union_export *ux, struct uobj *o, int *fd, uint64_t *seen)
+{
+	struct stat lst;
+	bool metacopy = false;
+	int r, data;
+
+	*seen = UFD_ALWAYS;
+	if (umc_candidate(ux, o))
+		*seen = ufd_forgets(&o->uo_st);
+	r = uio_open(o, O_RDONLY, fd);
+	if (r == 0)
+		r = umc_is(ux, o, *fd, &metacopy);
+	if (r < 0 || !metacopy) {
+		*seen = UFD_ALWAYS;
+		return r;
+	}
+	r = umc_data_open(ux, o, &data, &lst);
+	if (r == -ENODATA) { /* made whole meanwhile: its own data is right */
+		*seen = UFD_ALWAYS;
+		return 0;
+	}
+	fsio_close(*fd);
+	*fd = data;
+	return r;
+}
+
 /* READ and WRITE keep the files they open in the shared descriptor cache (fdcache.c). */
 int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t wholen,
 		  uint64_t off, uint32_t count, void *buf, uint32_t *nread, bool *eof,
@@ -296,6 +332,7 @@ int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t
 	struct ufd_ent *ent = NULL;
 	struct stat st;
 	struct uobj o;
+	uint64_t seen = UFD_ALWAYS, size;
 	size_t done = 0;
 	int r, fd = -1, own = -1;
 
@@ -309,7 +346,7 @@ int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t
 		fd = ent ? ufd_fd(ent) : -1;
 	}
 	if (r == 0 && fd < 0) {
-		r = uio_open(&o, O_RDONLY, &own);
+		r = uio_open_read(ux, &o, &own, &seen);
 		fd = own;
 	}
 	/* Past the largest possible file there is nothing to read, and no error either. */
@@ -317,12 +354,21 @@ int union_read_as(struct union_export *ux, uint64_t ino, const void *who, size_t
 		r = fsio_pread(fd, buf, count, off, &done);
 	if (r == 0)
 		r = fsio_stat(fd, &st);
+	/* A metacopy's data came from its lower copy: the attributes are its own. */
+	if (r == 0 && !uattr_same(&st, &o.uo_st)) {
+		blkcnt_t blocks = st.st_blocks;
+
+		st = o.uo_st;
+		st.st_blocks = blocks;
+		size = (uint64_t)st.st_size;
+		done = off >= size ? 0 : done < size - off ? done : (size_t)(size - off);
+	}
 	if (r == 0) {
 		*nread = (uint32_t)done;
 		*eof = off >= (uint64_t)st.st_size || off + done >= (uint64_t)st.st_size;
 		uio_out(ux, &st, ino, post);
 		if (own >= 0 && cache) {
-			ufd_keep(own, &o.uo_st, O_RDONLY, who, wholen);
+			ufd_keep_since(own, &o.uo_st, O_RDONLY, who, wholen, seen);
 			own = -1;
 		}
 	}
@@ -336,6 +382,22 @@ int union_read(struct union_export *ux, uint64_t ino, uint64_t off, uint32_t cou
 	       uint32_t *nread, bool *eof, struct stat *post)
 {
 	return union_read_as(ux, ino, NULL, 0, off, count, buf, nread, eof, post);
+}
+
+/* WRITE's descriptor for o when none is cached; a metacopy is made whole first. */
+static int uio_open_write(struct union_export *ux, struct uobj *o, int *fd)
+{
+	bool metacopy;
+	int r = uio_open(o, O_WRONLY, fd);
+
+	if (r == 0)
+		r = umc_is(ux, o, *fd, &metacopy);
+	if (r < 0 || !metacopy)
+		return r;
+	fsio_close(*fd);
+	*fd = -1;
+	r = ucopy_data(ux, o);
+	return r < 0 ? r : uio_open(o, O_WRONLY, fd);
 }
 
 int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_t wholen,
@@ -369,7 +431,7 @@ int union_write_as(struct union_export *ux, uint64_t ino, const void *who, size_
 	if (ent != NULL) {
 		fd = ufd_fd(ent);
 	} else if (r == 0) {
-		r = uio_open(&o, O_WRONLY, &own);
+		r = uio_open_write(ux, &o, &own);
 		fd = own;
 	}
 	if (r < 0)

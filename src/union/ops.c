@@ -745,6 +745,9 @@ int union_link(struct union_export *ux, uint64_t ino, uint64_t dir, const char *
 		r = -EPERM;
 	if (r == 0 && o.uo_rec.si_branch != b)
 		r = ucopy_up(ux, &o);
+	/* A metacopy's data is found by its path, which the new name does not have. */
+	if (r == 0)
+		r = ucopy_data(ux, &o);
 	if (r < 0)
 		goto out;
 	upfd = uds_fd_of(&d.uo_dirs, b);

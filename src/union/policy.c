@@ -52,6 +52,17 @@ void union_set_policy(struct union_export *ux, const struct union_policy *conf)
 	pthread_mutex_unlock(&p->pl_lock);
 }
 
+bool upol_metacopy(const struct union_export *ux)
+{
+	struct upolicy *p = ux->ux_policy;
+	bool on;
+
+	pthread_mutex_lock(&p->pl_lock);
+	on = !p->pl_conf.up_no_metacopy;
+	pthread_mutex_unlock(&p->pl_lock);
+	return on;
+}
+
 int union_writable_branches(const struct union_export *ux)
 {
 	return ux->ux_nwritable;

@@ -136,15 +136,18 @@ static int urn_copy_source(struct union_export *ux, uint64_t fromdir, const stru
 	r = ures_map(ux, NULL, fromdir, &fd->uo_dirs, fromname, UFIND_STAT, &f, &ino);
 	if (r < 0)
 		return r;
-	if (!f.uf_dir && f.uf_branch != 0) {
+	/* A metacopy's data is found by its path, which the rename changes: it is copied in. */
+	if (!f.uf_dir && (f.uf_branch != 0 || (S_ISREG(f.uf_st.st_mode) && f.uf_st.st_size > 0))) {
 		/* No copy-up for a rename the client may not make. */
 		r = uobj_may(fd, W_OK | X_OK) ? 0 : -EACCES;
 		if (r == 0 && !uop_sticky_ok(&fd->uo_st, &f.uf_st))
 			r = -EPERM;
 		if (r == 0)
 			r = ures_resolve(ux, NULL, ino, 0, &o);
-		if (r == 0)
+		if (r == 0 && o.uo_rec.si_branch != 0)
 			r = ucopy_up(ux, &o);
+		else if (r == 0)
+			r = ucopy_data(ux, &o);
 	}
 	ufound_release(&f);
 	uobj_release(&o);

@@ -159,6 +159,7 @@ static bool ures_is_dir_rec(const struct store_inode *rec)
 void ures_fix_stat(const struct union_export *ux, struct stat *st, uint64_t ino)
 {
 	uhl_fix_nlink(ux, st, ino);
+	umc_fix_blocks(st);
 	st->st_ino = (ino_t)ino;
 	st->st_dev = (dev_t)uexp_fsid(ux);
 }
@@ -954,6 +955,7 @@ int union_getattr(struct union_export *ux, uint64_t ino, struct stat *st)
 
 	r = ures_resolve_cached(ux, ino, &o);
 	if (r == 0) {
+		umc_learn(ux, &o);
 		*st = o.uo_st;
 		ures_fix_stat(ux, st, ino);
 	}

@@ -136,6 +136,13 @@ void ufound_release(struct ufound *f);
  */
 int ures_find(struct union_export *ux, const struct udirset *parent, const char *name,
 	      int flags, struct ufound *f);
+/*
+ * The directory in branch b that holds the last component of the absolute path (an owned
+ * fd), and that component (STORE_NAME_MAX + 1 bytes). -ENOENT: not in this branch;
+ * -ENOTDIR: something in the way (a whiteout, a file) hides it.
+ */
+int ufind_walk(const struct union_export *ux, uint8_t b, const char *path, int *pfd,
+	       char *last);
 /* Whether a copy of the directory below its copy at index at has an entry name, hidden or not. */
 bool ures_lower_has(struct union_export *ux, const struct udirset *parent, int at,
 		    const char *name);
@@ -263,6 +270,14 @@ bool uwh_oci(int dirfd, const char *name);
  * NULL when none; malformed ones are ignored).
  */
 int uwh_dir_read(int dirfd, bool *opaque, char **redirect);
+/*
+ * Whether the regular file name in dirfd is a metacopy (attributes only; its data is a
+ * lower copy's) and, unless redirect is NULL, its absolute redirect (malloc, NULL: none).
+ */
+int uwh_metacopy_read(int dirfd, const char *name, bool *metacopy, char **redirect);
+/* Marks a file a metacopy, or makes it a whole file again (both markers go); as root. */
+int uwh_set_metacopy(int dirfd, const char *name);
+int uwh_clear_metacopy(int dirfd, const char *name);
 /* Makes a whiteout at name, which must not exist, with the caller's identity if possible. */
 int uwh_make(int dirfd, const char *name);
 /* Marks a directory opaque, or sets its redirect (name "" for dirfd itself); as root. */
@@ -305,6 +320,45 @@ struct ucopy_origin {
 int ucopy_origin_get(int dirfd, const char *name, struct ucopy_origin *org);
 /* The work directory (an O_PATH fd owned by ux), made on first use. */
 int ucopy_workdir(struct union_export *ux, int *fd);
+
+/*
+ * Completes the copy-up of a metacopy (copyup.c): its lower data copied into it in
+ * place, made durable, then the marker removed, so a kill at any point leaves either the
+ * metacopy or the whole file. One at a time per object, as copy-ups are. 0 at once when
+ * o is no metacopy (any more); o is stat'ed again when it was one. Before a size change,
+ * and before a rename or link, which would lose the path its data is found by.
+ */
+int ucopy_data(struct union_export *ux, struct uobj *o);
+/*
+ * SETATTR's copy-up (copyup.c): a regular file with one name and some data gets a
+ * metacopy when the export allows (union_policy's up_no_metacopy unset), else a copy.
+ */
+int ucopy_meta_up(struct union_export *ux, struct uobj *o);
+
+/* Metadata-only copies (metacopy.c). */
+/* Whether o, resolved, might be a metacopy: data to find below, in a writable branch. */
+bool umc_candidate(const struct union_export *ux, const struct uobj *o);
+/* Whether o is a metacopy, asked of fd (an fd of o) or, when fd is -1, of its name. */
+int umc_is(const struct union_export *ux, const struct uobj *o, int fd, bool *metacopy);
+/*
+ * The lower copy holding metacopy o's data, opened read-only as root, and its stat:
+ * -ENODATA when o is no metacopy (any more), -EIO when no lower copy has its data.
+ */
+int umc_data_open(struct union_export *ux, const struct uobj *o, int *fd, struct stat *st);
+/*
+ * union_check's test of a record that resolves: -ENOLINK when it is a metacopy no lower copy
+ * holds the data of (its READs fail), else 0 (or -errno when that could not be told).
+ */
+int umc_check(struct union_export *ux, uint64_t ino);
+/*
+ * A metacopy's blocks: umc_learn finds them for a resolved o that may be one (a look at
+ * its markers and its lower copy, once per change of it); umc_fix_blocks puts them into
+ * any real stat of it, unchanged since (ures_fix_stat does, for every reply).
+ */
+void umc_learn(struct union_export *ux, const struct uobj *o);
+void umc_fix_blocks(struct stat *st);
+/* Whether the export makes metacopies (policy.c). */
+bool upol_metacopy(const struct union_export *ux);
 
 /* Hard links across copy-up (hlink.c). */
 /* Loads the index at start-up; forgets entries of copy-ups that never finished. */
@@ -409,6 +463,16 @@ int ufd_fd(const struct ufd_ent *e);
 void ufd_put(struct ufd_ent *e);
 /* Keeps fd, opened on the object st describes (takes it; closes it if it cannot). */
 void ufd_keep(int fd, const struct stat *st, int mode, const void *who, size_t wholen);
+/*
+ * For a descriptor that is not the object's own (a metacopy's lower data, kept under the
+ * metacopy's key): ufd_forgets before it is opened, ufd_keep_since after, which keeps it
+ * only if no ufd_forget of the object (or of its shard) came between, so a forget that
+ * ends the metacopy can never be outrun by a keep of its data.
+ */
+uint64_t ufd_forgets(const struct stat *st);
+#define UFD_ALWAYS UINT64_MAX /* a seen that keeps the descriptor whatever came between */
+void ufd_keep_since(int fd, const struct stat *st, int mode, const void *who, size_t wholen,
+		    uint64_t seen);
 /* A WRITE through the entry succeeded: st is the file's state after it. */
 void ufd_wrote(struct ufd_ent *e, const struct stat *st);
 /* The entry failed: it goes from the cache (the caller's reference stays valid). */

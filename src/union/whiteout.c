@@ -11,6 +11,10 @@
  *   redirect           xattr trusted.overlay.redirect (or user.) on a directory: its lower
  *                      copies are at that path from the branch roots ("/a/b"), or at that
  *                      name in the same parent (a plain name), not at its own path
+ *   metacopy           xattr trusted.overlay.metacopy (or user.) on a regular file: it
+ *                      holds the attributes only, its data is the next lower copy's (at
+ *                      its own path, or at its absolute redirect "/a/b/f"); kernel
+ *                      overlayfs's metacopy=on format, with an empty value
  *
  * All of them are read in every branch. The upper gets overlayfs's trusted.* format, or
  * user.* when the server may not write trusted.* xattrs (it does not run as root).
@@ -218,6 +222,38 @@ int uwh_dir_read(int dirfd, bool *opaque, char **redirect)
 	return *redirect ? 0 : -ENOMEM;
 }
 
+int uwh_metacopy_read(int dirfd, const char *name, bool *metacopy, char **redirect)
+{
+	static const char *const sfx[] = { "metacopy", "redirect" };
+	char val[PATH_MAX];
+	unsigned bits;
+	size_t len;
+	int r;
+
+	*metacopy = false;
+	if (redirect)
+		*redirect = NULL;
+	r = uwh_which(dirfd, name, sfx, 2, &bits);
+	if (r < 0 || !(bits & 1))
+		return r;
+	*metacopy = true;
+	if (!redirect || !(bits & 2))
+		return 0;
+	r = uwh_value(dirfd, name, "redirect", val, sizeof(val) - 1, &len);
+	if (r == -ENODATA)
+		return 0;
+	if (r < 0)
+		return r;
+	val[len] = '\0';
+	/* A file's redirect is always absolute (overlayfs sets no other on a file). */
+	if (val[0] != '/' || strlen(val) != len || !uwh_redirect_ok(val)) {
+		log_warn("ignoring a malformed overlay redirect \"%s\" on a metacopy file", val);
+		return 0;
+	}
+	*redirect = strdup(val);
+	return *redirect ? 0 : -ENOMEM;
+}
+
 int uwh_make(int dirfd, const char *name)
 {
 	struct fsio_ids ids;
@@ -268,6 +304,33 @@ int uwh_set_opaque(int dirfd, const char *name)
 int uwh_set_redirect(int dirfd, const char *name, const char *path)
 {
 	return uwh_setx(dirfd, name, "redirect", path);
+}
+
+int uwh_set_metacopy(int dirfd, const char *name)
+{
+	return uwh_setx(dirfd, name, "metacopy", "");
+}
+
+int uwh_clear_metacopy(int dirfd, const char *name)
+{
+	struct fsio_ids ids;
+	char attr[64];
+	int r = 0;
+
+	fsio_become_root(&ids);
+	for (size_t n = 0; n < sizeof(uwh_ns) / sizeof(uwh_ns[0]) && r == 0; n++) {
+		snprintf(attr, sizeof(attr), "%smetacopy", uwh_ns[n]);
+		r = fsio_removexattr(dirfd, name, attr);
+		if (r == -ENODATA || r == -ENOTSUP || r == -EPERM)
+			r = 0;
+	}
+	/* A whole file's redirect means nothing (overlayfs reads none): kept if it sticks. */
+	for (size_t n = 0; n < sizeof(uwh_ns) / sizeof(uwh_ns[0]) && r == 0; n++) {
+		snprintf(attr, sizeof(attr), "%sredirect", uwh_ns[n]);
+		fsio_removexattr(dirfd, name, attr);
+	}
+	fsio_restore(&ids);
+	return r;
 }
 
 int uwh_tmp_name(char *buf, size_t len)

@@ -21,6 +21,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -319,6 +320,64 @@ static void test_restart(void **state)
 	it_clnt_destroy(ca);
 	it_fh_free(&file);
 	it_fh_free(&fha);
+}
+
+/*
+ * A chmod of a base file through one client makes a metacopy in that client's upper only;
+ * its first WRITE copies the data in there; the other client and the base see neither.
+ */
+static void test_metacopy_per_view(void **state)
+{
+	SETATTR3args sa = { 0 };
+	SETATTR3res sr;
+	WRITE3args wa = { .offset = 0, .count = 1, .stable = FILE_SYNC };
+	WRITE3res wr;
+	nfs_fh3 fha, fhb, fa, fb;
+	char upa[PATH_MAX], buf[64];
+	CLIENT *ca, *cb;
+	fattr3 attr;
+
+	(void)state;
+	start(false);
+	mnt_from("127.0.0.1", &fha);
+	mnt_from("127.0.0.2", &fhb);
+	ca = nfs_from("127.0.0.1");
+	cb = nfs_from("127.0.0.2");
+	it_assert_status(it_lookup(ca, &fha, "base.txt", &fa, NULL), NFS3_OK);
+	it_assert_status(it_lookup(cb, &fhb, "base.txt", &fb, &attr), NFS3_OK);
+	sa.object = fa;
+	sa.new_attributes.mode.set_it = TRUE;
+	sa.new_attributes.mode.set_mode3_u.mode = 0600;
+	memset(&sr, 0, sizeof(sr));
+	assert_int_equal(it_call(ca, NFSPROC3_SETATTR, (xdrproc_t)xdr_SETATTR3args, &sa,
+				 (xdrproc_t)xdr_SETATTR3res, &sr), RPC_SUCCESS);
+	it_assert_status(sr.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_SETATTR3res, &sr);
+	it_path(upa, "%s/127.0.0.1/base.txt", clients);
+	assert_true(lgetxattr(upa, "trusted.overlay.metacopy", NULL, 0) >= 0 ||
+		    lgetxattr(upa, "user.overlay.metacopy", NULL, 0) >= 0);
+	it_assert_status(it_read_all(ca, &fa, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, BASE_TEXT);
+	it_assert_status(it_getattr(cb, &fb, &attr), NFS3_OK);
+	assert_int_not_equal(attr.mode & 07777, 0600);
+	wa.file = fa;
+	wa.data.data_len = 1;
+	wa.data.data_val = "P";
+	memset(&wr, 0, sizeof(wr));
+	assert_int_equal(it_call(ca, NFSPROC3_WRITE, (xdrproc_t)xdr_WRITE3args, &wa,
+				 (xdrproc_t)xdr_WRITE3res, &wr), RPC_SUCCESS);
+	it_assert_status(wr.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_WRITE3res, &wr);
+	assert_file(clients, "127.0.0.1/base.txt", "Pristine base\n");
+	it_assert_status(it_read_all(cb, &fb, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, BASE_TEXT);
+	assert_file(srv.is_lower, "base.txt", BASE_TEXT);
+	it_clnt_destroy(ca);
+	it_clnt_destroy(cb);
+	it_fh_free(&fa);
+	it_fh_free(&fb);
+	it_fh_free(&fha);
+	it_fh_free(&fhb);
 }
 
 /* An upper inside a lower would change the base: the MNT is refused before anything is made. */
@@ -957,6 +1016,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_isolation, after_each),
 		cmocka_unit_test_teardown(test_shared_writable, after_each),
 		cmocka_unit_test_teardown(test_restart, after_each),
+		cmocka_unit_test_teardown(test_metacopy_per_view, after_each),
 		cmocka_unit_test_teardown(test_upper_in_lower, after_each),
 		cmocka_unit_test_teardown(test_reset, after_each),
 		cmocka_unit_test_teardown(test_reset_planted_links, after_each),

@@ -445,6 +445,33 @@ static void test_branch_roles_and_policy(void **state)
 	assert_int_equal(ec->ec_roles[1], UNION_BRANCH_RW);
 	assert_int_equal(ec->ec_roles[2], UNION_BRANCH_RO);
 	assert_int_equal(ec->ec_policy.up_create, UNION_CREATE_RR);
+	assert_false(ec->ec_policy.up_no_metacopy); /* metacopies by default */
+}
+
+/* metacopy=on|off, in -o and in the config file (issue 34). */
+static void test_metacopy_option(void **state)
+{
+	struct fixture *fx = *state;
+	struct config *cf = &fx->cf;
+	const char *path;
+
+	assert_int_equal(PARSE(fx, "-e", "/u=/a:/b", "-o", "metacopy=off,insecure", "-e", "/v=/c:/d",
+			       "-o", "metacopy=on"), 0);
+	assert_true(cf->cf_exports[0].ec_policy.up_no_metacopy);
+	assert_false(cf->cf_exports[0].ec_opts.eo_secure);
+	assert_false(cf->cf_exports[1].ec_policy.up_no_metacopy);
+	config_free(cf);
+
+	config_init(cf);
+	path = write_file(fx, "export /u /a:/b metacopy=off\n");
+	assert_int_equal(config_parse_file(cf, path, fx->err, sizeof(fx->err)), 0);
+	assert_true(cf->cf_exports[0].ec_policy.up_no_metacopy);
+	config_free(cf);
+
+	config_init(cf);
+	assert_int_equal(PARSE(fx, "-e", "/u=/a:/b", "-o", "metacopy=yes"), -1);
+	assert_non_null(strstr(fx->err, "export /u: unknown metacopy= word 'yes'; give "
+				       "metacopy=on or metacopy=off"));
 }
 
 static void test_branch_roles_errors(void **state)
@@ -1209,6 +1236,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_o_without_e, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_export_spec_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_branch_roles_and_policy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_metacopy_option, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_branch_roles_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_relative_branch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_branch_count, setup, teardown),
