@@ -137,7 +137,7 @@ e2e_run_vm "$E2E_HERE/guest_union_overlay_interop.sh" 300
 [ "$E2E_RESTARTS" = 2 ] || e2e_result restarts host 0 "the guest asked for $E2E_RESTARTS restarts, want 2"
 e2e_stop_server
 
-# metacopy_upper FILE LOWER: FILE is overlayfs's metadata-only copy of LOWER (empty
+# metacopy_upper FILE LOWER: FILE is a metadata-only copy of LOWER in overlayfs's format (empty
 # metacopy marker, LOWER's size, hardly any blocks); prints what is wrong otherwise
 metacopy_upper() {
 	local v
