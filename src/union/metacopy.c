@@ -3,10 +3,10 @@
  * or times gives it an upper copy holding the new attributes and no data: a sparse file
  * of the lower's size marked trusted.overlay.metacopy (copyup.c makes it). Its data stays
  * the lower copy's, found as overlayfs finds it: the next copy of its name below it in
- * the merged parent, or, when the file carries an absolute redirect (overlayfs sets one
- * on a metacopy it renames or links), that path from the lower branches' roots. The first
- * write completes the copy (ucopy_data): nothing else ever reads the upper's own blocks
- * while the marker is on.
+ * the merged parent, or, when the file carries a redirect (overlayfs sets one on a metacopy
+ * it renames or links), that path from the lower branches' roots, or that name in the
+ * parent for a plain name (a rename within one directory). The first write completes the
+ * copy (ucopy_data): nothing else ever reads the upper's own blocks while the marker is on.
  *
  * A metacopy's blocks are its lower copy's, as overlayfs shows them: what umc_learn found
  * is kept by the metacopy's (device, inode, ctime), so any change of it (the completion
@@ -169,8 +169,8 @@ static int umc_by_redirect(struct union_export *ux, uint8_t top, const char *pat
 	return r == 1 ? 0 : r < 0 ? r : -ENOENT;
 }
 
-/* The copies of its own name below it in its merged parent. */
-static int umc_by_name(struct union_export *ux, const struct uobj *o, int *fd)
+/* The copies of name (its own, or a relative redirect's) below it in its merged parent. */
+static int umc_by_name(struct union_export *ux, const struct uobj *o, const char *name, int *fd)
 {
 	struct uobj parent;
 	int r;
@@ -180,7 +180,7 @@ static int umc_by_name(struct union_export *ux, const struct uobj *o, int *fd)
 		r = -ESTALE;
 	for (int i = 0; r == 0 && i < parent.uo_dirs.ds_n; i++)
 		if (parent.uo_dirs.ds_branch[i] > o->uo_rec.si_branch)
-			r = umc_try(parent.uo_dirs.ds_fd[i], o->uo_rec.si_name, fd);
+			r = umc_try(parent.uo_dirs.ds_fd[i], name, fd);
 	uobj_release(&parent);
 	return r == 1 ? 0 : r < 0 ? r : -ENOENT;
 }
@@ -196,8 +196,9 @@ int umc_data_open(struct union_export *ux, const struct uobj *o, int *fd, struct
 	if (r == 0 && !metacopy)
 		r = -ENODATA;
 	if (r == 0)
-		r = redirect ? umc_by_redirect(ux, o->uo_rec.si_branch, redirect, fd) :
-			       umc_by_name(ux, o, fd);
+		r = redirect && redirect[0] == '/' ?
+			    umc_by_redirect(ux, o->uo_rec.si_branch, redirect, fd) :
+			    umc_by_name(ux, o, redirect ? redirect : o->uo_rec.si_name, fd);
 	if (r == 0)
 		r = fsio_stat(*fd, st);
 	if (r == -ENOENT)

@@ -272,7 +272,8 @@ bool uwh_oci(int dirfd, const char *name);
 int uwh_dir_read(int dirfd, bool *opaque, char **redirect);
 /*
  * Whether the regular file name in dirfd is a metacopy (attributes only; its data is a
- * lower copy's) and, unless redirect is NULL, its absolute redirect (malloc, NULL: none).
+ * lower copy's) and, unless redirect is NULL, its redirect: "/a/b/f" from the roots, or a
+ * plain name in the same parent (malloc, NULL: none).
  */
 int uwh_metacopy_read(int dirfd, const char *name, bool *metacopy, char **redirect);
 /* Marks a file a metacopy, or makes it a whole file again (both markers go); as root. */

@@ -245,8 +245,8 @@ int uwh_metacopy_read(int dirfd, const char *name, bool *metacopy, char **redire
 	if (r < 0)
 		return r;
 	val[len] = '\0';
-	/* A file's redirect is always absolute (overlayfs sets no other on a file). */
-	if (val[0] != '/' || strlen(val) != len || !uwh_redirect_ok(val)) {
+	/* Absolute, or a plain name (overlayfs's for a rename within one directory). */
+	if (len == 0 || strlen(val) != len || !uwh_redirect_ok(val)) {
 		log_warn("ignoring a malformed overlay redirect \"%s\" on a metacopy file", val);
 		return 0;
 	}

@@ -299,7 +299,10 @@ static void test_not_for_empty_or_linked(void **state)
 	read_is(f, W(f, "h2"), "linked");
 }
 
-/* A metacopy made by hand as overlayfs makes one: by name, and renamed (absolute redirect). */
+/*
+ * Metacopies made by hand as overlayfs makes them: by name, renamed to another directory
+ * (absolute redirect) and within one (relative redirect).
+ */
 static void test_hand_made(void **state)
 {
 	struct fx *f = *state;
@@ -324,7 +327,16 @@ static void test_hand_made(void **state)
 	set_marker(P(f, 0, "b/moved"));
 	if (setxattr(P(f, 0, "b/moved"), "trusted.overlay.redirect", "/a/orig", 7, 0) < 0)
 		assert_int_equal(setxattr(P(f, 0, "b/moved"), "user.overlay.redirect", "/a/orig", 7, 0), 0);
+	/* and mv a/orig a/same within one directory: a relative redirect, the old name */
+	fd = open(P(f, 0, "a/same"), O_CREAT | O_WRONLY, 0604);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 13), 0);
+	close(fd);
+	set_marker(P(f, 0, "a/same"));
+	if (setxattr(P(f, 0, "a/same"), "trusted.overlay.redirect", "orig", 4, 0) < 0)
+		assert_int_equal(setxattr(P(f, 0, "a/same"), "user.overlay.redirect", "orig", 4, 0), 0);
 	fx_restart(f);
+	read_is(f, W(f, "a/same"), "original data");
 	read_is(f, W(f, "a/orig"), "original data");
 	assert_int_equal(union_getattr(f->ux, W(f, "a/orig"), &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0600);
