@@ -447,15 +447,16 @@ static int ucopy_run(struct union_export *ux, struct uobj *o, bool meta)
 	lower = o->uo_rec;
 	nlink = o->uo_st.st_nlink;
 	links = !S_ISDIR(o->uo_st.st_mode) && nlink > 1;
+	meta = meta && ucopy_meta_fits(o);
 	r = ucopy_workdir(ux, &workfd);
 	if (r == 0)
 		r = fsio_random_name(UCOPY_TMP_PREFIX, tmp, sizeof(tmp));
 	if (r < 0)
 		return r;
 	fsio_become_root(&ids);
-	r = ucopy_make(o, workfd, tmp, meta && ucopy_meta_fits(o), &cst);
+	r = ucopy_make(o, workfd, tmp, meta, &cst);
 	made = r != -EEXIST; /* a name clash is someone else's file */
-	if (r == 0)
+	if (r == 0 && !meta) /* a metacopy is found again by its data (umc_made_of) */
 		ucopy_origin_set(ux, workfd, tmp, &lower);
 	if (r == 0) /* the work directory is the server's own */
 		r = fsio_ident(workfd, tmp, &cid);

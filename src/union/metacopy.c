@@ -234,3 +234,27 @@ int umc_check(struct union_export *ux, uint64_t ino)
 	uobj_release(&o);
 	return r;
 }
+
+bool umc_made_of(struct union_export *ux, const struct udirset *parent, int pidx,
+		 const char *name, const struct stat *st, const struct store_inode *rec)
+{
+	struct stat lst;
+	bool metacopy = false, same = false;
+	uint64_t id = 0;
+	int r = 0, fd = -1, i;
+
+	if (!S_ISREG(st->st_mode) || st->st_size <= 0 ||
+	    uwh_metacopy_read(parent->ds_fd[pidx], name, &metacopy, NULL) < 0 || !metacopy)
+		return false;
+	for (i = pidx + 1; i < parent->ds_n && r == 0; i++)
+		r = umc_try(parent->ds_fd[i], name, &fd);
+	if (r != 1)
+		return false;
+	i--;
+	if (parent->ds_branch[i] == rec->si_branch && fsio_stat(fd, &lst) == 0 &&
+	    ures_same_number(&lst, ux->ux_dev[rec->si_branch], rec->si_real_ino, rec->si_type))
+		same = rec->si_real_id == 0 ||
+		       (fsio_ident(fd, "", &id) == 0 && (id == 0 || id == rec->si_real_id));
+	fsio_close(fd);
+	return same;
+}

@@ -253,14 +253,18 @@ static int ures_fill_id(struct union_export *ux, struct store_txn *wtxn,
  * rec names: its origin names the same union ino and lower identity. A copy-up cut short
  * between the copy's rename into place and the map's update leaves exactly that.
  */
-static bool ures_origin_is(struct union_export *ux, int dirfd, const char *name,
-			   const struct stat *st, const struct store_inode *rec)
+static bool ures_origin_is(struct union_export *ux, const struct udirset *parent, int pidx,
+			   const char *name, const struct stat *st, const struct store_inode *rec)
 {
+	int dirfd = parent->ds_fd[pidx];
 	struct ucopy_origin org;
 
 	if (ures_is_dir_rec(rec) || rec->si_branch == 0 || S_ISDIR(st->st_mode) ||
-	    ures_type(st) != rec->si_type || ucopy_origin_get(dirfd, name, &org) < 0)
+	    ures_type(st) != rec->si_type)
 		return false;
+	/* A metacopy carries no origin: the lower copy holding its data is that record's. */
+	if (ucopy_origin_get(dirfd, name, &org) < 0)
+		return umc_made_of(ux, parent, pidx, name, st, rec);
 	return org.co_export == ux->ux_id && org.co_ino == rec->si_ino &&
 	       org.co_branch == rec->si_branch && org.co_real_ino == rec->si_real_ino &&
 	       (org.co_real_id == 0 || rec->si_real_id == 0 || org.co_real_id == rec->si_real_id);
@@ -397,7 +401,7 @@ static int ures_final_file(struct union_export *ux, struct store_txn *wtxn,
 	int r;
 
 	if (!ures_same_file(&o->uo_rec, f) && f->uf_branch == 0 &&
-	    ures_origin_is(ux, set->ds_fd[f->uf_pidx], o->uo_rec.si_name, &f->uf_st, &o->uo_rec)) {
+	    ures_origin_is(ux, set, f->uf_pidx, o->uo_rec.si_name, &f->uf_st, &o->uo_rec)) {
 		r = ures_adopt(ux, wtxn, &o->uo_rec, set->ds_fd[f->uf_pidx], o->uo_rec.si_name,
 			       &f->uf_st);
 		if (r < 0)
@@ -841,7 +845,7 @@ static int ures_map_write(struct union_export *ux, struct store_txn *t, uint64_t
 		return r;
 	if (r == 0 && !ures_matches(&rec, f) && !f->uf_dir && f->uf_branch == 0 &&
 	    f->uf_pidx >= 0 && f->uf_pidx < parent->ds_n &&
-	    ures_origin_is(ux, parent->ds_fd[f->uf_pidx], name, &f->uf_st, &rec)) {
+	    ures_origin_is(ux, parent, f->uf_pidx, name, &f->uf_st, &rec)) {
 		*moved = true;
 		r = ures_adopt(ux, t, &rec, parent->ds_fd[f->uf_pidx], name, &f->uf_st);
 		if (r < 0)

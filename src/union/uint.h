@@ -358,6 +358,14 @@ int umc_check(struct union_export *ux, uint64_t ino);
  */
 void umc_learn(struct union_export *ux, const struct uobj *o);
 void umc_fix_blocks(struct stat *st);
+/*
+ * Whether name in copy pidx of the directory parent (st: its attributes) is a metacopy of
+ * the lower copy rec names: what a metacopy's creation cut short between its rename into
+ * place and the map's update leaves (a metacopy carries no origin, which would cost an
+ * inode's room for xattrs, a block per file on ext4).
+ */
+bool umc_made_of(struct union_export *ux, const struct udirset *parent, int pidx,
+		 const char *name, const struct stat *st, const struct store_inode *rec);
 /* Whether the export makes metacopies (policy.c). */
 bool upol_metacopy(const struct union_export *ux);
 

@@ -6,7 +6,8 @@
  * A kill -9 inside the data completion, made deterministic as test_inflight does: strace
  * holds the server's copy_file_range (the data copied in, the marker still on) or its
  * removexattr (the marker just removed) on the way back, inotify on the upper says when
- * it got there, and the server is killed then. After a restart the kept handle answers
+ * it got there, and the server is killed then. Also a kill inside the metacopy's own
+ * creation, its renameat2 into place held: the handle must still work after the restart. After a restart the kept handle answers
  * with its fileid and new mode, READ gives exactly the lower's bytes (the WRITE was never
  * answered), never a file reading as zeros or half copied, the next WRITE completes it,
  * and `unionnfsd-ctl check` is clean. A metacopy whose lower copy is removed by hand:
@@ -347,6 +348,84 @@ static void kill_case(const char *name, const char *syscall, uint32_t mask,
 	it_fh_free(&fh);
 }
 
+struct chmoder {
+	const nfs_fh3 *c_fh;
+	enum clnt_stat c_rpc;
+	int c_status;
+};
+
+static void *chmoder_main(void *arg)
+{
+	struct chmoder *m = arg;
+	CLIENT *c = it_nfs_clnt(&srv, IPPROTO_TCP);
+	SETATTR3args a = { .object = *m->c_fh };
+	SETATTR3res r;
+
+	a.new_attributes.mode.set_it = TRUE;
+	a.new_attributes.mode.set_mode3_u.mode = 0600;
+	memset(&r, 0, sizeof(r));
+	m->c_rpc = it_call(c, NFSPROC3_SETATTR, (xdrproc_t)xdr_SETATTR3args, &a,
+			   (xdrproc_t)xdr_SETATTR3res, &r);
+	m->c_status = r.status;
+	if (m->c_rpc == RPC_SUCCESS)
+		it_free((xdrproc_t)xdr_SETATTR3res, &r);
+	it_clnt_destroy(c);
+	return NULL;
+}
+
+/*
+ * A kill -9 in a metacopy's creation: renamed into place, the map not yet moved to it. The
+ * handle still answers with its fileid and the lower's bytes; a chmod then works.
+ */
+static void test_kill_in_metacopy_creation(void **state)
+{
+	CLIENT *c;
+	struct chmoder m;
+	char up[PATH_MAX];
+	uint64_t fileid;
+	fattr3 a;
+	nfs_fh3 fh;
+	pthread_t t;
+	pid_t tracer;
+	int ino;
+
+	(void)state;
+	if (!have_strace) {
+		fprintf(stderr, "SKIP: strace is not installed (deploy/install-deps installs it)\n");
+		return;
+	}
+	lower_file("m");
+	c = it_nfs_clnt(&srv, IPPROTO_TCP);
+	it_assert_status(it_lookup(c, &root, "m", &fh, &a), NFS3_OK);
+	it_clnt_destroy(c);
+	fileid = a.fileid;
+	ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	assert_true(ino >= 0);
+	assert_true(inotify_add_watch(ino, srv.is_upper, IN_MOVED_TO) >= 0);
+	tracer = it_server_strace_delay(&srv, "renameat2", T_DELAY_US);
+	m = (struct chmoder){ .c_fh = &fh };
+	assert_int_equal(pthread_create(&t, NULL, chmoder_main, &m), 0);
+	wait_event_until(ino, IN_MOVED_TO, "m", NULL, always);
+	kill_server(tracer);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	close(ino);
+	if (m.c_rpc == RPC_SUCCESS)
+		fail_msg("the SETATTR was answered (%s) before the kill", it_nfsstat_name(m.c_status));
+	assert_int_equal(it_server_start(&srv), 0);
+	upper_path(up, "m");
+	assert_true(has_marker(up));
+	c = it_nfs_clnt(&srv, IPPROTO_TCP);
+	it_assert_status(it_getattr(c, &fh, &a), NFS3_OK);
+	assert_int_equal(a.fileid, fileid);
+	read_is(c, &fh, lower_data, "a metacopy whose creation was cut short");
+	chmod_nfs(c, &fh, 0600);
+	it_assert_status(it_getattr(c, &fh, &a), NFS3_OK);
+	assert_int_equal(a.mode & 07777, 0600);
+	it_clnt_destroy(c);
+	check_clean();
+	it_fh_free(&fh);
+}
+
 /* The data copied in, not yet on disk, the marker on: still the metacopy. */
 static void test_kill_in_data_copy(void **state)
 {
@@ -394,6 +473,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_metacopy_served, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lower_gone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metacopy_off, setup_off, teardown),
+		cmocka_unit_test_setup_teardown(test_kill_in_metacopy_creation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_in_data_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_at_marker_removal, setup, teardown),
 	};

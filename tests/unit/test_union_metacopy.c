@@ -42,6 +42,12 @@ static bool has_marker(const char *path)
 	       lgetxattr(path, "user.overlay.metacopy", NULL, 0) >= 0;
 }
 
+static bool has_origin(const char *path)
+{
+	return lgetxattr(path, "trusted.unionnfsd.origin", NULL, 0) >= 0 ||
+	       lgetxattr(path, "user.unionnfsd.origin", NULL, 0) >= 0;
+}
+
 static void set_marker(const char *path)
 {
 	if (setxattr(path, "trusted.overlay.metacopy", "", 0, 0) < 0)
@@ -72,6 +78,7 @@ static void is_metacopy(struct fx *f, const char *rel)
 
 	assert_int_equal(lstat(P(f, 0, rel), &st), 0);
 	assert_true(has_marker(P(f, 0, rel)));
+	assert_false(has_origin(P(f, 0, rel))); /* room for xattrs in the inode: no block */
 	assert_int_equal(st.st_size, DATA_LEN);
 	/* a block of xattrs at most (ext4 keeps large ones outside the inode) */
 	assert_true((long long)st.st_blocks * 512 <= 8192);
@@ -381,6 +388,44 @@ static void test_lower_gone(void **state)
 }
 
 /*
+ * What a kill inside a metacopy's creation leaves: the metacopy renamed into place, the map
+ * not yet moved to it. It carries no origin; it is found again by its data, the very lower
+ * copy the record names, and the handle keeps working.
+ */
+static void test_killed_before_map_update(void **state)
+{
+	struct fx *f = *state;
+	uint64_t ino = W(f, "f");
+	struct stat st;
+	int fd;
+
+	fx_close(f);
+	fd = open(P(f, 0, "f"), O_CREAT | O_WRONLY, 0604);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, DATA_LEN), 0);
+	close(fd);
+	set_marker(P(f, 0, "f"));
+	fx_open(f);
+	assert_int_equal(union_getattr(f->ux, ino, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0604);
+	read_is(f, ino, data);
+	assert_int_equal(W(f, "f"), ino);
+	/* a metacopy of another lower file is not taken for it */
+	put_file(f->lo, "other", "other data", 0644);
+	ino = W(f, "other");
+	fx_close(f);
+	assert_int_equal(rename(P(f, 1, "other"), P(f, 1, "other.old")), 0);
+	put_file(f->lo, "other", "new data!!", 0644);
+	fd = open(P(f, 0, "other"), O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 10), 0);
+	close(fd);
+	set_marker(P(f, 0, "other"));
+	fx_open(f);
+	assert_int_equal(union_getattr(f->ux, ino, &st), -ESTALE);
+}
+
+/*
  * What a kill inside the completion leaves: the data partly or wholly copied in with the
  * marker still on (it is removed only once the data is on disk). Either is still read from
  * the lower copy, and the next write completes it.
@@ -420,6 +465,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_for_empty_or_linked, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_hand_made, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_lower_gone, setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_killed_before_map_update, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_killed_inside_completion, setup, fx_teardown),
 	};
 
