@@ -77,9 +77,9 @@ done_phase() { # done_phase NAME: the time since cold_mount
 # protocol over the 9p share, which offers nothing to block on) and waits until it is done
 host_usage() {
 	[ "$MEASURE" = 1 ] || return 0
-	touch /host/hook-request.usage_$1 || die "cannot write /host/hook-request.usage_$1"
+	touch "/host/hook-request.usage_$1" || die "cannot write /host/hook-request.usage_$1"
 	i=0
-	while [ ! -f /host/hook-done.usage_$1 ]; do
+	while [ ! -f "/host/hook-done.usage_$1" ]; do
 		usleep 100000
 		i=$((i + 1))
 		[ $i -lt 1800 ] || die "the host did not measure its disk usage (usage_$1) within 180 s"

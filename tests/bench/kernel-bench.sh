@@ -112,11 +112,12 @@ kb_used() { # allocated bytes under the DIRs; a hard link counts once
 }
 kb_usage_step() { # kb_usage_step PHASE
 	local now
-	now=$(kb_used) && [ -n "$now" ] && [ -n "$kb_used_before" ] || {
+	now=$(kb_used) || now=
+	if [ -z "$now" ] || [ -z "$kb_used_before" ]; then
 		echo "kernel-bench: cannot measure the disk usage of ${kb_measure[*]} after $1" >&2
 		kb_used_before=
 		return 0
-	}
+	fi
 	echo "$1 $((now - kb_used_before))" >> "$work/usage"
 	echo "kernel-bench: $1 added $((now - kb_used_before)) bytes under ${kb_measure[*]} (now $now)" >&2
 	kb_used_before=$now
