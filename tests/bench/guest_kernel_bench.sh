@@ -2,8 +2,9 @@
 # The guest half of tests/bench/kernel-bench.sh, run by busybox sh in the VM as /host/run.sh:
 # a lab user's day on one export, through the kernel NFS client.
 # /host/env.sh gives NFS_PORT, MOUNT_PORT, EXPORT, ENTRIES and FILES (what `find` must see in
-# the unpacked tree, all entries and regular files) and LOWER (the tree's copy already on the
-# server, relative to the export; empty: no lower-only phases); /host/tree.tar is the tree.
+# the unpacked tree, all entries and regular files), LOWER (the tree's copy already on the
+# server, relative to the export; empty: no lower-only phases) and MEASURE (1: the host
+# measures the server's disk usage between the lower-only phases); /host/tree.tar is the tree.
 # Every phase starts on a fresh mount with the page, dentry and inode caches dropped, so that
 # it really talks to the server, and ends (where it writes) with sync, so that everything it
 # wrote is on the server. Phases, one RESULT line each ("RESULT kw phase=P seconds=T"):
@@ -16,9 +17,14 @@
 #   rm      rm -rf of both trees
 # and on LOWER, the tree that was there before (on a union: only in the lower branch):
 #   lower-read    every file read
-#   lower-chmod   chmod -R g+w (on a union: a copy-up of every file)
+#   lower-chmod   chmod -R g+w (on a union: a copy-up of every file and directory)
+#   lower-chown   chown -R to KW_OWNER (checked untimed: root must not be squashed)
+#   lower-touch   every file's access and modification times set to KW_TIME (checked untimed)
 #   lower-append  a line appended to every file
 #   lower-rm      rm -rf of it (on a union: whiteouts)
+# With MEASURE=1 the guest has the host measure, outside the timed phases, the server's disk
+# usage after lower-read and after each of lower-chmod, lower-chown and lower-touch (host
+# hooks usage_base, usage_chmod, usage_chown, usage_touch; kernel-bench.sh prints the growth).
 # "RESULT kw sum=S md5=M" gives a checksum of the tree's content after read, lower-read and
 # lower-append (untimed: the host compares them across servers). Any failure prints
 # "RESULT kw guest FAIL <cause>" and exits 1.
@@ -27,6 +33,8 @@ set -o pipefail
 M=/mnt/bench
 D=$M/kw-fresh
 C=$M/kw-fresh.copy
+KW_OWNER=1234:1234
+KW_TIME='2020-02-02 02:02:02'
 
 up() { cut -d' ' -f1 /proc/uptime; }
 since() { awk -v a="$1" -v b="$(up)" 'BEGIN { printf "%.2f", b - a }'; }
@@ -63,6 +71,19 @@ cold_mount() {
 done_phase() { # done_phase NAME: the time since cold_mount
 	echo "RESULT kw phase=$1 seconds=$(since "$T0")"
 	opstats "$1"
+}
+
+# host_usage NAME: has the host run kernel-bench.sh's e2e_hook_usage_NAME (e2e_run_vm's hook
+# protocol over the 9p share, which offers nothing to block on) and waits until it is done
+host_usage() {
+	[ "$MEASURE" = 1 ] || return 0
+	touch "/host/hook-request.usage_$1" || die "cannot write /host/hook-request.usage_$1"
+	i=0
+	while [ ! -f "/host/hook-done.usage_$1" ]; do
+		usleep 100000
+		i=$((i + 1))
+		[ $i -lt 1800 ] || die "the host did not measure its disk usage (usage_$1) within 180 s"
+	done
 }
 
 # sum DIR: one md5 over every file's relative path and content, in path order; the tarball's
@@ -135,11 +156,32 @@ if [ -n "$LOWER" ]; then
 	find "$L" -type f | xargs cat > /dev/null || die "reading the files of $L failed"
 	done_phase lower-read
 	echo "RESULT kw sum=lower-read md5=$(sum "$L")"
+	host_usage base
 
 	cold_mount
 	chmod -R g+w "$L" || die "chmod -R g+w $L failed"
 	sync
 	done_phase lower-chmod
+	host_usage chmod
+
+	cold_mount
+	chown -R $KW_OWNER "$L" ||
+		die "chown -R $KW_OWNER $L failed: the export must not squash root (no_root_squash)"
+	sync
+	done_phase lower-chown
+	n=$(find "$L" ! -user ${KW_OWNER%:*} -o ! -group ${KW_OWNER#*:} | wc -l)
+	[ "$n" = 0 ] || die "$n entries of $L are not owned by $KW_OWNER after chown -R"
+	host_usage chown
+
+	# xargs: one touch process per batch of names, not one per file
+	cold_mount
+	find "$L" -type f | xargs touch -d "$KW_TIME" || die "touch -d '$KW_TIME' of the files of $L failed"
+	sync
+	done_phase lower-touch
+	touch -d "$KW_TIME" /tmp/kw-time
+	n=$(find "$L" -type f -newer /tmp/kw-time | wc -l)
+	[ "$n" = 0 ] || die "$n files of $L are newer than $KW_TIME after touch -d"
+	host_usage touch
 
 	# the shell's own echo and redirection: no process per file
 	cold_mount
