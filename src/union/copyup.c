@@ -335,7 +335,12 @@ static int ucopy_make(struct uobj *o, int workfd, const char *tmp, bool meta, st
 			r = uwh_set_metacopy(workfd, tmp);
 		if (r == 0)
 			r = fsio_futimens(cp, ts);
-		if (r == 0)
+		/*
+		 * Data must be on disk before its name is; a metacopy has none, and its inode's
+		 * changes reach the disk with or before the rename that names it (file systems
+		 * journal metadata in order), which its directory's flush makes durable.
+		 */
+		if (r == 0 && !meta)
 			r = fsio_fsync(cp);
 		if (r == 0)
 			r = fsio_stat(cp, out);
@@ -426,6 +431,12 @@ static bool ucopy_meta_fits(const struct uobj *o)
 	return S_ISREG(o->uo_st.st_mode) && o->uo_st.st_size > 0 && o->uo_st.st_nlink == 1;
 }
 
+/* The directory *arg to disk (a store_meanwhile: while the map's commit goes there). */
+static int ucopy_flush_dir(void *arg)
+{
+	return fsio_fsync_dir_shared(*(const int *)arg);
+}
+
 /*
  * Copies the lower object o (resolved with URES_UPPER) up and resolves o to the copy;
  * meta: a metacopy when it fits.
@@ -433,6 +444,7 @@ static bool ucopy_meta_fits(const struct uobj *o)
 static int ucopy_run(struct union_export *ux, struct uobj *o, bool meta)
 {
 	uint64_t ino = o->uo_rec.si_ino, pino = o->uo_rec.si_parent;
+	struct store_meanwhile flush = { .sm_fn = ucopy_flush_dir, .sm_arg = &o->uo_upfd };
 	struct store_inode lower;
 	struct store_txn *t = NULL;
 	struct fsio_ids ids;
@@ -499,8 +511,12 @@ static int ucopy_run(struct union_export *ux, struct uobj *o, bool meta)
 	if (r == 0 && indexed)
 		r = uhl_indexed(ux, ino, (uint64_t)cst.st_ino, lower.si_branch, lower.si_real_ino,
 				nlink);
+	/*
+	 * The copy's new name goes to disk while the map's commit does. The work directory's
+	 * loss of it needs no flush: a name left there by a crash is swept at the next start.
+	 */
 	if (r == 0)
-		r = store_commit(t);
+		r = store_commit_meanwhile(t, &flush);
 	else
 		store_abort(t);
 	ucache_changed(ux);
@@ -508,10 +524,6 @@ static int ucopy_run(struct union_export *ux, struct uobj *o, bool meta)
 	if (r < 0 && indexed)
 		uhl_forget(ux, ino); /* the table entry, if it was made, and the index name */
 	indexed = false;
-	if (r == 0)
-		r = fsio_fsync_dir(o->uo_upfd);
-	if (r == 0)
-		r = fsio_fsync_dir(workfd);
 	stats_copyup(r);
 	udir_invalidate(ux, pino);
 out:
@@ -598,6 +610,35 @@ static void ucopy_flight_end(struct ucopy_flight *fl)
 	blocking_wake(&parked);
 }
 
+/*
+ * Makes fl the copy of (ux, ino) in flight: 0, or -EINPROGRESS (parked on the one in flight,
+ * or queued for a place for long work, lng), or -EAGAIN (one ended meanwhile: look again).
+ * One in flight is joined first: a place in the pool is for copying, not waiting.
+ */
+static int ucopy_flight_take(struct union_export *ux, uint64_t ino, bool lng,
+			     struct ucopy_flight *fl)
+{
+	int r = ucopy_flight_begin(ux, ino, NULL);
+
+	if (r < 0)
+		return r;
+	if (lng && !blocking_long_begin()) {
+		stats_copyup_queued();
+		return -EINPROGRESS;
+	}
+	r = ucopy_flight_begin(ux, ino, fl);
+	if (r < 0 && lng)
+		blocking_long_end();
+	return r;
+}
+
+static void ucopy_flight_give(struct ucopy_flight *fl, bool lng)
+{
+	ucopy_flight_end(fl);
+	if (lng)
+		blocking_long_end();
+}
+
 /* o resolved anew for a copy-up of ino: 0 while it is a lower copy, 1 once it is up. */
 static int ucopy_resolve(struct union_export *ux, uint64_t ino, struct uobj *o)
 {
@@ -631,18 +672,8 @@ static int ucopy_up_as(struct union_export *ux, struct uobj *o, bool meta)
 		r = ucopy_resolve(ux, ino, o);
 		if (r != 0)
 			return r < 0 ? r : 0;
-		/* One in flight is joined first: a place in the pool is for copying, not waiting. */
-		r = ucopy_flight_begin(ux, ino, NULL);
-		if (r < 0)
-			continue;
 		lng = ucopy_long(&o->uo_st) && !(meta && ucopy_meta_fits(o));
-		if (lng && !blocking_long_begin()) {
-			stats_copyup_queued();
-			return -EINPROGRESS;
-		}
-		r = ucopy_flight_begin(ux, ino, &fl);
-		if (r < 0 && lng)
-			blocking_long_end();
+		r = ucopy_flight_take(ux, ino, lng, &fl);
 	} while (r == -EAGAIN);
 	if (r < 0)
 		return r;
@@ -650,9 +681,7 @@ static int ucopy_up_as(struct union_export *ux, struct uobj *o, bool meta)
 	r = ucopy_resolve(ux, ino, o);
 	if (r == 0)
 		r = ucopy_run(ux, o, meta);
-	ucopy_flight_end(&fl);
-	if (lng)
-		blocking_long_end();
+	ucopy_flight_give(&fl, lng);
 	return r < 0 ? r : 0;
 }
 
@@ -745,23 +774,12 @@ int ucopy_data(struct union_export *ux, struct uobj *o)
 
 	if (r < 0 || !metacopy)
 		return r;
-	do {
-		r = ucopy_flight_begin(ux, ino, NULL);
-		if (r < 0)
-			continue;
-		if (lng && !blocking_long_begin()) {
-			stats_copyup_queued();
-			return -EINPROGRESS;
-		}
-		r = ucopy_flight_begin(ux, ino, &fl);
-		if (r < 0 && lng)
-			blocking_long_end();
-	} while (r == -EAGAIN);
+	do
+		r = ucopy_flight_take(ux, ino, lng, &fl);
+	while (r == -EAGAIN);
 	if (r < 0)
 		return r;
 	r = ucopy_data_run(ux, o);
-	ucopy_flight_end(&fl);
-	if (lng)
-		blocking_long_end();
+	ucopy_flight_give(&fl, lng);
 	return r;
 }

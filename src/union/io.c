@@ -260,7 +260,7 @@ int union_setattr(struct union_export *ux, uint64_t ino, const struct union_seta
 	if (r == 0 && sa->ua_mask)
 		r = uattr_apply(dir ? o.uo_dirs.ds_fd[0] : o.uo_fd, &o.uo_st, sa);
 	/* Who may look into a directory changed: cached lookups must ask again. */
-	if (sa->ua_mask & (USET_MODE | USET_UID | USET_GID))
+	if (dir && (sa->ua_mask & (USET_MODE | USET_UID | USET_GID)))
 		ucache_changed(ux);
 	if (r == 0 && sa->ua_mask)
 		r = fsio_stat(dir ? o.uo_dirs.ds_fd[0] : o.uo_fd, &o.uo_st);

@@ -182,6 +182,32 @@ static bool uwh_redirect_ok(const char *r)
 	return *p == '\0';
 }
 
+/*
+ * The redirect of name in dirfd (malloc), which overlayfs sets on a renamed directory or
+ * metacopy: absolute, or a plain name for a rename within one directory. NULL (and 0)
+ * when there is none or it is malformed (logged: ignored, as overlayfs ignores it).
+ */
+static int uwh_redirect_read(int dirfd, const char *name, char **redirect)
+{
+	char val[PATH_MAX];
+	size_t len;
+	int r;
+
+	*redirect = NULL;
+	r = uwh_value(dirfd, name, "redirect", val, sizeof(val) - 1, &len);
+	if (r == -ENODATA)
+		return 0;
+	if (r < 0)
+		return r;
+	val[len] = '\0';
+	if (len == 0 || strlen(val) != len || !uwh_redirect_ok(val)) {
+		log_warn("ignoring a malformed overlay redirect \"%s\"", val);
+		return 0;
+	}
+	*redirect = strdup(val);
+	return *redirect ? 0 : -ENOMEM;
+}
+
 int uwh_dir_read(int dirfd, bool *opaque, char **redirect)
 {
 	static const char *const sfx[] = { "opaque", "redirect" };
@@ -206,28 +232,13 @@ int uwh_dir_read(int dirfd, bool *opaque, char **redirect)
 		*opaque = true;
 		return 0;
 	}
-	if (!(bits & 2))
-		return 0;
-	r = uwh_value(dirfd, "", "redirect", val, sizeof(val) - 1, &len);
-	if (r == -ENODATA)
-		return 0;
-	if (r < 0)
-		return r;
-	val[len] = '\0';
-	if (len == 0 || strlen(val) != len || !uwh_redirect_ok(val)) {
-		log_warn("ignoring a malformed overlay redirect \"%s\"", val);
-		return 0;
-	}
-	*redirect = strdup(val);
-	return *redirect ? 0 : -ENOMEM;
+	return (bits & 2) ? uwh_redirect_read(dirfd, "", redirect) : 0;
 }
 
 int uwh_metacopy_read(int dirfd, const char *name, bool *metacopy, char **redirect)
 {
 	static const char *const sfx[] = { "metacopy", "redirect" };
-	char val[PATH_MAX];
 	unsigned bits;
-	size_t len;
 	int r;
 
 	*metacopy = false;
@@ -237,21 +248,7 @@ int uwh_metacopy_read(int dirfd, const char *name, bool *metacopy, char **redire
 	if (r < 0 || !(bits & 1))
 		return r;
 	*metacopy = true;
-	if (!redirect || !(bits & 2))
-		return 0;
-	r = uwh_value(dirfd, name, "redirect", val, sizeof(val) - 1, &len);
-	if (r == -ENODATA)
-		return 0;
-	if (r < 0)
-		return r;
-	val[len] = '\0';
-	/* Absolute, or a plain name (overlayfs's for a rename within one directory). */
-	if (len == 0 || strlen(val) != len || !uwh_redirect_ok(val)) {
-		log_warn("ignoring a malformed overlay redirect \"%s\" on a metacopy file", val);
-		return 0;
-	}
-	*redirect = strdup(val);
-	return *redirect ? 0 : -ENOMEM;
+	return redirect && (bits & 2) ? uwh_redirect_read(dirfd, name, redirect) : 0;
 }
 
 int uwh_make(int dirfd, const char *name)

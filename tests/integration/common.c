@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1225,6 +1226,40 @@ pid_t it_server_strace_delay(const struct it_server *s, const char *syscalls, lo
 	}
 	close(pfd[0]);
 	return sp;
+}
+
+void it_server_kill_traced(struct it_server *s, pid_t tracer)
+{
+	int status;
+
+	assert_int_equal(kill(s->is_pid, SIGKILL), 0);
+	assert_int_equal(kill(tracer, SIGKILL), 0);
+	assert_int_equal(waitpid(tracer, &status, 0), tracer);
+	assert_int_equal(waitpid(s->is_pid, &status, 0), s->is_pid);
+	s->is_pid = 0;
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+void it_inotify_wait(int fd, uint32_t mask, const char *name, int timeout_ms)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	for (;;) {
+		ssize_t n;
+
+		if (poll(&p, 1, timeout_ms) != 1)
+			fail_msg("no inotify event for %s within %d ms", name, timeout_ms);
+		n = read(fd, buf, sizeof(buf));
+		assert_true(n > 0);
+		for (char *at = buf; at < buf + n;) {
+			struct inotify_event *e = (struct inotify_event *)at;
+
+			if ((e->mask & mask) && e->len && !strcmp(e->name, name))
+				return;
+			at += sizeof(*e) + e->len;
+		}
+	}
 }
 
 int it_server_fds(const struct it_server *s)

@@ -114,6 +114,14 @@ int it_server_fds(const struct it_server *s);
  * Returns once every thread is traced; the caller kills and reaps the returned pid.
  */
 pid_t it_server_strace_delay(const struct it_server *s, const char *syscalls, long delay_us);
+/*
+ * Kills the server held by it_server_strace_delay's tracer with SIGKILL, inside a held
+ * syscall; the tracer goes too (it may wait on a tracee dying in a held syscall, and a
+ * traced zombie is not the parent's to reap). Both reaped; the server can start again.
+ */
+void it_server_kill_traced(struct it_server *s, pid_t tracer);
+/* Waits (up to timeout_ms, else fails) for an inotify event in mask on name from fd. */
+void it_inotify_wait(int fd, uint32_t mask, const char *name, int timeout_ms);
 
 /*
  * Runs argv (argv[0] searched in PATH) with stdout+stderr captured into out (NUL-terminated,

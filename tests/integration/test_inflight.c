@@ -21,7 +21,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -54,19 +53,8 @@ static void strace_attach(void)
 
 static void kill_server(void)
 {
-	int status;
-
-	assert_int_equal(kill(srv.is_pid, SIGKILL), 0);
-	/*
-	 * strace may wait on a tracee that is dying in a held syscall, and a traced zombie is
-	 * not the parent's to reap: strace goes too, the kill stays pending in the server.
-	 */
-	assert_int_equal(kill(strace_pid, SIGKILL), 0);
-	assert_int_equal(waitpid(strace_pid, &status, 0), strace_pid);
+	it_server_kill_traced(&srv, strace_pid);
 	strace_pid = 0;
-	assert_int_equal(waitpid(srv.is_pid, &status, 0), srv.is_pid);
-	srv.is_pid = 0;
-	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
 /* --- the change, sent from a thread: its reply never comes --- */
@@ -112,28 +100,6 @@ static void *change_main(void *arg)
 	return NULL;
 }
 
-/* Waits for an inotify event on name (mask) in the watched directory. */
-static void wait_event(int ino, uint32_t mask, const char *name)
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	struct pollfd p = { .fd = ino, .events = POLLIN };
-
-	for (;;) {
-		ssize_t n;
-
-		if (poll(&p, 1, T_EVENT_MS) != 1)
-			fail_msg("no inotify event for %s within %d ms", name, T_EVENT_MS);
-		n = read(ino, buf, sizeof(buf));
-		assert_true(n > 0);
-		for (char *at = buf; at < buf + n;) {
-			struct inotify_event *e = (struct inotify_event *)at;
-
-			if ((e->mask & mask) && e->len && !strcmp(e->name, name))
-				return;
-			at += sizeof(*e) + e->len;
-		}
-	}
-}
 
 /*
  * Sends the change, and kills the server once the upper directory updir (a path below
@@ -151,7 +117,7 @@ static void change_and_kill(struct change *ch, const char *updir, uint32_t mask,
 	assert_true(inotify_add_watch(ino, path, mask) >= 0);
 	strace_attach();
 	assert_int_equal(pthread_create(&t, NULL, change_main, ch), 0);
-	wait_event(ino, mask, name);
+	it_inotify_wait(ino, mask, name, T_EVENT_MS);
 	kill_server();
 	assert_int_equal(pthread_join(t, NULL), 0);
 	close(ino);

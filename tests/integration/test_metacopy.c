@@ -19,7 +19,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -232,60 +231,11 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-/* Waits for event mask on name in the watched directory until done(path) holds. */
-static void wait_event_until(int ino, uint32_t mask, const char *name, const char *path,
-		       bool (*done)(const char *path))
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	struct pollfd p = { .fd = ino, .events = POLLIN };
-
-	for (;;) {
-		ssize_t n;
-
-		if (poll(&p, 1, T_EVENT_MS) != 1)
-			fail_msg("no inotify event for %s within %d ms", name, T_EVENT_MS);
-		n = read(ino, buf, sizeof(buf));
-		assert_true(n > 0);
-		for (char *at = buf; at < buf + n;) {
-			struct inotify_event *e = (struct inotify_event *)at;
-
-			if ((e->mask & mask) && e->len && !strcmp(e->name, name) && done(path))
-				return;
-			at += sizeof(*e) + e->len;
-		}
-	}
-}
-
-static bool always(const char *path)
-{
-	(void)path;
-	return true;
-}
-
-static bool marker_gone(const char *path)
-{
-	return !has_marker(path);
-}
-
-static void kill_server(pid_t tracer)
-{
-	int status;
-
-	assert_int_equal(kill(srv.is_pid, SIGKILL), 0);
-	/* strace may wait on a tracee dying in a held syscall: it goes too (test_inflight.c). */
-	assert_int_equal(kill(tracer, SIGKILL), 0);
-	assert_int_equal(waitpid(tracer, &status, 0), tracer);
-	assert_int_equal(waitpid(srv.is_pid, &status, 0), srv.is_pid);
-	srv.is_pid = 0;
-	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-}
-
 /*
  * A metacopy's first WRITE, killed inside syscall (held on its way back) once the upper
- * shows mask on the file and done holds; then what must hold after the restart.
+ * shows mask on the file; then what must hold after the restart.
  */
-static void kill_case(const char *name, const char *syscall, uint32_t mask,
-		      bool (*done)(const char *path), bool marker_after)
+static void kill_case(const char *name, const char *syscall, uint32_t mask, bool marker_after)
 {
 	CLIENT *c = it_nfs_clnt(&srv, IPPROTO_TCP);
 	struct writer w;
@@ -317,8 +267,11 @@ static void kill_case(const char *name, const char *syscall, uint32_t mask,
 	tracer = it_server_strace_delay(&srv, syscall, T_DELAY_US);
 	w = (struct writer){ .w_fh = &fh };
 	assert_int_equal(pthread_create(&t, NULL, writer_main, &w), 0);
-	wait_event_until(ino, mask, name, up, done);
-	kill_server(tracer);
+	/* the held syscall's event: for the marker's removal, the first after which it is gone */
+	do
+		it_inotify_wait(ino, mask, name, T_EVENT_MS);
+	while (!marker_after && has_marker(up));
+	it_server_kill_traced(&srv, tracer);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	close(ino);
 	if (w.w_rpc == RPC_SUCCESS)
@@ -405,8 +358,8 @@ static void test_kill_in_metacopy_creation(void **state)
 	tracer = it_server_strace_delay(&srv, "renameat2", T_DELAY_US);
 	m = (struct chmoder){ .c_fh = &fh };
 	assert_int_equal(pthread_create(&t, NULL, chmoder_main, &m), 0);
-	wait_event_until(ino, IN_MOVED_TO, "m", NULL, always);
-	kill_server(tracer);
+	it_inotify_wait(ino, IN_MOVED_TO, "m", T_EVENT_MS);
+	it_server_kill_traced(&srv, tracer);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	close(ino);
 	if (m.c_rpc == RPC_SUCCESS)
@@ -430,14 +383,14 @@ static void test_kill_in_metacopy_creation(void **state)
 static void test_kill_in_data_copy(void **state)
 {
 	(void)state;
-	kill_case("k1", "copy_file_range", IN_MODIFY, always, true);
+	kill_case("k1", "copy_file_range", IN_MODIFY, true);
 }
 
 /* The marker just removed (the data was synced before): the whole file. */
 static void test_kill_at_marker_removal(void **state)
 {
 	(void)state;
-	kill_case("k2", "removexattr", IN_ATTRIB, marker_gone, false);
+	kill_case("k2", "removexattr", IN_ATTRIB, false);
 }
 
 static int setup(void **state)
