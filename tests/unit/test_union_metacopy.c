@@ -54,6 +54,22 @@ static void set_marker(const char *path)
 		assert_int_equal(setxattr(path, "user.overlay.metacopy", "", 0, 0), 0);
 }
 
+/* A metacopy made by hand in the upper, as overlayfs makes one; redirect may be NULL. */
+static void put_metacopy(struct fx *f, const char *rel, off_t size, mode_t mode,
+			 const char *redirect)
+{
+	int fd = open(P(f, 0, rel), O_CREAT | O_WRONLY, mode);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, size), 0);
+	close(fd);
+	set_marker(P(f, 0, rel));
+	if (redirect && setxattr(P(f, 0, rel), "trusted.overlay.redirect", redirect,
+				 strlen(redirect), 0) < 0)
+		assert_int_equal(setxattr(P(f, 0, rel), "user.overlay.redirect", redirect,
+					  strlen(redirect), 0), 0);
+}
+
 static void chmod_u(struct fx *f, uint64_t ino, mode_t mode)
 {
 	struct union_setattr sa = { .ua_mask = USET_MODE, .ua_mode = mode };
@@ -314,34 +330,17 @@ static void test_hand_made(void **state)
 {
 	struct fx *f = *state;
 	struct stat st;
-	int fd;
 
 	put_dir(f->lo, "a", 0755);
 	put_file(f->lo, "a/orig", "original data", 0644);
 	put_dir(f->up, "a", 0755);
 	put_dir(f->up, "b", 0755);
 	/* chmod 600 through overlayfs: an empty file of the lower's size */
-	fd = open(P(f, 0, "a/orig"), O_CREAT | O_WRONLY, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 13), 0);
-	close(fd);
-	set_marker(P(f, 0, "a/orig"));
+	put_metacopy(f, "a/orig", 13, 0600, NULL);
 	/* then mv a/orig b/moved: a whiteout at the old name, a redirect on the file */
-	fd = open(P(f, 0, "b/moved"), O_CREAT | O_WRONLY, 0640);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 13), 0);
-	close(fd);
-	set_marker(P(f, 0, "b/moved"));
-	if (setxattr(P(f, 0, "b/moved"), "trusted.overlay.redirect", "/a/orig", 7, 0) < 0)
-		assert_int_equal(setxattr(P(f, 0, "b/moved"), "user.overlay.redirect", "/a/orig", 7, 0), 0);
+	put_metacopy(f, "b/moved", 13, 0640, "/a/orig");
 	/* and mv a/orig a/same within one directory: a relative redirect, the old name */
-	fd = open(P(f, 0, "a/same"), O_CREAT | O_WRONLY, 0604);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 13), 0);
-	close(fd);
-	set_marker(P(f, 0, "a/same"));
-	if (setxattr(P(f, 0, "a/same"), "trusted.overlay.redirect", "orig", 4, 0) < 0)
-		assert_int_equal(setxattr(P(f, 0, "a/same"), "user.overlay.redirect", "orig", 4, 0), 0);
+	put_metacopy(f, "a/same", 13, 0604, "orig");
 	fx_restart(f);
 	read_is(f, W(f, "a/same"), "original data");
 	read_is(f, W(f, "a/orig"), "original data");
@@ -397,14 +396,9 @@ static void test_killed_before_map_update(void **state)
 	struct fx *f = *state;
 	uint64_t ino = W(f, "f");
 	struct stat st;
-	int fd;
 
 	fx_close(f);
-	fd = open(P(f, 0, "f"), O_CREAT | O_WRONLY, 0604);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, DATA_LEN), 0);
-	close(fd);
-	set_marker(P(f, 0, "f"));
+	put_metacopy(f, "f", DATA_LEN, 0604, NULL);
 	fx_open(f);
 	assert_int_equal(union_getattr(f->ux, ino, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0604);
@@ -416,11 +410,7 @@ static void test_killed_before_map_update(void **state)
 	fx_close(f);
 	assert_int_equal(rename(P(f, 1, "other"), P(f, 1, "other.old")), 0);
 	put_file(f->lo, "other", "new data!!", 0644);
-	fd = open(P(f, 0, "other"), O_CREAT | O_WRONLY, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 10), 0);
-	close(fd);
-	set_marker(P(f, 0, "other"));
+	put_metacopy(f, "other", 10, 0600, NULL);
 	fx_open(f);
 	assert_int_equal(union_getattr(f->ux, ino, &st), -ESTALE);
 }
