@@ -129,7 +129,12 @@ done
 ok=1 why=
 [ -f "$U/f_chmod" ] && [ ! -L "$U/f_chmod" ] || { ok=0 why="upper/f_chmod is $(desc "$U/f_chmod")"; }
 [ $ok = 1 ] && [ "$(stat -c %a "$U/f_chmod")" != 600 ] && { ok=0 why="upper/f_chmod has mode $(stat -c %a "$U/f_chmod"), want 600"; }
-[ $ok = 1 ] && [ "$(cat "$U/f_chmod")" != chmod-data ] && { ok=0 why="upper/f_chmod holds '$(cat "$U/f_chmod")'"; }
+# a metadata-only copy: the lower's size, no data of its own, the overlayfs metacopy marker
+[ $ok = 1 ] && [ "$(stat -c %s "$U/f_chmod")" != "$(stat -c %s "$L/f_chmod")" ] &&
+	{ ok=0 why="upper/f_chmod has size $(stat -c %s "$U/f_chmod"), want the lower's"; }
+[ $ok = 1 ] && ! "$E2E_TOOL" list "$U/f_chmod" | grep -qx '\(trusted\|user\)\.overlay\.metacopy' &&
+	{ ok=0 why="upper/f_chmod has no overlay.metacopy xattr (has: $("$E2E_TOOL" list "$U/f_chmod" | tr '\n' ' ')): a full copy"; }
+[ $ok = 1 ] && [ "$(cat "$L/f_chmod")" != chmod-data ] && { ok=0 why="lower/f_chmod changed"; }
 e2e_result chmod_upper_copy host $ok "$why"
 
 if [ -e "$U/dir_setattr/k1" ]; then
