@@ -112,7 +112,7 @@ static void read_is(CLIENT *c, const nfs_fh3 *fh, const char *want, const char *
 		it_assert_status(r.status, NFS3_OK);
 		n = r.READ3res_u.resok.data.data_len;
 		if (n != (off < T_LEN ? 65536 : 0) || r.READ3res_u.resok.eof != (off + n >= T_LEN) ||
-		    memcmp(r.READ3res_u.resok.data.data_val, want + off, n) != 0)
+		    (n > 0 && memcmp(r.READ3res_u.resok.data.data_val, want + off, n) != 0))
 			fail_msg("%s: READ at %zu: %zu bytes, eof %d, not as they should be", what,
 				 off, n, r.READ3res_u.resok.eof);
 		it_free((xdrproc_t)xdr_READ3res, &r);
