@@ -138,9 +138,8 @@ struct ufd_ent *ufd_get(const struct stat *st, int mode, const void *who, size_t
 	return e;
 }
 
-/* ufd_keep, unless seen is not UFD_ALWAYS and the object's shard was forgotten since. */
-static void ufd_keep_seen(int fd, const struct stat *st, int mode, const void *who,
-			  size_t wholen, uint64_t seen)
+void ufd_keep_since(int fd, const struct stat *st, int mode, const void *who, size_t wholen,
+		    uint64_t seen)
 {
 	struct ufd_shard *s = ufd_shard_of(st->st_dev, st->st_ino);
 	struct ufd_ent *e, **pp, **lru = NULL, *doomed = NULL;
@@ -186,7 +185,7 @@ static void ufd_keep_seen(int fd, const struct stat *st, int mode, const void *w
 
 void ufd_keep(int fd, const struct stat *st, int mode, const void *who, size_t wholen)
 {
-	ufd_keep_seen(fd, st, mode, who, wholen, UFD_ALWAYS);
+	ufd_keep_since(fd, st, mode, who, wholen, UFD_ALWAYS);
 }
 
 uint64_t ufd_forgets(const struct stat *st)
@@ -198,12 +197,6 @@ uint64_t ufd_forgets(const struct stat *st)
 	n = s->fs_forgets;
 	pthread_mutex_unlock(&s->fs_lock);
 	return n;
-}
-
-void ufd_keep_since(int fd, const struct stat *st, int mode, const void *who, size_t wholen,
-		    uint64_t seen)
-{
-	ufd_keep_seen(fd, st, mode, who, wholen, seen);
 }
 
 void ufd_wrote(struct ufd_ent *e, const struct stat *st)
