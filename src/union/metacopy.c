@@ -169,20 +169,36 @@ static int umc_by_redirect(struct union_export *ux, uint8_t top, const char *pat
 	return r == 1 ? 0 : r < 0 ? r : -ENOENT;
 }
 
+/*
+ * The data at name in the copies of a directory from index at down: its index with it
+ * opened into *fd, or -ENOENT when none holds it (or a marker hides it), or -errno.
+ */
+static int umc_in_copies(const struct udirset *ds, int at, const char *name, int *fd)
+{
+	int r = 0;
+
+	for (; at < ds->ds_n && r == 0; at++)
+		r = umc_try(ds->ds_fd[at], name, fd);
+	return r == 1 ? at - 1 : r < 0 ? r : -ENOENT;
+}
+
 /* The copies of name (its own, or a relative redirect's) below it in its merged parent. */
 static int umc_by_name(struct union_export *ux, const struct uobj *o, const char *name, int *fd)
 {
 	struct uobj parent;
-	int r;
+	int r, at = 0;
 
 	r = ures_resolve_cached(ux, o->uo_rec.si_parent, &parent);
 	if (r == 0 && !S_ISDIR(parent.uo_st.st_mode))
 		r = -ESTALE;
-	for (int i = 0; r == 0 && i < parent.uo_dirs.ds_n; i++)
-		if (parent.uo_dirs.ds_branch[i] > o->uo_rec.si_branch)
-			r = umc_try(parent.uo_dirs.ds_fd[i], name, fd);
+	/* The copies are top-down: those below it follow its own branch's. */
+	while (r == 0 && at < parent.uo_dirs.ds_n &&
+	       parent.uo_dirs.ds_branch[at] <= o->uo_rec.si_branch)
+		at++;
+	if (r == 0)
+		r = umc_in_copies(&parent.uo_dirs, at, name, fd);
 	uobj_release(&parent);
-	return r == 1 ? 0 : r < 0 ? r : -ENOENT;
+	return r < 0 ? r : 0;
 }
 
 int umc_data_open(struct union_export *ux, const struct uobj *o, int *fd, struct stat *st)
@@ -241,16 +257,14 @@ bool umc_made_of(struct union_export *ux, const struct udirset *parent, int pidx
 	struct stat lst;
 	bool metacopy = false, same = false;
 	uint64_t id = 0;
-	int r = 0, fd = -1, i;
+	int fd = -1, i;
 
 	if (!S_ISREG(st->st_mode) || st->st_size <= 0 ||
 	    uwh_metacopy_read(parent->ds_fd[pidx], name, &metacopy, NULL) < 0 || !metacopy)
 		return false;
-	for (i = pidx + 1; i < parent->ds_n && r == 0; i++)
-		r = umc_try(parent->ds_fd[i], name, &fd);
-	if (r != 1)
+	i = umc_in_copies(parent, pidx + 1, name, &fd);
+	if (i < 0)
 		return false;
-	i--;
 	if (parent->ds_branch[i] == rec->si_branch && fsio_stat(fd, &lst) == 0 &&
 	    ures_same_number(&lst, ux->ux_dev[rec->si_branch], rec->si_real_ino, rec->si_type))
 		same = rec->si_real_id == 0 ||
