@@ -240,6 +240,7 @@ struct net_server {
 	ev_async sv_async;
 	bool sv_async_on;
 	ev_check sv_collect;                   /* takes quiet completions after each wake-up */
+	ev_prepare sv_here_prep;               /* takes sv_here before the loop sleeps */
 	ev_timer sv_collect_timer;             /* ... and while calls are in flight, every so often */
 	struct spin sv_spin;                   /* busy polling after calls (spin.h) */
 	ev_idle sv_poll;                       /* active: the loop polls instead of sleeping */
@@ -1628,6 +1629,21 @@ static void net_collect_cb(struct ev_loop *loop, ev_check *w, int revents)
 		net_complete_all(srv);
 }
 
+/*
+ * Before the loop sleeps: a NULL call served on it (net_serve_here) after this turn's
+ * check would otherwise wait for the next wake-up, and a UDP one's reply goes out only
+ * with its completion.
+ */
+static void net_here_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct net_server *srv = container_of(w, struct net_server, sv_here_prep);
+
+	(void)loop;
+	(void)revents;
+	if (srv->sv_here != NULL)
+		net_complete_all(srv);
+}
+
 static void net_collect_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct net_server *srv = container_of(w, struct net_server, sv_collect_timer);
@@ -1689,11 +1705,14 @@ int net_server_create(struct ev_loop *loop, const struct net_opts *opts, struct 
 	ev_check_init(&srv->sv_collect, net_collect_cb);
 	ev_set_priority(&srv->sv_collect, EV_MAXPRI);
 	ev_check_start(loop, &srv->sv_collect);
+	ev_prepare_init(&srv->sv_here_prep, net_here_cb);
+	ev_prepare_start(loop, &srv->sv_here_prep);
 	spin_init(&srv->sv_spin, opts->no_busy_poll_us);
 	ev_idle_init(&srv->sv_poll, net_poll_cb);
 	ev_timer_init(&srv->sv_collect_timer, net_collect_timer_cb, NET_COLLECT_EVERY,
 		      NET_COLLECT_EVERY);
-	/* The async and check watchers alone must not keep ev_run() from returning. */
+	/* The async, check and prepare watchers alone must not keep ev_run() from returning. */
+	ev_unref(loop);
 	ev_unref(loop);
 	ev_unref(loop);
 	srv->sv_async_on = true;
@@ -2013,6 +2032,8 @@ void net_server_shutdown(struct net_server *srv)
 		ev_async_stop(loop, &srv->sv_async);
 		ev_ref(loop);
 		ev_check_stop(loop, &srv->sv_collect);
+		ev_ref(loop);
+		ev_prepare_stop(loop, &srv->sv_here_prep);
 		ev_idle_stop(loop, &srv->sv_poll);
 		ev_timer_stop(loop, &srv->sv_collect_timer);
 		srv->sv_async_on = false;

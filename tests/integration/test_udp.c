@@ -320,6 +320,30 @@ static void test_locking_udp_serves_only_locking(void **state)
 }
 
 /*
+ * A NULL call is served on the event loop, and a UDP reply goes out only when the loop
+ * takes the call's completion: without busy polling nothing else wakes the loop, so the
+ * loop must take it before it sleeps. Every call must be answered, not just the lucky ones.
+ */
+static void test_udp_null_without_busy_poll(void **state)
+{
+	struct it_server s;
+
+	(void)state;
+	it_server_init(&s, false);
+	s.is_extra[0] = "--udp";
+	s.is_extra[1] = "--busy-poll";
+	s.is_extra[2] = "0";
+	if (it_server_start(&s) != 0) {
+		it_server_cleanup(&s);
+		fail_msg("the server did not start with --busy-poll 0");
+	}
+	for (int i = 0; i < 20; i++)
+		if (!udp_null_answered(s.is_nfs_port))
+			fail_msg("UDP NULL call %d went unanswered with --busy-poll 0", i);
+	assert_int_equal(it_server_finish(&s), 0);
+}
+
+/*
  * Without --udp (and without locking, whose NLM and NSM, and with them the built-in
  * portmapper, answer on UDP too: test_portmap) nothing listens on UDP, and the portmapper
  * offers TCP only.
@@ -658,6 +682,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_ops),
 		cmocka_unit_test(test_udp_off_by_default),
+		cmocka_unit_test(test_udp_null_without_busy_poll),
 		cmocka_unit_test(test_locking_udp_serves_only_locking),
 		cmocka_unit_test(test_tcp_ops),
 		cmocka_unit_test(test_programs_and_versions),
