@@ -242,6 +242,17 @@ int config_find_export(const struct config *cf, const char *name);
 /* Whether two exports stack the same branches in the same order, in the same roles. */
 bool config_same_branches(const struct export_conf *a, const struct export_conf *b);
 
+/*
+ * A reload's moves between the running config (live) and the new one (next):
+ * config_reserve_exports makes room for cap exports in cf at once, so an export taken in
+ * later never moves the ones that calls read (0, or -ENOMEM); config_take_export appends
+ * next's export j to live, within that room, leaving j empty in next (config_find_export
+ * passes it over); config_swap_branches exchanges two exports' branch stacks and roles.
+ */
+int config_reserve_exports(struct config *cf, int cap);
+void config_take_export(struct config *live, struct config *next, int j);
+void config_swap_branches(struct export_conf *a, struct export_conf *b);
+
 void config_free(struct config *cf);
 
 #endif

@@ -48,7 +48,7 @@ struct nfs_views_ops {
  */
 struct nfs_server {
 	struct config *ns_cfg;                 /* its rules change only by nfs_server_swap_rules */
-	struct union_export **ns_exports;      /* [i] serves ns_cfg->cf_exports[i] */
+	struct union_export **ns_exports;      /* [i] serves ns_cfg->cf_exports[i]; atomic */
 	int ns_nexports;
 	uint8_t ns_write_verf[NFS_WRITE_VERF_LEN]; /* new on every start: see nfs_write_verf */
 	uint8_t ns_handle_key[STORE_KEY_LEN];
@@ -130,10 +130,39 @@ bool nfs_host_name(struct nfs_server *ns, const char *addr, char *name, size_t n
 /* How many reloads there were: a host name found before one may be another after it. */
 unsigned nfs_names_gen(struct nfs_server *ns);
 
-/* How many exports ns serves (the config's, in its order). */
+/*
+ * How many export slots ns has: the config's exports in its order, then those reloads
+ * added. A slot keeps its export's name (and upper=) for the server's life, so a call may
+ * keep an index; an export a reload removed keeps its slot, without a union, until an
+ * export of its name comes back.
+ */
 int nfs_export_count(const struct nfs_server *ns);
-/* The union serving export index i; NULL when it could not be opened. */
+/* The union serving export index i; NULL when a reload removed the export. */
 struct union_export *nfs_export_union(const struct nfs_server *ns, int i);
+
+/* Export slots, reloads' included: main allocates ns_exports with this many. */
+#define NFS_MAX_EXPORTS 1024
+
+/*
+ * Changes to the live export table, made by a reload on the loop thread (the one writer);
+ * main owns the unions, opened before and closed after (calls may still run on an old one).
+ * nfs_server_add_export: takes export j of next (a config being reloaded) into a new slot
+ *   served by ux, with its rules; returns the slot, or -ENOSPC when all are used.
+ * nfs_server_set_union: serves slot i by ux from now on (NULL: no longer served: its
+ *   handles are stale, MNT answers NOENT, its MOUNT list entries go); returns the old one.
+ * nfs_server_swap_branches: exchanges slot i's branch stack with next's (a new base).
+ */
+int nfs_server_add_export(struct nfs_server *ns, struct config *next, int j,
+			  struct union_export *ux);
+struct union_export *nfs_server_set_union(struct nfs_server *ns, int i, struct union_export *ux);
+void nfs_server_swap_branches(struct nfs_server *ns, int i, struct export_conf *next);
+/*
+ * A copy of export i's branch stack as it is now (a reload may change it meanwhile), with
+ * every branch's role; free with nfs_export_branches_free. 0 or -ENOMEM.
+ */
+int nfs_export_branches(struct nfs_server *ns, int i, char ***branches, enum union_role **roles,
+			int *n);
+void nfs_export_branches_free(char **branches, enum union_role *roles, int n);
 
 /*
  * The union object a lock manager's file handle (the NFS handle's bytes) names, for the

@@ -1351,10 +1351,44 @@ int config_resolve(struct config *cf, char *err, size_t errlen)
 	return 0;
 }
 
+int config_reserve_exports(struct config *cf, int cap)
+{
+	struct export_conf *grown;
+
+	if (cap <= cf->cf_nexports)
+		return 0;
+	grown = realloc(cf->cf_exports, (size_t)cap * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	memset(grown + cf->cf_nexports, 0, (size_t)(cap - cf->cf_nexports) * sizeof(*grown));
+	cf->cf_exports = grown;
+	return 0;
+}
+
+void config_take_export(struct config *live, struct config *next, int j)
+{
+	live->cf_exports[live->cf_nexports++] = next->cf_exports[j];
+	memset(&next->cf_exports[j], 0, sizeof(next->cf_exports[j]));
+}
+
+void config_swap_branches(struct export_conf *a, struct export_conf *b)
+{
+	struct export_conf t = *a;
+
+	a->ec_branches = b->ec_branches;
+	a->ec_roles = b->ec_roles;
+	a->ec_nbranches = b->ec_nbranches;
+	a->ec_top_role_given = b->ec_top_role_given;
+	b->ec_branches = t.ec_branches;
+	b->ec_roles = t.ec_roles;
+	b->ec_nbranches = t.ec_nbranches;
+	b->ec_top_role_given = t.ec_top_role_given;
+}
+
 int config_find_export(const struct config *cf, const char *name)
 {
 	for (int i = 0; i < cf->cf_nexports; i++)
-		if (!strcmp(cf->cf_exports[i].ec_name, name))
+		if (cf->cf_exports[i].ec_name && !strcmp(cf->cf_exports[i].ec_name, name))
 			return i;
 	return -1;
 }

@@ -28,6 +28,7 @@
 #include "config.h"
 #include "control.h"
 #include "exports.h"
+#include "exportset.h"
 #include "fsio.h"
 #include "log.h"
 #include "net.h"
@@ -50,7 +51,7 @@
 struct main_ctx {
 	struct config mc_cfg;
 	struct store *mc_store;
-	struct union_export **mc_exports;   /* [i] serves mc_cfg.cf_exports[i]; owned here */
+	struct exportset *mc_exports;       /* the served exports' unions */
 	struct nfs_server mc_nfs;
 	struct views *mc_views;              /* per-client views (upper=) */
 	bool mc_nfs_ready;
@@ -86,6 +87,7 @@ struct main_ctx {
 	bool mc_reload_again;               /* SIGHUP during a reload: one more after it */
 	ev_async mc_reload_done;
 	struct config mc_reload_cfg;        /* parsed and valid; being resolved */
+	struct exportset_change *mc_reload_exports; /* prepared with it, off the loop */
 	int mc_reload_rc;
 	char mc_reload_err[MAIN_ERRLEN];
 	bool mc_signals;
@@ -485,50 +487,49 @@ static void main_reload_other_settings(const struct config *oc, const struct con
 
 /*
  * SIGHUP, on the loop once the new configuration (the original command line, and so the
- * -c file, parsed again) is resolved: swaps in the client rules of every export whose
- * branch stack is unchanged. Anything else needs a restart (config_diff_export says what)
- * and is left as it was.
+ * -c file, parsed again) is resolved and its exports prepared (exportset_prepare): adds,
+ * removes and serves again exports, then swaps in the client rules of every export whose
+ * branch stack is unchanged. What else needs a restart is said and left as it was.
  */
 static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 {
 	struct config *oc = &mc->mc_cfg;
-	int i, j, n;
+	int i, n;
 
 	main_log_rules(nc);
 	main_reload_other_settings(oc, nc);
-	for (j = 0; j < nc->cf_nexports; j++)
-		if (config_diff_export(oc, nc, nc->cf_exports[j].ec_name, false) & CONFIG_EXPORT_NEW)
-			log_warn("SIGHUP: export %s is new; it needs a restart of unionnfsd to be served",
-				 nc->cf_exports[j].ec_name);
 	/* Compared before the swap, which hands nc the old rules and options. */
 	for (i = 0; i < oc->cf_nexports; i++) {
 		const struct export_conf *o = &oc->cf_exports[i];
-		bool opened_ro = mc->mc_exports[i] && union_read_only(mc->mc_exports[i]);
-		unsigned changes = config_diff_export(oc, nc, o->ec_name, opened_ro);
+		struct union_export *ux = nfs_export_union(&mc->mc_nfs, i);
+		unsigned changes = config_diff_export(oc, nc, o->ec_name, ux && union_read_only(ux));
 
-		if (changes & CONFIG_EXPORT_GONE)
-			log_warn("SIGHUP: export %s is no longer configured; it is still served with its old rules until unionnfsd is restarted",
-				 o->ec_name);
-		else if (changes & CONFIG_EXPORT_BRANCHES)
+		if (!ux || (changes & CONFIG_EXPORT_GONE))
+			continue; /* exportset_apply says */
+		if (changes & CONFIG_EXPORT_BRANCHES)
 			log_warn("SIGHUP: the branches of export %s changed; that needs a restart of unionnfsd, until then it is served as before (old branches and rules)",
 				 o->ec_name);
 		else if (changes & CONFIG_EXPORT_UPPER)
 			log_warn("SIGHUP: the upper= template of export %s changed; that needs a restart of unionnfsd, until then clients keep their layers under %s",
 				 o->ec_name, o->ec_upper ? o->ec_upper : "the export's own upper");
-		else
-			main_log_serving(&nc->cf_exports[config_find_export(nc, o->ec_name)]);
-		if ((changes & CONFIG_EXPORT_POLICY) && !(changes & CONFIG_EXPORT_BRANCHES) &&
-		    mc->mc_exports[i]) {
-			union_set_policy(mc->mc_exports[i],
-					 &nc->cf_exports[config_find_export(nc, o->ec_name)].ec_policy);
-			log_info("SIGHUP: export %s creates and reports space by its new create= and statfs=",
+		if ((changes & CONFIG_EXPORT_POLICY) && !(changes & CONFIG_EXPORT_BRANCHES)) {
+			union_set_policy(ux, &nc->cf_exports[config_find_export(nc, o->ec_name)].ec_policy);
+			log_info("SIGHUP: export %s creates and reports space by its new create=, statfs= and metacopy=",
 				 o->ec_name);
 		}
 		if (changes & CONFIG_EXPORT_WRITABLE)
 			log_warn("SIGHUP: export %s was started 'ro'; it becomes writable only after a restart of unionnfsd",
 				 o->ec_name);
 	}
+	if (mc->mc_reload_exports)
+		exportset_apply(mc->mc_exports, mc->mc_reload_exports, &mc->mc_nfs, nc);
 	n = nfs_server_swap_rules(&mc->mc_nfs, nc);
+	for (i = 0; i < oc->cf_nexports; i++)
+		if (nfs_export_union(&mc->mc_nfs, i) &&
+		    config_find_export(nc, oc->cf_exports[i].ec_name) >= 0 &&
+		    config_same_branches(&oc->cf_exports[i],
+					 &nc->cf_exports[config_find_export(nc, oc->cf_exports[i].ec_name)]))
+			main_log_serving(&oc->cf_exports[i]);
 	log_info("SIGHUP: configuration reloaded; new client rules apply to %d export%s (other settings, such as ports, need a restart)",
 		 n, n == 1 ? "" : "s");
 }
@@ -540,6 +541,9 @@ static void *main_resolve_thread(void *arg)
 
 	mc->mc_reload_rc = config_resolve(&mc->mc_reload_cfg, mc->mc_reload_err,
 					  sizeof(mc->mc_reload_err));
+	if (mc->mc_reload_rc == 0)
+		mc->mc_reload_exports = exportset_prepare(mc->mc_exports, &mc->mc_cfg,
+							  &mc->mc_reload_cfg);
 	ev_async_send(mc->mc_loop, &mc->mc_reload_done);
 	return NULL;
 }
@@ -603,6 +607,8 @@ static void main_on_reload_done(struct ev_loop *loop, ev_async *w, int revents)
 			mc->mc_reload_err);
 	else
 		main_reload_apply(mc, &mc->mc_reload_cfg);
+	exportset_change_free(mc->mc_reload_exports);
+	mc->mc_reload_exports = NULL;
 	config_free(&mc->mc_reload_cfg);
 	if (mc->mc_reload_again) {
 		mc->mc_reload_again = false;
@@ -667,8 +673,6 @@ static void main_free_argv(struct main_ctx *mc)
 /* Undoes whatever start-up got to, in reverse order. Safe on a half-built context. */
 static void main_teardown(struct main_ctx *mc)
 {
-	int i;
-
 	control_close(mc->mc_ctl);
 	mc->mc_ctl = NULL;
 	if (mc->mc_net) {
@@ -689,6 +693,8 @@ static void main_teardown(struct main_ctx *mc)
 	mc->mc_nsm = NULL;
 	if (mc->mc_signals) {
 		main_reload_join(mc);
+		exportset_change_free(mc->mc_reload_exports);
+		mc->mc_reload_exports = NULL;
 		config_free(&mc->mc_reload_cfg);
 		ev_async_stop(mc->mc_loop, &mc->mc_reload_done);
 		ev_signal_stop(mc->mc_loop, &mc->mc_sigterm);
@@ -696,13 +702,8 @@ static void main_teardown(struct main_ctx *mc)
 		ev_signal_stop(mc->mc_loop, &mc->mc_sighup);
 		mc->mc_signals = false;
 	}
-	if (mc->mc_exports) {
-		for (i = 0; i < mc->mc_cfg.cf_nexports; i++)
-			if (mc->mc_exports[i])
-				union_close(mc->mc_exports[i]);
-		free(mc->mc_exports);
-		mc->mc_exports = NULL;
-	}
+	exportset_close(mc->mc_exports);
+	mc->mc_exports = NULL;
 	if (mc->mc_store) {
 		store_close(mc->mc_store);
 		mc->mc_store = NULL;
@@ -817,28 +818,12 @@ static int main_start(struct main_ctx *mc, char *err, size_t errlen)
 		return -1;
 	}
 	main_check_state_mode(mc);
-	mc->mc_exports = calloc((size_t)cf->cf_nexports, sizeof(*mc->mc_exports));
-	if (!mc->mc_exports) {
-		snprintf(err, errlen, "out of memory");
+	if (exportset_open(cf, mc->mc_store, &mc->mc_exports, err, errlen) < 0)
 		return -1;
-	}
-	for (i = 0; i < cf->cf_nexports; i++) {
-		const struct export_conf *ec = &cf->cf_exports[i];
-
-		/* union_open's messages already name the export. */
-		rc = union_open(ec->ec_name, ec->ec_branches, ec->ec_nbranches, ec->ec_roles,
-				ec->ec_opts.eo_ro ? UNION_OPEN_RO : 0, "fix -e", mc->mc_store,
-				&mc->mc_exports[i], err, errlen);
-		if (rc < 0) {
-			mc->mc_exports[i] = NULL;
-			return -1;
-		}
-		union_set_policy(mc->mc_exports[i], &ec->ec_policy);
-	}
 
 	nfs_server_init(&mc->mc_nfs, cf);
 	mc->mc_nfs_ready = true;
-	mc->mc_nfs.ns_exports = mc->mc_exports;
+	mc->mc_nfs.ns_exports = exportset_table(mc->mc_exports);
 	mc->mc_nfs.ns_nexports = cf->cf_nexports;
 	if (views_new(&mc->mc_nfs, cf, &mc->mc_views) < 0)
 		log_warn("no memory for the table of client views; exports with upper= will "

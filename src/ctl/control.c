@@ -171,6 +171,8 @@ static void ctl_status(struct control *ctl, struct ctl_out *o)
 	for (int i = 0; i < cf->cf_nexports; i++) {
 		const struct export_conf *ec = &cf->cf_exports[i];
 
+		if (!nfs_export_union(ns, i))
+			continue; /* removed by a reload */
 		ro = nfs_export_read_only(ns, i);
 		ctl_put(o, "export %s (%d branch%s%s)\n", ec->ec_name, ec->ec_nbranches,
 			ec->ec_nbranches == 1 ? "" : "es", ro && ec->ec_upper == NULL ? ", read-only" : "");

@@ -89,7 +89,9 @@ static int mnt_find_export(const struct nfs_server *ns, const char *path, const 
 	const char *name;
 	int i, best = -1;
 
-	for (i = 0; i < ns->ns_nexports; i++) {
+	for (i = 0; i < nfs_export_count(ns); i++) {
+		if (!nfs_export_union(ns, i))
+			continue; /* removed by a reload */
 		name = ns->ns_cfg->cf_exports[i].ec_name;
 		len = strlen(name);
 		while (len > 1 && name[len - 1] == '/')
@@ -180,7 +182,7 @@ out:
 	pthread_mutex_unlock(&ns->ns_mounts_lock);
 }
 
-/* Removes the entries of host (only the one for export, unless export is NULL). */
+/* Removes the entries of host (any, if NULL) for export (any, if NULL). */
 static void mnt_list_remove(struct nfs_server *ns, const char *host, const char *export)
 {
 	struct mount_entry *me, **pp;
@@ -188,7 +190,7 @@ static void mnt_list_remove(struct nfs_server *ns, const char *host, const char 
 	pthread_mutex_lock(&ns->ns_mounts_lock);
 	pp = &ns->ns_mounts;
 	while ((me = *pp) != NULL) {
-		if (strcmp(me->me_host, host) == 0 &&
+		if ((host == NULL || strcmp(me->me_host, host) == 0) &&
 		    (export == NULL || strcmp(me->me_path, export) == 0)) {
 			*pp = me->me_next;
 			free(me->me_host);
@@ -199,6 +201,11 @@ static void mnt_list_remove(struct nfs_server *ns, const char *host, const char 
 		}
 	}
 	pthread_mutex_unlock(&ns->ns_mounts_lock);
+}
+
+void nfs_mounts_forget(struct nfs_server *ns, const char *export)
+{
+	mnt_list_remove(ns, NULL, export);
 }
 
 int nfs_mounts_each(struct nfs_server *ns,
@@ -238,7 +245,8 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 		return MNT3ERR_INVAL;
 	}
 	i = mnt_find_export(ns, path, &rest);
-	if (i < 0 || ns->ns_exports[i] == NULL) {
+	ux = i >= 0 ? nfs_export_union(ns, i) : NULL;
+	if (!ux) {
 		log_info("MOUNT of %s from %s refused: no such export", path, host);
 		return MNT3ERR_NOENT;
 	}
@@ -255,7 +263,6 @@ static mountstat3 mnt_mount(struct rpc_req *rq, const char *arg, nfs_fh3 *fh)
 			 path, host, nfs_peer_port(rq));
 		return MNT3ERR_ACCES;
 	}
-	ux = ns->ns_exports[i];
 	/* With upper= the client mounts its own view: made on its first mount. */
 	if (ec->ec_upper) {
 		int r = nfs_view_for_client(ns, i, host, &view, &ux, verr, sizeof(verr));
@@ -333,8 +340,8 @@ static bool mnt_admitted(struct rpc_req *rq, const char *what)
 	struct export_opts eo;
 	int i;
 
-	for (i = 0; i < ns->ns_cfg->cf_nexports; i++)
-		if (nfs_rule_for(ns, i, rq, &eo))
+	for (i = 0; i < nfs_export_count(ns); i++)
+		if (nfs_export_union(ns, i) && nfs_rule_for(ns, i, rq, &eo))
 			return true;
 	if (nfs_log_due(&last)) {
 		nfs_peer_host(rq, host, sizeof(host));
@@ -479,6 +486,8 @@ enum rpc_outcome mnt_export(struct rpc_req *rq, void *args, void *res)
 	/* The rule specifiers as written, in order: what showmount -e prints as the groups. */
 	pthread_rwlock_rdlock(&ns->ns_rules_lock);
 	for (i = 0; i < ns->ns_cfg->cf_nexports; i++) {
+		if (!nfs_export_union(ns, i))
+			continue; /* removed by a reload */
 		ex = mnt_export_node(rq, &ns->ns_cfg->cf_exports[i], &size);
 		if (size > budget) {
 			mnt_log_truncated(rq, "EXPORT", i);

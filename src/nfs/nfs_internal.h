@@ -85,6 +85,8 @@ int nfs_view_for_client(struct nfs_server *ns, int i, const char *addr, struct v
 nfsstat3 nfs_view_by_id(struct nfs_server *ns, uint16_t id, const char *addr, int *i,
 			struct view **vw, struct union_export **ux);
 void nfs_view_put(struct nfs_server *ns, struct view *vw);
+/* Drops every MOUNT list entry of export (its name): a reload removed it. */
+void nfs_mounts_forget(struct nfs_server *ns, const char *export);
 
 /* errno (negative or positive) to nfsstat3, through the one table in status.c. */
 nfsstat3 nfs_status(int err);

@@ -195,7 +195,8 @@ bool nfs_peer_admitted(struct nfs_server *ns, const struct sockaddr *peer)
 
 	pthread_rwlock_rdlock(&ns->ns_rules_lock);
 	for (int i = 0; i < ns->ns_cfg->cf_nexports && !ok; i++)
-		ok = nfs_rule_match_locked(&ns->ns_cfg->cf_exports[i], peer, NULL) >= 0;
+		ok = nfs_export_union(ns, i) &&
+		     nfs_rule_match_locked(&ns->ns_cfg->cf_exports[i], peer, NULL) >= 0;
 	pthread_rwlock_unlock(&ns->ns_rules_lock);
 	return ok;
 }
@@ -224,12 +225,84 @@ unsigned nfs_names_gen(struct nfs_server *ns)
 
 int nfs_export_count(const struct nfs_server *ns)
 {
-	return ns->ns_nexports;
+	return __atomic_load_n(&ns->ns_nexports, __ATOMIC_ACQUIRE);
 }
 
 struct union_export *nfs_export_union(const struct nfs_server *ns, int i)
 {
-	return ns->ns_exports[i];
+	return __atomic_load_n(&ns->ns_exports[i], __ATOMIC_ACQUIRE);
+}
+
+/* ---- the live export table (reloads) ---- */
+
+int nfs_server_add_export(struct nfs_server *ns, struct config *next, int j,
+			  struct union_export *ux)
+{
+	struct config *live = ns->ns_cfg;
+	int i = live->cf_nexports;
+
+	if (i >= NFS_MAX_EXPORTS)
+		return -ENOSPC;
+	pthread_rwlock_wrlock(&ns->ns_rules_lock);
+	config_take_export(live, next, j);
+	__atomic_store_n(&ns->ns_exports[i], ux, __ATOMIC_RELEASE);
+	__atomic_store_n(&ns->ns_nexports, live->cf_nexports, __ATOMIC_RELEASE);
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	return i;
+}
+
+struct union_export *nfs_server_set_union(struct nfs_server *ns, int i, struct union_export *ux)
+{
+	struct union_export *old;
+
+	/* Under the rules lock: a rule check that saw the export served finishes first. */
+	pthread_rwlock_wrlock(&ns->ns_rules_lock);
+	old = __atomic_exchange_n(&ns->ns_exports[i], ux, __ATOMIC_ACQ_REL);
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	if (!ux)
+		nfs_mounts_forget(ns, ns->ns_cfg->cf_exports[i].ec_name);
+	return old;
+}
+
+void nfs_server_swap_branches(struct nfs_server *ns, int i, struct export_conf *next)
+{
+	pthread_rwlock_wrlock(&ns->ns_rules_lock);
+	config_swap_branches(&ns->ns_cfg->cf_exports[i], next);
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+}
+
+int nfs_export_branches(struct nfs_server *ns, int i, char ***branches, enum union_role **roles,
+			int *n)
+{
+	const struct export_conf *ec;
+	int r = 0;
+
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	ec = &ns->ns_cfg->cf_exports[i];
+	*n = ec->ec_nbranches;
+	*branches = calloc((size_t)*n + 1, sizeof(**branches));
+	*roles = calloc((size_t)*n + 1, sizeof(**roles));
+	for (int k = 0; *branches && *roles && k < *n && r == 0; k++) {
+		(*roles)[k] = ec->ec_roles ? ec->ec_roles[k] : (k == 0 && !ec->ec_upper ?
+							 UNION_BRANCH_RW : UNION_BRANCH_RO);
+		(*branches)[k] = strdup(ec->ec_branches[k]);
+		if (!(*branches)[k])
+			r = -ENOMEM;
+	}
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	if (!*branches || !*roles)
+		r = -ENOMEM;
+	if (r < 0)
+		nfs_export_branches_free(*branches, *roles, *n);
+	return r;
+}
+
+void nfs_export_branches_free(char **branches, enum union_role *roles, int n)
+{
+	for (int k = 0; branches && k < n; k++)
+		free(branches[k]);
+	free(branches);
+	free(roles);
 }
 
 void nfs_server_free(struct nfs_server *ns)
@@ -291,12 +364,13 @@ void nfs_cookieverf(const struct nfs_call *nc, cookieverf3 out)
 	out[7] = (char)id;
 }
 
-static int nfs_export_index(const struct nfs_server *ns, uint16_t id)
+/* The served export with id, its union in *ux; -1 when none. */
+static int nfs_export_index(const struct nfs_server *ns, uint16_t id, struct union_export **ux)
 {
-	int i;
+	int n = nfs_export_count(ns);
 
-	for (i = 0; i < ns->ns_nexports; i++)
-		if (ns->ns_exports[i] != NULL && union_export_id(ns->ns_exports[i]) == id)
+	for (int i = 0; i < n; i++)
+		if ((*ux = nfs_export_union(ns, i)) != NULL && union_export_id(*ux) == id)
 			return i;
 	return -1;
 }
@@ -353,10 +427,8 @@ bool nfs_call_begin(struct rpc_req *rq, const nfs_fh3 *fh, enum nfs_call_kind ki
 		*status = NFS3ERR_BADHANDLE;
 		return false;
 	}
-	i = nfs_export_index(ns, h.fh_export);
-	if (i >= 0) {
-		ux = ns->ns_exports[i];
-	} else {
+	i = nfs_export_index(ns, h.fh_export, &ux);
+	if (i < 0) {
 		/* Not an export of the config: a client's view of one (upper=), or stale. */
 		nfs_peer_host(rq, host, sizeof(host));
 		*status = nfs_view_by_id(ns, h.fh_export, host, &i, &view, &ux);
@@ -409,13 +481,15 @@ void nfs_call_end(struct nfs_call *nc)
 
 nfsstat3 nfs_call_handle(const struct nfs_call *nc, const nfs_fh3 *fh, uint64_t *ino)
 {
+	struct union_export *other;
 	struct fh h;
 
 	if (fh_decode((const uint8_t *)fh->data.data_val, fh->data.data_len,
 		      nc->nc_ns->ns_handle_key, &h) != 0)
 		return NFS3ERR_BADHANDLE;
+
 	if (h.fh_export != union_export_id(nc->nc_ux))
-		return nfs_export_index(nc->nc_ns, h.fh_export) < 0
+		return nfs_export_index(nc->nc_ns, h.fh_export, &other) < 0
 			       ? (nfsstat3)stats_stale(NFS3ERR_STALE, STATS_STALE_UNKNOWN_EXPORT)
 			       : NFS3ERR_XDEV;
 	*ino = h.fh_ino;

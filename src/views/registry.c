@@ -471,6 +471,8 @@ static int views_by_id(void *table, uint16_t id, const char *addr, int *i, struc
 	vw = views_by_id_find(vt, id, &why);
 	if (!vw)
 		return stats_stale(-ESTALE, why);
+	if (!nfs_export_union(vt->vt_ns, vw->vw_export))
+		return stats_stale(-ESTALE, STATS_STALE_UNKNOWN_EXPORT); /* a reload removed it */
 	/* A handle names one client's view: no other client may reach that upper with it. */
 	st = views_owned_by(vt, vw, addr);
 	if (st == -EACCES && views_log_due(&last))
