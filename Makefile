@@ -86,7 +86,8 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_O) $(GEN_H)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $(filter %.c,$^) $(LIB_O) $(LIBS) -lcmocka
 # The union unit tests share one fixture.
 $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics \
-		$(BUILD)/tests/unit/test_union_writable $(BUILD)/tests/unit/test_union_metacopy: \
+		$(BUILD)/tests/unit/test_union_writable $(BUILD)/tests/unit/test_union_metacopy \
+		$(BUILD)/tests/unit/test_union_rebase: \
 		tests/unit/union_fixture.c tests/unit/union_fixture.h
 $(BUILD)/tests/unit/test_net: tests/wait.c tests/wait.h
 # Outbound calls are tested against small RPC servers of the test's own.
@@ -95,7 +96,8 @@ $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_union: tests/wait.c tests/
 # Tests that make a temporary tree remove it with one helper.
 $(BUILD)/tests/unit/test_store $(BUILD)/tests/unit/test_nfs3 $(BUILD)/tests/unit/test_fsio \
 $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics \
-		$(BUILD)/tests/unit/test_union_writable $(BUILD)/tests/unit/test_union_metacopy: \
+		$(BUILD)/tests/unit/test_union_writable $(BUILD)/tests/unit/test_union_metacopy \
+		$(BUILD)/tests/unit/test_union_rebase: \
 		tests/rmtree.c tests/rmtree.h
 # Tests that need port 111 or the reserved ports to themselves run in a network namespace.
 $(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_portmap: \

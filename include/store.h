@@ -75,6 +75,30 @@ int store_bind_export(struct store *st, const char *name, const struct store_bra
 		      int nbranches, uint16_t *export_id, char *err, size_t errlen);
 
 /*
+ * Moves export name to a new base: branches replaces its recorded stack when only the
+ * read-only branches below its first nwritable (the writable ones, which must be the
+ * recorded first nwritable by path and root ino, else -EINVAL and a message naming both
+ * stacks and the fix) differ. In one durable write transaction it keeps the export id, its
+ * inode counter and the records of the writable branches (their handles stay valid), and
+ * forgets the old base: a non-directory record whose copy is in branch nwritable or below
+ * is deleted (as store_delete, and names left pointing at no record go too); a directory
+ * record there is set to branch 0, real ino 0, which no copy matches, so the union finds it
+ * again by its path. The replaced stack is kept as the export's previous one (one level: a
+ * second rebind replaces it), see store_export_stack. Call store_tally_start again after,
+ * with the new branch count. An equal stack changes nothing; an export not bound yet is
+ * bound as by store_bind_export. Returns the export id in *export_id.
+ */
+int store_rebind_export(struct store *st, const char *name, const struct store_branch_id *branches,
+			int nbranches, int nwritable, uint16_t *export_id, char *err, size_t errlen);
+/*
+ * The branch paths of export name's recorded stack, or with previous those of the stack a
+ * store_rebind_export replaced, into *paths (n of them, malloc()ed: free them with
+ * store_export_stack_free). -ENOENT when the export is not bound or had no other stack.
+ */
+int store_export_stack(struct store *st, const char *name, bool previous, char ***paths, int *n);
+void store_export_stack_free(char **paths, int n);
+
+/*
  * The name an export id was bound under (per-client views are bound lazily after a restart
  * from the handles clients still hold). Returns 0, -ENOENT when no export has the id,
  * -ENAMETOOLONG when the name does not fit len bytes with its NUL, or -EIO.
@@ -210,7 +234,8 @@ int store_trim(struct store *st, size_t budget);
  * counts by what its inserts, updates and deletes did, once its commit is on disk (an
  * aborted transaction, or one whose commit failed, moves nothing). Call it before anything
  * writes exp's records in this run (union_open does, right after binding); a second call
- * counts afresh, with the same nbranches (else -EINVAL). 0 or -errno.
+ * counts afresh, with the same nbranches (else -EINVAL) unless store_rebind_export gave
+ * exp another stack since. 0 or -errno.
  */
 int store_tally_start(struct store *st, uint16_t exp, int nbranches);
 /* Records of exp whose copy is in branch b, as of the last commit; -ENOENT when not kept. */

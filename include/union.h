@@ -57,7 +57,17 @@ enum union_create_how { UNION_UNCHECKED = 0, UNION_GUARDED = 1, UNION_EXCLUSIVE 
 enum union_stable { UNION_UNSTABLE = 0, UNION_DATA_SYNC = 1, UNION_FILE_SYNC = 2 };
 
 /* union_open flags. */
-enum { UNION_OPEN_RO = 1 << 0 };   /* no writes at all, not even to writable branches */
+enum {
+	UNION_OPEN_RO = 1 << 0,   /* no writes at all, not even to writable branches */
+	/*
+	 * A new base: the map's stack may have other read-only branches below the same
+	 * writable ones (by path and root inode); the union moves to the given stack
+	 * (store_rebind_export) instead of refusing it. Objects of the writable branches keep
+	 * their inos; files of the old read-only branches go stale (a file of the new base
+	 * gets a new ino); directories keep theirs and follow their path.
+	 */
+	UNION_OPEN_NEW_BASE = 1 << 1,
+};
 
 /*
  * What the union may do to a branch: the branch words "=rw", "=ro" and "=rr". A read-only
@@ -100,7 +110,7 @@ struct union_policy {
  * in branches, top first (each must be an existing directory), whose roles are roles[i]
  * (NULL: [0] writable, the rest read-only; writable branches must come first; under
  * UNION_OPEN_RO none is written), binds it in the store (refusing a stack the map was not
- * built for) and returns it in *out, creating by the default policy (union_set_policy).
+ * built for, but see UNION_OPEN_NEW_BASE) and returns it in *out, creating by the default policy (union_set_policy).
  * On failure returns -errno with a message naming the cause in err, followed where the
  * branch list is at fault by fix: the caller's advice on changing it, in the words of its
  * own interface (e.g. "fix -e").

@@ -15,6 +15,9 @@
  *        "next-ino/" be16 export: be64;
  *        "export/" name: id(be16) nbranches(u8) then per branch root ino(be64)
  *                        path length(be16) path
+ *        "export-prev/" name: the same, of the stack the export had before its last
+ *                        store_rebind_export (absent when it never had another); a key of
+ *                        its own, so that servers that predate it still read the binding
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +61,7 @@
 #define META_NEXT_EXPORT "next-export"
 #define META_NEXT_INO "next-ino/"
 #define META_EXPORT "export/"
+#define META_EXPORT_PREV "export-prev/"   /* sorts before META_EXPORT: scans of it miss these */
 
 #define INO_KEY_LEN 10                   /* export(2) ino(8) */
 #define REAL_KEY_LEN 11                  /* export(2) branch(1) real ino(8) */
@@ -281,6 +285,8 @@ static int store_errno(const struct store *st, int rc, const char *what)
 		return 0;
 	case MDB_NOTFOUND:
 		return -ENOENT;
+	case ENOMEM:
+		return -ENOMEM;
 	case MDB_MAP_FULL:
 		log_err("inode map in %s is full (%zu bytes) during %s; remove unused exports from it "
 			"or start with an empty --state directory", st->st_dir, (size_t)STORE_MAPSIZE, what);
@@ -814,6 +820,20 @@ void store_on_undo(struct store_txn *txn, struct store_undo *u)
 }
 
 /* ---- export bindings ---- */
+
+/* The meta key prefix + name into *key; returns its malloc()ed bytes, or NULL. */
+static void *binding_key(const char *prefix, const char *name, MDB_val *key)
+{
+	size_t plen = strlen(prefix), namelen = strlen(name);
+	char *buf = malloc(plen + namelen);
+
+	if (!buf)
+		return NULL;
+	memcpy(buf, prefix, plen);
+	memcpy(buf + plen, name, namelen);
+	*key = (MDB_val){ .mv_size = plen + namelen, .mv_data = buf };
+	return buf;
+}
 
 /* Walks one branch entry of a binding value; returns 0 or -1 when malformed. */
 static int binding_next(const uint8_t **pp, const uint8_t *end, const char **path,
@@ -1595,13 +1615,18 @@ int store_export_name(struct store *st, uint16_t id, char *name, size_t len)
 	return r;
 }
 
-/* Deletes every key of table dbi that starts with export id exp (write txn). */
-static int store_drop_prefix(MDB_txn *txn, MDB_dbi dbi, uint16_t exp)
+/*
+ * Deletes the keys of table dbi from start on that begin with export id exp and that
+ * drop(val, arg) picks (NULL: all of them), in a write txn. drop returns 1 to delete, 0 to
+ * keep, or an LMDB error. Returns 0 or an LMDB error.
+ */
+static int store_sweep(MDB_txn *txn, MDB_dbi dbi, uint16_t exp, MDB_val start,
+		       int (*drop)(const MDB_val *val, void *arg), void *arg)
 {
 	uint8_t prefix[2];
 	MDB_cursor *cur;
-	MDB_val key = { .mv_size = 2, .mv_data = prefix }, val;
-	int rc;
+	MDB_val key = start, val;
+	int rc, d;
 
 	be16_put(prefix, exp);
 	rc = mdb_cursor_open(txn, dbi, &cur);
@@ -1609,14 +1634,30 @@ static int store_drop_prefix(MDB_txn *txn, MDB_dbi dbi, uint16_t exp)
 		return rc;
 	rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
 	while (rc == 0 && key.mv_size >= 2 && !memcmp(key.mv_data, prefix, 2)) {
-		rc = mdb_cursor_del(cur, 0);
-		if (rc == 0)
-			rc = mdb_cursor_get(cur, &key, &val, MDB_GET_CURRENT);
+		d = drop ? drop(&val, arg) : 1;
+		if (d == 0) {
+			rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+			continue;
+		}
+		rc = d == 1 ? mdb_cursor_del(cur, 0) : d;
+		if (rc != 0)
+			break;
+		rc = mdb_cursor_get(cur, &key, &val, MDB_GET_CURRENT);
 		if (rc == MDB_NOTFOUND || rc == EINVAL)
 			rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
 	}
 	mdb_cursor_close(cur);
 	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Deletes every key of table dbi that starts with export id exp (write txn). */
+static int store_drop_prefix(MDB_txn *txn, MDB_dbi dbi, uint16_t exp)
+{
+	uint8_t prefix[2];
+
+	be16_put(prefix, exp);
+	return store_sweep(txn, dbi, exp, (MDB_val){ .mv_size = 2, .mv_data = prefix }, NULL,
+			   NULL);
 }
 
 int store_unbind_export(struct store *st, const char *name)
@@ -1655,6 +1696,13 @@ int store_unbind_export(struct store *st, const char *name)
 		if (rc == MDB_NOTFOUND)
 			rc = 0;
 	}
+	if (rc == 0) {
+		free(keybuf);
+		keybuf = binding_key(META_EXPORT_PREV, name, &key);
+		rc = keybuf ? mdb_del(txn->tx_txn, st->st_meta, &key, NULL) : ENOMEM;
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+	}
 	if (rc == 0)
 		rc = store_drop_prefix(txn->tx_txn, st->st_inodes, exp);
 	if (rc == 0)
@@ -1670,4 +1718,269 @@ int store_unbind_export(struct store *st, const char *name)
 	if (r == 0)
 		stally_clear(&st->st_tally, exp);
 	return r;
+}
+
+/* ---- new bases ---- */
+
+/*
+ * Whether the first nw branches of a stored binding are br's (path and root ino); otherwise
+ * -EINVAL with the message in err.
+ */
+static int binding_compare_writable(const struct store *st, const char *name,
+				    const MDB_val *val, const struct store_branch_id *br, int n,
+				    int nw, char *err, size_t errlen)
+{
+	const uint8_t *p = (const uint8_t *)val->mv_data + 3;
+	const uint8_t *end = (const uint8_t *)val->mv_data + val->mv_size;
+	int stored_n = ((const uint8_t *)val->mv_data)[2];
+	bool same = stored_n >= nw;
+	char *was, *now;
+	const char *path;
+	size_t len;
+	uint64_t root;
+
+	for (int i = 0; i < nw && same; i++) {
+		binding_next(&p, end, &path, &len, &root);
+		same = len == strlen(br[i].sb_path) && !memcmp(path, br[i].sb_path, len) &&
+		       root == br[i].sb_root_ino;
+	}
+	if (same)
+		return 0;
+	was = binding_stored_paths(val);
+	now = binding_given_paths(br, n);
+	err_set(err, errlen, "export %s: the inode map in %s was built for branches %s, now given "
+		"%s, whose %d writable branch%s (first) differ from those (by path or root inode); "
+		"a new base replaces only the read-only branches below the same writable ones: "
+		"restore the writable branches or start with an empty --state directory", name,
+		st->st_dir, was ? was : "?", now ? now : "?", nw, nw == 1 ? "" : "es");
+	free(was);
+	free(now);
+	return -EINVAL;
+}
+
+struct rebase_names {
+	MDB_txn *rn_txn;
+	MDB_dbi rn_inodes;
+	uint16_t rn_exp;
+};
+
+/* A names entry whose ino has no record any more (store_sweep's drop). */
+static int rebase_dangling_name(const MDB_val *val, void *arg)
+{
+	struct rebase_names *rn = arg;
+	uint8_t kbuf[INO_KEY_LEN];
+	MDB_val key, rec;
+	uint64_t ino;
+	int rc;
+
+	if (ino_value_get(val, &ino) < 0)
+		return 0; /* not ours to judge: `check` reports it */
+	key = ino_key(kbuf, rn->rn_exp, ino);
+	rc = mdb_get(rn->rn_txn, rn->rn_inodes, &key, &rec);
+	if (rc == MDB_NOTFOUND)
+		return 1;
+	return rc;
+}
+
+/*
+ * Forgets export exp's copies in branches nw and below (write txn): a non-directory's
+ * record goes (its copy was in the old base), a directory's is left to be found again by
+ * its path (branch 0, real ino 0: no copy matches it, so the union re-keys it), and no
+ * index entry of those branches, nor a name of a record gone, is left behind. The root
+ * (only when every branch is replaced, nw 0) is where store_bind_export puts it: branch
+ * 0's root, root_real.
+ */
+static int rebase_records(struct store_txn *txn, uint16_t exp, int nw, uint64_t root_real)
+{
+	struct store *st = txn->tx_store;
+	struct rebase_names rn = { txn->tx_txn, st->st_inodes, exp };
+	uint8_t kbuf[REAL_KEY_LEN];
+	struct store_inode rec;
+	uint64_t ino = 0;
+	int r, rc;
+
+	while ((r = store_next_ino(txn, exp, ino, &ino)) == 0) {
+		r = store_get(txn, exp, ino, &rec);
+		if (r < 0)
+			return r;
+		if (rec.si_branch < nw)
+			continue;
+		if (rec.si_type != S_IFDIR >> 12) {
+			r = store_delete(txn, exp, ino);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		r = stally_notes_reserve(&txn->tx_tally, 2);
+		if (r < 0)
+			return r;
+		stally_note(&txn->tx_tally, exp, rec.si_branch, -1);
+		stally_note(&txn->tx_tally, exp, 0, 1);
+		rec.si_branch = 0;
+		rec.si_real_ino = ino == STORE_ROOT_INO ? root_real : 0;
+		rec.si_real_id = 0;
+		/* No reals entry for (0, 0), nobody's copy. The sweep below drops the old one. */
+		r = rec_put(txn, exp, &rec, strlen(rec.si_name), 0);
+		if (r < 0)
+			return r;
+	}
+	if (r != -ENOENT)
+		return r;
+	rc = store_sweep(txn->tx_txn, st->st_reals, exp, real_key(kbuf, exp, (uint8_t)nw, 0),
+			 NULL, NULL);
+	if (rc == 0)
+		rc = store_sweep(txn->tx_txn, st->st_names, exp, ino_key(kbuf, exp, 0),
+				 rebase_dangling_name, &rn);
+	r = store_errno(st, rc, "rebase sweep");
+	if (r == 0 && nw == 0) {
+		r = store_get(txn, exp, STORE_ROOT_INO, &rec);
+		if (r == 0)
+			r = rec_index(txn, exp, &rec, 0);
+	}
+	return r;
+}
+
+int store_rebind_export(struct store *st, const char *name, const struct store_branch_id *branches,
+			int nbranches, int nwritable, uint16_t *export_id, char *err, size_t errlen)
+{
+	struct store_txn *txn = NULL;
+	void *keybuf = NULL, *prevbuf = NULL;
+	char *was = NULL, *now = NULL;
+	uint8_t *buf = NULL;
+	MDB_val key, prevkey, val;
+	size_t vallen;
+	uint16_t id;
+	int r;
+
+	r = binding_validate(name, branches, nbranches, &vallen, err, errlen);
+	if (r < 0)
+		return r;
+	if (nwritable < 0 || nwritable > nbranches) {
+		err_set(err, errlen, "export %s: %d writable branches of %d (internal error)", name,
+			nwritable, nbranches);
+		return -EINVAL;
+	}
+	keybuf = binding_key(META_EXPORT, name, &key);
+	prevbuf = binding_key(META_EXPORT_PREV, name, &prevkey);
+	buf = malloc(vallen);
+	r = -ENOMEM;
+	if (!keybuf || !prevbuf || !buf)
+		goto fail;
+	r = store_begin(st, true, &txn);
+	if (r < 0)
+		goto fail;
+	r = store_errno(st, mdb_get(txn->tx_txn, st->st_meta, &key, &val), "export binding read");
+	if (r == -ENOENT) {
+		store_abort(txn);
+		txn = NULL;
+		r = store_bind_export(st, name, branches, nbranches, export_id, err, errlen);
+		goto out;
+	}
+	if (r < 0)
+		goto fail;
+	if (binding_check(&val) < 0) {
+		err_set(err, errlen, "export %s: its record in the inode map in %s is damaged; "
+			"start with an empty --state directory", name, st->st_dir);
+		r = -EIO;
+		goto out;
+	}
+	id = be16_get(val.mv_data);
+	if (binding_compare(st, name, &val, branches, nbranches, err, errlen) == 0) {
+		*export_id = id;
+		r = 0;
+		goto out;
+	}
+	r = binding_compare_writable(st, name, &val, branches, nbranches, nwritable, err, errlen);
+	if (r < 0)
+		goto out;
+	was = binding_stored_paths(&val);
+	/* val points into the map: put it aside before the binding is overwritten. */
+	r = store_errno(st, mdb_put(txn->tx_txn, st->st_meta, &prevkey, &val, 0),
+			"export binding write");
+	if (r == 0) {
+		binding_encode(buf, id, branches, nbranches);
+		val = (MDB_val){ .mv_size = vallen, .mv_data = buf };
+		r = store_errno(st, mdb_put(txn->tx_txn, st->st_meta, &key, &val, 0),
+				"export binding write");
+	}
+	if (r == 0)
+		r = rebase_records(txn, id, nwritable, branches[0].sb_root_ino);
+	if (r < 0)
+		goto fail;
+	r = store_commit(txn);
+	txn = NULL;
+	if (r < 0)
+		goto fail;
+	/* Its records are counted afresh, over the new stack (store_tally_start). */
+	stally_forget(&st->st_tally, id);
+	now = binding_given_paths(branches, nbranches);
+	log_info("export %s: moved to the branches %s (a new base below its %d writable "
+		 "branch%s; were %s): files of the old base are stale now", name, now ? now : "?",
+		 nwritable, nwritable == 1 ? "" : "es", was ? was : "?");
+	*export_id = id;
+	goto out;
+fail:
+	err_set(err, errlen, "cannot move export %s to its new branches in the inode map in %s: "
+		"%s; free space or fix permissions there", name, st->st_dir, strerror(-r));
+out:
+	store_abort(txn);
+	free(keybuf);
+	free(prevbuf);
+	free(buf);
+	free(was);
+	free(now);
+	return r;
+}
+
+int store_export_stack(struct store *st, const char *name, bool previous, char ***paths, int *n)
+{
+	struct store_txn *txn;
+	const uint8_t *p, *end;
+	const char *path;
+	char **out = NULL;
+	void *keybuf;
+	MDB_val key, val;
+	uint64_t root;
+	size_t len;
+	int r, k = 0, count = 0;
+
+	*paths = NULL;
+	*n = 0;
+	keybuf = binding_key(previous ? META_EXPORT_PREV : META_EXPORT, name, &key);
+	if (!keybuf)
+		return -ENOMEM;
+	r = store_begin(st, false, &txn);
+	if (r < 0) {
+		free(keybuf);
+		return r;
+	}
+	r = store_errno(st, mdb_get(txn->tx_txn, st->st_meta, &key, &val), "export binding read");
+	if (r == 0 && (count = binding_check(&val)) < 0)
+		r = store_corrupt(st, "export binding", 0, 0);
+	if (r == 0 && !(out = calloc((size_t)count, sizeof(*out))))
+		r = -ENOMEM;
+	p = r == 0 ? (const uint8_t *)val.mv_data + 3 : NULL;
+	end = r == 0 ? (const uint8_t *)val.mv_data + val.mv_size : NULL;
+	for (; r == 0 && k < count; k++) {
+		binding_next(&p, end, &path, &len, &root);
+		out[k] = strndup(path, len);
+		if (!out[k])
+			r = -ENOMEM;
+	}
+	store_abort(txn);
+	free(keybuf);
+	if (r < 0) {
+		store_export_stack_free(out, k);
+		return r;
+	}
+	*paths = out;
+	*n = count;
+	return 0;
+}
+
+void store_export_stack_free(char **paths, int n)
+{
+	for (int i = 0; paths && i < n; i++)
+		free(paths[i]);
+	free(paths);
 }

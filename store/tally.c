@@ -6,6 +6,7 @@
 #include "tally.h"
 
 struct stally_counts {
+	struct stally_counts *tc_retired_next;   /* in tt_retired, once forgotten */
 	int tc_n;
 	_Atomic int64_t tc_count[];
 };
@@ -19,6 +20,7 @@ void stally_table_init(struct stally_table *tt)
 	pthread_mutex_init(&tt->tt_lock, NULL);
 	for (int i = 0; i < STALLY_PAGES; i++)
 		atomic_init(&tt->tt_page[i], NULL);
+	tt->tt_retired = NULL;
 }
 
 void stally_table_destroy(struct stally_table *tt)
@@ -31,6 +33,12 @@ void stally_table_destroy(struct stally_table *tt)
 		for (int j = 0; j < STALLY_SPAN; j++)
 			free(atomic_load(&pg->tp_exp[j]));
 		free(pg);
+	}
+	while (tt->tt_retired) {
+		struct stally_counts *c = tt->tt_retired;
+
+		tt->tt_retired = c->tc_retired_next;
+		free(c);
 	}
 	pthread_mutex_destroy(&tt->tt_lock);
 }
@@ -80,6 +88,21 @@ int stally_set(struct stally_table *tt, uint16_t exp, const uint64_t *count, int
 	for (int b = 0; b < n; b++)
 		atomic_store(&c->tc_count[b], (int64_t)count[b]);
 	return 0;
+}
+
+void stally_forget(struct stally_table *tt, uint16_t exp)
+{
+	struct stally_page *pg;
+	struct stally_counts *c;
+
+	pthread_mutex_lock(&tt->tt_lock);
+	pg = atomic_load(&tt->tt_page[exp / STALLY_SPAN]);
+	c = pg ? atomic_exchange(&pg->tp_exp[exp % STALLY_SPAN], NULL) : NULL;
+	if (c) {
+		c->tc_retired_next = tt->tt_retired;
+		tt->tt_retired = c;
+	}
+	pthread_mutex_unlock(&tt->tt_lock);
 }
 
 void stally_clear(struct stally_table *tt, uint16_t exp)

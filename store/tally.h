@@ -10,7 +10,8 @@
  *
  * The counts of export id e are found in two steps (a page of STALLY_SPAN exports, then
  * the export's counts), each an atomic pointer set once and kept until the store closes:
- * applying notes takes no lock.
+ * applying notes takes no lock. Counts forgotten (an export given another number of
+ * branches) are kept aside until then too, since a reader may still hold them.
  */
 #ifndef UNFS_STORE_TALLY_H
 #define UNFS_STORE_TALLY_H
@@ -24,10 +25,12 @@
 #define STALLY_INLINE 4                      /* notes a transaction keeps without malloc */
 
 struct stally_page;
+struct stally_counts;
 
 struct stally_table {
 	pthread_mutex_t tt_lock;                 /* installs pages and counts */
 	struct stally_page *_Atomic tt_page[STALLY_PAGES];
+	struct stally_counts *tt_retired;        /* forgotten counts (tt_lock), freed at destroy */
 };
 
 struct stally_note {
@@ -50,6 +53,8 @@ void stally_table_destroy(struct stally_table *tt);
  * when they had another.
  */
 int stally_set(struct stally_table *tt, uint16_t exp, const uint64_t *count, int n);
+/* Drops exp's counts: the next stally_set makes new ones, with any n. */
+void stally_forget(struct stally_table *tt, uint16_t exp);
 /* Every count of exp to 0 (its records were dropped), if it has counts. */
 void stally_clear(struct stally_table *tt, uint16_t exp);
 /* Branch b's count of exp: 0, or -ENOENT when exp's are not kept (or b is past them). */

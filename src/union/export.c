@@ -130,6 +130,19 @@ static int union_roles(struct union_export *ux, const enum union_role *roles, co
 	return 0;
 }
 
+/*
+ * Branches the roles make writable, even under UNION_OPEN_RO: their objects are the
+ * upper's, which a new base leaves alone.
+ */
+static int union_roles_writable(const struct union_export *ux)
+{
+	int nw = 0;
+
+	while (nw < ux->ux_nbranches && ux->ux_roles[nw] == UNION_BRANCH_RW)
+		nw++;
+	return nw;
+}
+
 int union_open(const char *name, char *const *branches, int nbranches,
 	       const enum union_role *roles, unsigned flags, const char *fix, struct store *st,
 	       struct union_export **out, char *err, size_t errlen)
@@ -217,7 +230,11 @@ int union_open(const char *name, char *const *branches, int nbranches,
 		r = ucache_new(n, &ux->ux_ucache);
 	if (r < 0)
 		goto fail;
-	r = store_bind_export(st, name, ids, n, &ux->ux_id, err, errlen);
+	if (flags & UNION_OPEN_NEW_BASE)
+		r = store_rebind_export(st, name, ids, n, union_roles_writable(ux), &ux->ux_id,
+					err, errlen);
+	else
+		r = store_bind_export(st, name, ids, n, &ux->ux_id, err, errlen);
 	if (r < 0)
 		goto fail;
 	union_cookie_key(st, ux->ux_cookie_key);

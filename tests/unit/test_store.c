@@ -1318,6 +1318,403 @@ static void test_intents_survive_reopen(void **state)
 	store_close(st);
 }
 
+/* ---- new bases (store_rebind_export) ---- */
+
+static const struct store_branch_id stack_v1[] = {
+	{ .sb_path = "/up", .sb_root_ino = 11 },
+	{ .sb_path = "/v1", .sb_root_ino = 22 },
+};
+static const struct store_branch_id stack_v2[] = {
+	{ .sb_path = "/up", .sb_root_ino = 11 },
+	{ .sb_path = "/v2", .sb_root_ino = 33 },
+};
+static const struct store_branch_id stack_v3[] = {
+	{ .sb_path = "/up", .sb_root_ino = 11 },
+	{ .sb_path = "/v3", .sb_root_ino = 44 },
+	{ .sb_path = "/v3b", .sb_root_ino = 45 },
+};
+
+static uint16_t rebind_ok(struct store *st, const char *name, const struct store_branch_id *br,
+			  int n, int nw)
+{
+	char err[512] = "";
+	uint16_t id = 0;
+	int rc = store_rebind_export(st, name, br, n, nw, &id, err, sizeof(err));
+
+	if (rc != 0)
+		fail_msg("store_rebind_export: %d %s", rc, err);
+	return id;
+}
+
+/* The recorded (or previous) stack of name, joined with ':'; "" when there is none. */
+static void stack_of(struct store *st, const char *name, bool previous, char *out, size_t len)
+{
+	char **paths;
+	int n, rc = store_export_stack(st, name, previous, &paths, &n);
+
+	out[0] = '\0';
+	if (rc == -ENOENT) {
+		assert_null(paths);
+		assert_int_equal(n, 0);
+		return;
+	}
+	assert_int_equal(rc, 0);
+	assert_true(n > 0);
+	for (int i = 0; i < n; i++) {
+		if (i)
+			strncat(out, ":", len - strlen(out) - 1);
+		strncat(out, paths[i], len - strlen(out) - 1);
+	}
+	store_export_stack_free(paths, n);
+}
+
+static uint64_t insert_typed(struct store *st, uint16_t exp, uint64_t parent, const char *name,
+			     uint8_t type, uint8_t branch, uint64_t real)
+{
+	struct store_txn *txn;
+	struct store_inode r = make_rec(parent, name, type, branch, real);
+
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	assert_int_equal(store_insert(txn, exp, &r), 0);
+	assert_int_equal(store_commit(txn), 0);
+	return r.si_ino;
+}
+
+/* The size of meta key key in the map in dir, read with LMDB itself; 0 when absent. */
+static size_t raw_meta_size(const char *dir, const char *key)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi meta;
+	MDB_val k = { .mv_size = strlen(key), .mv_data = (void *)key }, val;
+	char path[256];
+	size_t size = 0;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/inodes.mdb", dir);
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+	assert_int_equal(mdb_env_set_mapsize(env, 1u << 30), 0);
+	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_RDONLY, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	rc = mdb_get(txn, meta, &k, &val);
+	if (rc == 0)
+		size = val.mv_size;
+	else
+		assert_int_equal(rc, MDB_NOTFOUND);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	return size;
+}
+
+#define T_FILE 8   /* S_IFREG >> 12 */
+#define T_DIR 4    /* S_IFDIR >> 12 */
+
+struct rebase_recs {
+	uint64_t up_file, lo_file, lo_dir, up_in_lo_dir, lo_in_lo_dir, up_dir, lo_in_up_dir;
+};
+
+/* Records of export 1 over stack_v1: some in the upper (branch 0), some in the base. */
+static void rebase_fill(struct store *st, struct rebase_recs *r)
+{
+	struct store_txn *txn;
+
+	r->up_file = insert_typed(st, 1, STORE_ROOT_INO, "u", T_FILE, 0, 100);
+	r->lo_file = insert_typed(st, 1, STORE_ROOT_INO, "l", T_FILE, 1, 200);
+	r->lo_dir = insert_typed(st, 1, STORE_ROOT_INO, "d", T_DIR, 1, 300);
+	r->up_in_lo_dir = insert_typed(st, 1, r->lo_dir, "x", T_FILE, 0, 101);
+	r->lo_in_lo_dir = insert_typed(st, 1, r->lo_dir, "y", T_FILE, 1, 201);
+	r->up_dir = insert_typed(st, 1, STORE_ROOT_INO, "e", T_DIR, 0, 102);
+	r->lo_in_up_dir = insert_typed(st, 1, r->up_dir, "z", T_FILE, 1, 202);
+	/* A second name of the base's file, as a lower hard link has. */
+	assert_int_equal(store_begin(st, true, &txn), 0);
+	assert_int_equal(store_add_name(txn, 1, r->up_dir, "l2", r->lo_file), 0);
+	assert_int_equal(store_commit(txn), 0);
+}
+
+/*
+ * What a rebase leaves of rebase_fill's records (the map may have been reopened), with
+ * added records made since.
+ */
+static void rebase_check(struct store *st, const struct rebase_recs *r, uint64_t added)
+{
+	struct store_inode rec;
+	struct store_txn *txn;
+	uint64_t ino, count;
+
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	/* The upper's objects keep their inos, records and index entries. */
+	assert_int_equal(store_get(txn, 1, r->up_file, &rec), 0);
+	assert_int_equal(rec.si_branch, 0);
+	assert_int_equal(rec.si_real_ino, 100);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "u", &ino), 0);
+	assert_int_equal(ino, r->up_file);
+	assert_int_equal(store_find_real(txn, 1, 0, 100, &ino), 0);
+	assert_int_equal(ino, r->up_file);
+	assert_int_equal(store_get(txn, 1, r->up_in_lo_dir, &rec), 0);
+	assert_int_equal(rec.si_parent, r->lo_dir);
+	assert_int_equal(store_find_name(txn, 1, r->lo_dir, "x", &ino), 0);
+	assert_int_equal(ino, r->up_in_lo_dir);
+	assert_int_equal(store_get(txn, 1, r->up_dir, &rec), 0);
+	assert_int_equal(rec.si_real_ino, 102);
+	assert_int_equal(store_find_real(txn, 1, 0, 102, &ino), 0);
+	assert_int_equal(store_get(txn, 1, STORE_ROOT_INO, &rec), 0);
+	assert_int_equal(rec.si_branch, 0);
+	assert_int_equal(rec.si_real_ino, 11);
+
+	/* The old base's files are gone, with every name and index entry of theirs. */
+	assert_int_equal(store_get(txn, 1, r->lo_file, &rec), -ENOENT);
+	assert_int_equal(store_get(txn, 1, r->lo_in_lo_dir, &rec), -ENOENT);
+	assert_int_equal(store_get(txn, 1, r->lo_in_up_dir, &rec), -ENOENT);
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "l", &ino), -ENOENT);
+	assert_int_equal(store_find_name(txn, 1, r->up_dir, "l2", &ino), -ENOENT);
+	assert_int_equal(store_find_name(txn, 1, r->lo_dir, "y", &ino), -ENOENT);
+	assert_int_equal(store_find_name(txn, 1, r->up_dir, "z", &ino), -ENOENT);
+	assert_int_equal(store_find_real(txn, 1, 1, 200, &ino), -ENOENT);
+	assert_int_equal(store_find_real(txn, 1, 1, 201, &ino), -ENOENT);
+	assert_int_equal(store_find_real(txn, 1, 1, 202, &ino), -ENOENT);
+
+	/* The base's directory keeps its ino and name, and is to be found again by path. */
+	assert_int_equal(store_get(txn, 1, r->lo_dir, &rec), 0);
+	assert_int_equal(rec.si_type, T_DIR);
+	assert_int_equal(rec.si_branch, 0);
+	assert_int_equal(rec.si_real_ino, 0);
+	assert_int_equal(rec.si_real_id, 0);
+	assert_string_equal(rec.si_name, "d");
+	assert_int_equal(store_find_name(txn, 1, STORE_ROOT_INO, "d", &ino), 0);
+	assert_int_equal(ino, r->lo_dir);
+	assert_int_equal(store_find_real(txn, 1, 1, 300, &ino), -ENOENT);
+	assert_int_equal(store_find_real(txn, 1, 0, 0, &ino), -ENOENT);
+
+	assert_int_equal(store_count(txn, 1, &count), 0);
+	assert_int_equal(count, 5 + added); /* root, u, d, x, e */
+	store_abort(txn);
+}
+
+/*
+ * A new base below the same upper: the export keeps its id, its inode counter and its
+ * upper's records; the old base's files go (names too), its directories stay to be
+ * re-keyed; the old stack is kept as the previous one, and the counts follow the new one.
+ */
+static void test_rebind_new_base(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct rebase_recs r;
+	char buf[256];
+	uint64_t fresh;
+
+	assert_int_equal(bind_ok(st, "/union", stack_v1, 2), 1);
+	assert_int_equal(bind_ok(st, "/other", stack_ab, 2), 2);
+	assert_int_equal(store_tally_start(st, 1, 2), 0);
+	rebase_fill(st, &r);
+	/* Another export's records with the same branch numbers are not touched. */
+	uint64_t other = insert_one(st, 2, STORE_ROOT_INO, "l", 1, 200);
+	assert_int_equal(tally_of(st, 1, 1), 4);
+
+	stack_of(st, "/union", true, buf, sizeof(buf));
+	assert_string_equal(buf, ""); /* never rebound: no previous stack */
+	assert_int_equal(rebind_ok(st, "/union", stack_v2, 2, 1), 1);
+	rebase_check(st, &r, 0);
+	stack_of(st, "/union", false, buf, sizeof(buf));
+	assert_string_equal(buf, "/up:/v2");
+	stack_of(st, "/union", true, buf, sizeof(buf));
+	assert_string_equal(buf, "/up:/v1");
+
+	/* The binding keeps the format servers before it read: id, count, branches. */
+	assert_int_equal(raw_meta_size(f->state, "export//union"), 3 + 2 * 10 + 3 + 3);
+
+	/* The new stack is bound; the old one is refused; counts are taken afresh. */
+	assert_int_equal(bind_ok(st, "/union", stack_v2, 2), 1);
+	{
+		char err[512];
+		uint16_t id;
+
+		assert_int_equal(store_bind_export(st, "/union", stack_v1, 2, &id, err,
+						   sizeof(err)), -EINVAL);
+	}
+	assert_int_equal(store_tally(st, 1, 0, &fresh), -ENOENT);
+	assert_int_equal(store_tally_start(st, 1, 2), 0);
+	assert_int_equal(tally_of(st, 1, 0), 5);
+	assert_int_equal(tally_of(st, 1, 1), 0);
+
+	/* Inos go on from where they were: none of the deleted ones comes back. */
+	fresh = insert_typed(st, 1, STORE_ROOT_INO, "n", T_FILE, 1, 400);
+	assert_true(fresh > r.lo_in_up_dir);
+	assert_int_equal(tally_of(st, 1, 1), 1);
+
+	{
+		struct store_txn *txn;
+		struct store_inode rec;
+
+		assert_int_equal(store_begin(st, false, &txn), 0);
+		assert_int_equal(store_get(txn, 2, other, &rec), 0);
+		assert_int_equal(store_find_real(txn, 2, 1, 200, &fresh), 0);
+		assert_int_equal(fresh, other);
+		store_abort(txn);
+	}
+	store_close(st);
+
+	/* All of it is on disk. */
+	st = open_ok(f);
+	rebase_check(st, &r, 1);
+	assert_int_equal(bind_ok(st, "/union", stack_v2, 2), 1);
+	stack_of(st, "/union", true, buf, sizeof(buf));
+	assert_string_equal(buf, "/up:/v1");
+	store_close(st);
+}
+
+/* A second new base replaces the previous stack; the branch count may change. */
+static void test_rebind_twice(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct rebase_recs r;
+	char buf[256];
+
+	assert_int_equal(bind_ok(st, "/union", stack_v1, 2), 1);
+	assert_int_equal(store_tally_start(st, 1, 2), 0);
+	rebase_fill(st, &r);
+	assert_int_equal(rebind_ok(st, "/union", stack_v2, 2, 1), 1);
+	uint64_t v2file = insert_typed(st, 1, r.lo_dir, "w", T_FILE, 1, 500);
+	assert_int_equal(rebind_ok(st, "/union", stack_v3, 3, 1), 1);
+	assert_int_equal(store_tally_start(st, 1, 3), 0);
+	assert_int_equal(tally_of(st, 1, 0), 5);
+	assert_int_equal(tally_of(st, 1, 2), 0);
+	store_close(st);
+
+	st = open_ok(f);
+	stack_of(st, "/union", false, buf, sizeof(buf));
+	assert_string_equal(buf, "/up:/v3:/v3b");
+	stack_of(st, "/union", true, buf, sizeof(buf));
+	assert_string_equal(buf, "/up:/v2");
+	rebase_check(st, &r, 0);
+	{
+		struct store_txn *txn;
+		struct store_inode rec;
+		uint64_t ino;
+
+		assert_int_equal(store_begin(st, false, &txn), 0);
+		assert_int_equal(store_get(txn, 1, v2file, &rec), -ENOENT);
+		assert_int_equal(store_find_name(txn, 1, r.lo_dir, "w", &ino), -ENOENT);
+		store_abort(txn);
+	}
+	/* Back to fewer branches: a count of 2 again. */
+	assert_int_equal(rebind_ok(st, "/union", stack_v2, 2, 1), 1);
+	assert_int_equal(store_tally_start(st, 1, 2), 0);
+	stack_of(st, "/union", true, buf, sizeof(buf));
+	assert_string_equal(buf, "/up:/v3:/v3b");
+	store_close(st);
+}
+
+/*
+ * Another writable branch (by path or root inode) is refused with both stacks and the fix,
+ * and nothing changes; an equal stack is a no-op; an export never bound is bound.
+ */
+static void test_rebind_refused_and_noop(void **state)
+{
+	struct fixture *f = *state;
+	struct store_branch_id other_up[] = {
+		{ .sb_path = "/up2", .sb_root_ino = 11 },
+		{ .sb_path = "/v2", .sb_root_ino = 33 },
+	};
+	struct store_branch_id moved_up[] = {
+		{ .sb_path = "/up", .sb_root_ino = 12 },
+		{ .sb_path = "/v2", .sb_root_ino = 33 },
+	};
+	struct store *st = open_ok(f);
+	struct rebase_recs r;
+	struct store_txn *txn;
+	struct store_inode rec;
+	char err[1024] = "", buf[256];
+	uint16_t id = 77;
+
+	assert_int_equal(bind_ok(st, "/union", stack_v1, 2), 1);
+	rebase_fill(st, &r);
+
+	assert_int_equal(store_rebind_export(st, "/union", other_up, 2, 1, &id, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(id, 77);
+	assert_non_null(strstr(err, "export /union"));
+	assert_non_null(strstr(err, "/up:/v1"));
+	assert_non_null(strstr(err, "/up2:/v2"));
+	assert_non_null(strstr(err, "writable"));
+	assert_non_null(strstr(err, "restore the writable branches"));
+	err[0] = '\0';
+	assert_int_equal(store_rebind_export(st, "/union", moved_up, 2, 1, &id, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "root inode"));
+	/* Both of the map's branches are writable here, and the second is not given. */
+	assert_int_equal(store_rebind_export(st, "/union", stack_v2, 2, 2, &id, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(store_rebind_export(st, "/union", stack_v2, 2, 3, &id, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(store_rebind_export(st, "/union", stack_v2, 0, 0, &id, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(id, 77);
+
+	/* The same stack: nothing to do, nothing written. */
+	assert_int_equal(rebind_ok(st, "/union", stack_v1, 2, 1), 1);
+	stack_of(st, "/union", true, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+	store_close(st);
+
+	st = open_ok(f);
+	stack_of(st, "/union", false, buf, sizeof(buf));
+	assert_string_equal(buf, "/up:/v1");
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_get(txn, 1, r.lo_file, &rec), 0);
+	assert_int_equal(store_get(txn, 1, r.lo_dir, &rec), 0);
+	assert_int_equal(rec.si_branch, 1);
+	assert_int_equal(rec.si_real_ino, 300);
+	store_abort(txn);
+
+	/* Not bound yet: bound as store_bind_export binds. */
+	assert_int_equal(rebind_ok(st, "/fresh", stack_v2, 2, 1), 2);
+	stack_of(st, "/fresh", false, buf, sizeof(buf));
+	assert_string_equal(buf, "/up:/v2");
+	stack_of(st, "/fresh", true, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+	stack_of(st, "/nowhere", false, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+
+	/* Unbinding forgets the previous stack too. */
+	assert_int_equal(rebind_ok(st, "/union", stack_v2, 2, 1), 1);
+	assert_int_equal(store_unbind_export(st, "/union"), 0);
+	stack_of(st, "/union", true, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+	assert_int_equal(raw_meta_size(f->state, "export-prev//union"), 0);
+	store_close(st);
+}
+
+/* Every branch read-only (a read-only union): all records of the base go, the root stays. */
+static void test_rebind_whole_stack(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	struct store_txn *txn;
+	struct store_inode rec;
+	uint64_t ino, dir, file;
+
+	assert_int_equal(bind_ok(st, "/ro", stack_v1, 2), 1);
+	dir = insert_typed(st, 1, STORE_ROOT_INO, "d", T_DIR, 0, 300);
+	file = insert_typed(st, 1, dir, "f", T_FILE, 1, 301);
+	assert_int_equal(rebind_ok(st, "/ro", stack_ab, 2, 0), 1);
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_get(txn, 1, STORE_ROOT_INO, &rec), 0);
+	assert_int_equal(rec.si_branch, 0);
+	assert_int_equal(rec.si_real_ino, 11); /* /a's root */
+	assert_int_equal(store_find_real(txn, 1, 0, 11, &ino), 0);
+	assert_int_equal(ino, STORE_ROOT_INO);
+	assert_int_equal(store_get(txn, 1, dir, &rec), 0);
+	assert_int_equal(rec.si_real_ino, 0);
+	assert_int_equal(store_find_real(txn, 1, 0, 300, &ino), -ENOENT);
+	assert_int_equal(store_get(txn, 1, file, &rec), -ENOENT);
+	store_abort(txn);
+	store_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1344,6 +1741,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_size_per_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tally, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trim, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rebind_new_base, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rebind_twice, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rebind_refused_and_noop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rebind_whole_stack, setup, teardown),
 	};
 
 	log_init(true, "test_store");

@@ -1,6 +1,6 @@
 /*
- * The fixture of the union unit tests (test_union.c, test_union_semantics.c): an export over
- * real temporary branches with its own store, helpers that build branches by hand (paths on
+ * The fixture of the union unit tests (test_union*.c): an export over real temporary
+ * branches with its own store, helpers that build branches by hand (paths on
  * disk) and helpers that act through the union. Every helper asserts that what it does
  * succeeds, unless it returns the result.
  */
