@@ -41,6 +41,9 @@ struct nfs_views_ops {
 	void (*vo_put)(struct view *vw);
 };
 
+/* Export slots, reloads' included: main allocates ns_exports with this many. */
+#define NFS_MAX_EXPORTS 1024
+
 /*
  * Everything the handlers share; built by main, handed to rpc_dispatch_init as ctx. Main
  * fills in ns_exports, ns_nexports and ns_handle_key; other modules use the calls below,
@@ -62,6 +65,7 @@ struct nfs_server {
 	_Atomic unsigned ns_names_gen;         /* +1 by every reload: host names may differ */
 	pthread_mutex_t ns_mounts_lock;        /* guards ns_mounts (MOUNT DUMP/UMNT) */
 	struct mount_entry *ns_mounts;
+	_Atomic unsigned ns_base_gen[NFS_MAX_EXPORTS]; /* +1 by every nfs_server_swap_branches */
 	const struct nfs_views_ops *ns_views_ops; /* per-client views (upper=); NULL: none */
 	void *ns_views;
 };
@@ -140,9 +144,6 @@ int nfs_export_count(const struct nfs_server *ns);
 /* The union serving export index i; NULL when a reload removed the export. */
 struct union_export *nfs_export_union(const struct nfs_server *ns, int i);
 
-/* Export slots, reloads' included: main allocates ns_exports with this many. */
-#define NFS_MAX_EXPORTS 1024
-
 /*
  * Changes to the live export table, made by a reload on the loop thread (the one writer);
  * main owns the unions, opened before and closed after (calls may still run on an old one).
@@ -156,6 +157,8 @@ int nfs_server_add_export(struct nfs_server *ns, struct config *next, int j,
 			  struct union_export *ux);
 struct union_export *nfs_server_set_union(struct nfs_server *ns, int i, struct union_export *ux);
 void nfs_server_swap_branches(struct nfs_server *ns, int i, struct export_conf *next);
+/* How many times export i's branches were swapped in this run (a view's base is one of them). */
+unsigned nfs_export_base_gen(struct nfs_server *ns, int i);
 /*
  * A copy of export i's branch stack as it is now (a reload may change it meanwhile), with
  * every branch's role; free with nfs_export_branches_free. 0 or -ENOMEM.

@@ -28,6 +28,7 @@ enum exportset_action {
 	EXPORTSET_SAME = 0,      /* nothing for this module: rules and options only */
 	EXPORTSET_ADD,           /* a new export: served by its opened union */
 	EXPORTSET_REVIVE,        /* removed before, back with the same branches */
+	EXPORTSET_BASE,          /* other read-only branches: served by its opened union */
 };
 
 struct exportset_change {
@@ -36,17 +37,12 @@ struct exportset_change {
 	struct union_export **ch_ux;         /* [j]: the union opened for it */
 };
 
-static unsigned exportset_open_flags(const struct export_conf *ec)
-{
-	return ec->ec_opts.eo_ro ? UNION_OPEN_RO : 0;
-}
-
 /* Opens export ec's union by its policy; -errno with the cause and the fix in err. */
-static int exportset_open_one(const struct export_conf *ec, struct store *st, const char *fix,
-			      struct union_export **ux, char *err, size_t errlen)
+static int exportset_open_one(const struct export_conf *ec, struct store *st, unsigned flags,
+			      const char *fix, struct union_export **ux, char *err, size_t errlen)
 {
 	int r = union_open(ec->ec_name, ec->ec_branches, ec->ec_nbranches, ec->ec_roles,
-			   exportset_open_flags(ec), fix, st, ux, err, errlen);
+			   flags | (ec->ec_opts.eo_ro ? UNION_OPEN_RO : 0), fix, st, ux, err, errlen);
 
 	if (r == 0)
 		union_set_policy(*ux, &ec->ec_policy);
@@ -72,7 +68,7 @@ int exportset_open(struct config *cf, struct store *st, struct exportset **out, 
 	es->es_store = st;
 	for (int i = 0; i < cf->cf_nexports; i++) {
 		/* union_open's messages already name the export. */
-		if (exportset_open_one(&cf->cf_exports[i], st, "fix -e", &es->es_table[i], err,
+		if (exportset_open_one(&cf->cf_exports[i], st, 0, "fix -e", &es->es_table[i], err,
 				       errlen) < 0) {
 			exportset_close(es);
 			return -1;
@@ -110,6 +106,12 @@ void exportset_close(struct exportset *es)
 
 /* ---- reloads ---- */
 
+static bool exportset_same_upper(const struct export_conf *a, const struct export_conf *b)
+{
+	return a->ec_upper == b->ec_upper || (a->ec_upper && b->ec_upper &&
+					       !strcmp(a->ec_upper, b->ec_upper));
+}
+
 struct exportset_change *exportset_prepare(struct exportset *es, const struct config *live,
 					   const struct config *next)
 {
@@ -129,18 +131,23 @@ struct exportset_change *exportset_prepare(struct exportset *es, const struct co
 	for (int j = 0; j < next->cf_nexports; j++) {
 		const struct export_conf *ec = &next->cf_exports[j];
 		int i = config_find_export(live, ec->ec_name);
+		bool same = i >= 0 && config_same_branches(&live->cf_exports[i], ec);
+		unsigned flags = i >= 0 ? UNION_OPEN_NEW_BASE : 0;
 
-		if (i >= 0 && es->es_removed[i] &&
-		    config_same_branches(&live->cf_exports[i], ec)) {
+		if (same && es->es_removed[i]) {
 			ch->ch_action[j] = EXPORTSET_REVIVE;
-		} else if (i < 0) {
-			if (exportset_open_one(ec, es->es_store,
-					       "fix the export's branches in the configuration",
-					       &ch->ch_ux[j], err, sizeof(err)) < 0)
-				log_err("reload: export %s is not served: %s", ec->ec_name, err);
-			else
-				ch->ch_action[j] = EXPORTSET_ADD;
+			continue;
 		}
+		/* upper= changes need a restart: its clients' layers are where it said */
+		if (same || (i >= 0 && !exportset_same_upper(&live->cf_exports[i], ec)))
+			continue;
+		if (exportset_open_one(ec, es->es_store, flags,
+				       "fix the export's branches in the configuration",
+				       &ch->ch_ux[j], err, sizeof(err)) < 0)
+			log_err("reload: export %s %s: %s", ec->ec_name,
+				i < 0 ? "is not served" : "keeps its old branches", err);
+		else
+			ch->ch_action[j] = i < 0 ? EXPORTSET_ADD : EXPORTSET_BASE;
 	}
 	return ch;
 }
@@ -152,6 +159,41 @@ static void exportset_remove(struct exportset *es, struct nfs_server *ns, int i)
 	es->es_removed[i] = nfs_server_set_union(ns, i, NULL);
 	log_info("reload: export %s removed: its clients' file handles are stale from now on, "
 		 "and mounting it answers 'no such export'", name);
+}
+
+/*
+ * Serves slot i by ux, opened on ec's branches (a new base), from now on. The old union
+ * (or the one kept while the export was removed) stays open for calls already running.
+ */
+static void exportset_new_base(struct exportset *es, struct nfs_server *ns, int i,
+			       struct export_conf *ec, struct union_export *ux)
+{
+	struct exportset_old *o = calloc(1, sizeof(*o));
+	const char *name = ns->ns_cfg->cf_exports[i].ec_name;
+	struct union_export *old;
+
+	nfs_server_swap_branches(ns, i, ec);
+	old = nfs_server_set_union(ns, i, ux);
+	if (!old) {
+		old = es->es_removed[i];
+		es->es_removed[i] = NULL;
+	}
+	if (o) {
+		o->eo_ux = old;
+		o->eo_next = es->es_old;
+		es->es_old = o;
+	} else {
+		log_warn("reload: out of memory keeping the old union of export %s: its files stay "
+			 "open until unionnfsd restarts", name);
+	}
+	if (ns->ns_cfg->cf_exports[i].ec_upper)
+		log_info("reload: export %s has a new base (%d branch%s): each client moves to it at "
+			 "its next mount, keeping its own upper", name,
+			 ns->ns_cfg->cf_exports[i].ec_nbranches,
+			 ns->ns_cfg->cf_exports[i].ec_nbranches == 1 ? "" : "es");
+	else
+		log_info("reload: export %s is served from its new branches at once; handles of "
+			 "files of the branches it no longer has are stale", name);
 }
 
 void exportset_apply(struct exportset *es, struct exportset_change *ch, struct nfs_server *ns,
@@ -175,6 +217,11 @@ void exportset_apply(struct exportset *es, struct exportset_change *ch, struct n
 			nfs_server_set_union(ns, i, es->es_removed[i]);
 			es->es_removed[i] = NULL;
 			log_info("reload: export %s is served again", name);
+			break;
+		case EXPORTSET_BASE:
+			i = config_find_export(live, name);
+			exportset_new_base(es, ns, i, &next->cf_exports[j], ch->ch_ux[j]);
+			ch->ch_ux[j] = NULL;
 			break;
 		case EXPORTSET_ADD:
 			i = nfs_server_add_export(ns, next, j, ch->ch_ux[j]);

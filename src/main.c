@@ -504,13 +504,17 @@ static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 		struct union_export *ux = nfs_export_union(&mc->mc_nfs, i);
 		unsigned changes = config_diff_export(oc, nc, o->ec_name, ux && union_read_only(ux));
 
+		const struct export_conf *e;
+
 		if (!ux || (changes & CONFIG_EXPORT_GONE))
 			continue; /* exportset_apply says */
-		if (changes & CONFIG_EXPORT_BRANCHES)
-			log_warn("SIGHUP: the branches of export %s changed; that needs a restart of unionnfsd, until then it is served as before (old branches and rules)",
-				 o->ec_name);
-		else if (changes & CONFIG_EXPORT_UPPER)
-			log_warn("SIGHUP: the upper= template of export %s changed; that needs a restart of unionnfsd, until then clients keep their layers under %s",
+		e = &nc->cf_exports[config_find_export(nc, o->ec_name)];
+		/* config_diff_export says nothing more of an export with other branches */
+		if ((o->ec_upper == NULL) != (e->ec_upper == NULL) ||
+		    (o->ec_upper && strcmp(o->ec_upper, e->ec_upper)))
+			changes |= CONFIG_EXPORT_UPPER;
+		if (changes & CONFIG_EXPORT_UPPER)
+			log_warn("SIGHUP: the upper= template of export %s changed; that needs a restart of unionnfsd, until then it is served as before and clients keep their layers under %s",
 				 o->ec_name, o->ec_upper ? o->ec_upper : "the export's own upper");
 		if ((changes & CONFIG_EXPORT_POLICY) && !(changes & CONFIG_EXPORT_BRANCHES)) {
 			union_set_policy(ux, &nc->cf_exports[config_find_export(nc, o->ec_name)].ec_policy);

@@ -268,7 +268,13 @@ void nfs_server_swap_branches(struct nfs_server *ns, int i, struct export_conf *
 {
 	pthread_rwlock_wrlock(&ns->ns_rules_lock);
 	config_swap_branches(&ns->ns_cfg->cf_exports[i], next);
+	atomic_fetch_add(&ns->ns_base_gen[i], 1);
 	pthread_rwlock_unlock(&ns->ns_rules_lock);
+}
+
+unsigned nfs_export_base_gen(struct nfs_server *ns, int i)
+{
+	return atomic_load(&ns->ns_base_gen[i]);
 }
 
 int nfs_export_branches(struct nfs_server *ns, int i, char ***branches, enum union_role **roles,

@@ -167,19 +167,60 @@ void views_finish_close(struct views *vt, struct view *vw)
 /* --- opening --- */
 
 /*
+ * The lower branches a view of export i opens on: with current (a MNT), the export's base
+ * now, to which the view's map binding moves (UNION_OPEN_NEW_BASE), with *gen set to its
+ * nfs_export_base_gen + 1; else (a handle) the base the binding records, so a client keeps
+ * the base it mounted until it mounts again (the export's base if the binding records none).
+ */
+static int views_base(struct views *vt, int i, const char *name, bool current, char ***lowers,
+		      enum union_role **roles, int *n, unsigned *gen, unsigned *flags)
+{
+	struct store *st = union_store(nfs_export_union(vt->vt_ns, i));
+	enum union_role *base_roles;
+	char **paths;
+	int np, r, had;
+
+	*gen = nfs_export_base_gen(vt->vt_ns, i) + 1;
+	*flags = UNION_OPEN_NEW_BASE;
+	r = nfs_export_branches(vt->vt_ns, i, lowers, roles, n);
+	if (r < 0 || current)
+		return r;
+	*gen = 0;
+	*flags = 0;
+	if (store_export_stack(st, name, false, &paths, &np) < 0 || np < 1)
+		return 0; /* never bound: the export's base */
+	/* the recorded paths (after the view's upper), in the export's roles if as many */
+	base_roles = *roles;
+	had = *n;
+	nfs_export_branches_free(*lowers, NULL, had);
+	*n = np - 1;
+	*lowers = calloc((size_t)np, sizeof(**lowers));
+	*roles = calloc((size_t)np, sizeof(**roles));
+	for (int k = 1; *lowers && *roles && k < np; k++) {
+		(*lowers)[k - 1] = paths[k];
+		paths[k] = NULL;
+		(*roles)[k - 1] = *n == had ? base_roles[k - 1] : UNION_BRANCH_RO;
+	}
+	free(base_roles);
+	store_export_stack_free(paths, np);
+	return *lowers && *roles ? 0 : -ENOMEM;
+}
+
+/*
  * The file system work of opening view vw (without vt_lock; vw is OPENING): its upper,
  * made first with create (a view is only ever made by a MNT), and its union over the
- * export's branches.
+ * export's base (views_base: a MNT's the export's base now). *gen says which base.
  */
 static int views_open_union(struct views *vt, struct view *vw, bool create,
-			    struct union_export **ux, char *err, size_t errlen)
+			    struct union_export **ux, unsigned *gen, char *err, size_t errlen)
 {
 	int i = vw->vw_export;
 	const struct export_conf *ec = views_export(vt, i);
 	char upper[PATH_MAX], name[STORE_EXPORT_NAME_MAX + 1];
-	enum union_role *roles;
-	char **branches;
-	int r;
+	enum union_role *roles = NULL, *lroles = NULL;
+	char **branches = NULL, **lowers = NULL;
+	unsigned flags;
+	int r, n = 0;
 
 	if (views_upper_expand(ec->ec_upper, vw->vw_key, upper, sizeof(upper)) < 0 ||
 	    (size_t)snprintf(name, sizeof(name), "%s%%%s", ec->ec_name, vw->vw_key) >=
@@ -197,34 +238,39 @@ static int views_open_union(struct views *vt, struct view *vw, bool create,
 		if (r < 0)
 			return r;
 	}
-	branches = calloc((size_t)ec->ec_nbranches + 1, sizeof(*branches));
-	roles = calloc((size_t)ec->ec_nbranches + 1, sizeof(*roles));
+	r = views_base(vt, i, name, create, &lowers, &lroles, &n, gen, &flags);
+	if (r == 0) {
+		branches = calloc((size_t)n + 1, sizeof(*branches));
+		roles = calloc((size_t)n + 1, sizeof(*roles));
+	}
 	if (!branches || !roles) {
-		free(branches);
-		free(roles);
 		snprintf(err, errlen, "export %s: out of memory opening the view of %s",
 			 ec->ec_name, vw->vw_key);
-		return -ENOMEM;
+		r = -ENOMEM;
+		goto out;
 	}
 	branches[0] = upper;
 	roles[0] = UNION_BRANCH_RW;
-	for (int j = 0; j < ec->ec_nbranches; j++) {
-		branches[j + 1] = ec->ec_branches[j];
-		roles[j + 1] = ec->ec_roles ? ec->ec_roles[j] : UNION_BRANCH_RO;
+	for (int j = 0; j < n; j++) {
+		branches[j + 1] = lowers[j];
+		roles[j + 1] = lroles[j];
 	}
 	/* The view writes to its upper, and to the base's branches marked =rw (shared). */
-	r = union_open(name, branches, ec->ec_nbranches + 1, roles, 0,
+	r = union_open(name, branches, n + 1, roles, flags,
 		       "fix the export's upper= or its branches",
 		       union_store(nfs_export_union(vt->vt_ns, i)), ux, err, errlen);
 	if (r == 0)
 		union_set_policy(*ux, &ec->ec_policy);
+out:
 	free(branches);
 	free(roles);
+	nfs_export_branches_free(lowers, lroles, n);
 	return r;
 }
 
 /* Makes vw OPEN with union ux (vt_lock held). */
-static void views_set_open_locked(struct views *vt, struct view *vw, struct union_export *ux)
+static void views_set_open_locked(struct views *vt, struct view *vw, struct union_export *ux,
+				  unsigned gen)
 {
 	const struct export_conf *ec = views_export(vt, vw->vw_export);
 	char upper[PATH_MAX];
@@ -238,6 +284,7 @@ static void views_set_open_locked(struct views *vt, struct view *vw, struct unio
 		log_debug("export %s: client %s served again from its own upper %s", ec->ec_name,
 			  vw->vw_key, upper);
 	vw->vw_known = true;
+	vw->vw_base_gen = gen;
 	atomic_store(&vw->vw_used, time(NULL));
 	atomic_store(&vw->vw_ux, ux);
 	vw->vw_state = VIEW_OPEN;
@@ -256,6 +303,7 @@ static int views_hold_open_locked(struct views *vt, struct view *vw, const char 
 {
 	struct union_export *opened = NULL;
 	struct view *evicted = NULL;
+	unsigned gen = 0;
 	int r = 0;
 
 	*ux = views_hold(vw);
@@ -276,10 +324,10 @@ static int views_hold_open_locked(struct views *vt, struct view *vw, const char 
 	vt->vt_nopen++;
 	pthread_mutex_unlock(&vt->vt_lock);
 	views_finish_close(vt, evicted);
-	r = views_open_union(vt, vw, create, &opened, err, errlen);
+	r = views_open_union(vt, vw, create, &opened, &gen, err, errlen);
 	pthread_mutex_lock(&vt->vt_lock);
 	if (r == 0) {
-		views_set_open_locked(vt, vw, opened);
+		views_set_open_locked(vt, vw, opened, gen);
 		*ux = views_hold(vw);
 	} else {
 		vw->vw_state = VIEW_CLOSED;
@@ -313,6 +361,23 @@ static struct view *views_settled_locked(struct views *vt, int i, const char *ke
 	}
 }
 
+/*
+ * A MNT moves its client to the export's base of the time: an open view on another base
+ * is closed first (vt_lock held, let go meanwhile), unless calls hold it (then the client
+ * stays on its base until its next MNT). True when it was closed: look it up again.
+ */
+static bool views_close_for_base_locked(struct views *vt, struct view *vw)
+{
+	if (vw->vw_state != VIEW_OPEN ||
+	    vw->vw_base_gen == nfs_export_base_gen(vt->vt_ns, vw->vw_export) + 1 ||
+	    !views_close_locked(vt, vw))
+		return false;
+	pthread_mutex_unlock(&vt->vt_lock);
+	views_finish_close(vt, vw);
+	pthread_mutex_lock(&vt->vt_lock);
+	return true;
+}
+
 static int views_for_client(void *table, int i, const char *addr, struct view **vwp,
 			    struct union_export **ux, char *err, size_t errlen)
 {
@@ -332,6 +397,8 @@ static int views_for_client(void *table, int i, const char *addr, struct view **
 		return r;
 	pthread_mutex_lock(&vt->vt_lock);
 	vw = views_settled_locked(vt, i, key);
+	if (vw && views_close_for_base_locked(vt, vw))
+		vw = views_settled_locked(vt, i, key);
 	if (!vw) {
 		snprintf(err, errlen, "export %s: out of memory opening the view of %s",
 			 views_export(vt, i)->ec_name, key);

@@ -78,6 +78,12 @@ struct view {
 	_Atomic(struct union_export *) vw_ux;
 	atomic_uint vw_refs;
 	struct union_export *vw_closing; /* the union being closed while CLOSING */
+	/*
+	 * The base its union was opened on: nfs_export_base_gen + 1 when a MNT opened it on
+	 * the export's base of the time; 0 when a handle did, on the base the view's map
+	 * binding records (what its client mounted last, maybe before a reload or restart).
+	 */
+	unsigned vw_base_gen;
 	_Atomic time_t vw_used;  /* when the last call or MNT ended (or the view opened) */
 };
 
