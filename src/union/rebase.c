@@ -576,7 +576,8 @@ static const char *rb_oci_target(int ufd, bool top, const char *marker)
 	const char *name = marker + strlen(UWH_PREFIX);
 	struct stat st;
 
-	if (uname_check(name) || uname_dot(name) || rb_hidden(top, name))
+	if (!strncmp(marker, UWH_TMP_PREFIX, strlen(UWH_TMP_PREFIX)) || uname_check(name) ||
+	    uname_dot(name) || rb_hidden(top, name))
 		return NULL;
 	return uwh_statat(ufd, name, &st) == -ENOENT ? name : NULL;
 }
