@@ -364,7 +364,9 @@ enum union_upper_kind {
 	UNION_UPPER_WHITEOUT,          /* the client deleted it */
 	UNION_UPPER_METACOPY,          /* the client changed only attributes; data is the base's */
 	UNION_UPPER_OPAQUE,            /* a directory of the client's hiding the base's */
-	UNION_UPPER_REDIRECT_MISSING,  /* a renamed directory or metacopy whose origin is gone */
+	/* A renamed directory or metacopy whose redirect's target the old stack had (as a
+	 * directory, for a directory) and the new one has not. */
+	UNION_UPPER_REDIRECT_MISSING,
 };
 
 enum union_base_change {

@@ -295,6 +295,26 @@ static void test_lower_markers(void **state)
 	mark(x->newtop, "lib", "opaque", "y");
 	put(x->newtop, "lib/x", "x", 0644);
 	put(x->newtop, "lib/z", "z", 0644);
+	/* The OCI form: ".wh.share" beside the top's share; the user.* xattr form on etc2. */
+	for (int i = 0; i < 2; i++) {
+		mkd(both[i], "share", 0755);
+		put(both[i], "share/a", "a", 0644);
+		mkd(both[i], "etc2", 0755);
+		put(both[i], "etc2/a", "a", 0644);
+	}
+	mkd(x->newtop, "share", 0755);
+	put(x->newtop, ".wh.share", "", 0644);
+	mkd(x->newtop, "etc2", 0755);
+	{
+		char p[PATH_MAX];
+
+		path_of(p, x->newtop, "etc2");
+		assert_int_equal(lsetxattr(p, "user.overlay.opaque", "y", 1, 0), 0);
+	}
+	mkd(x->upper, "share", 0755);
+	put(x->upper, "share/a", "client's", 0644);
+	mkd(x->upper, "etc2", 0755);
+	put(x->upper, "etc2/a", "client's", 0644);
 	put(x->upper, "gone", "client's", 0644);
 	put(x->upper, "gone_oci", "client's", 0644);
 	mkd(x->upper, "lib", 0755);
@@ -303,9 +323,11 @@ static void test_lower_markers(void **state)
 	put(x->upper, "lib/z", "client's", 0644);
 	report(x, &g);
 	const char *want[] = {
+		"/etc2/a copy removed",
 		"/gone copy removed",
 		"/gone_oci copy removed",
 		"/lib/y copy removed",
+		"/share/a copy removed",
 	};
 	expect(&g, want, sizeof(want) / sizeof(want[0]));
 }
