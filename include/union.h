@@ -361,4 +361,58 @@ void union_set_clock(struct union_export *ux, union_clock_fn now_ms);
 void union_watch_settle(void);
 void union_watch_budget(size_t dirs);
 
+/*
+ * Base versions (rebase.c): a client's upper kept over a new stack of lower branches.
+ * "The base at P" of a stack is what a union of those branches alone shows at P (their own
+ * whiteouts and opaque directories count). union_conflicts reports each entry of the upper
+ * that hides a base path whose base differs between the old and the new stack: presence,
+ * type, mode, owner, group, a regular file's bytes, a symlink's target, a device's number,
+ * and for a directory everything under it.
+ */
+enum union_upper_kind {
+	UNION_UPPER_COPY,              /* the client's own file, symlink, device, directory */
+	UNION_UPPER_WHITEOUT,          /* the client deleted it */
+	UNION_UPPER_METACOPY,          /* the client changed only attributes; data is the base's */
+	UNION_UPPER_OPAQUE,            /* a directory of the client's hiding the base's */
+	/* A renamed directory or metacopy whose redirect's target the old stack had (as a
+	 * directory, for a directory) and the new one has not. */
+	UNION_UPPER_REDIRECT_MISSING,
+};
+
+enum union_base_change {
+	UNION_BASE_CHANGED,
+	UNION_BASE_ADDED,              /* absent in the old stack, present in the new */
+	UNION_BASE_REMOVED,            /* present in the old stack, absent in the new */
+};
+
+struct union_conflict {
+	const char *uc_path;           /* from the union's root: "/etc/motd" */
+	enum union_upper_kind uc_kind;
+	enum union_base_change uc_change;
+};
+
+/* "copy", "whiteout", "metacopy", "opaque", "redirect-missing". */
+const char *union_upper_kind_name(enum union_upper_kind kind);
+/* "changed", "added", "removed". */
+const char *union_base_change_name(enum union_base_change change);
+
+/*
+ * Walks the upper directory (as root, never through a symlink, skipping the union's own
+ * names) and calls fn for each conflict, in the order of their paths (strcmp). Stacks are
+ * top first, 1 to UNION_MAX_BRANCHES paths each. A non-zero return of fn stops the walk and
+ * is returned; otherwise 0, or -errno with the cause and the fix in err.
+ */
+int union_conflicts(const char *upper, char *const *old_base, int nold, char *const *new_base,
+		    int nnew, int (*fn)(const struct union_conflict *c, void *arg), void *arg,
+		    char *err, size_t errlen);
+
+/*
+ * Drops the upper's own entry at path ("/a/b": from the union's root, no empty, "." or ".."
+ * components, not the root) so the base shows there: a non-directory or whiteout with the
+ * OCI whiteout ".wh.NAME" beside it, or a directory with everything in it. Its parent
+ * directories stay. 0, or -errno with the cause and the fix in err (-ENOENT: the upper has
+ * nothing there).
+ */
+int union_take_base(const char *upper, const char *path, char *err, size_t errlen);
+
 #endif
