@@ -168,7 +168,7 @@ out:
 	return r < 0 ? r : 0;
 }
 
-/* What a stack shows at path ("/a/b"), which rb_conflicts made well-formed. */
+/* What a stack shows at path ("/a/b"): made by the walk, from names the upper lists. */
 static int rb_lookup(const struct rb_stack *s, const char *path, struct rb_view *v)
 {
 	char name[STORE_NAME_MAX + 1];
@@ -617,7 +617,8 @@ static int rb_walk_dir(struct rb_walk *w, int ufd, const char *upath, const char
 			r = rb_check(w, up, bp, UNION_UPPER_WHITEOUT);
 		else
 			r = rb_upper_entry(w, ufd, name, up, bp, depth);
-		if (r < 0 && !*w->wk_err)
+		/* The deepest failure says where; the directories above it keep its words. */
+		if (r < 0 && w->wk_err && w->wk_errlen && !*w->wk_err)
 			err_set(w->wk_err, w->wk_errlen, "upper %s, at %s: %s; make it readable "
 				"(and the same path in each base) and run again", w->wk_upper,
 				up ? up : upath, strerror(-r));
@@ -675,8 +676,6 @@ int union_conflicts(const char *upper, char *const *old_base, int nold, char *co
 
 	if (err && errlen)
 		*err = '\0';
-	else
-		w.wk_err = (char *)"", w.wk_errlen = 0;
 	fsio_become_root(&ids);
 	r = rb_stack_open("old", old_base, nold, &w.wk_old, err, errlen);
 	if (r == 0)
