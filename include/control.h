@@ -38,6 +38,10 @@
 	"                 branches; report stale ones; --repair drops their records\n" \
 	"  reload         re-read the configuration, as SIGHUP does\n" \
 	"  reset CLIENT [--force]  discard a client's own upper branch (exports with upper=...)\n" \
+	"  conflicts CLIENT [--json]  the client's own files that hide a base file changed\n" \
+	"                 between its old base and its new one (exports with upper=...)\n" \
+	"  take-base CLIENT PATH...  drop the client's own copy (or deletion) of each PATH, so\n" \
+	"                 the base's version shows from its next mount\n" \
 	"  help           this list\n"
 #define CONTROL_TIMEOUT 10.0          /* seconds a connection may take to send and read */
 /*

@@ -55,6 +55,27 @@ int views_reset(struct views *vt, const char *client, bool force, char *msg, siz
 int views_walk(struct views *vt, int i,
 	       int (*fn)(struct union_export *ux, const char *key, void *arg), void *arg);
 
+/*
+ * Base versions (a reload gave an export with upper= new lower branches; each client moves
+ * at its next MNT). For the control socket, off the loop: both read the uppers.
+ *
+ * views_conflicts: for client (an address, or a host name where upper= has %h), in every
+ * export with upper= where it has two bases, calls fn for each entry of its own upper that
+ * hides a base path differing between them (union_conflicts): the base it is on and the
+ * export's base now when it has not moved yet, else the base it had before and the one it
+ * is on. *moved counts the exports compared. 0, fn's non-zero return, or -errno with the
+ * cause in msg (-ENOENT: the client has no layer; -EINVAL: no export has upper=).
+ * views_take_base: drops client's own entry at path (union_take_base) in every export with
+ * upper= where it has one, so the base's version shows from its next mount. 0, or -errno
+ * with msg (-ENOENT: no copy there); msg also says what was done.
+ */
+struct union_conflict;
+int views_conflicts(struct views *vt, const char *client,
+		    int (*fn)(const char *export, const struct union_conflict *c, void *arg),
+		    void *arg, int *moved, char *msg, size_t msglen);
+int views_take_base(struct views *vt, const char *client, const char *path, char *msg,
+		    size_t msglen);
+
 /* How many client views of export index i are open now. */
 int views_open_count(struct views *vt, int i);
 

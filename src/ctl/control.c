@@ -35,18 +35,6 @@
 #define CTL_LOCKS_LIST 1000
 #define CTL_LOCKS_HOST_SHOWN 40    /* bytes of a client's host key shown */
 
-/* A reply being composed: stats_appendf's growing string and its first error. */
-struct ctl_out {
-	char *co_buf;
-	size_t co_len, co_cap;
-	int co_err;
-};
-
-#define ctl_put(o, ...) \
-	do { \
-		if ((o)->co_err == 0) \
-			(o)->co_err = stats_appendf(&(o)->co_buf, &(o)->co_len, &(o)->co_cap, __VA_ARGS__); \
-	} while (0)
 
 static void ctl_time(time_t t, char *buf, size_t len)
 {
@@ -567,9 +555,18 @@ static void *ctl_check_thread(void *arg)
 	struct control *ctl = arg;
 	struct ctl_out o = { 0 };
 
-	if (ctl->ct_job_reset) {
+	switch (ctl->ct_job) {
+	case CTL_JOB_RESET:
 		ctl_reset_client(ctl, &o);
 		goto out;
+	case CTL_JOB_CONFLICTS:
+		ctl_conflicts(ctl, &o, ctl->ct_job_line);
+		goto out;
+	case CTL_JOB_TAKE_BASE:
+		ctl_take_base(ctl, &o, ctl->ct_job_line);
+		goto out;
+	case CTL_JOB_CHECK:
+		break;
 	}
 	struct ctl_check ck = { .ck_ctl = ctl, .ck_out = &o, .ck_threads = ctl_check_threads(ctl),
 				.ck_pace_us = ctl->ct_env.ce_cfg->cf_check_pace_us };
@@ -658,7 +655,7 @@ char *control_answer(struct control *ctl, const char *line)
 			ctl_put(&o, "reload started (as SIGHUP): the configuration is re-read; the result and any setting that needs a restart are logged\n");
 		}
 	} else {
-		ctl_put(&o, "error: unknown command \"%.64s\"; commands: status, clients, stats, locks, check, reload, reset CLIENT, help\n",
+		ctl_put(&o, "error: unknown command \"%.64s\"; commands: status, clients, stats, locks, check, reload, reset CLIENT, conflicts CLIENT, take-base CLIENT PATH..., help\n",
 			words[0]);
 	}
 	if (o.co_err != 0) {
@@ -721,8 +718,16 @@ static bool ctl_job_of(struct control *ctl, const char *line)
 	if (!strcmp(w[0], "check") && (n == 1 || (n == 2 && !strcmp(w[1], "--repair")))) {
 		if (ctl->ct_checking)
 			return true; /* ctl_check_start says a job runs; the fields belong to it */
-		ctl->ct_job_reset = false;
+		ctl->ct_job = CTL_JOB_CHECK;
 		ctl->ct_check_repair = n == 2;
+		return true;
+	}
+	/* their arguments are checked on the job thread, which answers them */
+	if (!strcmp(w[0], "conflicts") || !strcmp(w[0], "take-base")) {
+		if (ctl->ct_checking)
+			return true;
+		ctl->ct_job = w[0][0] == 'c' ? CTL_JOB_CONFLICTS : CTL_JOB_TAKE_BASE;
+		strcpy(ctl->ct_job_line, line);
 		return true;
 	}
 	if (n < 2 || n > 3 || strcmp(w[0], "reset") || (n == 3 && strcmp(w[2], "--force")) ||
@@ -731,7 +736,7 @@ static bool ctl_job_of(struct control *ctl, const char *line)
 		return false;
 	if (ctl->ct_checking)
 		return true; /* ctl_check_start says a job runs; the fields belong to it */
-	ctl->ct_job_reset = true;
+	ctl->ct_job = CTL_JOB_RESET;
 	strcpy(ctl->ct_reset_addr, w[1]);
 	ctl->ct_reset_force = n == 3;
 	return true;
@@ -744,7 +749,7 @@ static void ctl_check_start(struct ctl_conn *c)
 	int rc;
 
 	if (ctl->ct_checking) {
-		ctl_conn_send(c, strdup("error: a check or reset is already running; try again when it has finished\n"));
+		ctl_conn_send(c, strdup("error: a check, reset, conflicts or take-base is already running; try again when it has finished\n"));
 		return;
 	}
 	ev_io_stop(ctl->ct_loop, &c->cn_rio);
@@ -756,7 +761,8 @@ static void ctl_check_start(struct ctl_conn *c)
 		ctl_conn_send(c, strdup("error: cannot start the check thread; try again\n"));
 		return;
 	}
-	log_info("control socket: checking the inode map against the branches");
+	if (ctl->ct_job == CTL_JOB_CHECK)
+		log_info("control socket: checking the inode map against the branches");
 	ctl->ct_checking = true;
 	ctl->ct_check_conn = c;
 	c->cn_streaming = true;

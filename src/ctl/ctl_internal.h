@@ -20,6 +20,27 @@
 #include "metrics.h"
 #include "stats.h"
 
+/* A reply being composed: stats_appendf's growing string and its first error. */
+struct ctl_out {
+	char *co_buf;
+	size_t co_len, co_cap;
+	int co_err;
+};
+
+#define ctl_put(o, ...) \
+	do { \
+		if ((o)->co_err == 0) \
+			(o)->co_err = stats_appendf(&(o)->co_buf, &(o)->co_len, &(o)->co_cap, __VA_ARGS__); \
+	} while (0)
+
+/* What the job thread does (ctl_job_of): the long commands, off the loop. */
+enum ctl_job {
+	CTL_JOB_CHECK,
+	CTL_JOB_RESET,
+	CTL_JOB_CONFLICTS,
+	CTL_JOB_TAKE_BASE,
+};
+
 struct ctl_conn {
 	struct ctl_conn *cn_prev, *cn_next;
 	struct control *cn_ctl;
@@ -59,7 +80,8 @@ struct control {
 	 * back to the loop.
 	 */
 	bool ct_checking;
-	bool ct_job_reset;                /* the thread resets a client instead of checking */
+	enum ctl_job ct_job;
+	char ct_job_line[CONTROL_MAX_REQUEST + 1]; /* conflicts, take-base: the request */
 	char ct_reset_addr[HOSTMAP_NAME_MAX + 1]; /* an address, or a host name (upper=...%h) */
 	bool ct_reset_force;
 	bool ct_check_repair;             /* check --repair: drop the stale records found */
@@ -86,6 +108,9 @@ void ctl_conn_flush(struct ctl_conn *c);
 void ctl_request(struct ctl_conn *c);
 /* control.c: the --metrics response to a request head. */
 char *ctl_metrics(struct control *ctl, const char *head);
+/* rollout.c: the jobs `conflicts CLIENT [--json]` and `take-base CLIENT PATH...` (line). */
+void ctl_conflicts(struct control *ctl, struct ctl_out *o, const char *line);
+void ctl_take_base(struct control *ctl, struct ctl_out *o, const char *line);
 /* control.c: the job thread's watchers, made and stopped with the socket. */
 void ctl_jobs_init(struct control *ctl);
 void ctl_jobs_close(struct control *ctl);

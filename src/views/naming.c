@@ -201,3 +201,15 @@ bool views_mounted(struct views *vt, int i, const char *addr)
 
 	return addr[0] && nfs_mounts_each(vt->vt_ns, views_mount_match, &mp) != 0;
 }
+
+int views_named_key(struct views *vt, int i, const char *client, char *key, size_t keylen,
+		    char *err, size_t errlen)
+{
+	const struct export_conf *ec = views_export(vt, i);
+
+	if (hostmap_is_address(client))
+		return views_client_key(vt, i, client, key, keylen, err, errlen);
+	if (!views_upper_by_name(ec->ec_upper) || !hostmap_name_key(client, key, keylen))
+		return 1;
+	return 0;
+}

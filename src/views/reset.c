@@ -16,23 +16,6 @@
 #include "union.h"
 #include "views_int.h"
 
-/*
- * The key of the client an admin named for a reset of export i: an address, or for %h
- * also a host name. Returns 0, 1 when client cannot name a client of this export, or
- * -errno with the cause in err.
- */
-static int views_reset_key(struct views *vt, int i, const char *client, char *key,
-			   size_t keylen, char *err, size_t errlen)
-{
-	const struct export_conf *ec = views_export(vt, i);
-
-	if (hostmap_is_address(client))
-		return views_client_key(vt, i, client, key, keylen, err, errlen);
-	if (!views_upper_by_name(ec->ec_upper) || !hostmap_name_key(client, key, keylen))
-		return 1;
-	return 0;
-}
-
 /* The address client key was last seen at (its own text for %a), or "". */
 static void views_seen(struct views *vt, int i, const char *key, char *addr, size_t len)
 {
@@ -156,7 +139,7 @@ static int views_reset_keys(struct views *vt, const char *client, bool force,
 		if (!ec->ec_upper || !nfs_export_union(vt->vt_ns, i))
 			continue;
 		*any = true;
-		kr = views_reset_key(vt, i, client, keys[i], sizeof(keys[i]), err, sizeof(err));
+		kr = views_named_key(vt, i, client, keys[i], sizeof(keys[i]), err, sizeof(err));
 		if (kr < 0) {
 			snprintf(msg, msglen, "%s", err);
 			return kr;

@@ -133,6 +133,13 @@ int views_make_room_locked(struct views *vt, int i, int rule, struct view **evic
 /* naming.c */
 int views_client_key(struct views *vt, int i, const char *addr, char *key, size_t keylen,
 		     char *err, size_t errlen);
+/*
+ * The key of the client an admin named (control socket) for export i: an address, or for
+ * %h also a host name. Returns 0, 1 when client cannot name a client of this export, or
+ * -errno with the cause in err.
+ */
+int views_named_key(struct views *vt, int i, const char *client, char *key, size_t keylen,
+		    char *err, size_t errlen);
 int views_rule_of(struct views *vt, int i, const char *addr);
 int views_rule_locked(struct views *vt, struct view *vw);
 void views_client_addr(struct view *vw, char *addr, size_t len);

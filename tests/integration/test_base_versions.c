@@ -233,6 +233,63 @@ static void test_client_moves_at_its_next_mount(void **state)
 	it_fh_free(&fh_keep);
 }
 
+/* unionnfsd-ctl with args; its exit status, its output in out. */
+static int ctl(char *out, size_t outlen, const char *a, const char *b, const char *c)
+{
+	char *argv[] = { (char *)it_ctl_binary(), "--state", srv.is_state, (char *)a, (char *)b,
+			 (char *)c, NULL };
+
+	return it_run(argv, 60, out, outlen);
+}
+
+/*
+ * conflicts lists exactly the file the client changed and the new base changed too, before
+ * and after the client moved; take-base drops the client's copy, so its next mount shows
+ * the new base's version there.
+ */
+static void test_conflicts_and_take_base(void **state)
+{
+	static char out[8192];
+	static const char want[] =
+		"{\"client\":\"127.0.0.1\",\"conflicts\":[{\"export\":\"/lab\",\"path\":\"/both\","
+		"\"upper\":\"copy\",\"base\":\"changed\"}],\"exports_compared\":1}\n";
+	nfs_fh3 root;
+
+	(void)state;
+	mnt_as("127.0.0.1", &root);
+	write_both("127.0.0.1", &root);
+	{
+		CLIENT *c = nfs_as("127.0.0.1");
+
+		it_assert_status(it_create(c, &root, "own"), NFS3_OK); /* new in both: no conflict */
+		it_clnt_destroy(c);
+	}
+	assert_int_equal(ctl(out, sizeof(out), "conflicts", "127.0.0.1", NULL), 0);
+	assert_non_null(strstr(out, "has been on one base only"));
+	reload_to(v2);
+	/* not moved yet: its base and the export's new one */
+	assert_int_equal(ctl(out, sizeof(out), "conflicts", "127.0.0.1", "--json"), 0);
+	assert_string_equal(out, want);
+	mnt_as("127.0.0.1", &root);
+	/* moved: its base before and the one it is on */
+	assert_int_equal(ctl(out, sizeof(out), "conflicts", "127.0.0.1", "--json"), 0);
+	assert_string_equal(out, want);
+	assert_int_equal(ctl(out, sizeof(out), "conflicts", "127.0.0.1", NULL), 0);
+	assert_non_null(strstr(out, "/lab /both: changed in the base; its own copy hides the base's"));
+	assert_int_equal(ctl(out, sizeof(out), "take-base", "127.0.0.1", "/both"), 0);
+	assert_int_not_equal(ctl(out, sizeof(out), "take-base", "127.0.0.1", "/keep"), 0);
+	assert_non_null(strstr(out, "has no copy of its own at /keep"));
+	assert_int_not_equal(ctl(out, sizeof(out), "conflicts", "127.0.0.9", NULL), 0);
+	assert_non_null(strstr(out, "has no layer of its own"));
+	mnt_as("127.0.0.1", &root);
+	assert_name("127.0.0.1", &root, "both", "b2");
+	assert_name("127.0.0.1", &root, "own", "");
+	assert_int_equal(ctl(out, sizeof(out), "conflicts", "127.0.0.1", "--json"), 0);
+	assert_non_null(strstr(out, "\"conflicts\":[]"));
+	assert_base_untouched();
+	it_fh_free(&root);
+}
+
 /*
  * The map records the base each client last mounted: a restart in the middle of a
  * roll-out serves a client that has not mounted since on its old base, until it does.
@@ -265,6 +322,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_client_moves_at_its_next_mount, before_each,
 						after_each),
 		cmocka_unit_test_setup_teardown(test_restart_during_rollout, before_each, after_each),
+		cmocka_unit_test_setup_teardown(test_conflicts_and_take_base, before_each, after_each),
 	};
 
 	return cmocka_run_group_tests_name("base versions", tests, NULL, NULL);
