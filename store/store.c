@@ -1846,7 +1846,7 @@ int store_rebind_export(struct store *st, const char *name, const struct store_b
 	struct store_txn *txn = NULL;
 	void *keybuf = NULL, *prevbuf = NULL;
 	char *was = NULL, *now = NULL;
-	uint8_t *buf = NULL;
+	uint8_t *buf = NULL, *old = NULL;
 	MDB_val key, prevkey, val;
 	size_t vallen;
 	uint16_t id;
@@ -1894,7 +1894,17 @@ int store_rebind_export(struct store *st, const char *name, const struct store_b
 	if (r < 0)
 		goto out;
 	was = binding_stored_paths(&val);
-	/* val points into the map: put it aside before the binding is overwritten. */
+	/*
+	 * val points into the map, maybe into a page this transaction is writing: LMDB must
+	 * not be handed it to write.
+	 */
+	old = malloc(val.mv_size);
+	if (!old) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	memcpy(old, val.mv_data, val.mv_size);
+	val.mv_data = old;
 	r = store_errno(st, mdb_put(txn->tx_txn, st->st_meta, &prevkey, &val, 0),
 			"export binding write");
 	if (r == 0) {
@@ -1927,6 +1937,7 @@ out:
 	free(keybuf);
 	free(prevbuf);
 	free(buf);
+	free(old);
 	free(was);
 	free(now);
 	return r;

@@ -1502,15 +1502,18 @@ static void test_rebind_new_base(void **state)
 	struct fixture *f = *state;
 	struct store *st = open_ok(f);
 	struct rebase_recs r;
-	char buf[256];
-	uint64_t fresh;
+	struct store_txn *txn;
+	struct store_inode rec;
+	char buf[256], err[512];
+	uint64_t fresh, other;
+	uint16_t id;
 
 	assert_int_equal(bind_ok(st, "/union", stack_v1, 2), 1);
 	assert_int_equal(bind_ok(st, "/other", stack_ab, 2), 2);
 	assert_int_equal(store_tally_start(st, 1, 2), 0);
 	rebase_fill(st, &r);
 	/* Another export's records with the same branch numbers are not touched. */
-	uint64_t other = insert_one(st, 2, STORE_ROOT_INO, "l", 1, 200);
+	other = insert_one(st, 2, STORE_ROOT_INO, "l", 1, 200);
 	assert_int_equal(tally_of(st, 1, 1), 4);
 
 	stack_of(st, "/union", true, buf, sizeof(buf));
@@ -1527,13 +1530,8 @@ static void test_rebind_new_base(void **state)
 
 	/* The new stack is bound; the old one is refused; counts are taken afresh. */
 	assert_int_equal(bind_ok(st, "/union", stack_v2, 2), 1);
-	{
-		char err[512];
-		uint16_t id;
-
-		assert_int_equal(store_bind_export(st, "/union", stack_v1, 2, &id, err,
-						   sizeof(err)), -EINVAL);
-	}
+	assert_int_equal(store_bind_export(st, "/union", stack_v1, 2, &id, err, sizeof(err)),
+			 -EINVAL);
 	assert_int_equal(store_tally(st, 1, 0, &fresh), -ENOENT);
 	assert_int_equal(store_tally_start(st, 1, 2), 0);
 	assert_int_equal(tally_of(st, 1, 0), 5);
@@ -1544,16 +1542,11 @@ static void test_rebind_new_base(void **state)
 	assert_true(fresh > r.lo_in_up_dir);
 	assert_int_equal(tally_of(st, 1, 1), 1);
 
-	{
-		struct store_txn *txn;
-		struct store_inode rec;
-
-		assert_int_equal(store_begin(st, false, &txn), 0);
-		assert_int_equal(store_get(txn, 2, other, &rec), 0);
-		assert_int_equal(store_find_real(txn, 2, 1, 200, &fresh), 0);
-		assert_int_equal(fresh, other);
-		store_abort(txn);
-	}
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_get(txn, 2, other, &rec), 0);
+	assert_int_equal(store_find_real(txn, 2, 1, 200, &fresh), 0);
+	assert_int_equal(fresh, other);
+	store_abort(txn);
 	store_close(st);
 
 	/* All of it is on disk. */
@@ -1571,13 +1564,16 @@ static void test_rebind_twice(void **state)
 	struct fixture *f = *state;
 	struct store *st = open_ok(f);
 	struct rebase_recs r;
+	struct store_txn *txn;
+	struct store_inode rec;
+	uint64_t v2file, ino;
 	char buf[256];
 
 	assert_int_equal(bind_ok(st, "/union", stack_v1, 2), 1);
 	assert_int_equal(store_tally_start(st, 1, 2), 0);
 	rebase_fill(st, &r);
 	assert_int_equal(rebind_ok(st, "/union", stack_v2, 2, 1), 1);
-	uint64_t v2file = insert_typed(st, 1, r.lo_dir, "w", T_FILE, 1, 500);
+	v2file = insert_typed(st, 1, r.lo_dir, "w", T_FILE, 1, 500);
 	assert_int_equal(rebind_ok(st, "/union", stack_v3, 3, 1), 1);
 	assert_int_equal(store_tally_start(st, 1, 3), 0);
 	assert_int_equal(tally_of(st, 1, 0), 5);
@@ -1590,16 +1586,10 @@ static void test_rebind_twice(void **state)
 	stack_of(st, "/union", true, buf, sizeof(buf));
 	assert_string_equal(buf, "/up:/v2");
 	rebase_check(st, &r, 0);
-	{
-		struct store_txn *txn;
-		struct store_inode rec;
-		uint64_t ino;
-
-		assert_int_equal(store_begin(st, false, &txn), 0);
-		assert_int_equal(store_get(txn, 1, v2file, &rec), -ENOENT);
-		assert_int_equal(store_find_name(txn, 1, r.lo_dir, "w", &ino), -ENOENT);
-		store_abort(txn);
-	}
+	assert_int_equal(store_begin(st, false, &txn), 0);
+	assert_int_equal(store_get(txn, 1, v2file, &rec), -ENOENT);
+	assert_int_equal(store_find_name(txn, 1, r.lo_dir, "w", &ino), -ENOENT);
+	store_abort(txn);
 	/* Back to fewer branches: a count of 2 again. */
 	assert_int_equal(rebind_ok(st, "/union", stack_v2, 2, 1), 1);
 	assert_int_equal(store_tally_start(st, 1, 2), 0);

@@ -243,12 +243,37 @@ static void test_same_base_and_changed_upper(void **state)
 	assert_int_equal(W(f, "b"), ib);
 }
 
+/* Opened read-only, the upper is still the upper: its objects keep their inos. */
+static void test_new_base_read_only(void **state)
+{
+	struct fx *f = *state;
+	char err[1024] = "", buf[64];
+	uint64_t ia, ib;
+	struct stat st;
+
+	ia = W(f, "a");
+	ib = W(f, "b");
+	wr(f, ib, 0, "B-UP");
+	union_close(f->ux);
+	f->ux = NULL;
+	f->branches[1] = f->br[2];
+	if (open_over(f, UNION_OPEN_RO | UNION_OPEN_NEW_BASE, err, sizeof(err)) < 0)
+		fail_msg("union_open: %s", err);
+	assert_int_equal(W(f, "b"), ib);
+	rd(f, ib, buf, sizeof(buf));
+	assert_string_equal(buf, "B-UP");
+	assert_int_equal(union_getattr(f->ux, ia, &st), -ESTALE);
+	rd(f, W(f, "a"), buf, sizeof(buf));
+	assert_string_equal(buf, "a-v2 is longer");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_new_base, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_same_base_and_changed_upper, setup,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_new_base_read_only, setup, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
