@@ -253,6 +253,17 @@ int config_reserve_exports(struct config *cf, int cap);
 void config_take_export(struct config *live, struct config *next, int j);
 void config_swap_branches(struct export_conf *a, struct export_conf *b);
 
+/*
+ * An export's base: its branches below the writable ones (all of them under upper=).
+ * config_writable_count: how many branches from the top are writable. config_base_text:
+ * the base's paths joined by '\n' (malloc()ed; NULL: no memory). config_set_base: makes
+ * the '\n'-joined absolute paths of text the export's base, read-only (0, -EINVAL, or
+ * -ENOMEM; ec unchanged on failure).
+ */
+int config_writable_count(const struct export_conf *ec);
+char *config_base_text(const struct export_conf *ec);
+int config_set_base(struct export_conf *ec, const char *text);
+
 void config_free(struct config *cf);
 
 #endif

@@ -38,6 +38,9 @@
 	"                 branches; report stale ones; --repair drops their records\n" \
 	"  reload         re-read the configuration, as SIGHUP does\n" \
 	"  reset CLIENT [--force]  discard a client's own upper branch (exports with upper=...)\n" \
+	"  base EXPORT [set DIR...]  the export's base (its read-only branches); set gives it\n" \
+	"                 a new one, kept over restarts, which each client of an export with\n" \
+	"                 upper= gets at its next mount\n" \
 	"  conflicts CLIENT [--json]  the client's own files that hide a base file changed\n" \
 	"                 between its old base and its new one (exports with upper=...)\n" \
 	"  take-base CLIENT PATH...  drop the client's own copy (or deletion) of each PATH, so\n" \

@@ -33,13 +33,21 @@ struct union_export **exportset_table(struct exportset *es);
 void exportset_close(struct exportset *es);
 
 /*
+ * Makes the base `unionnfsd-ctl base EXPORT set` gave an export (kept in st) its base in
+ * cf, where the configuration still has the base it had then; forgets it (logged) where
+ * the configuration's base changed since. exportset_open and exportset_prepare call it.
+ */
+void exportset_take_set_bases(struct store *st, struct config *cf);
+
+/*
  * Off the loop: what next changes against live (the running config, which only the loop
- * changes, and not while a reload is prepared), with the unions it needs opened. A union
+ * changes, and not while a reload is prepared), with the unions it needs opened; next
+ * gets the bases set at run time first. A union
  * that cannot be opened is logged, naming the export, the cause and the fix, and that
  * export is left as it is. NULL: out of memory (logged; nothing changes).
  */
 struct exportset_change *exportset_prepare(struct exportset *es, const struct config *live,
-					   const struct config *next);
+					   struct config *next);
 /*
  * On the loop: applies ch to ns (whose config is live) before its client rules are
  * swapped; exports added are taken out of next. Logs one line per export changed.

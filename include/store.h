@@ -99,6 +99,17 @@ int store_export_stack(struct store *st, const char *name, bool previous, char *
 void store_export_stack_free(char **paths, int n);
 
 /*
+ * The lower branches an admin gave export name at run time (`unionnfsd-ctl base`), kept
+ * across restarts with the config's lower branches of that time, so that a later edit of
+ * the config wins over it. Both are paths joined by '\n'. store_base_set stores them
+ * durably (set_lowers NULL forgets them); store_base_get returns malloc()ed copies, or
+ * -ENOENT when none were set.
+ */
+int store_base_set(struct store *st, const char *name, const char *set_lowers,
+		   const char *config_lowers);
+int store_base_get(struct store *st, const char *name, char **set_lowers, char **config_lowers);
+
+/*
  * The name an export id was bound under (per-client views are bound lazily after a restart
  * from the handles clients still hold). Returns 0, -ENOENT when no export has the id,
  * -ENAMETOOLONG when the name does not fit len bytes with its NUL, or -EIO.

@@ -1401,6 +1401,87 @@ static enum union_role config_role(const struct export_conf *ec, int i)
 	return i == 0 ? UNION_BRANCH_RW : UNION_BRANCH_RO;
 }
 
+int config_writable_count(const struct export_conf *ec)
+{
+	int n = 0;
+
+	if (ec->ec_upper && !ec->ec_roles)
+		return 0;
+	while (n < ec->ec_nbranches && config_role(ec, n) == UNION_BRANCH_RW)
+		n++;
+	return n;
+}
+
+char *config_base_text(const struct export_conf *ec)
+{
+	size_t len = 1;
+	char *text;
+	int first = config_writable_count(ec);
+
+	for (int i = first; i < ec->ec_nbranches; i++)
+		len += strlen(ec->ec_branches[i]) + 1;
+	text = calloc(1, len);
+	for (int i = first; text && i < ec->ec_nbranches; i++) {
+		if (i > first)
+			strcat(text, "\n");
+		strcat(text, ec->ec_branches[i]);
+	}
+	return text;
+}
+
+int config_set_base(struct export_conf *ec, const char *text)
+{
+	int keep = config_writable_count(ec), n = keep;
+	char **branches;
+	enum union_role *roles;
+	const char *p = text;
+
+	for (const char *q = text; *q; q++)
+		n += *q == '\n';
+	n += *text != '\0';
+	if (n > UNION_MAX_BRANCHES || n == keep)
+		return -EINVAL;
+	branches = calloc((size_t)n, sizeof(*branches));
+	roles = calloc((size_t)n, sizeof(*roles));
+	if (!branches || !roles) {
+		free(branches);
+		free(roles);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		if (i < keep) {
+			branches[i] = ec->ec_branches[i];
+			ec->ec_branches[i] = NULL;
+			roles[i] = UNION_BRANCH_RW;
+			continue;
+		}
+		size_t len = strcspn(p, "\n");
+
+		branches[i] = strndup(p, len);
+		roles[i] = UNION_BRANCH_RO;
+		p += len + (p[len] == '\n');
+		if (!branches[i] || branches[i][0] != '/') {
+			int rc = branches[i] ? -EINVAL : -ENOMEM;
+
+			for (int k = keep; k <= i; k++)
+				free(branches[k]);
+			for (int k = 0; k < keep; k++)
+				ec->ec_branches[k] = branches[k];
+			free(branches);
+			free(roles);
+			return rc;
+		}
+	}
+	for (int i = 0; i < ec->ec_nbranches; i++)
+		free(ec->ec_branches[i]);
+	free(ec->ec_branches);
+	free(ec->ec_roles);
+	ec->ec_branches = branches;
+	ec->ec_roles = roles;
+	ec->ec_nbranches = n;
+	return 0;
+}
+
 bool config_same_branches(const struct export_conf *a, const struct export_conf *b)
 {
 	if (a->ec_nbranches != b->ec_nbranches)

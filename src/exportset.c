@@ -1,5 +1,6 @@
 /* The served exports' unions and how reloads change them (exportset.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,33 @@ static int exportset_open_one(const struct export_conf *ec, struct store *st, un
 	return r;
 }
 
+void exportset_take_set_bases(struct store *st, struct config *cf)
+{
+	for (int i = 0; i < cf->cf_nexports; i++) {
+		struct export_conf *ec = &cf->cf_exports[i];
+		char *set = NULL, *was = NULL, *now;
+		int r;
+
+		if (!ec->ec_name || store_base_get(st, ec->ec_name, &set, &was) < 0)
+			continue;
+		now = config_base_text(ec);
+		if (now && !strcmp(now, was)) {
+			r = config_set_base(ec, set);
+			if (r < 0)
+				log_err("export %s: cannot serve the base `unionnfsd-ctl base` set (%s); "
+					"the configuration's is served", ec->ec_name, strerror(-r));
+		} else if (now) {
+			log_info("export %s: its branches in the configuration changed since "
+				 "`unionnfsd-ctl base ... set`; the configuration's base is served",
+				 ec->ec_name);
+			store_base_set(st, ec->ec_name, NULL, NULL);
+		}
+		free(now);
+		free(set);
+		free(was);
+	}
+}
+
 int exportset_open(struct config *cf, struct store *st, struct exportset **out, char *err,
 		   size_t errlen)
 {
@@ -66,6 +94,7 @@ int exportset_open(struct config *cf, struct store *st, struct exportset **out, 
 		return -1;
 	}
 	es->es_store = st;
+	exportset_take_set_bases(st, cf);
 	for (int i = 0; i < cf->cf_nexports; i++) {
 		/* union_open's messages already name the export. */
 		if (exportset_open_one(&cf->cf_exports[i], st, 0, "fix -e", &es->es_table[i], err,
@@ -113,10 +142,12 @@ static bool exportset_same_upper(const struct export_conf *a, const struct expor
 }
 
 struct exportset_change *exportset_prepare(struct exportset *es, const struct config *live,
-					   const struct config *next)
+					   struct config *next)
 {
 	struct exportset_change *ch = calloc(1, sizeof(*ch));
 	char err[EXPORTSET_ERRLEN];
+
+	exportset_take_set_bases(es->es_store, next);
 
 	if (ch) {
 		ch->ch_n = next->cf_nexports;

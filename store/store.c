@@ -18,6 +18,8 @@
  *        "export-prev/" name: the same, of the stack the export had before its last
  *                        store_rebind_export (absent when it never had another); a key of
  *                        its own, so that servers that predate it still read the binding
+ *        "base-set/" name: the lower branches `unionnfsd-ctl base` set, '\n'-joined, then
+ *                        NUL and the config's lower branches of the time (store_base_set)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1994,4 +1996,86 @@ void store_export_stack_free(char **paths, int n)
 	for (int i = 0; paths && i < n; i++)
 		free(paths[i]);
 	free(paths);
+}
+
+/* ---- bases set at run time ---- */
+
+#define META_BASE_SET "base-set/"
+
+int store_base_set(struct store *st, const char *name, const char *set_lowers,
+		   const char *config_lowers)
+{
+	struct store_txn *txn;
+	size_t a = set_lowers ? strlen(set_lowers) : 0, b = config_lowers ? strlen(config_lowers) : 0;
+	char *value = NULL;
+	void *keybuf;
+	MDB_val key, val;
+	int r;
+
+	keybuf = binding_key(META_BASE_SET, name, &key);
+	if (!keybuf)
+		return -ENOMEM;
+	r = store_begin(st, true, &txn);
+	if (r < 0) {
+		free(keybuf);
+		return r;
+	}
+	if (set_lowers) {
+		value = malloc(a + 1 + b);
+		if (!value) {
+			r = -ENOMEM;
+		} else {
+			memcpy(value, set_lowers, a + 1);
+			memcpy(value + a + 1, config_lowers, b);
+			val = (MDB_val){ .mv_size = a + 1 + b, .mv_data = value };
+			r = store_errno(st, mdb_put(txn->tx_txn, st->st_meta, &key, &val, 0),
+					"base write");
+		}
+	} else {
+		r = mdb_del(txn->tx_txn, st->st_meta, &key, NULL);
+		r = r == MDB_NOTFOUND ? 0 : store_errno(st, r, "base write");
+	}
+	if (r == 0)
+		r = store_commit(txn);
+	else
+		store_abort(txn);
+	free(value);
+	free(keybuf);
+	return r;
+}
+
+int store_base_get(struct store *st, const char *name, char **set_lowers, char **config_lowers)
+{
+	struct store_txn *txn;
+	const char *v, *nul;
+	void *keybuf;
+	MDB_val key, val;
+	int r;
+
+	*set_lowers = *config_lowers = NULL;
+	keybuf = binding_key(META_BASE_SET, name, &key);
+	if (!keybuf)
+		return -ENOMEM;
+	r = store_begin(st, false, &txn);
+	if (r == 0) {
+		r = store_errno(st, mdb_get(txn->tx_txn, st->st_meta, &key, &val), "base read");
+		v = r == 0 ? val.mv_data : NULL;
+		nul = v ? memchr(v, '\0', val.mv_size) : NULL;
+		if (r == 0 && !nul)
+			r = store_corrupt(st, "base record", 0, 0);
+		if (r == 0) {
+			*set_lowers = strndup(v, (size_t)(nul - v));
+			*config_lowers = strndup(nul + 1, val.mv_size - (size_t)(nul + 1 - v));
+			if (!*set_lowers || !*config_lowers)
+				r = -ENOMEM;
+		}
+		store_abort(txn);
+	}
+	free(keybuf);
+	if (r < 0) {
+		free(*set_lowers);
+		free(*config_lowers);
+		*set_lowers = *config_lowers = NULL;
+	}
+	return r;
 }

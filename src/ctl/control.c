@@ -565,6 +565,9 @@ static void *ctl_check_thread(void *arg)
 	case CTL_JOB_TAKE_BASE:
 		ctl_take_base(ctl, &o, ctl->ct_job_line);
 		goto out;
+	case CTL_JOB_BASE:
+		ctl_base(ctl, &o, ctl->ct_job_line);
+		goto out;
 	case CTL_JOB_CHECK:
 		break;
 	}
@@ -655,7 +658,7 @@ char *control_answer(struct control *ctl, const char *line)
 			ctl_put(&o, "reload started (as SIGHUP): the configuration is re-read; the result and any setting that needs a restart are logged\n");
 		}
 	} else {
-		ctl_put(&o, "error: unknown command \"%.64s\"; commands: status, clients, stats, locks, check, reload, reset CLIENT, conflicts CLIENT, take-base CLIENT PATH..., help\n",
+		ctl_put(&o, "error: unknown command \"%.64s\"; commands: status, clients, stats, locks, check, reload, reset CLIENT, base EXPORT [set DIR...], conflicts CLIENT, take-base CLIENT PATH..., help\n",
 			words[0]);
 	}
 	if (o.co_err != 0) {
@@ -723,10 +726,12 @@ static bool ctl_job_of(struct control *ctl, const char *line)
 		return true;
 	}
 	/* their arguments are checked on the job thread, which answers them */
-	if (!strcmp(w[0], "conflicts") || !strcmp(w[0], "take-base")) {
+	if (!strcmp(w[0], "conflicts") || !strcmp(w[0], "take-base") || !strcmp(w[0], "base")) {
 		if (ctl->ct_checking)
 			return true;
-		ctl->ct_job = w[0][0] == 'c' ? CTL_JOB_CONFLICTS : CTL_JOB_TAKE_BASE;
+		ctl->ct_job = !strcmp(w[0], "conflicts") ? CTL_JOB_CONFLICTS :
+			      !strcmp(w[0], "base") ? CTL_JOB_BASE : CTL_JOB_TAKE_BASE;
+		ctl->ct_job_reload = false;
 		strcpy(ctl->ct_job_line, line);
 		return true;
 	}
@@ -779,6 +784,11 @@ static void ctl_check_done_cb(struct ev_loop *loop, ev_async *w, int revents)
 		return;
 	ctl_check_join(ctl);
 	ev_timer_stop(loop, &ctl->ct_progress);
+	if (ctl->ct_job_reload && ctl->ct_env.ce_reload) {
+		ctl->ct_job_reload = false;
+		log_info("control socket: reload requested (a new base)");
+		ctl->ct_env.ce_reload(ctl->ct_env.ce_reload_arg);
+	}
 	c = ctl->ct_check_conn;
 	ctl->ct_check_conn = NULL;
 	if (c == NULL) {

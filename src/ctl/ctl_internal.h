@@ -39,6 +39,7 @@ enum ctl_job {
 	CTL_JOB_RESET,
 	CTL_JOB_CONFLICTS,
 	CTL_JOB_TAKE_BASE,
+	CTL_JOB_BASE,
 };
 
 struct ctl_conn {
@@ -81,7 +82,8 @@ struct control {
 	 */
 	bool ct_checking;
 	enum ctl_job ct_job;
-	char ct_job_line[CONTROL_MAX_REQUEST + 1]; /* conflicts, take-base: the request */
+	char ct_job_line[CONTROL_MAX_REQUEST + 1]; /* conflicts, take-base, base: the request */
+	bool ct_job_reload;               /* the job asks for a reload once it is done */
 	char ct_reset_addr[HOSTMAP_NAME_MAX + 1]; /* an address, or a host name (upper=...%h) */
 	bool ct_reset_force;
 	bool ct_check_repair;             /* check --repair: drop the stale records found */
@@ -111,6 +113,8 @@ char *ctl_metrics(struct control *ctl, const char *head);
 /* rollout.c: the jobs `conflicts CLIENT [--json]` and `take-base CLIENT PATH...` (line). */
 void ctl_conflicts(struct control *ctl, struct ctl_out *o, const char *line);
 void ctl_take_base(struct control *ctl, struct ctl_out *o, const char *line);
+/* rollout.c: the job `base EXPORT [set DIR...]`; a set asks for a reload (ct_job_reload). */
+void ctl_base(struct control *ctl, struct ctl_out *o, const char *line);
 /* control.c: the job thread's watchers, made and stopped with the socket. */
 void ctl_jobs_init(struct control *ctl);
 void ctl_jobs_close(struct control *ctl);

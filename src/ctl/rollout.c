@@ -3,12 +3,18 @@
  * client's own files hide a base file that changed, and dropping them. Jobs: they read the
  * client's upper, so they run on the job thread.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctl_internal.h"
+#include "fsio.h"
+#include "log.h"
+#include "nfs.h"
+#include "store.h"
 #include "union.h"
 #include "views.h"
 
@@ -142,4 +148,135 @@ void ctl_take_base(struct control *ctl, struct ctl_out *o, const char *line)
 	if (lines.co_err)
 		o->co_err = lines.co_err;
 	free(lines.co_buf);
+}
+
+/* The served export named name, or -1. */
+static int ctl_export_index(struct control *ctl, const char *name)
+{
+	struct nfs_server *ns = ctl->ct_env.ce_nfs;
+
+	for (int i = 0; i < nfs_export_count(ns); i++)
+		if (nfs_export_union(ns, i) && !strcmp(ctl->ct_env.ce_cfg->cf_exports[i].ec_name, name))
+			return i;
+	return -1;
+}
+
+/* The base of export i (its branches below the writable ones), '\n'-joined; NULL: no memory. */
+static char *ctl_base_now(struct control *ctl, int i)
+{
+	char **branches, *text = NULL;
+	enum union_role *roles;
+	int n, first = 0;
+	size_t len = 1;
+
+	if (nfs_export_branches(ctl->ct_env.ce_nfs, i, &branches, &roles, &n) < 0)
+		return NULL;
+	while (first < n && roles[first] == UNION_BRANCH_RW)
+		first++;
+	for (int k = first; k < n; k++)
+		len += strlen(branches[k]) + 1;
+	text = calloc(1, len);
+	for (int k = first; text && k < n; k++) {
+		if (k > first)
+			strcat(text, "\n");
+		strcat(text, branches[k]);
+	}
+	nfs_export_branches_free(branches, roles, n);
+	return text;
+}
+
+/*
+ * Each of dirs must be an existing directory named by an absolute path: their canonical
+ * paths, '\n'-joined, in *out (malloc()ed). 0, or -errno with an error line in o.
+ */
+static int ctl_base_dirs(struct ctl_out *o, char **dirs, int n, char **out)
+{
+	struct ctl_out joined = { 0 };
+	char canon[PATH_MAX];
+
+	*out = NULL;
+	for (int k = 0; k < n; k++) {
+		int fd, r = dirs[k][0] == '/' ? fsio_open_root(dirs[k], canon, sizeof(canon), &fd) :
+						-EINVAL;
+
+		if (r < 0) {
+			ctl_put(o, "error: base: branch %s: %s; give existing directories by absolute "
+				"paths\n", dirs[k], r == -EINVAL ? "not an absolute path" : strerror(-r));
+			free(joined.co_buf);
+			return r;
+		}
+		fsio_close(fd);
+		ctl_put(&joined, "%s%s", k ? "\n" : "", canon);
+	}
+	if (joined.co_err) {
+		free(joined.co_buf);
+		return -ENOMEM;
+	}
+	*out = joined.co_buf;
+	return 0;
+}
+
+/* For a reply: text's '\n' as ':', in place. */
+static char *ctl_colons(char *text)
+{
+	for (char *p = text; p && *p; p++)
+		if (*p == '\n')
+			*p = ':';
+	return text;
+}
+
+void ctl_base(struct control *ctl, struct ctl_out *o, const char *line)
+{
+	char copy[CONTROL_MAX_REQUEST + 1], *w[CTL_ROLLOUT_WORDS], *now = NULL, *set = NULL;
+	char *was_set = NULL, *was_config = NULL;
+	struct store *st;
+	int n, i, r;
+
+	snprintf(copy, sizeof(copy), "%s", line);
+	n = ctl_words(copy, w, CTL_ROLLOUT_WORDS);
+	if (n < 2 || n == 3 || (n > 3 && strcmp(w[2], "set")) || n == CTL_ROLLOUT_WORDS) {
+		ctl_put(o, "error: usage: base EXPORT [set DIR...] (the export's read-only branches, "
+			"top first)\n");
+		return;
+	}
+	i = ctl_export_index(ctl, w[1]);
+	if (i < 0) {
+		ctl_put(o, "error: base: no export %s is served (see `status`)\n", w[1]);
+		return;
+	}
+	st = union_store(nfs_export_union(ctl->ct_env.ce_nfs, i));
+	now = ctl_base_now(ctl, i);
+	r = store_base_get(st, w[1], &was_set, &was_config);
+	if (!now || (r < 0 && r != -ENOENT)) {
+		ctl_put(o, "error: base: cannot read the base of %s: %s\n", w[1],
+			now ? strerror(-r) : "out of memory");
+		goto out;
+	}
+	if (n == 2) {
+		ctl_put(o, "export %s: base %s", w[1], ctl_colons(now));
+		if (was_set)
+			ctl_put(o, " (set by `base %s set`; the configuration has %s)\n", w[1],
+				ctl_colons(was_config));
+		else
+			ctl_put(o, " (from the configuration)\n");
+		goto out;
+	}
+	if (ctl_base_dirs(o, w + 3, n - 3, &set) < 0)
+		goto out;
+	/* the configuration's base of the time: what a later edit of it is told apart from */
+	r = store_base_set(st, w[1], set, was_config ? was_config : now);
+	if (r < 0) {
+		ctl_put(o, "error: base: cannot record the new base of %s in the inode map: %s; free "
+			"space in the state directory\n", w[1], strerror(-r));
+		goto out;
+	}
+	ctl->ct_job_reload = true;
+	log_info("control socket: export %s gets the base %s", w[1], ctl_colons(set));
+	ctl_put(o, "export %s: base set to %s; it is applied as a reload does (see the log): "
+		"clients of an export with upper= move to it at their next mount\n", w[1], set);
+out:
+	free(now);
+	free(set);
+	free(was_set);
+	free(was_config);
 }

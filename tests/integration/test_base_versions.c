@@ -291,6 +291,56 @@ static void test_conflicts_and_take_base(void **state)
 }
 
 /*
+ * unionnfsd-ctl base EXPORT set DIR: a new base without editing the configuration, kept
+ * over a restart, until the configuration's base changes.
+ */
+static void test_base_set_by_ctl(void **state)
+{
+	static char out[8192];
+	char want[3 * PATH_MAX];
+	nfs_fh3 root;
+	int before;
+
+	(void)state;
+	mnt_as("127.0.0.1", &root);
+	assert_int_equal(ctl(out, sizeof(out), "base", LAB, NULL), 0);
+	snprintf(want, sizeof(want), "export %s: base %s (from the configuration)\n", LAB, v1);
+	assert_string_equal(out, want);
+	assert_int_not_equal(ctl(out, sizeof(out), "base", "/nope", NULL), 0);
+	before = it_server_log_count(&srv, RELOADED);
+	{
+		char *argv[] = { (char *)it_ctl_binary(), "--state", srv.is_state, "base", LAB, "set",
+				 v2, NULL };
+
+		assert_int_equal(it_run(argv, 60, out, sizeof(out)), 0);
+	}
+	assert_true(it_server_log_wait_count(&srv, RELOADED, before + 1, 10000));
+	assert_true(it_server_log_contains(&srv, "has a new base"));
+	assert_name("127.0.0.1", &root, "changed", "old"); /* until it mounts again */
+	mnt_as("127.0.0.1", &root);
+	assert_name("127.0.0.1", &root, "changed", "new");
+
+	/* kept over a restart, the configuration still naming v1 (with the ports it got) */
+	write_config(v1);
+	it_server_restart(&srv);
+	mnt_as("127.0.0.2", &root);
+	assert_name("127.0.0.2", &root, "changed", "new");
+	assert_int_equal(ctl(out, sizeof(out), "base", LAB, NULL), 0);
+	snprintf(want, sizeof(want), "export %s: base %s (set by `base %s set`; the configuration "
+		 "has %s)\n", LAB, v2, LAB, v1);
+	assert_string_equal(out, want);
+
+	/* the configuration's base is edited: from then on it is what counts */
+	reload_to(v2);
+	assert_true(it_server_log_contains(&srv, "changed since `unionnfsd-ctl base ... set`"));
+	assert_int_equal(ctl(out, sizeof(out), "base", LAB, NULL), 0);
+	snprintf(want, sizeof(want), "export %s: base %s (from the configuration)\n", LAB, v2);
+	assert_string_equal(out, want);
+	assert_base_untouched();
+	it_fh_free(&root);
+}
+
+/*
  * The map records the base each client last mounted: a restart in the middle of a
  * roll-out serves a client that has not mounted since on its old base, until it does.
  */
@@ -323,6 +373,7 @@ int main(void)
 						after_each),
 		cmocka_unit_test_setup_teardown(test_restart_during_rollout, before_each, after_each),
 		cmocka_unit_test_setup_teardown(test_conflicts_and_take_base, before_each, after_each),
+		cmocka_unit_test_setup_teardown(test_base_set_by_ctl, before_each, after_each),
 	};
 
 	return cmocka_run_group_tests_name("base versions", tests, NULL, NULL);
