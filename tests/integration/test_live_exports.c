@@ -261,11 +261,50 @@ static void test_bad_config_keeps_running(void **state)
 	it_fh_free(&root_b);
 }
 
+/*
+ * An export without upper= given another read-only branch by a reload is served from it at
+ * once: the upper's files keep their handles, the old lower's files go stale, the new
+ * lower's show.
+ */
+static void test_plain_export_new_lower(void **state)
+{
+	char line_b[2 * PATH_MAX + 64], lower1[PATH_MAX], lower2[PATH_MAX];
+	nfs_fh3 root_b, fh_up, fh_low;
+	CLIENT *c;
+	fattr3 attr;
+
+	(void)state;
+	make_dir_with_file(lower1, "lower1", "low");
+	make_dir_with_file(lower2, "lower2", "low");
+	it_path(line_b, "%s/low", lower2);
+	it_write_file(line_b, "v2", 2);
+	snprintf(line_b, sizeof(line_b), "export /b %s:%s *(rw,insecure)\n", dir_b, lower1);
+	start(line_b);
+	assert_int_equal(it_mnt(&srv, IPPROTO_TCP, "/b", &root_b), IT_MNT_OK);
+	c = it_nfs_clnt(&srv, IPPROTO_TCP);
+	it_assert_status(it_lookup(c, &root_b, "in-b", &fh_up, &attr), NFS3_OK);
+	it_assert_status(it_lookup(c, &root_b, "low", &fh_low, &attr), NFS3_OK);
+	assert_reads(&root_b, "low", "low");
+
+	snprintf(line_b, sizeof(line_b), "export /b %s:%s *(rw,insecure)\n", dir_b, lower2);
+	reload(line_b, RELOADED);
+	assert_true(it_server_log_contains(&srv, "reload: export /b is served from its new branches"));
+	it_assert_status(it_getattr(c, &fh_up, &attr), NFS3_OK);
+	it_assert_status(it_getattr(c, &fh_low, &attr), NFS3ERR_STALE);
+	assert_reads(&root_b, "low", "v2");
+	assert_reads(&root_b, "in-b", "in-b");
+	it_clnt_destroy(c);
+	it_fh_free(&fh_up);
+	it_fh_free(&fh_low);
+	it_fh_free(&root_b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_add_remove_change_under_load, before_each, after_each),
 		cmocka_unit_test_setup_teardown(test_bad_config_keeps_running, before_each, after_each),
+		cmocka_unit_test_setup_teardown(test_plain_export_new_lower, before_each, after_each),
 	};
 
 	return cmocka_run_group_tests_name("live exports", tests, NULL, NULL);

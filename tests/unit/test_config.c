@@ -3,6 +3,7 @@
  * resolve step after parsing, and their messages.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <netdb.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1216,6 +1217,45 @@ static void test_parse_no_dns(void **state)
 	assert_non_null(strstr(fx->err, ":2: export /u: client host name 'no-such-host.invalid'"));
 }
 
+/* An export's base: the branches below its writable ones, read and replaced as text. */
+static void test_config_base(void **state)
+{
+	struct fixture *fx = *state;
+	struct export_conf *plain, *lab;
+	char *text;
+
+	assert_int_equal(PARSE(fx, "-e", "/u=/up:/lo1:/lo2", "-e", "/lab=/v1", "-o",
+			       "upper=/clients/%a"), 0);
+	plain = &fx->cf.cf_exports[config_find_export(&fx->cf, "/u")];
+	lab = &fx->cf.cf_exports[config_find_export(&fx->cf, "/lab")];
+	assert_int_equal(config_writable_count(plain), 1);
+	assert_int_equal(config_writable_count(lab), 0);
+	text = config_base_text(plain);
+	assert_string_equal(text, "/lo1\n/lo2");
+	free(text);
+	text = config_base_text(lab);
+	assert_string_equal(text, "/v1");
+	free(text);
+
+	assert_int_equal(config_set_base(plain, "/n1"), 0);
+	assert_int_equal(plain->ec_nbranches, 2);
+	assert_string_equal(plain->ec_branches[0], "/up");
+	assert_string_equal(plain->ec_branches[1], "/n1");
+	assert_int_equal(plain->ec_roles[0], UNION_BRANCH_RW);
+	assert_int_equal(plain->ec_roles[1], UNION_BRANCH_RO);
+	assert_int_equal(config_set_base(lab, "/v2\n/extra"), 0);
+	assert_int_equal(lab->ec_nbranches, 2);
+	assert_string_equal(lab->ec_branches[1], "/extra");
+	assert_int_equal(lab->ec_roles[0], UNION_BRANCH_RO);
+	/* a relative path or an empty base: refused, the export unchanged */
+	assert_int_equal(config_set_base(lab, "/ok\nrelative"), -EINVAL);
+	assert_int_equal(config_set_base(plain, ""), -EINVAL);
+	assert_int_equal(lab->ec_nbranches, 2);
+	assert_string_equal(lab->ec_branches[0], "/v2");
+	assert_string_equal(plain->ec_branches[0], "/up");
+	assert_string_equal(plain->ec_branches[1], "/n1");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1261,6 +1301,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_diff, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_diff_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parse_no_dns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_base, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -1705,6 +1705,40 @@ static void test_rebind_whole_stack(void **state)
 	store_close(st);
 }
 
+/* A base set at run time: kept over a reopen, replaced, forgotten; none: -ENOENT. */
+static void test_base_set(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = open_ok(f);
+	char *set, *was;
+
+	assert_int_equal(store_base_get(st, "/lab", &set, &was), -ENOENT);
+	assert_null(set);
+	assert_int_equal(store_base_set(st, "/lab", "/srv/v2\n/srv/common", "/srv/v1"), 0);
+	assert_int_equal(store_base_set(st, "/other", "/x", ""), 0);
+	store_close(st);
+	st = open_ok(f);
+	assert_int_equal(store_base_get(st, "/lab", &set, &was), 0);
+	assert_string_equal(set, "/srv/v2\n/srv/common");
+	assert_string_equal(was, "/srv/v1");
+	free(set);
+	free(was);
+	assert_int_equal(store_base_set(st, "/lab", "/srv/v3", "/srv/v1"), 0);
+	assert_int_equal(store_base_get(st, "/lab", &set, &was), 0);
+	assert_string_equal(set, "/srv/v3");
+	free(set);
+	free(was);
+	assert_int_equal(store_base_set(st, "/lab", NULL, NULL), 0);
+	assert_int_equal(store_base_get(st, "/lab", &set, &was), -ENOENT);
+	assert_int_equal(store_base_set(st, "/lab", NULL, NULL), 0); /* nothing to forget */
+	assert_int_equal(store_base_get(st, "/other", &set, &was), 0);
+	assert_string_equal(set, "/x");
+	assert_string_equal(was, "");
+	free(set);
+	free(was);
+	store_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1735,6 +1769,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rebind_twice, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rebind_refused_and_noop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rebind_whole_stack, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_base_set, setup, teardown),
 	};
 
 	log_init(true, "test_store");
