@@ -1023,7 +1023,8 @@ nfsstat3 it_read_all(CLIENT *c, const nfs_fh3 *fh, char *buf, size_t len)
 	if (st == NFS3_OK) {
 		size_t n = r.READ3res_u.resok.data.data_len;
 
-		memcpy(buf, r.READ3res_u.resok.data.data_val, n);
+		if (n > 0) /* an empty reply's data may be NULL */
+			memcpy(buf, r.READ3res_u.resok.data.data_val, n);
 		buf[n] = '\0';
 	}
 	it_free((xdrproc_t)xdr_READ3res, &r);

@@ -222,6 +222,7 @@ static void test_client_moves_at_its_next_mount(void **state)
 	it_assert_status(read_fh("127.0.0.1", &fh_changed, buf, sizeof(buf)), NFS3ERR_STALE);
 
 	/* a client new to the export gets v2, without the other's change */
+	it_fh_free(&root2);
 	mnt_as("127.0.0.2", &root2);
 	assert_name("127.0.0.2", &root2, "both", "b2");
 	assert_name("127.0.0.2", &root2, "changed", "new");
@@ -270,6 +271,7 @@ static void test_conflicts_and_take_base(void **state)
 	/* not moved yet: its base and the export's new one */
 	assert_int_equal(ctl(out, sizeof(out), "conflicts", "127.0.0.1", "--json"), 0);
 	assert_string_equal(out, want);
+	it_fh_free(&root);
 	mnt_as("127.0.0.1", &root);
 	/* moved: its base before and the one it is on */
 	assert_int_equal(ctl(out, sizeof(out), "conflicts", "127.0.0.1", "--json"), 0);
@@ -281,6 +283,7 @@ static void test_conflicts_and_take_base(void **state)
 	assert_non_null(strstr(out, "has no copy of its own at /keep"));
 	assert_int_not_equal(ctl(out, sizeof(out), "conflicts", "127.0.0.9", NULL), 0);
 	assert_non_null(strstr(out, "has no layer of its own"));
+	it_fh_free(&root);
 	mnt_as("127.0.0.1", &root);
 	assert_name("127.0.0.1", &root, "both", "b2");
 	assert_name("127.0.0.1", &root, "own", "");
@@ -317,12 +320,14 @@ static void test_base_set_by_ctl(void **state)
 	assert_true(it_server_log_wait_count(&srv, RELOADED, before + 1, 10000));
 	assert_true(it_server_log_contains(&srv, "has a new base"));
 	assert_name("127.0.0.1", &root, "changed", "old"); /* until it mounts again */
+	it_fh_free(&root);
 	mnt_as("127.0.0.1", &root);
 	assert_name("127.0.0.1", &root, "changed", "new");
 
 	/* kept over a restart, the configuration still naming v1 (with the ports it got) */
 	write_config(v1);
 	it_server_restart(&srv);
+	it_fh_free(&root);
 	mnt_as("127.0.0.2", &root);
 	assert_name("127.0.0.2", &root, "changed", "new");
 	assert_int_equal(ctl(out, sizeof(out), "base", LAB, NULL), 0);
@@ -358,6 +363,7 @@ static void test_restart_during_rollout(void **state)
 	it_assert_status(read_fh("127.0.0.1", &fh_changed, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "old");
 	assert_name("127.0.0.1", &root, "removed", "removed");
+	it_fh_free(&root);
 	mnt_as("127.0.0.1", &root);
 	assert_name("127.0.0.1", &root, "changed", "new");
 	assert_name("127.0.0.1", &root, "removed", NULL);
