@@ -97,7 +97,8 @@ $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_union: tests/wait.c tests/
 $(BUILD)/tests/unit/test_store $(BUILD)/tests/unit/test_nfs3 $(BUILD)/tests/unit/test_fsio \
 $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_union $(BUILD)/tests/unit/test_union_semantics \
 		$(BUILD)/tests/unit/test_union_writable $(BUILD)/tests/unit/test_union_metacopy \
-		$(BUILD)/tests/unit/test_union_rebase $(BUILD)/tests/unit/test_union_rebase_report: \
+		$(BUILD)/tests/unit/test_union_rebase $(BUILD)/tests/unit/test_union_rebase_report \
+		$(BUILD)/tests/unit/test_union_metacopy_rebase: \
 		tests/rmtree.c tests/rmtree.h
 # Tests that need port 111 or the reserved ports to themselves run in a network namespace.
 $(BUILD)/tests/unit/test_rpc_client $(BUILD)/tests/unit/test_nsm $(BUILD)/tests/unit/test_portmap: \

@@ -407,6 +407,22 @@ int union_conflicts(const char *upper, char *const *old_base, int nold, char *co
 		    char *err, size_t errlen);
 
 /*
+ * Makes every metacopy of the upper whole from the old stack (top first, 1 to
+ * UNION_MAX_BRANCHES paths), before the upper moves to a new one: a metacopy's data is
+ * its base's, so over the new base it would show other bytes. Each gets its data copied
+ * in from where the union finds it in the old stack (its own path, or its redirect), in
+ * place, keeping its size, times, mode, owner and other attributes; the data is on disk
+ * before the metacopy marker (and its redirect) is removed, so an interrupted run leaves
+ * metacopies or whole files, and running again finishes it. As root, never through a
+ * symlink, skipping the union's own names. Run it while no union serves the upper (a
+ * client's write could race the copy). *done: how many were completed. 0, or the first
+ * failure's -errno with the cause and the fix in err, after every other metacopy was
+ * done (-ENOENT: the old stack lacks one's data; that one stays a metacopy).
+ */
+int union_complete_metacopies(const char *upper, char *const *old_base, int nold, int *done,
+			      char *err, size_t errlen);
+
+/*
  * Drops the upper's own entry at path ("/a/b": from the union's root, no empty, "." or ".."
  * components, not the root) so the base shows there: a non-directory or whiteout with the
  * OCI whiteout ".wh.NAME" beside it, or a directory with everything in it. Its parent

@@ -11,6 +11,9 @@
  * directory shows its own contents only, a lower metacopy its own bytes.
  *
  * Everything runs as root: the report must not depend on what its caller may read.
+ *
+ * Before an upper moves to a new stack, its metacopies are completed from the old one
+ * (union_complete_metacopies, at the end).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -582,22 +585,32 @@ static const char *rb_oci_target(int ufd, bool top, const char *marker)
 	return uwh_statat(ufd, name, &st) == -ENOENT ? name : NULL;
 }
 
+/* Every name of an upper directory, as listed (a snapshot: the walk changes nothing). */
+static int rb_upper_names(int ufd, struct rb_names *l)
+{
+	struct fsio_dir *d = NULL;
+	const char *ent;
+	unsigned char type;
+	int r;
+
+	r = fsio_dir_open(ufd, &d);
+	while (r == 0 && (r = fsio_dir_next(d, &ent, &type, NULL)) == 1)
+		r = rb_names_add(l, ent);
+	fsio_dir_close(d);
+	return r;
+}
+
 static int rb_walk_dir(struct rb_walk *w, int ufd, const char *upath, const char *bpath,
 		       int depth)
 {
 	struct rb_names l = { 0 };
-	struct fsio_dir *d = NULL;
-	const char *ent, *name;
-	unsigned char type;
+	const char *name;
 	bool top = depth == 0;
 	int r;
 
 	if (depth >= UNION_MAX_DEPTH)
 		return -ELOOP;
-	r = fsio_dir_open(ufd, &d);
-	while (r == 0 && (r = fsio_dir_next(d, &ent, &type, NULL)) == 1)
-		r = rb_names_add(&l, ent);
-	fsio_dir_close(d);
+	r = rb_upper_names(ufd, &l);
 	for (size_t i = 0; r == 0 && i < l.nm_n; i++) {
 		char *up, *bp;
 
@@ -820,5 +833,254 @@ out:
 	fsio_close(pfd);
 	fsio_close(rootfd);
 	fsio_restore(&ids);
+	return r;
+}
+
+/*
+ * Completing metacopies before a new base. A metacopy's data is its base's, cut to its
+ * own size: over a new base it would show the new base's bytes. So each is made whole
+ * from the old stack, found as the union finds it there (metacopy.c): at its own base
+ * path, or at its redirect's, an absolute one from the stack's root, a plain name beside
+ * its own base path. An upper directory that is opaque has no base below it: a metacopy
+ * in it has no data but by an absolute redirect.
+ */
+
+/* One completion run over an upper. */
+struct rb_fill {
+	struct rb_stack fl_old;
+	const char *fl_upper;
+	int fl_done;
+	int fl_err;                      /* the first failure; the others are still done */
+	char *fl_errbuf;
+	size_t fl_errlen;
+};
+
+/*
+ * Notes the failure of upath (missing: a metacopy whose data the old stack lacks); the
+ * first one is what the run returns and tells.
+ */
+static void rb_fill_fail(struct rb_fill *f, int r, const char *upath, bool missing)
+{
+	if (f->fl_err)
+		return;
+	f->fl_err = r;
+	if (missing)
+		err_set(f->fl_errbuf, f->fl_errlen, "upper %s: metacopy %s has no data in the old "
+			"base (no regular file where it points), so it was left a metacopy; put "
+			"its file back in the old base and run again, or drop the client's copy "
+			"(unionnfsd-ctl take-base CLIENT PATH) before the new base", f->fl_upper,
+			upath);
+	else
+		err_set(f->fl_errbuf, f->fl_errlen, "upper %s, at %s: %s; make it readable and "
+			"writable (and the old base readable) and run again (what was completed "
+			"stays completed)", f->fl_upper, upath, strerror(-r));
+}
+
+/*
+ * Where the base of name (in an upper directory whose base path is bpath, NULL when
+ * nothing of the base shows below it) is, given its redirect: *out (malloc), or NULL when
+ * nowhere.
+ */
+static int rb_fill_base(const char *bpath, const char *name, const char *redirect,
+			char **out)
+{
+	char *own;
+
+	*out = NULL;
+	if (redirect && redirect[0] == '/')
+		*out = strdup(redirect);
+	else if (!bpath)
+		return 0;
+	else if (!redirect)
+		*out = rb_join(bpath, name);
+	else if ((own = rb_join(bpath, name))) {
+		*out = rb_redirect_target(own, redirect);
+		free(own);
+	}
+	return *out ? 0 : -ENOMEM;
+}
+
+/*
+ * The data of in copied into the metacopy fd (st: its lstat), which keeps its times,
+ * mode and capabilities (a write changes the mtime and drops capabilities). The data is
+ * on disk before the marker goes, so a crash leaves a metacopy (done again) or a whole
+ * file; the redirect goes with the marker (a whole file's means nothing).
+ */
+static int rb_fill_in(int fd, int in, const struct stat *st)
+{
+	const struct timespec ts[2] = { st->st_atim, st->st_mtim };
+	char caps[128];
+	size_t capslen = 0;
+	struct stat now;
+	bool has_caps;
+	int r;
+
+	has_caps = fsio_getxattr(fd, "", "security.capability", caps, sizeof(caps),
+				 &capslen) == 0;
+	r = fsio_copy_data(in, fd, (uint64_t)st->st_size);
+	if (r == 0)
+		r = fsio_futimens(fd, ts);
+	if (r == 0 && has_caps)
+		r = fsio_setxattr(fd, "", "security.capability", caps, capslen);
+	if (r == 0)
+		r = fsio_stat(fd, &now);
+	if (r == 0 && now.st_mode != st->st_mode)
+		r = fsio_fchmod(fd, st->st_mode & 07777);
+	if (r == 0)
+		r = fsio_fsync(fd);
+	if (r == 0)
+		r = uwh_clear_metacopy(fd, "");
+	if (r == 0)
+		r = fsio_fsync(fd);
+	return r;
+}
+
+/*
+ * The regular file name in ufd, completed when it is a metacopy: 1 when it was, -ENOENT
+ * when its data is not in the old stack.
+ */
+static int rb_fill_file(struct rb_fill *f, int ufd, const char *name, const char *bpath)
+{
+	char *redirect = NULL, *data = NULL;
+	struct rb_view v;
+	struct stat st;
+	bool meta;
+	int r, fd = -1, in = -1;
+
+	rb_view_init(&v);
+	r = uwh_metacopy_read(ufd, name, &meta, &redirect);
+	if (r < 0 || !meta)
+		goto out;
+	r = rb_fill_base(bpath, name, redirect, &data);
+	if (r == 0)
+		r = data ? rb_lookup(&f->fl_old, data, &v) : 0;
+	if (r == 0 && !(v.vw_present && S_ISREG(v.vw_st.st_mode)))
+		r = -ENOENT;
+	if (r == 0) {
+		r = fsio_open_file(v.vw_pfd, v.vw_name, O_RDONLY | O_NOATIME, 0, &in);
+		if (r == -EPERM) /* O_NOATIME on a file system that refuses it */
+			r = fsio_open_file(v.vw_pfd, v.vw_name, O_RDONLY, 0, &in);
+	}
+	if (r == 0) {
+		r = fsio_open_file(ufd, name, O_WRONLY, 0, &fd);
+		if (r == -ENOENT)
+			goto out; /* gone since listed */
+	}
+	if (r == 0)
+		r = fsio_stat(fd, &st);
+	if (r == 0 && !S_ISREG(st.st_mode))
+		r = -ESTALE;
+	/* Read again on what was opened: the name may have been replaced since. */
+	if (r == 0)
+		r = uwh_metacopy_read(fd, "", &meta, NULL);
+	if (r == 0 && meta)
+		r = rb_fill_in(fd, in, &st);
+	if (r == 0)
+		r = meta;
+out:
+	fsio_close(fd);
+	fsio_close(in);
+	rb_view_release(&v);
+	free(data);
+	free(redirect);
+	return r;
+}
+
+static int rb_fill_dir(struct rb_fill *f, int ufd, const char *upath, const char *bpath,
+		       int depth);
+
+/* The upper's directory name in ufd, whose base path it continues or redirects. */
+static int rb_fill_subdir(struct rb_fill *f, int ufd, const char *name, const char *upath,
+			  const char *bpath, int depth)
+{
+	char *redirect = NULL, *base = NULL;
+	bool opaque;
+	int r, fd;
+
+	r = fsio_open_dir(ufd, name, &fd);
+	if (r < 0)
+		return r;
+	r = uwh_dir_read(fd, &opaque, &redirect);
+	if (r == 0 && !opaque && !uwh_oci(ufd, name))
+		r = rb_fill_base(bpath, name, redirect, &base);
+	if (r == 0)
+		r = rb_fill_dir(f, fd, upath, base, depth + 1);
+	free(base);
+	free(redirect);
+	fsio_close(fd);
+	return r;
+}
+
+/* Every metacopy under an upper directory; a failure is noted and the walk goes on. */
+static int rb_fill_dir(struct rb_fill *f, int ufd, const char *upath, const char *bpath,
+		       int depth)
+{
+	struct rb_names l = { 0 };
+	struct stat st;
+	int r;
+
+	if (depth >= UNION_MAX_DEPTH)
+		return -ELOOP;
+	r = rb_upper_names(ufd, &l);
+	if (r == 0)
+		rb_names_sort(&l); /* the first failure told is the same on each run */
+	for (size_t i = 0; r == 0 && i < l.nm_n; i++) {
+		const char *name = l.nm_v[i];
+		char *up;
+		int e;
+
+		if (rb_hidden(depth == 0, name))
+			continue; /* the work directory, markers, temporary names */
+		up = rb_join(upath, name);
+		if (!up) {
+			r = -ENOMEM;
+			break;
+		}
+		e = uwh_statat(ufd, name, &st);
+		if (e == -ENOENT)
+			e = 0; /* gone since listed */
+		else if (e == 0 && S_ISDIR(st.st_mode))
+			e = rb_fill_subdir(f, ufd, name, up, bpath, depth);
+		else if (e == 0 && S_ISREG(st.st_mode) && !uwh_is_whiteout(ufd, name, &st))
+			e = rb_fill_file(f, ufd, name, bpath);
+		if (e == 1)
+			f->fl_done++;
+		else if (e < 0)
+			rb_fill_fail(f, e, up, S_ISREG(st.st_mode) && e == -ENOENT);
+		free(up);
+	}
+	rb_names_free(&l);
+	return r;
+}
+
+int union_complete_metacopies(const char *upper, char *const *old_base, int nold, int *done,
+			      char *err, size_t errlen)
+{
+	struct rb_fill f = { .fl_upper = upper, .fl_errbuf = err, .fl_errlen = errlen };
+	char canon[4096];
+	struct fsio_ids ids;
+	int r, ufd = -1;
+
+	*done = 0;
+	if (err && errlen)
+		*err = '\0';
+	fsio_become_root(&ids);
+	r = rb_stack_open("old", old_base, nold, &f.fl_old, err, errlen);
+	if (r == 0) {
+		r = fsio_open_root(upper, canon, sizeof(canon), &ufd);
+		if (r < 0)
+			err_set(err, errlen, "upper %s: %s; give the client's upper directory",
+				upper, strerror(-r));
+	}
+	if (r == 0) {
+		r = rb_fill_dir(&f, ufd, "/", "/", 0);
+		if (r < 0)
+			rb_fill_fail(&f, r, "/", false);
+		r = f.fl_err;
+	}
+	fsio_close(ufd);
+	rb_stack_close(&f.fl_old);
+	fsio_restore(&ids);
+	*done = f.fl_done;
 	return r;
 }
