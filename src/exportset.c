@@ -141,6 +141,28 @@ static bool exportset_same_upper(const struct export_conf *a, const struct expor
 					       !strcmp(a->ec_upper, b->ec_upper));
 }
 
+/*
+ * Before export ec (its branches now) moves to a new base: the metacopies of its upper get
+ * their data from the old base, which they would otherwise stop showing. Its union still
+ * serves meanwhile: a client writing to such a file at this very moment may race the copy
+ * (README: Base versions).
+ */
+static void exportset_settle_metacopies(const struct export_conf *ec)
+{
+	int nw = config_writable_count(ec), done = 0;
+	char err[EXPORTSET_ERRLEN];
+
+	if (nw == 0 || nw == ec->ec_nbranches)
+		return;
+	if (union_complete_metacopies(ec->ec_branches[0], ec->ec_branches + nw,
+				      ec->ec_nbranches - nw, &done, err, sizeof(err)) < 0)
+		log_warn("reload: export %s moves to its new base with a metadata-only copy it "
+			 "could not make whole (it shows the new base's data): %s", ec->ec_name, err);
+	if (done)
+		log_info("reload: export %s: %d metadata-only cop%s made whole from the old base",
+			 ec->ec_name, done, done == 1 ? "y" : "ies");
+}
+
 struct exportset_change *exportset_prepare(struct exportset *es, const struct config *live,
 					   struct config *next)
 {
@@ -172,6 +194,8 @@ struct exportset_change *exportset_prepare(struct exportset *es, const struct co
 		/* upper= changes need a restart: its clients' layers are where it said */
 		if (same || (i >= 0 && !exportset_same_upper(&live->cf_exports[i], ec)))
 			continue;
+		if (i >= 0)
+			exportset_settle_metacopies(&live->cf_exports[i]);
 		if (exportset_open_one(ec, es->es_store, flags,
 				       "fix the export's branches in the configuration",
 				       &ch->ch_ux[j], err, sizeof(err)) < 0)

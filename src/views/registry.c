@@ -207,6 +207,36 @@ static int views_base(struct views *vt, int i, const char *name, bool current, c
 }
 
 /*
+ * Before a MNT moves view name to the export's base now (lowers, n of them) from the one
+ * its binding records, its metacopies get their data from that old base: over the new one
+ * they would show other bytes. Its union is not open (the view is OPENING).
+ */
+static void views_settle_metacopies(struct views *vt, int i, const char *name, const char *upper,
+				    char *const *lowers, int n)
+{
+	struct store *st = union_store(nfs_export_union(vt->vt_ns, i));
+	char **rec, err[600];
+	int nrec, done = 0, r;
+	bool same;
+
+	if (store_export_stack(st, name, false, &rec, &nrec) < 0)
+		return; /* never bound: nothing made over another base */
+	same = nrec - 1 == n;
+	for (int k = 0; same && k < n; k++)
+		same = !strcmp(rec[k + 1], lowers[k]);
+	if (!same && nrec > 1) {
+		r = union_complete_metacopies(upper, rec + 1, nrec - 1, &done, err, sizeof(err));
+		if (r < 0)
+			log_warn("view %s moves to a new base with a metadata-only copy it could not "
+				 "make whole (it shows the new base's data): %s", name, err);
+		if (done)
+			log_info("view %s: %d metadata-only cop%s made whole from its old base before "
+				 "it moves to the new one", name, done, done == 1 ? "y" : "ies");
+	}
+	store_export_stack_free(rec, nrec);
+}
+
+/*
  * The file system work of opening view vw (without vt_lock; vw is OPENING): its upper,
  * made first with create (a view is only ever made by a MNT), and its union over the
  * export's base (views_base: a MNT's the export's base now). *gen says which base.
@@ -239,6 +269,8 @@ static int views_open_union(struct views *vt, struct view *vw, bool create,
 			return r;
 	}
 	r = views_base(vt, i, name, create, &lowers, &lroles, &n, gen, &flags);
+	if (r == 0 && (flags & UNION_OPEN_NEW_BASE))
+		views_settle_metacopies(vt, i, name, upper, lowers, n);
 	if (r == 0) {
 		branches = calloc((size_t)n + 1, sizeof(*branches));
 		roles = calloc((size_t)n + 1, sizeof(*roles));

@@ -52,10 +52,12 @@ static int before_each(void **state)
 	put(v1, "changed", "old");
 	put(v1, "removed", "removed");
 	put(v1, "both", "b1");
+	put(v1, "meta", "meta-v1");
 	put(v2, "keep", "keep");
 	put(v2, "changed", "new");
 	put(v2, "added", "added");
 	put(v2, "both", "b2");
+	put(v2, "meta", "meta-v2-longer");
 	it_path(cfgpath, "%s/base.conf", srv.is_dir);
 	write_config(v1);
 	srv.is_config = cfgpath;
@@ -137,6 +139,29 @@ static void write_both(const char *src, const nfs_fh3 *root)
 	it_clnt_destroy(c);
 }
 
+/* chmod of name: over a base file, a metadata-only copy in the client's upper. */
+static void chmod_name(const char *src, const nfs_fh3 *root, const char *name, mode_t mode)
+{
+	CLIENT *c = nfs_as(src);
+	SETATTR3args sa;
+	SETATTR3res sr;
+	nfs_fh3 fh;
+	fattr3 attr;
+
+	it_assert_status(it_lookup(c, root, name, &fh, &attr), NFS3_OK);
+	memset(&sa, 0, sizeof(sa));
+	memset(&sr, 0, sizeof(sr));
+	sa.object = fh;
+	sa.new_attributes.mode.set_it = TRUE;
+	sa.new_attributes.mode.set_mode3_u.mode = mode;
+	assert_int_equal(it_call(c, NFSPROC3_SETATTR, (xdrproc_t)xdr_SETATTR3args, &sa,
+				 (xdrproc_t)xdr_SETATTR3res, &sr), RPC_SUCCESS);
+	it_assert_status(sr.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_SETATTR3res, &sr);
+	it_fh_free(&fh);
+	it_clnt_destroy(c);
+}
+
 static void assert_name(const char *src, const nfs_fh3 *root, const char *name, const char *want)
 {
 	char buf[64];
@@ -154,7 +179,8 @@ static void assert_base_untouched(void)
 {
 	static const char *const names[][2] = {
 		{ "v1/keep", "keep" }, { "v1/changed", "old" }, { "v1/removed", "removed" },
-		{ "v1/both", "b1" }, { "v2/keep", "keep" }, { "v2/changed", "new" },
+		{ "v1/both", "b1" }, { "v1/meta", "meta-v1" }, { "v2/keep", "keep" },
+		{ "v2/changed", "new" }, { "v2/meta", "meta-v2-longer" },
 		{ "v2/added", "added" }, { "v2/both", "b2" },
 	};
 
@@ -198,6 +224,7 @@ static void test_client_moves_at_its_next_mount(void **state)
 	(void)state;
 	mnt_as("127.0.0.1", &root);
 	write_both("127.0.0.1", &root);
+	chmod_name("127.0.0.1", &root, "meta", 0600);
 	it_assert_status(read_name("127.0.0.1", &root, "both", buf, sizeof(buf), &fh_both), NFS3_OK);
 	it_assert_status(read_name("127.0.0.1", &root, "changed", buf, sizeof(buf), &fh_changed),
 			 NFS3_OK);
@@ -217,6 +244,8 @@ static void test_client_moves_at_its_next_mount(void **state)
 	assert_name("127.0.0.1", &root2, "removed", NULL);
 	assert_name("127.0.0.1", &root2, "keep", "keep");
 	assert_name("127.0.0.1", &root2, "both", "mine");
+	/* its chmod kept what it saw: the old base's data, not the new one's */
+	assert_name("127.0.0.1", &root2, "meta", "meta-v1");
 	it_assert_status(read_fh("127.0.0.1", &fh_both, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "mine");
 	it_assert_status(read_fh("127.0.0.1", &fh_changed, buf, sizeof(buf)), NFS3ERR_STALE);
