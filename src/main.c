@@ -464,25 +464,15 @@ static void main_log_serving(const struct export_conf *ec)
 			 ec->ec_nbranches == 1 ? "" : "es", rules);
 }
 
-/* Names the settings a reload cannot apply, so nobody waits for them to take effect. */
+/* Names each setting a reload cannot apply, so nobody waits for it to take effect. */
 static void main_reload_other_settings(const struct config *oc, const struct config *nc)
 {
 	uint64_t changed = config_diff(oc, nc);
-	char names[512] = "";
-	size_t used = 0;
-	int n;
 
-	for (int s = 0; s < CONFIG_NSETTINGS; s++) {
-		if (!(changed & (1ull << s)) || config_setting_apply(s) != CONFIG_RESTART ||
-		    used >= sizeof(names))
-			continue;
-		n = snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "",
-			     config_setting_name(s));
-		if (n > 0)
-			used += (size_t)n;
-	}
-	if (used > 0)
-		log_warn("SIGHUP: changed settings need a restart of unionnfsd to take effect: %s", names);
+	for (int s = 0; s < CONFIG_NSETTINGS; s++)
+		if ((changed & (1ull << s)) && config_setting_apply(s) == CONFIG_RESTART)
+			log_warn("SIGHUP: the setting %s changed; it takes effect only after a restart of unionnfsd",
+				 config_setting_name(s));
 }
 
 /*

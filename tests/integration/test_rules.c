@@ -538,7 +538,7 @@ static void test_reload_needs_restart(void **state)
 	hup_and_wait(RELOADED);
 	assert_true(it_server_log_contains(&srv, "reload: export /union keeps its old branches"));
 	assert_true(it_server_log_contains(&srv, "reload: export /new added"));
-	assert_true(it_server_log_contains(&srv, "changed settings need a restart of unionnfsd to take effect: workers"));
+	assert_true(it_server_log_contains(&srv, "SIGHUP: the setting workers changed; it takes effect only after a restart"));
 	assert_int_equal(mnt_from("127.0.0.1", &fh), IT_MNT_OK);
 	it_fh_free(&fh);
 }
