@@ -695,9 +695,6 @@ int ucopy_meta_up(struct union_export *ux, struct uobj *o)
 	return ucopy_up_as(ux, o, upol_metacopy(ux));
 }
 
-/* The attribute that names a file's capabilities, which a write to the file drops. */
-#define UCOPY_CAPS_XATTR "security.capability"
-
 /*
  * The data of metacopy fd (whose stat is st) copied in from its lower copy, made durable
  * with the times and capabilities it had, then the marker removed. As root.

@@ -901,7 +901,7 @@ static int rb_fill_base(const char *bpath, const char *name, const char *redirec
 }
 
 /*
- * The data of in copied into the metacopy fd (st: its lstat), which keeps its times,
+ * The data of in copied into the metacopy fd (st: its stat before), which keeps its times,
  * mode and capabilities (a write changes the mtime and drops capabilities). The data is
  * on disk before the marker goes, so a crash leaves a metacopy (done again) or a whole
  * file; the redirect goes with the marker (a whole file's means nothing).
@@ -915,13 +915,12 @@ static int rb_fill_in(int fd, int in, const struct stat *st)
 	bool has_caps;
 	int r;
 
-	has_caps = fsio_getxattr(fd, "", "security.capability", caps, sizeof(caps),
-				 &capslen) == 0;
+	has_caps = fsio_getxattr(fd, "", UCOPY_CAPS_XATTR, caps, sizeof(caps), &capslen) == 0;
 	r = fsio_copy_data(in, fd, (uint64_t)st->st_size);
 	if (r == 0)
 		r = fsio_futimens(fd, ts);
 	if (r == 0 && has_caps)
-		r = fsio_setxattr(fd, "", "security.capability", caps, capslen);
+		r = fsio_setxattr(fd, "", UCOPY_CAPS_XATTR, caps, capslen);
 	if (r == 0)
 		r = fsio_stat(fd, &now);
 	if (r == 0 && now.st_mode != st->st_mode)
@@ -936,10 +935,11 @@ static int rb_fill_in(int fd, int in, const struct stat *st)
 }
 
 /*
- * The regular file name in ufd, completed when it is a metacopy: 1 when it was, -ENOENT
- * when its data is not in the old stack.
+ * The regular file name in ufd (st: its lstat), completed when it is a metacopy: 1 when it
+ * was, -ENOENT when its data is not in the old stack.
  */
-static int rb_fill_file(struct rb_fill *f, int ufd, const char *name, const char *bpath)
+static int rb_fill_file(struct rb_fill *f, int ufd, const char *name, const struct stat *lst,
+			const char *bpath)
 {
 	char *redirect = NULL, *data = NULL;
 	struct rb_view v;
@@ -948,6 +948,8 @@ static int rb_fill_file(struct rb_fill *f, int ufd, const char *name, const char
 	int r, fd = -1, in = -1;
 
 	rb_view_init(&v);
+	if (lst->st_size == 0)
+		return 0; /* the union reads none of its data (umc_candidate): empty on any base */
 	r = uwh_metacopy_read(ufd, name, &meta, &redirect);
 	if (r < 0 || !meta)
 		goto out;
@@ -963,8 +965,10 @@ static int rb_fill_file(struct rb_fill *f, int ufd, const char *name, const char
 	}
 	if (r == 0) {
 		r = fsio_open_file(ufd, name, O_WRONLY, 0, &fd);
-		if (r == -ENOENT)
-			goto out; /* gone since listed */
+		if (r == -ENOENT) {
+			r = 0; /* gone since listed */
+			goto out;
+		}
 	}
 	if (r == 0)
 		r = fsio_stat(fd, &st);
@@ -1026,6 +1030,7 @@ static int rb_fill_dir(struct rb_fill *f, int ufd, const char *upath, const char
 		rb_names_sort(&l); /* the first failure told is the same on each run */
 	for (size_t i = 0; r == 0 && i < l.nm_n; i++) {
 		const char *name = l.nm_v[i];
+		bool file = false;
 		char *up;
 		int e;
 
@@ -1041,12 +1046,14 @@ static int rb_fill_dir(struct rb_fill *f, int ufd, const char *upath, const char
 			e = 0; /* gone since listed */
 		else if (e == 0 && S_ISDIR(st.st_mode))
 			e = rb_fill_subdir(f, ufd, name, up, bpath, depth);
-		else if (e == 0 && S_ISREG(st.st_mode) && !uwh_is_whiteout(ufd, name, &st))
-			e = rb_fill_file(f, ufd, name, bpath);
+		else if (e == 0 && S_ISREG(st.st_mode) && !uwh_is_whiteout(ufd, name, &st)) {
+			file = true;
+			e = rb_fill_file(f, ufd, name, &st, bpath);
+		}
 		if (e == 1)
 			f->fl_done++;
 		else if (e < 0)
-			rb_fill_fail(f, e, up, S_ISREG(st.st_mode) && e == -ENOENT);
+			rb_fill_fail(f, e, up, file && e == -ENOENT);
 		free(up);
 	}
 	rb_names_free(&l);

@@ -330,6 +330,8 @@ int ucopy_workdir(struct union_export *ux, int *fd);
  * and before a rename or link, which would lose the path its data is found by.
  */
 int ucopy_data(struct union_export *ux, struct uobj *o);
+/* The attribute that names a file's capabilities, which a write to the file drops. */
+#define UCOPY_CAPS_XATTR "security.capability"
 /*
  * SETATTR's copy-up (copyup.c): a regular file with one name and some data gets a
  * metacopy when the export allows (union_policy's up_no_metacopy unset), else a copy.

@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include <linux/fs.h>
 
 #include "../rmtree.h"
 #include "union.h"
@@ -410,6 +412,8 @@ static void test_missing(void **state)
 	metacopy(x->upper, "mine/f2", 6, NULL);
 	/* ... but an absolute redirect still has. */
 	metacopy(x->upper, "mine/abs", 6, "/data/f2");
+	/* Empty: the union reads no data for it, so none is needed. */
+	metacopy(x->upper, "data/empty", 0, NULL);
 	/* One that can be done, between them. */
 	put(x->oldbot, "data/ok", "fine", 0644);
 	metacopy(x->upper, "data/ok", 4, NULL);
@@ -429,6 +433,7 @@ static void test_missing(void **state)
 	assert_true(marked(x->upper, "data/nowhere", "redirect"));
 	still_metacopy(x->upper, "data/todir", 6);
 	still_metacopy(x->upper, "mine/f2", 6);
+	still_metacopy(x->upper, "data/empty", 0);
 
 	/* Again: the same report, nothing more done. */
 	assert_int_equal(complete(x, &done, err, sizeof(err)), -ENOENT);
@@ -489,6 +494,55 @@ static void test_internal_and_crash(void **state)
 	still_metacopy(x->outside, "f", 9);
 }
 
+/* Sets or clears a file's immutable flag: 0, or -1 where the file system has none. */
+static int immutable(const char *root, const char *rel, bool on)
+{
+	char p[PATH_MAX];
+	int fd, flags, r = -1;
+
+	path_of(p, root, rel);
+	fd = open(p, O_RDONLY | O_NOFOLLOW);
+	assert_true(fd >= 0);
+	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0) {
+		flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+		r = ioctl(fd, FS_IOC_SETFLAGS, &flags);
+	}
+	close(fd);
+	return r;
+}
+
+/* A metacopy that cannot be written is told (with its path) after the others are done. */
+static void test_unwritable(void **state)
+{
+	struct mx *x = *state;
+	char err[512];
+	int done = -1;
+
+	mkd(x->oldbot, "data");
+	put(x->oldbot, "data/a", "aaaa", 0644);
+	put(x->oldbot, "data/b", "bbbb", 0644);
+	put(x->oldbot, "data/c", "cccc", 0644);
+	mkd(x->upper, "data");
+	metacopy(x->upper, "data/a", 4, NULL);
+	metacopy(x->upper, "data/b", 4, NULL);
+	metacopy(x->upper, "data/c", 4, NULL);
+	if (immutable(x->upper, "data/b", true) < 0)
+		skip(); /* no immutable flag on this file system */
+
+	assert_int_equal(complete(x, &done, err, sizeof(err)), -EPERM);
+	assert_int_equal(immutable(x->upper, "data/b", false), 0);
+	assert_int_equal(done, 2);
+	assert_non_null(strstr(err, "/data/b"));
+	assert_non_null(strstr(err, "writable"));
+	whole(x->upper, "data/a", "aaaa", 4);
+	whole(x->upper, "data/c", "cccc", 4);
+	still_metacopy(x->upper, "data/b", 4);
+
+	assert_int_equal(complete(x, &done, err, sizeof(err)), 0);
+	assert_int_equal(done, 1);
+	whole(x->upper, "data/b", "bbbb", 4);
+}
+
 /* Bad arguments are refused with the cause. */
 static void test_errors(void **state)
 {
@@ -514,6 +568,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_complete, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_internal_and_crash, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unwritable, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
 	};
 
