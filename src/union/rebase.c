@@ -945,7 +945,7 @@ static int rb_fill_file(struct rb_fill *f, int ufd, const char *name, const stru
 	struct rb_view v;
 	struct stat st;
 	bool meta;
-	int r, fd = -1, in = -1;
+	int r, fd = -1, in = -1, pfd = -1;
 
 	rb_view_init(&v);
 	if (lst->st_size == 0)
@@ -963,17 +963,23 @@ static int rb_fill_file(struct rb_fill *f, int ufd, const char *name, const stru
 		if (r == -EPERM) /* O_NOATIME on a file system that refuses it */
 			r = fsio_open_file(v.vw_pfd, v.vw_name, O_RDONLY, 0, &in);
 	}
+	/*
+	 * Opened as a path first and for writing only once it is a regular file: a name the
+	 * client swapped for a device node meanwhile is never opened (as root) as one.
+	 */
 	if (r == 0) {
-		r = fsio_open_file(ufd, name, O_WRONLY, 0, &fd);
+		r = fsio_open_node(ufd, name, &pfd);
 		if (r == -ENOENT) {
 			r = 0; /* gone since listed */
 			goto out;
 		}
 	}
 	if (r == 0)
-		r = fsio_stat(fd, &st);
+		r = fsio_stat(pfd, &st);
 	if (r == 0 && !S_ISREG(st.st_mode))
 		r = -ESTALE;
+	if (r == 0)
+		r = fsio_reopen_file(pfd, O_WRONLY, &fd);
 	/* Read again on what was opened: the name may have been replaced since. */
 	if (r == 0)
 		r = uwh_metacopy_read(fd, "", &meta, NULL);
@@ -983,6 +989,7 @@ static int rb_fill_file(struct rb_fill *f, int ufd, const char *name, const stru
 		r = meta;
 out:
 	fsio_close(fd);
+	fsio_close(pfd);
 	fsio_close(in);
 	rb_view_release(&v);
 	free(data);
