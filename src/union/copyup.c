@@ -695,30 +695,27 @@ int ucopy_meta_up(struct union_export *ux, struct uobj *o)
 	return ucopy_up_as(ux, o, upol_metacopy(ux));
 }
 
-/*
- * The data of metacopy fd (whose stat is st) copied in from its lower copy, made durable
- * with the times and capabilities it had, then the marker removed. As root.
- */
-static int ucopy_data_in(struct union_export *ux, const struct uobj *o, int fd,
-			 const struct stat *st)
+int ucopy_fill_metacopy(int fd, int in, const struct stat *st)
 {
 	char caps[128];
 	size_t capslen = 0;
 	struct timespec ts[2];
-	struct stat lst;
-	int r, in = -1;
+	struct stat now;
 	bool has_caps;
+	int r;
 
 	has_caps = fsio_getxattr(fd, "", UCOPY_CAPS_XATTR, caps, sizeof(caps), &capslen) == 0;
-	r = umc_data_open(ux, o, &in, &lst);
-	if (r == 0)
-		r = fsio_copy_data(in, fd, (uint64_t)st->st_size);
-	fsio_close(in);
+	r = fsio_copy_data(in, fd, (uint64_t)st->st_size);
 	ucopy_times(st, ts);
 	if (r == 0)
 		r = fsio_futimens(fd, ts);
 	if (r == 0 && has_caps)
 		r = fsio_setxattr(fd, "", UCOPY_CAPS_XATTR, caps, capslen);
+	/* Writing may clear set-id bits where the writer may not keep them. */
+	if (r == 0)
+		r = fsio_stat(fd, &now);
+	if (r == 0 && now.st_mode != st->st_mode)
+		r = fsio_fchmod(fd, st->st_mode & 07777);
 	/* The data on disk before the marker goes: a crash in between leaves a metacopy. */
 	if (r == 0)
 		r = fsio_fsync(fd);
@@ -726,6 +723,20 @@ static int ucopy_data_in(struct union_export *ux, const struct uobj *o, int fd,
 		r = uwh_clear_metacopy(fd, "");
 	if (r == 0)
 		r = fsio_fsync(fd);
+	return r;
+}
+
+/* The data of metacopy fd (whose stat is st) copied in from its lower copy. As root. */
+static int ucopy_data_in(struct union_export *ux, const struct uobj *o, int fd,
+			 const struct stat *st)
+{
+	struct stat lst;
+	int r, in = -1;
+
+	r = umc_data_open(ux, o, &in, &lst);
+	if (r == 0)
+		r = ucopy_fill_metacopy(fd, in, st);
+	fsio_close(in);
 	return r;
 }
 

@@ -900,39 +900,6 @@ static int rb_fill_base(const char *bpath, const char *name, const char *redirec
 	return *out ? 0 : -ENOMEM;
 }
 
-/*
- * The data of in copied into the metacopy fd (st: its stat before), which keeps its times,
- * mode and capabilities (a write changes the mtime and drops capabilities). The data is
- * on disk before the marker goes, so a crash leaves a metacopy (done again) or a whole
- * file; the redirect goes with the marker (a whole file's means nothing).
- */
-static int rb_fill_in(int fd, int in, const struct stat *st)
-{
-	const struct timespec ts[2] = { st->st_atim, st->st_mtim };
-	char caps[128];
-	size_t capslen = 0;
-	struct stat now;
-	bool has_caps;
-	int r;
-
-	has_caps = fsio_getxattr(fd, "", UCOPY_CAPS_XATTR, caps, sizeof(caps), &capslen) == 0;
-	r = fsio_copy_data(in, fd, (uint64_t)st->st_size);
-	if (r == 0)
-		r = fsio_futimens(fd, ts);
-	if (r == 0 && has_caps)
-		r = fsio_setxattr(fd, "", UCOPY_CAPS_XATTR, caps, capslen);
-	if (r == 0)
-		r = fsio_stat(fd, &now);
-	if (r == 0 && now.st_mode != st->st_mode)
-		r = fsio_fchmod(fd, st->st_mode & 07777);
-	if (r == 0)
-		r = fsio_fsync(fd);
-	if (r == 0)
-		r = uwh_clear_metacopy(fd, "");
-	if (r == 0)
-		r = fsio_fsync(fd);
-	return r;
-}
 
 /*
  * The regular file name in ufd (st: its lstat), completed when it is a metacopy: 1 when it
@@ -984,7 +951,7 @@ static int rb_fill_file(struct rb_fill *f, int ufd, const char *name, const stru
 	if (r == 0)
 		r = uwh_metacopy_read(fd, "", &meta, NULL);
 	if (r == 0 && meta)
-		r = rb_fill_in(fd, in, &st);
+		r = ucopy_fill_metacopy(fd, in, &st);
 	if (r == 0)
 		r = meta;
 out:

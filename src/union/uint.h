@@ -336,6 +336,12 @@ int ucopy_data(struct union_export *ux, struct uobj *o);
  * SETATTR's copy-up (copyup.c): a regular file with one name and some data gets a
  * metacopy when the export allows (union_policy's up_no_metacopy unset), else a copy.
  */
+/*
+ * Makes metacopy fd (whose stat is st) whole from in, its data: copied in (holes kept),
+ * with its own times, capabilities and mode kept, on disk before the marker (and a
+ * redirect) goes, then on disk again. As root. 0 or -errno.
+ */
+int ucopy_fill_metacopy(int fd, int in, const struct stat *st);
 int ucopy_meta_up(struct union_export *ux, struct uobj *o);
 
 /* Metadata-only copies (metacopy.c). */
