@@ -184,6 +184,8 @@ if br_await "$log" "NETBOOT waiting for the host" 150 "VM 1 changing /etc on bas
 	br_conflicts conflicts_before_move \
 		'{"client":"lab01","conflicts":[{"export":"/union","path":"/etc/rollout-both","upper":"copy","base":"changed"}],"exports_compared":1}'
 	echo published >&7
+else
+	kill "$qemu" 2> /dev/null # it would wait for the answer until its time limit
 fi
 br_boot_end 1 rollout-hold
 
