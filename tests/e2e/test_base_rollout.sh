@@ -22,92 +22,23 @@
 # file the host puts in v2 must not show in it): qemu's serial input is a FIFO the host
 # writes the answer into when the guest says it waits.
 #
-# Each VM's qemu runs in its own network namespace joined to the host by a veth pair (host
-# side 10.216.N.1, namespace side 10.216.N.2), as in test_netboot.sh, so the server sees
-# each client at its own address. Ports 14081 (NFS) and 14082 (MOUNT), no portmapper. Needs
+# Each VM's qemu runs in its own network namespace (tests/e2e/netboot/lib.sh), so the server
+# sees VM N as 10.216.N.2. Ports 14081 (NFS) and 14082 (MOUNT), no portmapper. Needs
 # root, qemu-system-x86, a kernel in /boot with its modules, busybox-static, cpio and
 # iproute2: deploy/install-deps installs them.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
-NB_DIR=$E2E_HERE/netboot
-NB_VM=$BUILD/e2e/netboot
-NB_NETS=()
+NB_NS=br NB_NET=10.216 NB_NFSOPTS=,lookupcache=none
+source "$E2E_HERE/netboot/lib.sh"
 CTL=$BUILD/unionnfsd-ctl
-
-# br_ns_up N: namespace unfs-brN with veth unfsbrNh (host, 10.216.N.1) <-> unfsbrNn (10.216.N.2)
-br_ns_up() {
-	local n=$1 ns=unfs-br$1
-	br_ns_down "$n"
-	NB_NETS+=("$n")
-	ip netns add "$ns" &&
-		ip link add "unfsbr${n}h" type veth peer name "unfsbr${n}n" &&
-		ip link set "unfsbr${n}n" netns "$ns" &&
-		ip addr add "10.216.$n.1/24" dev "unfsbr${n}h" &&
-		ip link set "unfsbr${n}h" up &&
-		ip netns exec "$ns" ip link set lo up &&
-		ip netns exec "$ns" ip addr add "10.216.$n.2/24" dev "unfsbr${n}n" &&
-		ip netns exec "$ns" ip link set "unfsbr${n}n" up ||
-		e2e_fail "cannot make network namespace $ns with a veth pair (needs root and iproute2; is 10.216.$n.0/24 free?)"
-}
-
-br_ns_down() { # deleting the namespace deletes its end of the veth, and with it the pair
-	ip link del "unfsbr${1}h" 2> /dev/null
-	ip netns del "unfs-br$1" 2> /dev/null
-	return 0
-}
-
-br_cleanup() {
-	local n
-	[ -z "${qemu:-}" ] || kill "$qemu" 2> /dev/null
-	for n in "${NB_NETS[@]}"; do br_ns_down "$n"; done
-	e2e_cleanup
-}
-
-# br_boot_start N PHASE: starts VM N's qemu in the background as $qemu, its console in
-# $log, its serial input from the FIFO $work/console-in (held open on fd 7)
-br_boot_start() {
-	local n=$1 phase=$2
-	log=$work/console-$n-$phase.log
-	t0=$(date +%s.%N)
-	ip netns exec "unfs-br$n" timeout --foreground -k 5 180 qemu-system-x86_64 \
-		-machine "q35,accel=${ACCEL:-tcg}" -cpu "${CPU:-max}" -m 512 -smp 1 \
-		-nographic -no-reboot -nodefaults -serial stdio \
-		-kernel "$NB_VM/vmlinuz" -initrd "$NB_VM/initrd.cpio.gz" \
-		-append "console=ttyS0 panic=-1 quiet nfsroot=10.216.$n.1:/union,port=$E2E_PORT,mountport=$E2E_MPORT,lookupcache=none netboot.phase=$phase" \
-		-netdev user,id=n0,restrict=off -device virtio-net-pci,netdev=n0 \
-		< "$work/console-in" > "$log" 2>&1 &
-	qemu=$!
-}
-
-# br_boot_end N PHASE: waits for the VM of br_boot_start and collects its RESULT rows; a
-# boot that does not reach the end of its phase fails a row
-br_boot_end() {
-	local n=$1 phase=$2 rc
-	wait "$qemu"
-	rc=$?
-	qemu=
-	tr -d '\r' < "$log" | grep -E '^(RESULT|NETBOOT|netboot:)' | sed "s/^/client $n: /"
-	echo "host: VM $n ($phase) ran $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s, qemu status $rc"
-	tr -d '\r' < "$log" | grep '^RESULT ' | sed "s/^RESULT \([^ ]*\) /RESULT c${n}_\1 /" >> "$work/vm.out"
-	E2E_FAILED=$((E2E_FAILED + $(tr -d '\r' < "$log" | grep -c '^RESULT .* FAIL')))
-	# grep reads a file, not a pipe: with pipefail, grep -q ending early would fail tr
-	if ! grep -q "^NETBOOT done: phase '$phase'" <(tr -d '\r' < "$log"); then
-		e2e_result "c${n}_boot" "$phase" 0 "the VM did not finish its phase (qemu status $rc); console tail: $(tail -5 "$log" | tr -d '\r' | tr '\n' ' ')"
-	fi
-}
-
-br_boot() {
-	br_boot_start "$1" "$2"
-	br_boot_end "$1" "$2"
-}
 
 # br_await FILE TEXT SECONDS WHAT: waits until FILE has a line with TEXT while the VM runs
 br_await() {
 	local i
 	for i in $(seq 1 $(($3 * 5))); do
 		grep -qF -- "$2" "$1" 2> /dev/null && return 0
-		[ -n "$qemu" ] && ! kill -0 "$qemu" 2> /dev/null && return 1
+		[ -n "$NB_QEMU" ] && ! kill -0 "$NB_QEMU" 2> /dev/null && return 1
 		sleep 0.2
 	done
 	echo "host: no '$2' in ${1#"$work/"} within $3 s ($4)"
@@ -134,14 +65,14 @@ br_conflicts() {
 }
 
 e2e_init base-rollout 14081 14082
-trap br_cleanup EXIT
-command -v ip > /dev/null || e2e_fail "ip is missing; run deploy/install-deps (package iproute2)"
-e2e_initrd_ready "$NB_DIR/build-initrd" "$NB_VM"
+trap nb_cleanup EXIT
+nb_initrd_ready
 [ -x "$CTL" ] || e2e_fail "$CTL is missing; run make"
 : > "$work/vm.out"
-mkfifo "$work/console-in" || e2e_fail "cannot make the FIFO $work/console-in"
+NB_CONSOLE_IN=$work/console-in
+mkfifo "$NB_CONSOLE_IN" || e2e_fail "cannot make the FIFO $NB_CONSOLE_IN"
 # read-write, so that opening it never blocks and qemu never reads end-of-file
-exec 7<> "$work/console-in"
+exec 7<> "$NB_CONSOLE_IN"
 
 V1=$work/base-v1
 V2=$work/base-v2
@@ -154,15 +85,15 @@ e2e_tree_manifest "$V1" > "$work/base_v1_unchanged.before"
 mkdir -p "$CL"
 printf '# the lab\n10.216.1.2 lab01\n10.216.2.2 lab02\n' > "$work/hosts"
 br_config "$V1"
-br_ns_up 1
-br_ns_up 2
+nb_ns_up 1
+nb_ns_up 2
 E2E_EXPORTS+=(-c "$work/unionnfsd.conf")
 e2e_start_server
 echo "server started on ports $E2E_PORT/$E2E_MPORT: /union over base v1, uppers $CL/%h"
 
 # boot 1: VM 1 on v1; v2 is made and published while it runs
-br_boot_start 1 rollout-hold
-if br_await "$log" "NETBOOT waiting for the host" 150 "VM 1 changing /etc on base v1"; then
+nb_boot_start 1 rollout-hold
+if br_await "$NB_LOG" "NETBOOT waiting for the host" 100 "VM 1 changing /etc on base v1"; then
 	cp -a "$V1" "$V2"
 	echo "v2 changed" > "$V2/etc/rollout-changed"
 	echo "v2 both" > "$V2/etc/rollout-both"
@@ -184,11 +115,13 @@ if br_await "$log" "NETBOOT waiting for the host" 150 "VM 1 changing /etc on bas
 	br_conflicts conflicts_before_move \
 		'{"client":"lab01","conflicts":[{"export":"/union","path":"/etc/rollout-both","upper":"copy","base":"changed"}],"exports_compared":1}'
 	echo published >&7
+else
+	kill "$NB_QEMU" 2> /dev/null # it would wait for the answer until its time limit
 fi
-br_boot_end 1 rollout-hold
+nb_boot_end 1 rollout-hold
 
 # boot 2: VM 1's next mount moves it to v2
-br_boot 1 rollout-moved
+nb_boot 1 rollout-moved
 br_conflicts conflicts_after_move \
 	'{"client":"lab01","conflicts":[{"export":"/union","path":"/etc/rollout-both","upper":"copy","base":"changed"}],"exports_compared":1}'
 out=$("$CTL" --state "$state" take-base lab01 /etc/rollout-both 2>&1)
@@ -199,8 +132,8 @@ e2e_result take_base host $((! $?)) "status $rc ($out); in lab01's upper: $(ls "
 br_conflicts conflicts_after_take_base '{"client":"lab01","conflicts":[],"exports_compared":1}'
 
 # boot 3: VM 1 sees v2's rollout-both; boot 4: VM 2 boots v2 fresh
-br_boot 1 rollout-took
-br_boot 2 rollout-fresh
+nb_boot 1 rollout-took
+nb_boot 2 rollout-fresh
 if [ -e "$CL/lab02/etc/rollout-own" ] || [ -e "$CL/lab02/etc/rollout-both" ]; then
 	e2e_result upper2_clean host 0 "client 2's upper $CL/lab02 holds etc/rollout-own or etc/rollout-both"
 else

@@ -16,10 +16,8 @@
 # The host checks that the lower is byte-for-byte unchanged and that client 1's changes
 # sit in its upper (a whiteout for the deleted file).
 #
-# Distinct client addresses: each VM's qemu runs in its own network namespace, joined to
-# the host by a veth pair (host side 10.213.N.1, namespace side 10.213.N.2). The guest
-# mounts from 10.213.N.1; qemu's user networking makes the connection from inside the
-# namespace, so the server sees the client as 10.213.N.2. Traffic never leaves this host.
+# Each VM's qemu runs in its own network namespace (tests/e2e/netboot/lib.sh), so the server
+# sees VM N as 10.213.N.2.
 #
 # Ports 14061 (NFS) and 14062 (MOUNT), no portmapper. Needs root (network namespaces,
 # no_root_squash root), qemu-system-x86, a kernel in /boot with its modules, busybox-static,
@@ -27,66 +25,8 @@
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
-NB_DIR=$E2E_HERE/netboot
-NB_VM=$BUILD/e2e/netboot
-NB_NETS=()
-
-# nb_ns_up N: namespace unfs-nbN with veth unfsnbNh (host, 10.213.N.1) <-> unfsnbNn (10.213.N.2)
-nb_ns_up() {
-	local n=$1 ns=unfs-nb$1
-	nb_ns_down "$n"
-	NB_NETS+=("$n")
-	ip netns add "$ns" &&
-		ip link add "unfsnb${n}h" type veth peer name "unfsnb${n}n" &&
-		ip link set "unfsnb${n}n" netns "$ns" &&
-		ip addr add "10.213.$n.1/24" dev "unfsnb${n}h" &&
-		ip link set "unfsnb${n}h" up &&
-		ip netns exec "$ns" ip link set lo up &&
-		ip netns exec "$ns" ip addr add "10.213.$n.2/24" dev "unfsnb${n}n" &&
-		ip netns exec "$ns" ip link set "unfsnb${n}n" up ||
-		e2e_fail "cannot make network namespace $ns with a veth pair (needs root and iproute2; is 10.213.$n.0/24 free?)"
-}
-
-nb_ns_down() { # deleting the namespace deletes its end of the veth, and with it the pair
-	ip link del "unfsnb${1}h" 2> /dev/null
-	ip netns del "unfs-nb$1" 2> /dev/null
-	return 0
-}
-
-nb_cleanup() {
-	local n
-	for n in "${NB_NETS[@]}"; do nb_ns_down "$n"; done
-	e2e_cleanup
-}
-
-nb_initrd_ready() {
-	command -v ip > /dev/null || e2e_fail "ip is missing; run deploy/install-deps (package iproute2)"
-	e2e_initrd_ready "$NB_DIR/build-initrd" "$NB_VM"
-}
-
-# nb_boot N PHASE: boots a VM in namespace N with its root from 10.213.N.1:/union and
-# collects its RESULT rows; a boot that does not reach the end of its phase fails a row
-nb_boot() {
-	local n=$1 phase=$2 log t0 rc
-	log=$work/console-$n-$phase.log
-	t0=$(date +%s.%N)
-	ip netns exec "unfs-nb$n" timeout --foreground -k 5 120 qemu-system-x86_64 \
-		-machine "q35,accel=${ACCEL:-tcg}" -cpu "${CPU:-max}" -m 512 -smp 1 \
-		-nographic -no-reboot -nodefaults -serial stdio \
-		-kernel "$NB_VM/vmlinuz" -initrd "$NB_VM/initrd.cpio.gz" \
-		-append "console=ttyS0 panic=-1 quiet nfsroot=10.213.$n.1:/union,port=$E2E_PORT,mountport=$E2E_MPORT netboot.phase=$phase" \
-		-netdev user,id=n0,restrict=off -device virtio-net-pci,netdev=n0 \
-		< /dev/null > "$log" 2>&1
-	rc=$?
-	tr -d '\r' < "$log" | grep -E '^(RESULT|NETBOOT|netboot:)' | sed "s/^/client $n: /"
-	echo "host: VM $n ($phase) ran $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s, qemu status $rc"
-	tr -d '\r' < "$log" | grep '^RESULT ' | sed "s/^RESULT \([^ ]*\) /RESULT c${n}_\1 /" >> "$work/vm.out"
-	E2E_FAILED=$((E2E_FAILED + $(tr -d '\r' < "$log" | grep -c '^RESULT .* FAIL')))
-	# grep reads a file, not a pipe: with pipefail, grep -q ending early would fail tr
-	if ! grep -q "^NETBOOT done: phase '$phase'" <(tr -d '\r' < "$log"); then
-		e2e_result "c${n}_boot" "$phase" 0 "the VM did not finish its phase (qemu status $rc); console tail: $(tail -5 "$log" | tr -d '\r' | tr '\n' ' ')"
-	fi
-}
+NB_NS=nb NB_NET=10.213
+source "$E2E_HERE/netboot/lib.sh"
 
 e2e_init netboot 14061 14062
 trap nb_cleanup EXIT
