@@ -26,6 +26,14 @@ static void put(const char *dir, const char *name, const char *text)
 	it_write_file(p, text, strlen(text));
 }
 
+static void make_dir(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+
+	it_path(p, "%s/%s", dir, name);
+	assert_int_equal(mkdir(p, 0755), 0);
+}
+
 static void write_config(const char *base)
 {
 	char text[4 * PATH_MAX];
@@ -53,11 +61,18 @@ static int before_each(void **state)
 	put(v1, "removed", "removed");
 	put(v1, "both", "b1");
 	put(v1, "meta", "meta-v1");
+	put(v1, "gone-by-client", "x");
+	make_dir(v1, "d");
+	put(v1, "d/f", "f");
 	put(v2, "keep", "keep");
 	put(v2, "changed", "new");
 	put(v2, "added", "added");
 	put(v2, "both", "b2");
 	put(v2, "meta", "meta-v2-longer");
+	put(v2, "gone-by-client", "x2");
+	make_dir(v2, "d");
+	put(v2, "d/f", "f");
+	put(v2, "d/new", "new");
 	it_path(cfgpath, "%s/base.conf", srv.is_dir);
 	write_config(v1);
 	srv.is_config = cfgpath;
@@ -139,6 +154,52 @@ static void write_both(const char *src, const nfs_fh3 *root)
 	it_clnt_destroy(c);
 }
 
+/*
+ * The client deletes "gone-by-client" (a whiteout) and replaces directory "d" by an empty
+ * one of its own (an opaque directory).
+ */
+static void delete_and_replace(const char *src, const nfs_fh3 *root)
+{
+	CLIENT *c = nfs_as(src);
+	REMOVE3args ra = { .object = { .dir = *root, .name = "gone-by-client" } };
+	REMOVE3res rr;
+	RMDIR3args da = { .object = { .dir = *root, .name = "d" } };
+	RMDIR3res dr;
+	MKDIR3args ma;
+	MKDIR3res mr;
+	nfs_fh3 d;
+	fattr3 attr;
+
+	memset(&rr, 0, sizeof(rr));
+	assert_int_equal(it_call(c, NFSPROC3_REMOVE, (xdrproc_t)xdr_REMOVE3args, &ra,
+				 (xdrproc_t)xdr_REMOVE3res, &rr), RPC_SUCCESS);
+	it_assert_status(rr.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_REMOVE3res, &rr);
+	it_assert_status(it_lookup(c, root, "d", &d, &attr), NFS3_OK);
+	ra.object.dir = d;
+	ra.object.name = "f";
+	memset(&rr, 0, sizeof(rr));
+	assert_int_equal(it_call(c, NFSPROC3_REMOVE, (xdrproc_t)xdr_REMOVE3args, &ra,
+				 (xdrproc_t)xdr_REMOVE3res, &rr), RPC_SUCCESS);
+	it_assert_status(rr.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_REMOVE3res, &rr);
+	it_fh_free(&d);
+	memset(&dr, 0, sizeof(dr));
+	assert_int_equal(it_call(c, NFSPROC3_RMDIR, (xdrproc_t)xdr_RMDIR3args, &da,
+				 (xdrproc_t)xdr_RMDIR3res, &dr), RPC_SUCCESS);
+	it_assert_status(dr.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_RMDIR3res, &dr);
+	memset(&ma, 0, sizeof(ma));
+	memset(&mr, 0, sizeof(mr));
+	ma.where.dir = *root;
+	ma.where.name = "d";
+	assert_int_equal(it_call(c, NFSPROC3_MKDIR, (xdrproc_t)xdr_MKDIR3args, &ma,
+				 (xdrproc_t)xdr_MKDIR3res, &mr), RPC_SUCCESS);
+	it_assert_status(mr.status, NFS3_OK);
+	it_free((xdrproc_t)xdr_MKDIR3res, &mr);
+	it_clnt_destroy(c);
+}
+
 /* chmod of name: over a base file, a metadata-only copy in the client's upper. */
 static void chmod_name(const char *src, const nfs_fh3 *root, const char *name, mode_t mode)
 {
@@ -180,7 +241,8 @@ static void assert_base_untouched(void)
 	static const char *const names[][2] = {
 		{ "v1/keep", "keep" }, { "v1/changed", "old" }, { "v1/removed", "removed" },
 		{ "v1/both", "b1" }, { "v1/meta", "meta-v1" }, { "v2/keep", "keep" },
-		{ "v2/changed", "new" }, { "v2/meta", "meta-v2-longer" },
+		{ "v2/changed", "new" }, { "v2/meta", "meta-v2-longer" }, { "v1/d/f", "f" },
+		{ "v2/d/new", "new" }, { "v1/gone-by-client", "x" }, { "v2/gone-by-client", "x2" },
 		{ "v2/added", "added" }, { "v2/both", "b2" },
 	};
 
@@ -225,6 +287,7 @@ static void test_client_moves_at_its_next_mount(void **state)
 	mnt_as("127.0.0.1", &root);
 	write_both("127.0.0.1", &root);
 	chmod_name("127.0.0.1", &root, "meta", 0600);
+	delete_and_replace("127.0.0.1", &root);
 	it_assert_status(read_name("127.0.0.1", &root, "both", buf, sizeof(buf), &fh_both), NFS3_OK);
 	it_assert_status(read_name("127.0.0.1", &root, "changed", buf, sizeof(buf), &fh_changed),
 			 NFS3_OK);
@@ -246,6 +309,19 @@ static void test_client_moves_at_its_next_mount(void **state)
 	assert_name("127.0.0.1", &root2, "both", "mine");
 	/* its chmod kept what it saw: the old base's data, not the new one's */
 	assert_name("127.0.0.1", &root2, "meta", "meta-v1");
+	/* its deletion and its own directory keep their meaning over the new base */
+	assert_name("127.0.0.1", &root2, "gone-by-client", NULL);
+	{
+		CLIENT *c = nfs_as("127.0.0.1");
+		nfs_fh3 d, x;
+		fattr3 attr;
+
+		it_assert_status(it_lookup(c, &root2, "d", &d, &attr), NFS3_OK);
+		it_assert_status(it_lookup(c, &d, "new", &x, &attr), NFS3ERR_NOENT);
+		it_assert_status(it_lookup(c, &d, "f", &x, &attr), NFS3ERR_NOENT);
+		it_fh_free(&d);
+		it_clnt_destroy(c);
+	}
 	it_assert_status(read_fh("127.0.0.1", &fh_both, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "mine");
 	it_assert_status(read_fh("127.0.0.1", &fh_changed, buf, sizeof(buf)), NFS3ERR_STALE);
