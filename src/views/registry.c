@@ -401,9 +401,14 @@ static struct view *views_settled_locked(struct views *vt, int i, const char *ke
 static bool views_close_for_base_locked(struct views *vt, struct view *vw)
 {
 	if (vw->vw_state != VIEW_OPEN ||
-	    vw->vw_base_gen == nfs_export_base_gen(vt->vt_ns, vw->vw_export) + 1 ||
-	    !views_close_locked(vt, vw))
+	    vw->vw_base_gen == nfs_export_base_gen(vt->vt_ns, vw->vw_export) + 1)
 		return false;
+	if (!views_close_locked(vt, vw)) {
+		log_info("export %s: client %s mounts again while calls of it run: it stays on its "
+			 "base until its next mount", views_export(vt, vw->vw_export)->ec_name,
+			 vw->vw_key);
+		return false;
+	}
 	pthread_mutex_unlock(&vt->vt_lock);
 	views_finish_close(vt, vw);
 	pthread_mutex_lock(&vt->vt_lock);
