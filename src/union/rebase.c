@@ -288,6 +288,8 @@ static void rb_names_sort(struct rb_names *l)
 {
 	size_t out = 0;
 
+	if (l->nm_n == 0)
+		return; /* nm_v may be NULL, which qsort must not get */
 	qsort(l->nm_v, l->nm_n, sizeof(*l->nm_v), rb_strcmp);
 	for (size_t i = 0; i < l->nm_n; i++) {
 		if (out > 0 && !strcmp(l->nm_v[out - 1], l->nm_v[i]))
