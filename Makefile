@@ -174,6 +174,16 @@ install: $(BUILD)/unionnfsd $(BUILD)/unionnfsd-ctl
 clean:
 	rm -rf build
 
+# The Debian package (make deb) under a real systemd, as root: a Debian 12 VM booted over NFS
+# installs it, serves, reloads, survives a kill -9 and purges it without a trace
+# (tests/e2e/manual/debian-netboot.sh, phase package; deploy/README.md, "Testing it without a
+# lab"). Not in make test: the base (DEBIAN_BASE=DIR, default /work/debbase) is built with
+# debootstrap on the first run (about 800 MB), and the boot takes minutes under emulation.
+.PHONY: test-package
+test-package: all deb
+	DEB="$$(ls $(BUILD)/unionnfsd_*_amd64.deb | sort -V | tail -1)" PHASES=package \
+		tests/e2e/manual/debian-netboot.sh $(DEBIAN_BASE)
+
 # Benchmark tools (tests/bench/); `make bench` depends on bench-tools.
 .PHONY: bench-tools
 LOADGEN_SRC = $(sort $(wildcard tests/bench/loadgen*.c))

@@ -7,12 +7,18 @@
 #                     files, installs a package with dpkg, dpkg -V verifies every file
 #   boot 2 (persist): the same client finds all of it
 #   boot 3 (unit):    unionnfsd and deploy/unionnfsd.service run under the guest's systemd
+#   package (only when named in PHASES): the Debian package of make deb installed in the
+#                     guest with apt-get, an export configured, started, mounted, reloaded,
+#                     killed and restarted by systemd, stopped, purged without a trace
 # then checks that the base is unchanged and the client's changes are in its upper.
 #
 #   tests/e2e/manual/debian-netboot.sh [BASE_DIR [WORK_DIR]]
 #       BASE_DIR  default /work/debbase (built when missing; about 800 MB, 2-3 minutes)
 #       WORK_DIR  default BASE_DIR.run (server state, client uppers, console logs)
-#   PHASES="write persist unit"  the boots to run, in order (persist needs write before it)
+#   PHASES="write persist unit"  the boots to run, in order (persist needs write before it);
+#                 "package" (make test-package) boots once more for the .deb
+#   DEB=FILE      the package for the package phase (default: the newest build/unionnfsd_*_amd64.deb);
+#                 its Depends are installed in the base
 #   VERIFY_ALL=1  boot 1 runs dpkg -V over every package (reads all ~800 MB; +8 min under TCG)
 #
 # Networking: qemu user networking, the server is 10.0.2.100 in the guest, reached through
@@ -38,8 +44,17 @@ done
 
 # --- the base ----------------------------------------------------------------------------------
 # The libraries of the host-built unionnfsd and rpcbind (rpcinfo) for the unit phase.
-"$repo/deploy/build-base" --include libtirpc3,liblmdb0,libev4,libsodium23,rpcbind "$base" ||
-	fail "deploy/build-base failed"
+include=libtirpc3,liblmdb0,libev4,libsodium23,rpcbind
+deb=
+if [[ " ${PHASES:-} " == *" package "* ]]; then
+	deb=${DEB:-$(ls "$repo"/build/unionnfsd_*_amd64.deb 2> /dev/null | sort -V | tail -1)}
+	[ -f "$deb" ] || fail "no Debian package (build/unionnfsd_*_amd64.deb) for the package phase; run make deb (or give DEB=FILE)"
+	# The guest has no package lists: the package's dependencies come with the base.
+	deps=$(dpkg-deb -f "$deb" Pre-Depends Depends | sed 's/^[A-Za-z-]*: //' | tr ',' '\n' |
+		sed 's/|.*//; s/(.*)//; s/:.*//; s/[[:space:]]//g' | grep . | sort -u | paste -sd,)
+	include+=${deps:+,$deps}
+fi
+"$repo/deploy/build-base" --include "$include" "$base" || fail "deploy/build-base failed"
 kernel=$(ls "$base"/boot/vmlinuz-* | sort -V | tail -1)
 initrd=$base/boot/initrd.img-${kernel##*/vmlinuz-}
 # The test's own files in the base (before it is served; the base is then checked unchanged)
@@ -48,6 +63,8 @@ mkdir -p "$T"
 install -m 0755 "$here/debian-netboot-check" "$T/check"
 install -m 0755 "$repo/build/unionnfsd" "$repo/build/unionnfsd-ctl" "$T/"
 install -m 0644 "$repo/deploy/unionnfsd.service" "$T/"
+rm -f "$T/unionnfsd.deb"
+[ -z "$deb" ] || install -m 0644 "$deb" "$T/unionnfsd.deb"
 if [ ! -s "$T/hello.deb" ]; then
 	(cd "$T" && apt-get download -q hello > /dev/null 2>&1 && mv hello_*.deb hello.deb) || fail "apt-get download hello failed"
 fi
