@@ -187,7 +187,7 @@ install: $(BUILD)/unionnfsd $(BUILD)/unionnfsd-ctl
 	install -D -m 0755 $(BUILD)/unionnfsd-ctl $(DESTDIR)$(sbindir)/unionnfsd-ctl
 	@set -e; for page in $(MAN_PAGES); do \
 		dir=$(DESTDIR)$(mandir)/man$${page##*.}; \
-		echo "install -D -m 0644 $$page $$dir/$${page##*/}.gz"; \
+		echo "gzip -9n < $$page > $$dir/$${page##*/}.gz"; \
 		install -d -m 0755 $$dir; \
 		gzip -9n < $$page > $$dir/$${page##*/}.gz; \
 		chmod 0644 $$dir/$${page##*/}.gz; \
