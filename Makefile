@@ -232,7 +232,7 @@ clean:
 # debootstrap on the first run (about 800 MB), and the boot takes minutes under emulation.
 .PHONY: test-package
 test-package: all deb
-	DEB="$$(ls $(BUILD)/unionnfsd_*_amd64.deb | sort -V | tail -1)" PHASES=package \
+	DEB="$$(ls build/unionnfsd_*_amd64.deb | sort -V | tail -1)" PHASES=package \
 		tests/e2e/manual/debian-netboot.sh $(DEBIAN_BASE)
 
 # Benchmark tools (tests/bench/); `make bench` depends on bench-tools.
