@@ -157,15 +157,23 @@ same "environment variable" "unionnfsd-ctl --help" "$tmp/ctl.env" "$tmp/man.env"
 # Formatting: no warning from groff, man or mandoc.
 have_mandoc=0
 command -v mandoc > /dev/null && have_mandoc=1
+# quiet WHAT COMMAND...: COMMAND prints nothing and exits 0.
+quiet() {
+	local what=$1 out rc
+	shift
+	out=$("$@" 2>&1)
+	rc=$?
+	[ $rc -eq 0 ] && [ -z "$out" ] || fail "$what (exit $rc): $out"
+}
+
 for page in "$MAN"/*.[1-9]; do
-	out=$(groff -man -ww -z "$page" 2>&1) || fail "groff -man -ww -z $page exited non-zero"
-	[ -z "$out" ] || fail "groff -man -ww -z $page: $out"
-	out=$(MANWIDTH=80 man -l "$page" 2>&1 > "$tmp/rendered") || fail "man -l $page exited non-zero: $out"
-	[ -z "$out" ] || fail "man -l $page: $out"
+	quiet "groff -man -ww -z $page" groff -man -ww -z "$page"
+	out=$(MANWIDTH=80 man -l "$page" 2>&1 > "$tmp/rendered")
+	rc=$?
+	[ $rc -eq 0 ] && [ -z "$out" ] || fail "MANWIDTH=80 man -l $page (exit $rc): $out"
 	grep -q '^NAME' "$tmp/rendered" || fail "man -l $page rendered no NAME section"
 	if [ $have_mandoc = 1 ]; then
-		out=$(mandoc -T lint "$page" 2>&1) || fail "mandoc -T lint $page: $out"
-		[ -z "$out" ] || fail "mandoc -T lint $page: $out"
+		quiet "mandoc -T lint $page" mandoc -T lint "$page"
 	fi
 done
 
