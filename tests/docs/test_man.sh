@@ -4,7 +4,7 @@
 #  - unionnfsd.conf.5's DIRECTIVES are exactly the directives unionnfsd names when a config
 #    file has an unknown one; its EXPORT OPTIONS hold every word unionnfsd names for an unknown
 #    export option, and unionnfsd accepts every word they hold; its "Branch words" are the
-#    ones unionnfsd names for an unknown branch word;
+#    ones unionnfsd names for an unknown branch word; its config examples parse;
 #  - unionnfsd-ctl.8's COMMANDS and OPTIONS are exactly those of `unionnfsd-ctl --help`, and
 #    the environment variable that usage names is in its ENVIRONMENT;
 #  - every page formats without a warning: `groff -man -ww -z`, `man -l`, `mandoc -T lint`
@@ -132,6 +132,24 @@ while read -r word; do
 		fail "$MAN/unionnfsd.conf.5 EXPORT OPTIONS: unionnfsd does not take '$word': $(cat "$tmp/word.out")"
 done < "$tmp/opts.page"
 
+# The examples of unionnfsd.conf.5 are valid config (the blocks whose every line starts with a
+# directive): the error is then the probe line after them.
+awk '/^\.EX/ { n++; ex = 1; next } /^\.EE/ { ex = 0; next } ex { print > (dir "/example." n) }' \
+	dir="$tmp" "$MAN/unionnfsd.conf.5"
+examples=0
+for ex in "$tmp"/example.*; do
+	[ -e "$ex" ] || continue
+	sed -e 's/\\-/-/g' -e 's/\\(aq/'"'"'/g' "$ex" > "$ex.conf"
+	awk '{ print $1 }' "$ex.conf" | grep -qvxFf "$tmp/conf.keys" && continue
+	lines=$(wc -l < "$ex.conf")
+	echo unionnfsd-man-probe >> "$ex.conf"
+	"$SERVER" -c "$ex.conf" > "$ex.out" 2>&1
+	grep -q "$(basename "$ex").conf:$((lines + 1)): unknown option 'unionnfsd-man-probe'" "$ex.out" ||
+		fail "$MAN/unionnfsd.conf.5: an example does not parse: $(cat "$ex.out"); the example: $(cat "$ex")"
+	examples=$((examples + 1))
+done
+[ $examples -ge 3 ] || fail "$MAN/unionnfsd.conf.5: only $examples config examples found (EXAMPLES has at least 3)"
+
 # Branch words: those unionnfsd names for an unknown one, against "Branch words".
 printf 'export /probe /srv/probe=unionnfsdmanprobe\n' > "$tmp/branch.conf"
 "$SERVER" -c "$tmp/branch.conf" > "$tmp/branch.out" 2>&1
@@ -186,5 +204,5 @@ if [ $failures -gt 0 ]; then
 fi
 echo "man pages agree: $(wc -l < "$tmp/help.opts") unionnfsd options," \
 	"$(wc -l < "$tmp/conf.keys") directives, $(wc -l < "$tmp/opts.page") export option words," \
-	"$(wc -l < "$tmp/words.prog") branch words, $(wc -l < "$tmp/ctl.cmds") unionnfsd-ctl commands," \
+	"$(wc -l < "$tmp/words.prog") branch words, $examples config examples, $(wc -l < "$tmp/ctl.cmds") unionnfsd-ctl commands," \
 	"$(wc -l < "$tmp/ctl.opts") options; groff, man$([ $have_mandoc = 1 ] && echo ', mandoc') silent"
