@@ -3,11 +3,24 @@
 #   make test         unit, integration and end-to-end tests (tests/run-tests)
 #   make check        unit, integration and fuzz-replay tests again under AddressSanitizer +
 #                     UndefinedBehaviorSanitizer (build/san/); the qemu tests run once, in `make test`
-#   make install      PREFIX=/usr/local DESTDIR=
+#   make install      PREFIX=/usr/local DESTDIR= (sysconfdir and the other directories below)
+#   make uninstall    the same files but the configuration and the state directory
+#   make deb          build/unionnfsd_VERSION_ARCH.deb, a Debian package (deploy/debian/)
 #   make clean
 
 PREFIX ?= /usr/local
 DESTDIR ?=
+sbindir ?= $(PREFIX)/sbin
+mandir ?= $(PREFIX)/share/man
+# A service's configuration is looked for in /etc, where the unit, the manual and the Debian
+# package have it: so /etc for PREFIX=/usr and /usr/local alike; a self-contained tree
+# elsewhere (PREFIX=/opt/unionnfsd) keeps it in $(PREFIX)/etc.
+sysconfdir ?= $(if $(filter /usr /usr/local,$(PREFIX)),/etc,$(PREFIX)/etc)
+# systemd reads packaged units from /lib/systemd/system (Debian 12 keeps them there) and the
+# administrator's from /usr/local/lib/systemd/system; a unit elsewhere needs `systemctl link`.
+systemdunitdir ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
+# The server's default --state (and the example configuration's).
+statedir = /var/lib/unionnfsd
 BUILD ?= build
 SAN ?=
 # 0 leaves out the end-to-end tests in qemu (make check: they take minutes and test the kernel
@@ -54,7 +67,7 @@ FUZZ_REPLAY = $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 FUZZ_DIR = build/fuzz
 
-.PHONY: all test check install clean unit integration e2e fuzz fuzz-build fuzz-merge fuzz-seeds
+.PHONY: all test check install uninstall deb clean unit integration e2e fuzz fuzz-build fuzz-merge fuzz-seeds
 .SECONDARY: $(GEN_H) $(GEN_C)
 all: $(BUILD)/unionnfsd $(BUILD)/unionnfsd-ctl
 
@@ -167,9 +180,47 @@ test: $(BUILD)/unionnfsd $(BUILD)/unionnfsd-ctl $(UNIT_BIN) $(INTEG_BIN) $(FUZZ_
 check:
 	$(MAKE) BUILD=build/san SAN=1 OPT=-O1 RUN_E2E=0 test
 
+# Man pages are installed gzip-ed (Debian policy), each deploy/man/NAME.N to manN.
+MAN_PAGES = $(wildcard deploy/man/*.[1-9])
 install: $(BUILD)/unionnfsd $(BUILD)/unionnfsd-ctl
-	install -D -m 0755 $(BUILD)/unionnfsd $(DESTDIR)$(PREFIX)/sbin/unionnfsd
-	install -D -m 0755 $(BUILD)/unionnfsd-ctl $(DESTDIR)$(PREFIX)/sbin/unionnfsd-ctl
+	install -D -m 0755 $(BUILD)/unionnfsd $(DESTDIR)$(sbindir)/unionnfsd
+	install -D -m 0755 $(BUILD)/unionnfsd-ctl $(DESTDIR)$(sbindir)/unionnfsd-ctl
+	@set -e; for page in $(MAN_PAGES); do \
+		dir=$(DESTDIR)$(mandir)/man$${page##*.}; \
+		echo "gzip -9n < $$page > $$dir/$${page##*/}.gz"; \
+		install -d -m 0755 $$dir; \
+		gzip -9n < $$page > $$dir/$${page##*/}.gz; \
+		chmod 0644 $$dir/$${page##*/}.gz; \
+	done
+	install -d -m 0755 $(DESTDIR)$(systemdunitdir)
+	sed -e 's|^ExecStart=/usr/local/sbin/|ExecStart=$(sbindir)/|' \
+		-e 's| /etc/unionnfsd.conf| $(sysconfdir)/unionnfsd.conf|g' \
+		deploy/unionnfsd.service > $(DESTDIR)$(systemdunitdir)/unionnfsd.service
+	chmod 0644 $(DESTDIR)$(systemdunitdir)/unionnfsd.service
+	@# The configuration is the administrator's once installed: never overwritten.
+	@if [ -e $(DESTDIR)$(sysconfdir)/unionnfsd.conf ]; then \
+		echo "kept $(DESTDIR)$(sysconfdir)/unionnfsd.conf (the example is deploy/example.conf)"; \
+	else \
+		echo "install -D -m 0644 deploy/example.conf $(DESTDIR)$(sysconfdir)/unionnfsd.conf"; \
+		install -D -m 0644 deploy/example.conf $(DESTDIR)$(sysconfdir)/unionnfsd.conf; \
+	fi
+	install -d -m 0700 $(DESTDIR)$(statedir)
+
+# Keeps $(sysconfdir)/unionnfsd.conf and $(statedir) (the inode map clients' handles rely on).
+uninstall:
+	rm -f $(DESTDIR)$(sbindir)/unionnfsd $(DESTDIR)$(sbindir)/unionnfsd-ctl \
+		$(DESTDIR)$(systemdunitdir)/unionnfsd.service \
+		$(foreach page,$(MAN_PAGES),$(DESTDIR)$(mandir)/man$(subst .,,$(suffix $(page)))/$(notdir $(page)).gz)
+
+# The Debian package: the server built again with Debian's hardening flags in build/deb,
+# installed with PREFIX=/usr into a staging tree, packaged by deploy/debian/build-deb.
+DEB_BUILD = build/deb
+DEB_FLAGS = DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get
+deb:
+	$(MAKE) BUILD=$(DEB_BUILD) SAN= OPT=-O2 \
+		CFLAGS="$$($(DEB_FLAGS) CFLAGS) $$($(DEB_FLAGS) CPPFLAGS)" \
+		LDFLAGS="$$($(DEB_FLAGS) LDFLAGS)" $(DEB_BUILD)/unionnfsd $(DEB_BUILD)/unionnfsd-ctl
+	deploy/debian/build-deb $(DEB_BUILD) build
 
 clean:
 	rm -rf build
