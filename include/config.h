@@ -209,9 +209,13 @@ void config_init(struct config *cf);
 /*
  * Parses argv (including any -c FILE, read at the point it appears) into cf, which must
  * have been config_init()ed. Returns 0, or -1 with a one-line message in err.
- * On "--help" returns 1 with the usage text in err.
+ * On "--help" returns 1 with the usage text in err, cut to errlen: config_usage_text() is
+ * the whole of it.
  */
 int config_parse_args(struct config *cf, int argc, char **argv, char *err, size_t errlen);
+
+/* The text --help prints: the usage line and every option. */
+const char *config_usage_text(void);
 
 /* Reads a config file into cf. Returns 0, or -1 with "FILE:LINE: message" in err. */
 int config_parse_file(struct config *cf, const char *path, char *err, size_t errlen);

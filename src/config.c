@@ -101,6 +101,11 @@ static const char config_usage[] =
 	"                      reverse DNS confirmed forward\n"
 	"  -h, --help          show this text\n";
 
+const char *config_usage_text(void)
+{
+	return config_usage;
+}
+
 /* Settings of string kinds own a copy of their text; NULL stays NULL. */
 static char *config_strdup(const char *s)
 {

@@ -1008,7 +1008,8 @@ int main(int argc, char **argv)
 	config_init(&mc.mc_cfg);
 	rc = config_parse_args(&mc.mc_cfg, argc, argv, err, sizeof(err));
 	if (rc == 1) {
-		fputs(err, stdout);
+		/* the whole text: it is longer than a message buffer */
+		fputs(config_usage_text(), stdout);
 		config_free(&mc.mc_cfg);
 		return MAIN_EXIT_OK;
 	}

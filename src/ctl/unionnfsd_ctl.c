@@ -54,6 +54,7 @@ static void ctl_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: unionnfsd-ctl [--state DIR] [--timeout SECONDS] COMMAND [ARGS]\n"
+		"       unionnfsd-ctl --help\n"
 		"  talks to the unionnfsd whose state directory is DIR (default %s);\n"
 		"  gives up after SECONDS without a word from it (default %d, or $%s)\n"
 		"%s"

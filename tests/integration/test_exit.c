@@ -145,6 +145,9 @@ static void test_help_exits_zero(void **state)
 	assert_non_null(strstr(out, "--port"));
 	assert_non_null(strstr(out, "--mount-port"));
 	assert_non_null(strstr(out, "--portmap"));
+	/* all of it, to its last line (it once stopped at 4095 bytes) */
+	assert_non_null(strstr(out, "--hosts FILE"));
+	assert_non_null(strstr(out, "  -h, --help          show this text\n"));
 }
 
 static void test_missing_branch(void **state)
