@@ -189,7 +189,8 @@ enum config_export_change {
 /*
  * The changes of export name from the running config live to next (a reload's) that only a
  * restart applies: CONFIG_EXPORT_* bits, 0 when its client rules and options are all that
- * changed. GONE and BRANCHES come alone; UPPER and WRITABLE may come together. opened_ro:
+ * changed. GONE comes alone, BRANCHES with UPPER at most; UPPER and WRITABLE may come
+ * together. opened_ro:
  * the export is served read-only now. Before nfs_server_swap_rules: next's options are
  * compared, and the swap hands next the old ones.
  */
@@ -265,6 +266,8 @@ void config_swap_branches(struct export_conf *a, struct export_conf *b);
  * -ENOMEM; ec unchanged on failure).
  */
 int config_writable_count(const struct export_conf *ec);
+/* Branch i's role: its word, else the default ([0] writable unless upper=, the rest not). */
+enum union_role config_branch_role(const struct export_conf *ec, int i);
 char *config_base_text(const struct export_conf *ec);
 int config_set_base(struct export_conf *ec, const char *text);
 

@@ -166,6 +166,8 @@ unsigned nfs_export_base_gen(struct nfs_server *ns, int i);
 int nfs_export_branches(struct nfs_server *ns, int i, char ***branches, enum union_role **roles,
 			int *n);
 void nfs_export_branches_free(char **branches, enum union_role *roles, int n);
+/* Export i's base as it is now (config_base_text: malloc()ed; NULL: no memory). */
+char *nfs_export_base_text(struct nfs_server *ns, int i);
 
 /*
  * The union object a lock manager's file handle (the NFS handle's bytes) names, for the

@@ -775,10 +775,10 @@ unsigned config_diff_export(const struct config *live, const struct config *next
 		return CONFIG_EXPORT_GONE;
 	a = &live->cf_exports[i];
 	b = &next->cf_exports[j];
-	if (!config_same_branches(a, b))
-		return CONFIG_EXPORT_BRANCHES;
 	if (config_str_differs(a->ec_upper, b->ec_upper))
 		changes |= CONFIG_EXPORT_UPPER;
+	if (!config_same_branches(a, b))
+		return changes | CONFIG_EXPORT_BRANCHES;
 	if (memcmp(&a->ec_policy, &b->ec_policy, sizeof(a->ec_policy)) != 0)
 		changes |= CONFIG_EXPORT_POLICY;
 	/* The union was opened read-only: only opening it again makes it writable. */
@@ -1399,20 +1399,18 @@ int config_find_export(const struct config *cf, const char *name)
 }
 
 /* Branch i's role; an export built without roles has the default ones. */
-static enum union_role config_role(const struct export_conf *ec, int i)
+enum union_role config_branch_role(const struct export_conf *ec, int i)
 {
 	if (ec->ec_roles)
 		return ec->ec_roles[i];
-	return i == 0 ? UNION_BRANCH_RW : UNION_BRANCH_RO;
+	return i == 0 && !ec->ec_upper ? UNION_BRANCH_RW : UNION_BRANCH_RO;
 }
 
 int config_writable_count(const struct export_conf *ec)
 {
 	int n = 0;
 
-	if (ec->ec_upper && !ec->ec_roles)
-		return 0;
-	while (n < ec->ec_nbranches && config_role(ec, n) == UNION_BRANCH_RW)
+	while (n < ec->ec_nbranches && config_branch_role(ec, n) == UNION_BRANCH_RW)
 		n++;
 	return n;
 }
@@ -1497,7 +1495,7 @@ bool config_same_branches(const struct export_conf *a, const struct export_conf 
 		/* The top's default follows upper=, which is compared on its own. */
 		if (i == 0 && !a->ec_top_role_given && !b->ec_top_role_given)
 			continue;
-		if (config_role(a, i) != config_role(b, i))
+		if (config_branch_role(a, i) != config_branch_role(b, i))
 			return false;
 	}
 	return true;

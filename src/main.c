@@ -494,15 +494,8 @@ static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 		struct union_export *ux = nfs_export_union(&mc->mc_nfs, i);
 		unsigned changes = config_diff_export(oc, nc, o->ec_name, ux && union_read_only(ux));
 
-		const struct export_conf *e;
-
 		if (!ux || (changes & CONFIG_EXPORT_GONE))
 			continue; /* exportset_apply says */
-		e = &nc->cf_exports[config_find_export(nc, o->ec_name)];
-		/* config_diff_export says nothing more of an export with other branches */
-		if ((o->ec_upper == NULL) != (e->ec_upper == NULL) ||
-		    (o->ec_upper && strcmp(o->ec_upper, e->ec_upper)))
-			changes |= CONFIG_EXPORT_UPPER;
 		if (changes & CONFIG_EXPORT_UPPER)
 			log_warn("SIGHUP: the upper= template of export %s changed; that needs a restart of unionnfsd, until then it is served as before and clients keep their layers under %s",
 				 o->ec_name, o->ec_upper ? o->ec_upper : "the export's own upper");
@@ -518,11 +511,11 @@ static void main_reload_apply(struct main_ctx *mc, struct config *nc)
 	if (mc->mc_reload_exports)
 		exportset_apply(mc->mc_exports, mc->mc_reload_exports, &mc->mc_nfs, nc);
 	n = nfs_server_swap_rules(&mc->mc_nfs, nc);
+	/* After the swap: every export served with the rules of nc, as it now has them. */
 	for (i = 0; i < oc->cf_nexports; i++)
 		if (nfs_export_union(&mc->mc_nfs, i) &&
-		    config_find_export(nc, oc->cf_exports[i].ec_name) >= 0 &&
-		    config_same_branches(&oc->cf_exports[i],
-					 &nc->cf_exports[config_find_export(nc, oc->cf_exports[i].ec_name)]))
+		    !(config_diff_export(oc, nc, oc->cf_exports[i].ec_name, false) &
+		      (CONFIG_EXPORT_GONE | CONFIG_EXPORT_BRANCHES)))
 			main_log_serving(&oc->cf_exports[i]);
 	log_info("SIGHUP: configuration reloaded; new client rules apply to %d export%s (other settings, such as ports, need a restart)",
 		 n, n == 1 ? "" : "s");

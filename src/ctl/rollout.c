@@ -161,30 +161,6 @@ static int ctl_export_index(struct control *ctl, const char *name)
 	return -1;
 }
 
-/* The base of export i (its branches below the writable ones), '\n'-joined; NULL: no memory. */
-static char *ctl_base_now(struct control *ctl, int i)
-{
-	char **branches, *text = NULL;
-	enum union_role *roles;
-	int n, first = 0;
-	size_t len = 1;
-
-	if (nfs_export_branches(ctl->ct_env.ce_nfs, i, &branches, &roles, &n) < 0)
-		return NULL;
-	while (first < n && roles[first] == UNION_BRANCH_RW)
-		first++;
-	for (int k = first; k < n; k++)
-		len += strlen(branches[k]) + 1;
-	text = calloc(1, len);
-	for (int k = first; text && k < n; k++) {
-		if (k > first)
-			strcat(text, "\n");
-		strcat(text, branches[k]);
-	}
-	nfs_export_branches_free(branches, roles, n);
-	return text;
-}
-
 /*
  * Each of dirs must be an existing directory named by an absolute path: their canonical
  * paths, '\n'-joined, in *out (malloc()ed). 0, or -errno with an error line in o.
@@ -245,7 +221,7 @@ void ctl_base(struct control *ctl, struct ctl_out *o, const char *line)
 		return;
 	}
 	st = union_store(nfs_export_union(ctl->ct_env.ce_nfs, i));
-	now = ctl_base_now(ctl, i);
+	now = nfs_export_base_text(ctl->ct_env.ce_nfs, i);
 	r = store_base_get(st, w[1], &was_set, &was_config);
 	if (!now || (r < 0 && r != -ENOENT)) {
 		ctl_put(o, "error: base: cannot read the base of %s: %s\n", w[1],

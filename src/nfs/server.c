@@ -289,8 +289,7 @@ int nfs_export_branches(struct nfs_server *ns, int i, char ***branches, enum uni
 	*branches = calloc((size_t)*n + 1, sizeof(**branches));
 	*roles = calloc((size_t)*n + 1, sizeof(**roles));
 	for (int k = 0; *branches && *roles && k < *n && r == 0; k++) {
-		(*roles)[k] = ec->ec_roles ? ec->ec_roles[k] : (k == 0 && !ec->ec_upper ?
-							 UNION_BRANCH_RW : UNION_BRANCH_RO);
+		(*roles)[k] = config_branch_role(ec, k);
 		(*branches)[k] = strdup(ec->ec_branches[k]);
 		if (!(*branches)[k])
 			r = -ENOMEM;
@@ -301,6 +300,16 @@ int nfs_export_branches(struct nfs_server *ns, int i, char ***branches, enum uni
 	if (r < 0)
 		nfs_export_branches_free(*branches, *roles, *n);
 	return r;
+}
+
+char *nfs_export_base_text(struct nfs_server *ns, int i)
+{
+	char *text;
+
+	pthread_rwlock_rdlock(&ns->ns_rules_lock);
+	text = config_base_text(&ns->ns_cfg->cf_exports[i]);
+	pthread_rwlock_unlock(&ns->ns_rules_lock);
+	return text;
 }
 
 void nfs_export_branches_free(char **branches, enum union_role *roles, int n)

@@ -32,7 +32,7 @@ static void views_bases_free(struct views_bases *b)
 	memset(b, 0, sizeof(*b));
 }
 
-static bool views_same_stack(char *const *a, int na, char *const *b, int nb)
+bool views_same_stack(char *const *a, int na, char *const *b, int nb)
 {
 	if (na != nb)
 		return false;

@@ -217,14 +217,10 @@ static void views_settle_metacopies(struct views *vt, int i, const char *name, c
 	struct store *st = union_store(nfs_export_union(vt->vt_ns, i));
 	char **rec, err[600];
 	int nrec, done = 0, r;
-	bool same;
 
 	if (store_export_stack(st, name, false, &rec, &nrec) < 0)
 		return; /* never bound: nothing made over another base */
-	same = nrec - 1 == n;
-	for (int k = 0; same && k < n; k++)
-		same = !strcmp(rec[k + 1], lowers[k]);
-	if (!same && nrec > 1) {
+	if (nrec > 1 && !views_same_stack(rec + 1, nrec - 1, lowers, n)) {
 		r = union_complete_metacopies(upper, rec + 1, nrec - 1, &done, err, sizeof(err));
 		if (r < 0)
 			log_warn("view %s moves to a new base with a metadata-only copy it could not "

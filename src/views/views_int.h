@@ -130,6 +130,9 @@ bool views_log_due(_Atomic time_t *last);
 int views_make_room_locked(struct views *vt, int i, int rule, struct view **evicted,
 			   char *err, size_t errlen);
 
+/* base.c: whether two stacks name the same branches in the same order. */
+bool views_same_stack(char *const *a, int na, char *const *b, int nb);
+
 /* naming.c */
 int views_client_key(struct views *vt, int i, const char *addr, char *key, size_t keylen,
 		     char *err, size_t errlen);
